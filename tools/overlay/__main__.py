@@ -1,0 +1,3 @@
+from overlay.cli import main
+
+raise SystemExit(main())

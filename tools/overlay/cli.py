@@ -1,0 +1,70 @@
+"""Thin command-line front: parse arguments, dispatch, turn OverlayError into one line."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from pathlib import Path
+
+from overlay import __version__
+from overlay.errors import OverlayError
+
+# Each subsystem module exposes `register(subparsers)`; its parsers set `func`,
+# a callable taking the parsed arguments and returning the exit code.
+SUBSYSTEMS = (
+    "overlay.commands",
+    "overlay.gate.cli",
+    "overlay.drift.cli",
+    "overlay.evidence.cli",
+)
+
+
+def find_root(start: Path) -> Path:
+    """The project root: the nearest directory above `start` holding series.yaml."""
+    for d in (start, *start.parents):
+        if (d / "series.yaml").is_file():
+            return d
+    return start
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="overlay",
+        description="Compose pinned upstream trees from an attributed patch series.",
+    )
+    parser.add_argument("--version", action="version", version=f"overlay {__version__}")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="project root holding series.yaml and pins/ (default: found upward from cwd)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBSYSTEMS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:  # TEMPORARY while subsystems are being built
+            if exc.name and name.startswith(exc.name):
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    if args.root is None:
+        env_root = os.environ.get("OVERLAY_ROOT")
+        args.root = Path(env_root) if env_root else find_root(Path.cwd())
+    args.root = args.root.resolve()
+    try:
+        return int(args.func(args) or 0)
+    except OverlayError as exc:
+        print(f"overlay: error: {exc.one_line()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("overlay: error: interrupted; nothing was replaced (run the command again)",
+              file=sys.stderr)
+        return 130

@@ -1,0 +1,34 @@
+"""The one exception type the CLI turns into a single error line."""
+
+from __future__ import annotations
+
+
+class OverlayError(Exception):
+    """A user-facing failure: one line naming the file and what to do.
+
+    `path` and `line` locate the problem (when known); `hint` is the next step.
+    The CLI prints `overlay: error: <path>:<line>: <message> (<hint>)` and exits
+    with `exit_code`; no traceback is ever shown for these.
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, path: str | None = None,
+                 line: int | None = None, hint: str | None = None,
+                 exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = path
+        self.line = line
+        self.hint = hint
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+    def one_line(self) -> str:
+        where = ""
+        if self.path:
+            where = self.path + (f":{self.line}" if self.line else "") + ": "
+        text = where + self.message
+        if self.hint:
+            text += f" ({self.hint})"
+        return " ".join(text.split())  # never more than one line

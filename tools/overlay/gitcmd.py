@@ -1,0 +1,144 @@
+"""Running git with a pinned, user-independent configuration.
+
+Byte-stable patches and reproducible composition must not depend on whoever runs
+them: global and system config are ignored, and the settings that change what
+`format-patch`, `am` or `diff` produce are pinned explicitly (Electron learned each
+of these one bug at a time: signatures, renames, prefixes, bracketed subjects).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Sequence
+
+from overlay.errors import OverlayError
+
+# Settings that change the bytes git writes or reads in patches.
+PINNED_CONFIG = (
+    "core.autocrlf=false",
+    "core.eol=lf",
+    "core.safecrlf=false",
+    "core.quotePath=true",
+    "core.abbrev=12",
+    "core.hooksPath=/dev/null",
+    "diff.renames=false",
+    "diff.noprefix=false",
+    "diff.mnemonicPrefix=false",
+    "diff.algorithm=myers",
+    "diff.indentHeuristic=true",
+    "diff.context=3",
+    "diff.interHunkContext=0",
+    "diff.suppressBlankEmpty=false",
+    "diff.relative=false",
+    "diff.orderFile=",
+    "diff.external=",
+    "color.ui=false",
+    "format.signature=",
+    "format.numbered=false",
+    "format.subjectPrefix=PATCH",
+    "format.coverLetter=false",
+    "format.signOff=false",
+    "format.useAutoBase=false",
+    "format.thread=false",
+    "format.encodeEmailHeaders=true",
+    "am.keepcr=false",
+    "am.threeWay=false",
+    "am.messageId=false",
+    "apply.whitespace=nowarn",
+    "i18n.commitEncoding=UTF-8",
+    "i18n.logOutputEncoding=UTF-8",
+    "init.defaultBranch=main",
+    "gc.auto=0",
+    "maintenance.auto=false",
+    "advice.detachedHead=false",
+    "advice.mergeConflict=false",
+    "protocol.file.allow=always",
+    "commit.gpgSign=false",
+)
+
+FALLBACK_IDENTITY = ("overlay", "overlay@localhost")
+
+
+def user_identity() -> tuple[str, str]:
+    """The composer's identity from the user's own git config (committer of composed commits)."""
+    def get(key: str) -> str | None:
+        try:
+            out = subprocess.run(["git", "config", "--get", key], capture_output=True, text=True,
+                                 timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout.strip() or None
+
+    name = os.environ.get("GIT_COMMITTER_NAME") or get("user.name") or FALLBACK_IDENTITY[0]
+    email = os.environ.get("GIT_COMMITTER_EMAIL") or get("user.email") or FALLBACK_IDENTITY[1]
+    return name, email
+
+
+def isolated_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for git that ignores global/system config and never prompts."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("GIT_") or k in ("GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL")}
+    env.update({
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_ASKPASS": "true",
+        "GIT_SSH_COMMAND": "ssh -oBatchMode=yes -oConnectTimeout=15",
+        "LC_ALL": "C",
+        "LANG": "C",
+        "TZ": "UTC",
+    })
+    if extra:
+        env.update(extra)
+    return env
+
+
+class GitFailed(Exception):
+    def __init__(self, args: Sequence[str], returncode: int, stdout: str, stderr: str) -> None:
+        super().__init__(f"git {' '.join(args)} exited {returncode}: {stderr.strip()}")
+        self.args_ = list(args)
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+
+
+def git(args: Sequence[str], *, cwd: Path | None = None, git_dir: Path | None = None,
+        input: str | bytes | None = None, env: dict[str, str] | None = None,
+        check: bool = True, text: bool = True, timeout: float | None = None,
+        capture: bool = True) -> subprocess.CompletedProcess:
+    """Run one git command with the pinned configuration."""
+    cmd = ["git"]
+    if git_dir is not None:
+        cmd += ["--git-dir", str(git_dir)]
+    for setting in PINNED_CONFIG:
+        cmd += ["-c", setting]
+    cmd += list(args)
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, input=input, env=isolated_env(env),
+                              capture_output=capture, text=text, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise OverlayError(f"git {args[0]} did not finish within {timeout:.0f}s",
+                           hint="check the network or use a local mirror (--mirror)") from None
+    except FileNotFoundError:
+        raise OverlayError("git is not installed", hint="install git (apt-get install git)") from None
+    if check and proc.returncode != 0:
+        raise GitFailed(args, proc.returncode, proc.stdout if capture else "",
+                        proc.stderr if capture else "")
+    return proc
+
+
+def out(args: Sequence[str], **kwargs) -> str:
+    return git(args, **kwargs).stdout.strip()
+
+
+def has_commit(git_dir: Path, sha: str) -> bool:
+    proc = git(["cat-file", "-e", f"{sha}^{{commit}}"], git_dir=git_dir, check=False)
+    return proc.returncode == 0
+
+
+def resolve(git_dir: Path, rev: str) -> str | None:
+    proc = git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], git_dir=git_dir,
+               check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else None

@@ -1,0 +1,281 @@
+"""Obtain a pinned target's exact commit into the local object cache.
+
+A git target comes from a mirror (offline) or from its URL with a shallow fetch
+of just that commit. A PyPI target's source archive is found in the mirror's
+`pypi/` folder, the cache, or downloaded with pip's own index configuration; it
+is verified by sha256 and imported as one deterministic commit, so both kinds
+compose the same way. Objects are cached: a second run fetches nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from overlay import gitcmd, paths
+from overlay.errors import OverlayError
+from overlay.gitcmd import GitFailed
+from overlay.model import ArchiveSource, GitSource, PinnedTarget
+
+Progress = Callable[[str], None]
+
+# The identity and date of archive-import commits: fixed, so the commit id depends
+# only on the archive's content.
+_IMPORT_ENV = {
+    "GIT_AUTHOR_NAME": "overlay archive import", "GIT_AUTHOR_EMAIL": "overlay@localhost",
+    "GIT_AUTHOR_DATE": "1970-01-01T00:00:00+0000",
+    "GIT_COMMITTER_NAME": "overlay archive import", "GIT_COMMITTER_EMAIL": "overlay@localhost",
+    "GIT_COMMITTER_DATE": "1970-01-01T00:00:00+0000",
+}
+FETCH_TIMEOUT = float(os.environ.get("OVERLAY_FETCH_TIMEOUT", "900"))
+
+
+@dataclass(frozen=True)
+class Obtained:
+    """Where a pinned target's commit now lives."""
+
+    git_dir: Path  # a git directory holding the commit and everything it needs
+    commit: str  # the commit to compose on (an import commit for archives)
+    how: str  # "cache", "mirror", "network", "archive"
+
+
+def cache_repo(root: Path, name: str) -> Path:
+    """The bare cache repository for one upstream (created on demand)."""
+    git_dir = paths.cache_dir(root) / "git" / f"{name}.git"
+    if not (git_dir / "HEAD").is_file():
+        git_dir.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=git_dir.parent))
+        gitcmd.git(["init", "--bare", "-q", str(tmp)])
+        try:
+            os.replace(tmp, git_dir)
+        except OSError:  # another run created it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return git_dir
+
+
+def obtain(root: Path, target: PinnedTarget, mirror: Path | None,
+           progress: Progress | None = None) -> Obtained:
+    if isinstance(target.source, GitSource):
+        return _obtain_git(root, target, target.source, mirror, progress)
+    return _obtain_archive(root, target, target.source, mirror, progress)
+
+
+def _keep_ref(sha: str) -> str:
+    return f"refs/overlay/pinned/{sha}"
+
+
+def _obtain_git(root: Path, target: PinnedTarget, src: GitSource, mirror: Path | None,
+                progress: Progress | None) -> Obtained:
+    cache = cache_repo(root, src.mirror_name)
+    if gitcmd.has_commit(cache, src.commit):
+        return Obtained(cache, src.commit, "cache")
+    mirror_repo = paths.find_mirror_repo(mirror, src.mirror_name) if mirror else None
+    if mirror_repo is not None:
+        if not gitcmd.has_commit(mirror_repo, src.commit):
+            raise OverlayError(
+                f"target '{target.name}': commit {src.commit} is not in the mirror {mirror_repo}",
+                path=_pin_display(target), line=target.line,
+                hint="update the mirror (git fetch in it) or check the pinned commit")
+        if progress:
+            progress(f"{target.name}: copying {src.commit[:12]} from mirror {mirror_repo}")
+        _fetch(cache, "file://" + str(mirror_repo), src.commit, target, progress)
+        return Obtained(cache, src.commit, "mirror")
+    if progress:
+        progress(f"{target.name}: fetching {src.commit[:12]} from {src.url}")
+    try:
+        _fetch(cache, src.url, src.commit, target, progress)
+    except OverlayError as exc:
+        where = (f"no '{src.mirror_name}' under mirror {mirror}" if mirror
+                 else "no mirror given (--mirror or OVERLAY_MIRROR)")
+        raise OverlayError(
+            f"target '{target.name}' is unreachable: {exc.message}; {where}",
+            path=_pin_display(target), line=target.line,
+            hint=f"either put a clone at <mirror>/{src.mirror_name} and pass --mirror/OVERLAY_MIRROR, "
+                 f"or leave the target out (--targets / TARGETS=...)") from None
+    return Obtained(cache, src.commit, "network")
+
+
+def _pin_display(target: PinnedTarget) -> str:
+    return "pins/ (target " + target.name + ")"
+
+
+def _fetch(cache: Path, url: str, sha: str, target: PinnedTarget,
+           progress: Progress | None) -> None:
+    # Shallow: only this commit's snapshot. A blob filter would only defer the
+    # same download, since a composed work tree needs every blob of the commit.
+    args = ["fetch", "--no-tags", "--depth=1", url, f"{sha}:{_keep_ref(sha)}"]
+    show = progress is not None and sys.stderr.isatty()
+    if show:
+        args.insert(1, "--progress")
+    try:
+        proc = gitcmd.git(args, git_dir=cache, timeout=FETCH_TIMEOUT, check=False,
+                          capture=not show,
+                          env={"GIT_HTTP_LOW_SPEED_LIMIT": "1000", "GIT_HTTP_LOW_SPEED_TIME": "30"})
+    except OverlayError:
+        raise
+    if proc.returncode != 0 or not gitcmd.has_commit(cache, sha):
+        detail = ((proc.stderr or "") if not show else "").strip().splitlines()
+        reason = next((l for l in reversed(detail) if l.startswith(("fatal:", "error:"))),
+                      detail[-1] if detail else "git fetch failed")
+        raise OverlayError(f"cannot fetch {sha[:12]} from {url}: {reason}")
+
+
+# ----------------------------------------------------------------------------- archives
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _find_archive(folder: Path, src: ArchiveSource) -> Path | None:
+    if not folder.is_dir():
+        return None
+    want = f"{_norm(src.name)}-{src.version}"
+    for p in sorted(folder.iterdir()):
+        stem = p.name
+        for ext in (".tar.gz", ".tgz", ".zip", ".tar.bz2"):
+            if stem.endswith(ext):
+                if _norm(stem[: -len(ext)]) == _norm(want):
+                    return p
+    return None
+
+
+_PIP_FIND = r"""
+import json, sys
+from pip._internal.commands import create_command
+from pip._vendor.packaging.specifiers import SpecifierSet
+name, version, dest = sys.argv[1:4]
+cmd = create_command("download")
+options, _ = cmd.parse_args(["--no-deps", "--no-binary", ":all:", f"{name}=={version}"])
+_ctx = cmd.main_context(); _ctx.__enter__()  # keep a reference: pip asserts it is inside
+session = cmd.get_default_session(options)
+finder = cmd._build_package_finder(options=options, session=session, ignore_requires_python=True)
+found = finder.find_best_candidate(name, SpecifierSet(f"=={version}"))
+cand = found.best_candidate
+if cand is None or not cand.link.is_file and not cand.link.filename.endswith((".tar.gz", ".zip")):
+    print(json.dumps({"error": f"no source archive for {name}=={version} on the configured index"}))
+    sys.exit(3)
+link = cand.link
+if link.is_file:
+    import shutil; shutil.copyfile(link.file_path, dest)
+else:
+    resp = session.get(link.url, stream=True)
+    resp.raise_for_status()
+    with open(dest, "wb") as f:
+        for chunk in resp.iter_content(1 << 20):
+            f.write(chunk)
+print(json.dumps({"filename": link.filename}))
+"""
+
+
+def download_archive(src: ArchiveSource, folder: Path, progress: Progress | None = None) -> Path:
+    """Download the sdist with pip's own index configuration (no host of ours)."""
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=".download-", dir=folder)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    if progress:
+        progress(f"downloading {src.requirement} source archive with pip")
+    try:
+        proc = subprocess.run([sys.executable, "-c", _PIP_FIND, src.name, src.version, str(tmp)],
+                              capture_output=True, text=True, timeout=FETCH_TIMEOUT)
+        result = {}
+        for line in proc.stdout.splitlines()[::-1]:
+            if line.startswith("{"):
+                result = json.loads(line)
+                break
+        if proc.returncode != 0 or "filename" not in result:
+            reason = result.get("error") or (proc.stderr.strip().splitlines() or ["pip failed"])[-1]
+            raise OverlayError(f"cannot download {src.requirement}: {reason}",
+                               hint="put the archive in <mirror>/pypi/ or check the package index")
+        final = folder / result["filename"]
+        os.replace(tmp, final)
+        return final
+    except subprocess.TimeoutExpired:
+        raise OverlayError(f"downloading {src.requirement} timed out",
+                           hint="put the archive in <mirror>/pypi/") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _obtain_archive(root: Path, target: PinnedTarget, src: ArchiveSource, mirror: Path | None,
+                    progress: Progress | None) -> Obtained:
+    cache = cache_repo(root, src.mirror_name)
+    ref = f"refs/overlay/archives/{_norm(src.name)}-{src.version}-{src.sha256[:16]}"
+    have = gitcmd.resolve(cache, ref)
+    if have:
+        return Obtained(cache, have, "cache")
+    archives = paths.cache_dir(root) / "archives"
+    archive = (_find_archive(mirror / "pypi", src) if mirror else None) or _find_archive(archives, src)
+    if archive is None:
+        try:
+            archive = download_archive(src, archives, progress)
+        except OverlayError as exc:
+            raise OverlayError(f"target '{target.name}' is unreachable: {exc.message}",
+                               path=_pin_display(target), line=target.line,
+                               hint="put the archive under <mirror>/pypi/ and pass --mirror, "
+                                    "or leave the target out (--targets)") from None
+    digest = _sha256(archive)
+    if digest != src.sha256:
+        raise OverlayError(f"target '{target.name}': {archive.name} has sha256 {digest}, "
+                           f"the pin says {src.sha256}", path=_pin_display(target), line=target.line,
+                           hint="the archive is not the pinned release; remove it or fix the pin")
+    if progress:
+        progress(f"{target.name}: importing {archive.name}")
+    commit = import_archive(cache, archive, f"{src.requirement}\n\nsha256: {src.sha256}\n")
+    gitcmd.git(["update-ref", ref, commit], git_dir=cache)
+    return Obtained(cache, commit, "archive")
+
+
+def _extract(archive: Path, dest: Path) -> Path:
+    """Extract safely (no absolute paths, no '..'); return the single top folder if any."""
+    if archive.name.endswith(".zip"):
+        with zipfile.ZipFile(archive) as zf:
+            for n in zf.namelist():
+                if n.startswith("/") or ".." in n.split("/"):
+                    raise OverlayError(f"archive member escapes the tree: {n}", path=str(archive))
+            zf.extractall(dest)
+    else:
+        with tarfile.open(archive) as tf:
+            for m in tf.getmembers():
+                if m.name.startswith("/") or ".." in m.name.split("/"):
+                    raise OverlayError(f"archive member escapes the tree: {m.name}", path=str(archive))
+                if m.issym() or m.islnk():
+                    link = m.linkname
+                    if link.startswith("/") or ".." in Path(m.name).parent.joinpath(link).parts[:1]:
+                        raise OverlayError(f"archive link escapes the tree: {m.name}", path=str(archive))
+            tf.extractall(dest, filter="tar") if hasattr(tarfile, "data_filter") else tf.extractall(dest)
+    entries = list(dest.iterdir())
+    return entries[0] if len(entries) == 1 and entries[0].is_dir() else dest
+
+
+def import_archive(cache: Path, archive: Path, message: str) -> str:
+    """One deterministic commit holding the archive's files (top folder stripped)."""
+    with tempfile.TemporaryDirectory(prefix="overlay-archive-") as tmp:
+        top = _extract(archive, Path(tmp) / "x")
+        index = Path(tmp) / "index"
+        env = {"GIT_INDEX_FILE": str(index), "GIT_WORK_TREE": str(top)}
+        # -f: an sdist may ship a .gitignore that would hide its own files.
+        gitcmd.git(["add", "-A", "-f", "."], git_dir=cache, cwd=top, env=env)
+        tree = gitcmd.out(["write-tree"], git_dir=cache, env=env)
+        env.update(_IMPORT_ENV)
+        return gitcmd.out(["commit-tree", tree, "-m", message], git_dir=cache, env=env)

@@ -1,0 +1,69 @@
+"""Load YAML keeping line numbers, so every validation error can name file:line:field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from overlay.errors import OverlayError
+
+
+@dataclass(frozen=True)
+class Node:
+    """A YAML value with the (1-based) line it starts on."""
+
+    value: Any  # dict[str, Node] | list[Node] | scalar
+    line: int
+
+
+def _convert(node: yaml.Node, path: str) -> Node:
+    line = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Node] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise OverlayError("mapping keys must be plain strings", path=path,
+                                   line=key_node.start_mark.line + 1)
+            key = key_node.value
+            if key in out:
+                raise OverlayError(f"duplicate key '{key}'", path=path,
+                                   line=key_node.start_mark.line + 1,
+                                   hint="each key may appear once")
+            out[key] = _convert(value_node, path)
+        return Node(out, line)
+    if isinstance(node, yaml.SequenceNode):
+        return Node([_convert(v, path) for v in node.value], line)
+    # Scalars: let the safe constructor decide the type (int, bool, str, null).
+    try:
+        value = yaml.SafeLoader("").construct_object(node, deep=True)
+    except yaml.YAMLError as exc:
+        raise OverlayError(f"bad value: {exc}", path=path, line=line) from None
+    return Node(value, line)
+
+
+def load(path: Path, display: str | None = None) -> Node:
+    """Parse `path`; a syntax error becomes one OverlayError line with its position."""
+    shown = display or str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise OverlayError("file not found", path=shown) from None
+    except UnicodeDecodeError:
+        raise OverlayError("not UTF-8 text", path=shown) from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise OverlayError(f"YAML syntax error: {problem}", path=shown,
+                           line=(mark.line + 1) if mark else None,
+                           hint="fix the YAML syntax") from None
+    except yaml.YAMLError as exc:
+        raise OverlayError(f"YAML error: {exc}", path=shown) from None
+    if root is None:
+        raise OverlayError("file is empty", path=shown, line=1,
+                           hint="see the README for the expected format")
+    return _convert(root, shown)
