@@ -10,6 +10,7 @@ from pathlib import Path
 
 from overlay import __version__
 from overlay.errors import OverlayError
+from overlay.gitcmd import GitFailed
 
 # Each subsystem module exposes `register(subparsers)`; its parsers set `func`,
 # a callable taking the parsed arguments and returning the exit code.
@@ -64,6 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     except OverlayError as exc:
         print(f"overlay: error: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code
+    except GitFailed as exc:
+        last = (exc.stderr.strip().splitlines() or ["(no message)"])[-1]
+        print(f"overlay: error: git {exc.args_[0]} failed: {last} (run again; if it persists, "
+              f"report it with the command you ran)", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("overlay: error: interrupted; nothing was replaced (run the command again)",
               file=sys.stderr)

@@ -1,7 +1,152 @@
-"""Foundation commands: apply, check, refresh, lock (registered with the CLI)."""
+"""Foundation commands: apply, check, refresh, lock (thin handlers over the modules)."""
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
+from pathlib import Path
 
-def register(sub) -> None:  # filled in as the foundation lands
-    pass
+from overlay import checks, compose, lockfile, paths, refresh
+from overlay.errors import OverlayError
+from overlay.model import Project
+
+
+def _targets(value: str | None) -> list[str] | None:
+    if not value:
+        return None
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    if not names:
+        raise OverlayError("--targets needs at least one target name", hint="e.g. --targets plugin")
+    return names
+
+
+def _stderr_progress(json_mode: bool):
+    if json_mode or not sys.stderr.isatty():
+        return None
+    return lambda msg: print(f"overlay: {msg}", file=sys.stderr, flush=True)
+
+
+def _out(json_mode: bool):
+    return (lambda _msg: None) if json_mode else (lambda msg: print(msg, flush=True))
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    project = Project.load(args.root)
+    pin = project.pin(args.pin)
+    report = _out(args.json)
+    if not args.json:
+        print(f"composing pin set {pin.name}")
+    outcomes = compose.compose(project, pin, targets=_targets(args.targets), into=args.into,
+                               mirror=paths.mirror_root(args.mirror), force=args.force,
+                               report=report, progress=_stderr_progress(args.json))
+    mismatched = [o for o in outcomes if o.tree_mismatch]
+    gate_rc = 0
+    if args.gate:
+        gate_rc = _run_gate(args, pin.name, outcomes)
+    if args.json:
+        print(json.dumps({
+            "pin": pin.name,
+            "targets": [{
+                "target": o.target, "path": str(o.path), "base": o.base, "source": o.how,
+                "head": o.head, "tree": o.tree, "locked_tree": o.locked_tree,
+                "tree_matches_lock": None if not o.locked_tree else not o.tree_mismatch,
+                "patches": [{"patch": p.patch, "status": p.status, "commit": p.commit}
+                            for p in o.patches],
+            } for o in outcomes],
+        }, indent=2))
+    else:
+        for o in outcomes:
+            n = sum(1 for p in o.patches if p.status == "applied")
+            lock = ("" if not o.locked_tree else
+                    " (matches lock)" if not o.tree_mismatch else "")
+            print(f"{o.target}: {o.path} on {paths.branch_name(pin.name)}, base {o.base[:12]} "
+                  f"({o.how}), {n} patch(es), tree {o.tree}{lock}")
+    for o in mismatched:
+        print(f"overlay: error: TREE MISMATCH for {o.target}: composed tree {o.tree} but "
+              f"pins/{pin.name}.yaml records {o.locked_tree} (if the series changed on purpose, "
+              f"run `overlay lock --pin {pin.name}`; otherwise your inputs differ from the lock)",
+              file=sys.stderr)
+    if mismatched:
+        return 3
+    return gate_rc
+
+
+def _run_gate(args: argparse.Namespace, pin: str, outcomes) -> int:
+    try:
+        from overlay.gate import cli as gate_cli  # noqa: PLC0415 - optional subsystem
+    except ImportError:
+        raise OverlayError("--gate needs the contract gate, which is not installed") from None
+    return gate_cli.gate_after_apply(args.root, pin, args.into, json_mode=args.json)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    findings = checks.run_checks(args.root)
+    if args.json:
+        print(json.dumps({"ok": not findings,
+                          "findings": [f.as_dict() for f in findings]}, indent=2))
+    else:
+        for f in findings:
+            print(f"FAIL {f.one_line()}")
+        if findings:
+            print(f"check: {len(findings)} problem(s)")
+        else:
+            print("check: ok (series, patches, provenance and pins are consistent)")
+    return 1 if findings else 0
+
+
+def cmd_refresh(args: argparse.Namespace) -> int:
+    project = Project.load(args.root)
+    pin = project.pin(args.pin)
+    result = refresh.refresh(project, pin, targets=_targets(args.targets), into=args.into)
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=2))
+    else:
+        for line in result.lines():
+            print(line)
+    return 0
+
+
+def cmd_lock(args: argparse.Namespace) -> int:
+    project = Project.load(args.root)
+    pin = project.pin(args.pin)
+    written = lockfile.lock(project, pin, targets=_targets(args.targets), into=args.into)
+    if args.json:
+        print(json.dumps({"pin": pin.name, "trees": written}, indent=2))
+    else:
+        for target, tree in written.items():
+            print(f"locked {pin.name}/{target}: tree {tree}")
+    return 0
+
+
+def register(sub) -> None:
+    def common(p: argparse.ArgumentParser, targets: bool = True) -> None:
+        p.add_argument("--pin", default=None, metavar="NAME",
+                       help="pin set name or unambiguous prefix (default: the default pin set)")
+        p.add_argument("--into", type=Path, default=None, metavar="DIR",
+                       help="where composed trees live (default: <root>/build)")
+        if targets:
+            p.add_argument("--targets", default=None, metavar="T1,T2",
+                           help="only these targets (default: every target of the pin set)")
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("apply", help="compose the pinned trees with the series applied")
+    common(p)
+    p.add_argument("--mirror", type=Path, default=None, metavar="DIR",
+                   help="directory of local clones named owner+name (default: $OVERLAY_MIRROR)")
+    p.add_argument("--force", action="store_true",
+                   help="replace composed trees even if they hold uncommitted edits or extra commits")
+    p.add_argument("--gate", action="store_true", help="run the contract gate after composing")
+    p.set_defaults(func=cmd_apply)
+
+    p = sub.add_parser("check", help="validate series, patches, provenance and pins (no upstream needed)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("refresh", help="regenerate patches/ and series order from the composed branch")
+    common(p)
+    p.set_defaults(func=cmd_refresh)
+
+    p = sub.add_parser("lock", help="record each composed target's tree id in the pin file")
+    common(p)
+    p.set_defaults(func=cmd_lock)

@@ -1,0 +1,120 @@
+"""`overlay check`: the series, its patches, their provenance and the pins agree (offline)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from overlay.errors import OverlayError
+from overlay.model import Project, SeriesEntry, load_all_pins
+from overlay.patchfile import PatchMail, read_patch, unsafe_reason
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: str
+    line: int | None
+    message: str
+    hint: str | None = None
+
+    def one_line(self) -> str:
+        return OverlayError(self.message, path=self.path, line=self.line, hint=self.hint).one_line()
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def of(cls, exc: OverlayError) -> "Finding":
+        return cls(exc.path or "", exc.line, exc.message, exc.hint)
+
+
+def provenance_gaps(entry: SeriesEntry, root: Path) -> list[str]:
+    """What the entry's origin requires but the entry lacks (pure but for one folder check)."""
+    p = entry.provenance
+    gaps = []
+    if p.origin == "backport":
+        if not p.upstream:
+            gaps.append("a backport needs 'upstream' (the PR or commit it comes from)")
+        if not p.original_author:
+            gaps.append("a backport needs 'original-author'")
+    elif p.origin == "local":
+        if not p.forwarded:
+            gaps.append("a local patch needs 'forwarded' (where it was or will be sent upstream)")
+    elif p.origin == "experimental":
+        if not p.switch:
+            gaps.append("an experimental patch needs 'switch' (its opt-in environment switch)")
+        if not p.evidence:
+            gaps.append("an experimental patch needs 'evidence' (its evidence folder)")
+        elif not (root / p.evidence).is_dir():
+            gaps.append(f"evidence folder '{p.evidence}' does not exist")
+    return gaps
+
+
+def header_disagreements(entry: SeriesEntry, mail: PatchMail) -> list[str]:
+    out = []
+    if entry.subject and entry.subject != mail.subject:
+        out.append(f"series subject {entry.subject!r} differs from the patch's {mail.subject!r}")
+    author = entry.provenance.original_author
+    if entry.origin == "backport" and author:
+        name = author.split("<")[0].strip().lower()
+        credited = mail.author.lower()
+        trailers = [l.lower() for l in mail.message.splitlines()
+                    if l.lower().startswith(("co-authored-by:", "original-author:", "originally-by:"))]
+        if name and name not in credited and not any(name in t for t in trailers):
+            out.append(f"original author {author!r} is neither the patch's From: ({mail.author}) "
+                       f"nor named in a Co-authored-by:/Original-author: trailer")
+    return out
+
+
+def run_checks(root: Path) -> list[Finding]:
+    findings: list[Finding] = []
+    try:
+        project = Project.load(root)
+    except OverlayError as exc:
+        return [Finding.of(exc)]
+    try:
+        pins = load_all_pins(root)
+    except OverlayError as exc:
+        findings.append(Finding.of(exc))
+        pins = []
+    if pins and sum(p.default for p in pins) != 1:
+        findings.append(Finding("pins/", None, f"{sum(p.default for p in pins)} pin sets are marked "
+                                "'default: true'; expected exactly one",
+                                "mark exactly one pin set as the default"))
+    if not pins and not findings:
+        findings.append(Finding("pins/", None, "no pin sets", "add pins/<name>.yaml"))
+
+    listed = set()
+    for entry in project.series.entries:
+        listed.add(entry.patch)
+        shown = f"patches/{entry.patch}"
+        for gap in provenance_gaps(entry, root):
+            findings.append(Finding("series.yaml", entry.line, f"{entry.patch}: {gap}",
+                                    "complete the entry's provenance"))
+        for pin in pins:
+            if entry.target not in pin.target_names:
+                findings.append(Finding("series.yaml", entry.line,
+                                        f"{entry.patch}: target '{entry.target}' is not in pin set "
+                                        f"'{pin.name}'", f"add it to pins/{pin.name}.yaml"))
+        try:
+            mail = read_patch(root / "patches" / entry.patch, shown)
+        except OverlayError as exc:
+            findings.append(Finding.of(exc))
+            continue
+        for change in mail.files:
+            reason = unsafe_reason(change)
+            if reason:
+                findings.append(Finding(shown, None, f"unsafe patch: {reason}",
+                                        "patches may only change text files inside the tree"))
+        for problem in header_disagreements(entry, mail):
+            findings.append(Finding("series.yaml", entry.line, f"{entry.patch}: {problem}",
+                                    "make series.yaml and the patch header agree"))
+    patches_dir = root / "patches"
+    if patches_dir.is_dir():
+        for p in sorted(patches_dir.iterdir()):
+            if p.name.startswith(".") or p.name == "README.md":
+                continue
+            if p.name not in listed:
+                findings.append(Finding(f"patches/{p.name}", None, "not listed in series.yaml",
+                                        "add an entry for it or delete the file"))
+    return findings

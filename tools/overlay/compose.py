@@ -1,0 +1,276 @@
+"""Compose: each target at its pinned commit with its patches applied as attributed commits.
+
+Atomic: everything is built under a staging folder next to the composed trees and
+moved into place only when every selected target composed; a failure or an
+interrupted run leaves the previous good trees untouched (a killed run leaves only
+a staging folder, removed by the next run).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import signal
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from contextlib import contextmanager
+
+from overlay import composed, gitcmd, paths, sources
+from overlay.errors import OverlayError
+from overlay.model import PinSet, PinnedTarget, Project, SeriesEntry
+from overlay.patchfile import PatchMail, read_patch, unsafe_reason
+
+Report = Callable[[str], None]
+STAGING_PREFIX = ".staging-"
+OLD_PREFIX = ".old-"
+
+
+@dataclass(frozen=True)
+class PatchOutcome:
+    patch: str
+    target: str
+    status: str  # applied | failed | not-attempted
+    commit: str | None = None
+    detail: str | None = None  # why it failed: file, hunk and reason
+    next_step: str | None = None
+
+
+@dataclass(frozen=True)
+class TargetOutcome:
+    target: str
+    path: Path
+    base: str
+    how: str  # where the base came from: cache | mirror | network | archive
+    head: str | None
+    tree: str | None
+    locked_tree: str | None
+    patches: tuple[PatchOutcome, ...] = field(default_factory=tuple)
+
+    @property
+    def tree_mismatch(self) -> bool:
+        return bool(self.locked_tree and self.tree and self.locked_tree != self.tree)
+
+
+def select_targets(pin: PinSet, wanted: list[str] | None) -> list[PinnedTarget]:
+    if not wanted:
+        return list(pin.targets)
+    out = []
+    for name in wanted:
+        if name not in pin.target_names:
+            raise OverlayError(f"unknown target '{name}' for pin set '{pin.name}'",
+                               path=f"pins/{pin.name}.yaml",
+                               hint="known targets: " + ", ".join(pin.target_names))
+        out.append(pin.target(name))
+    return out
+
+
+def load_patches(project: Project, entries: tuple[SeriesEntry, ...]) -> list[PatchMail]:
+    """Read and vet every patch before anything is fetched or written."""
+    mails = []
+    for entry in entries:
+        shown = f"patches/{entry.patch}"
+        mail = read_patch(project.patches_dir / entry.patch, shown)
+        for change in mail.files:
+            reason = unsafe_reason(change)
+            if reason:
+                raise OverlayError(f"unsafe patch: {reason}", path=shown,
+                                   hint="patches may only change text files inside the tree")
+        mails.append(mail)
+    return mails
+
+
+@contextmanager
+def _run_lock(where: Path) -> Iterator[None]:
+    where.mkdir(parents=True, exist_ok=True)
+    lock_path = where / ".overlay.lock"
+    with open(lock_path, "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OverlayError("another overlay run is composing here", path=str(where),
+                               hint="wait for it to finish") from None
+        yield
+
+
+def _remove_leftovers(where: Path) -> None:
+    """Clean up after killed runs (we hold the lock, so none is live).
+
+    A staging folder is simply dropped. An `.old-` folder holds good trees moved
+    aside during a swap; a tree whose replacement never arrived is put back.
+    """
+    for p in where.iterdir():
+        if not p.is_dir():
+            continue
+        if p.name.startswith(STAGING_PREFIX):
+            shutil.rmtree(p, ignore_errors=True)
+        elif p.name.startswith(OLD_PREFIX):
+            for tree in p.glob("*/*"):
+                final = where / tree.parent.name / tree.name
+                if not final.exists():
+                    final.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(tree, final)
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _fault(point: str) -> None:
+    """Test hook: OVERLAY_FAULT_INJECT=<point> kills the process there (atomicity tests)."""
+    if os.environ.get("OVERLAY_FAULT_INJECT") == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _init_tree(work: Path, obtained: sources.Obtained, branch: str) -> None:
+    gitcmd.git(["init", "-q", str(work)])
+    git_dir = work / ".git"
+    # Borrow objects from the cache instead of copying a whole upstream snapshot.
+    alternates = [str((obtained.git_dir / "objects").resolve())]
+    inherited = obtained.git_dir / "objects" / "info" / "alternates"
+    if inherited.is_file():
+        alternates += [l for l in inherited.read_text().splitlines() if l.strip()]
+    (git_dir / "objects" / "info" / "alternates").write_text("\n".join(alternates) + "\n")
+    # The cache holds shallow snapshots: history stops at the pinned commit.
+    shallow = obtained.git_dir / "shallow"
+    if shallow.is_file():
+        shutil.copyfile(shallow, git_dir / "shallow")
+    # Keep the series mapping through amend and rebase (refresh reads these notes).
+    for key, value in (("notes.rewriteRef", composed.NOTES_REF), ("notes.rewrite.amend", "true"),
+                       ("notes.rewrite.rebase", "true"), ("core.autocrlf", "false"),
+                       ("gc.auto", "0")):
+        gitcmd.git(["config", key, value], cwd=work)
+    gitcmd.git(["update-ref", "refs/overlay/base", obtained.commit], cwd=work)
+    gitcmd.git(["checkout", "-q", "-B", branch, obtained.commit], cwd=work)
+
+
+_PATCH_FAILED = re.compile(r"^error: patch failed: (.+):(\d+)$", re.M)
+_NO_FILE = re.compile(r"^error: (.+): (does not exist in index|No such file or directory)$", re.M)
+_EXISTS = re.compile(r"^error: (.+): already exists in (?:index|working directory)$", re.M)
+
+
+def explain_failure(work: Path, mail: PatchMail, shown: str) -> str:
+    """Which file and hunk failed and why, from `git apply --check` on the same base."""
+    proc = gitcmd.git(["apply", "--check", "-v", str(mail.path)], cwd=work, check=False)
+    text = proc.stderr + proc.stdout
+    m = _PATCH_FAILED.search(text)
+    if m:
+        path, line = m.group(1), int(m.group(2))
+        for pf in mail.patchset():
+            if pf.path == path or pf.target_file.endswith("/" + path):
+                for i, hunk in enumerate(pf, 1):
+                    if hunk.source_start == line:
+                        header = f"@@ -{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length} @@"
+                        return (f"{path}: hunk {i}/{len(pf)} ({header}) does not apply: "
+                                f"its context was not found at or near line {line}")
+        return f"{path}: a hunk at line {line} does not apply (context not found)"
+    m = _NO_FILE.search(text)
+    if m:
+        return f"{m.group(1)}: file does not exist in the pinned tree"
+    m = _EXISTS.search(text)
+    if m:
+        return f"{m.group(1)}: the patch creates it but it already exists"
+    last = [l for l in text.splitlines() if l.startswith("error:")]
+    return last[-1][len("error: "):] if last else "git am rejected it"
+
+
+def _apply_one(work: Path, mail: PatchMail, entry: SeriesEntry, committer: tuple[str, str]) -> str:
+    env = {"GIT_COMMITTER_NAME": committer[0], "GIT_COMMITTER_EMAIL": committer[1]}
+    gitcmd.git(["am", "-q", "--keep-non-patch", "--no-3way", "--committer-date-is-author-date",
+                "--whitespace=nowarn", str(mail.path)], cwd=work, env=env)
+    commit = composed.head(work)
+    composed.add_note(work, commit, entry.patch)
+    return commit
+
+
+def compose(project: Project, pin: PinSet, *, targets: list[str] | None, into: Path | None,
+            mirror: Path | None, force: bool, report: Report,
+            progress: sources.Progress | None = None) -> list[TargetOutcome]:
+    """Compose the selected targets; raise OverlayError (nothing replaced) on any failure."""
+    chosen = select_targets(pin, targets)
+    plan = {t.name: project.series.for_target(t.name) for t in chosen}
+    mails = {name: load_patches(project, entries) for name, entries in plan.items()}
+    where = paths.composed_root(project.root, into)
+    finals = {t.name: paths.composed_dir(project.root, pin.name, t.name, into) for t in chosen}
+    with _run_lock(where):
+        _remove_leftovers(where)
+        for name, final in finals.items():
+            composed.guard(final, pin.name, force)
+        obtained = {t.name: sources.obtain(project.root, t, mirror, progress) for t in chosen}
+        staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{pin.name}-", dir=where))
+        try:
+            outcomes = _compose_all(project, pin, chosen, plan, mails, obtained, staging, report)
+            failed = [p for o in outcomes for p in o.patches if p.status == "failed"]
+            if failed:
+                first = failed[0]
+                raise OverlayError(f"patch {first.patch} ({first.target}) failed: {first.detail}",
+                                   path=f"patches/{first.patch}", hint=first.next_step, exit_code=1)
+            _fault("before-swap")
+            _swap_into_place(staging, finals, where, pin.name)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return [TargetOutcome(o.target, finals[o.target], o.base, o.how, o.head, o.tree,
+                          o.locked_tree, o.patches) for o in outcomes]
+
+
+def _compose_all(project: Project, pin: PinSet, chosen: list[PinnedTarget],
+                 plan: dict[str, tuple[SeriesEntry, ...]], mails: dict[str, list[PatchMail]],
+                 obtained: dict[str, sources.Obtained], staging: Path,
+                 report: Report) -> list[TargetOutcome]:
+    committer = gitcmd.user_identity()
+    branch = paths.branch_name(pin.name)
+    outcomes = []
+    applied_count = 0
+    for target in chosen:
+        got = obtained[target.name]
+        work = staging / target.name
+        _init_tree(work, got, branch)
+        results: list[PatchOutcome] = []
+        failed = False
+        for entry, mail in zip(plan[target.name], mails[target.name]):
+            shown = f"patches/{entry.patch}"
+            if failed:
+                results.append(PatchOutcome(entry.patch, target.name, "not-attempted"))
+                report(f"  skipped  {target.name:<8} {entry.patch} (an earlier patch failed)")
+                continue
+            before = composed.head(work)
+            try:
+                commit = _apply_one(work, mail, entry, committer)
+            except gitcmd.GitFailed:
+                gitcmd.git(["am", "--abort"], cwd=work, check=False)
+                gitcmd.git(["reset", "-q", "--hard", before], cwd=work, check=False)
+                detail = explain_failure(work, mail, shown)
+                step = (f"the pinned {target.name} changed under this patch: run `overlay drift "
+                        f"--pin {pin.name}` to classify it, then fix it on the composed branch and "
+                        f"`overlay refresh --pin {pin.name}`")
+                results.append(PatchOutcome(entry.patch, target.name, "failed", None, detail, step))
+                report(f"  FAILED   {target.name:<8} {entry.patch}: {detail}")
+                failed = True
+                continue
+            results.append(PatchOutcome(entry.patch, target.name, "applied", commit))
+            report(f"  applied  {target.name:<8} {entry.patch} -> {commit[:12]}")
+            applied_count += 1
+            _fault(f"after-patch-{applied_count}")
+        head = composed.head(work)
+        tree = composed.tree_of(work)
+        if not failed:
+            composed.write_state(work, composed.ComposedState(
+                pin=pin.name, target=target.name, base=got.commit, head=head, tree=tree,
+                branch=branch, patches=tuple(e.patch for e in plan[target.name])))
+        outcomes.append(TargetOutcome(target.name, work, got.commit, got.how, head, tree,
+                                      target.tree, tuple(results)))
+    return outcomes
+
+
+def _swap_into_place(staging: Path, finals: dict[str, Path], where: Path, pin: str) -> None:
+    old_root = where / f"{OLD_PREFIX}{os.getpid()}"
+    for name, final in finals.items():
+        final.parent.mkdir(parents=True, exist_ok=True)
+        if final.exists():
+            old = old_root / pin / name
+            old.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(final, old)
+            _fault("mid-swap")
+        os.replace(staging / name, final)
+    shutil.rmtree(old_root, ignore_errors=True)

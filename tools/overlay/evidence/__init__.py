@@ -1,0 +1,18 @@
+"""Evidence toolkit: preregistered A/B protocols, orchestration, paired-start statistics.
+
+Modules, one job each:
+  protocol     load and validate evidence/<claim>/protocol.yaml (+ deviations.yaml)
+  plan         the balanced interleaved run order
+  results      read `vllm bench serve --save-result --save-detailed` JSON files
+  stats        paired-start cluster bootstrap (pure, vectorised numpy)
+  decide       three-way decisions from intervals and the protocol's thresholds
+  analyze      per-variant summaries, deltas, decisions, deviation checks
+  report       Markdown / JSON rendering
+  plots        PNG figures (matplotlib, Agg)
+  orchestrate  `overlay bench ab`: real server starts, client runs, resume
+  profiler     Ascend profiler statistics CSV -> per-step counters
+  tails        per-phase tail diagnosis (seed 004)
+  reported     figures reported by a source (packets without raw data)
+  ledger       tuning ledgers whose steps are re-runnable variants
+  cli          `overlay evidence ...` and `overlay bench ab`
+"""

@@ -1,0 +1,481 @@
+"""A static index of a Python tree: modules, the names they bind, classes, signatures.
+
+Modules are parsed on first use only, so a gate run reads just the core files the
+plugin actually depends on (and their re-export chains). What counts as a name of a
+module is what `from M import name` would find at run time, read statically:
+- anything bound at module level (def, class, assignment, import; inside `if`/`try`
+  blocks too: the gate does not guess which branch of core's own code runs),
+- a submodule or subpackage of a package,
+- names pulled in by `from X import *` (X's `__all__`, else its public names),
+- names a module-level `__getattr__` serves from a table it reads statically
+  (`if name in TABLE`, `name == "x"`, `TABLE[name]`); a `__getattr__` whose table
+  cannot be read makes every missing name *undecidable* rather than missing.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from overlay.gate.signature import CallShape, Signature, call_shape, from_ast
+from overlay.gate.source import TreeSource
+
+MAX_HOPS = 12  # re-export chains longer than this are treated as undecidable
+
+
+@dataclass(frozen=True)
+class Binding:
+    kind: str  # def | class | assign | import | from
+    line: int
+    target: str | None = None  # import: module; from: absolute module
+    attr: str | None = None  # from: the imported name
+
+
+@dataclass
+class ClassInfo:
+    name: str
+    line: int
+    bases: tuple[str | None, ...]  # dotted expressions in module scope; None = not static
+    methods: dict[str, Signature]
+    attrs: set[str]  # everything bound in the class body
+    decorators: tuple[str, ...]
+
+
+@dataclass
+class ModuleInfo:
+    name: str  # dotted module name
+    path: str  # file path inside the tree ('' for a namespace package)
+    is_package: bool
+    tree: ast.Module | None
+    bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    star_imports: list[str] = field(default_factory=list)
+    all_names: tuple[str, ...] | None = None
+    lazy_names: dict[str, str | None] = field(default_factory=dict)  # name -> "mod:attr" target
+    lazy_open: bool = False  # a __getattr__ we cannot read: anything may exist
+    functions: dict[str, Signature] = field(default_factory=dict)
+    classes: dict[str, ClassInfo] = field(default_factory=dict)
+    syntax_error: str | None = None
+    _calls: dict[str, list[CallShape]] | None = None
+
+    def bind(self, name: str, binding: Binding) -> None:
+        self.bindings.setdefault(name, []).append(binding)
+
+    def calls(self, name: str) -> list[CallShape]:
+        """Call sites in this module that call `name(...)` by its bare name."""
+        if self._calls is None:
+            self._calls = {}
+            if self.tree is not None:
+                for node in ast.walk(self.tree):
+                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                        self._calls.setdefault(node.func.id, []).append(call_shape(node))
+        return self._calls.get(name, [])
+
+    def attr_calls(self, alias_names: set[str], name: str) -> list[CallShape]:
+        """Call sites `alias.name(...)` where alias is one of `alias_names`."""
+        out: list[CallShape] = []
+        if self.tree is None:
+            return out
+        for node in ast.walk(self.tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == name and dotted(node.func.value) in alias_names):
+                out.append(call_shape(node))
+        return out
+
+
+def dotted(node: ast.expr) -> str | None:
+    """`a.b.c` for a chain of Name/Attribute nodes, else None."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def absolute_module(current: str, is_package: bool, level: int, module: str | None) -> str:
+    """The absolute module of `from <level dots><module> import ...` inside `current`."""
+    if level == 0:
+        return module or ""
+    parts = current.split(".")
+    if not is_package:
+        parts = parts[:-1]
+    if level > 1:
+        parts = parts[:len(parts) - (level - 1)]
+    base = ".".join(parts)
+    if module:
+        return f"{base}.{module}" if base else module
+    return base
+
+
+def _str_items(node: ast.expr) -> list[str] | None:
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        items = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        return items
+    if isinstance(node, ast.Dict):
+        return [k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+    return None
+
+
+def _dict_targets(node: ast.expr) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    if isinstance(node, ast.Dict):
+        for k, v in zip(node.keys, node.values):
+            if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                target = v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else None
+                out[k.value] = target
+    else:
+        for name in _str_items(node) or []:
+            out[name] = None
+    return out
+
+
+def _module_level(body: Iterable[ast.stmt]) -> Iterable[ast.stmt]:
+    """Statements executed at module level, through if/try/with/for blocks."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.AsyncWith)):
+            yield from _module_level(stmt.body)
+            yield from _module_level(getattr(stmt, "orelse", []))
+        elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            yield from _module_level(stmt.body)
+            for h in stmt.handlers:
+                yield from _module_level(h.body)
+            yield from _module_level(stmt.orelse)
+            yield from _module_level(stmt.finalbody)
+
+
+def _target_names(target: ast.expr) -> list[str]:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for e in target.elts for n in _target_names(e)]
+    if isinstance(target, ast.Starred):
+        return _target_names(target.value)
+    return []
+
+
+def class_info(node: ast.ClassDef) -> ClassInfo:
+    methods: dict[str, Signature] = {}
+    attrs: set[str] = set()
+    for stmt in _module_level(node.body):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            attrs.add(stmt.name)
+            sig = from_ast(stmt)
+            if "overload" in sig.decorators:
+                continue
+            if stmt.name in methods and any(d.endswith("setter") or d == "deleter"
+                                            for d in sig.decorators):
+                continue
+            methods[stmt.name] = sig
+        elif isinstance(stmt, ast.ClassDef):
+            attrs.add(stmt.name)
+        elif isinstance(stmt, ast.Assign):
+            for t in stmt.targets:
+                attrs.update(_target_names(t))
+        elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+            attrs.update(_target_names(stmt.target))
+    bases = tuple(dotted(b) for b in node.bases)
+    decorators = tuple(dotted(d.func if isinstance(d, ast.Call) else d) or "" for d in node.decorator_list)
+    return ClassInfo(node.name, node.lineno, bases, methods, attrs, decorators)
+
+
+def parse_module(name: str, path: str, is_package: bool, data: bytes) -> ModuleInfo:
+    try:
+        tree = ast.parse(data, filename=path)
+    except (SyntaxError, ValueError) as exc:
+        mod = ModuleInfo(name, path, is_package, None, syntax_error=str(exc))
+        mod.lazy_open = True  # we cannot say what it defines
+        return mod
+    mod = ModuleInfo(name, path, is_package, tree)
+    getattr_defs: list[ast.FunctionDef] = []
+    literals: dict[str, ast.expr] = {}
+    for stmt in _module_level(tree.body):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            mod.bind(stmt.name, Binding("def", stmt.lineno))
+            mod.functions.setdefault(stmt.name, from_ast(stmt))
+            if stmt.name == "__getattr__":
+                getattr_defs.append(stmt)
+        elif isinstance(stmt, ast.ClassDef):
+            mod.bind(stmt.name, Binding("class", stmt.lineno))
+            mod.classes.setdefault(stmt.name, class_info(stmt))
+        elif isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                if alias.asname:
+                    mod.bind(alias.asname, Binding("import", stmt.lineno, alias.name))
+                else:
+                    top = alias.name.split(".")[0]
+                    mod.bind(top, Binding("import", stmt.lineno, top))
+        elif isinstance(stmt, ast.ImportFrom):
+            src = absolute_module(name, is_package, stmt.level, stmt.module)
+            for alias in stmt.names:
+                if alias.name == "*":
+                    mod.star_imports.append(src)
+                else:
+                    mod.bind(alias.asname or alias.name,
+                             Binding("from", stmt.lineno, src, alias.name))
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            value = stmt.value
+            for t in targets:
+                for n in _target_names(t):
+                    mod.bind(n, Binding("assign", stmt.lineno))
+                    if value is not None and isinstance(t, ast.Name):
+                        literals[n] = value
+                        if n == "__all__":
+                            items = _str_items(value)
+                            if items is not None:
+                                mod.all_names = tuple(items) if not isinstance(stmt, ast.AugAssign) \
+                                    else (mod.all_names or ()) + tuple(items)
+    for fn in getattr_defs:
+        _read_lazy_table(mod, fn, literals)
+    return mod
+
+
+def _read_lazy_table(mod: ModuleInfo, fn: ast.FunctionDef, literals: dict[str, ast.expr]) -> None:
+    """Names a module-level `__getattr__(name)` serves, where they can be read statically."""
+    if not fn.args.args:
+        mod.lazy_open = True
+        return
+    param = fn.args.args[0].arg
+    found = False
+    for node in ast.walk(fn):
+        table: ast.expr | None = None
+        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == param:
+            for op, comp in zip(node.ops, node.comparators):
+                if isinstance(op, ast.In):
+                    table = comp
+                elif isinstance(op, ast.Eq) and isinstance(comp, ast.Constant) and isinstance(comp.value, str):
+                    mod.lazy_names[comp.value] = None
+                    found = True
+        elif (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name)
+              and node.slice.id == param):
+            table = node.value
+        if table is None:
+            continue
+        if isinstance(table, ast.Call) and isinstance(table.func, ast.Attribute) \
+                and table.func.attr in ("keys", "values", "items"):
+            table = table.func.value
+        if isinstance(table, ast.Name) and table.id in literals:
+            table = literals[table.id]
+        entries = _dict_targets(table)
+        if entries or isinstance(table, (ast.Dict, ast.List, ast.Tuple, ast.Set)):
+            mod.lazy_names.update(entries)
+            found = True
+    if not found:
+        mod.lazy_open = True
+
+
+# ----------------------------------------------------------------------------- lookups
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """The answer to 'does module M have name N?'."""
+
+    status: str  # found | missing | undecidable
+    module: str  # where the name was finally found (or looked for)
+    path: str
+    line: int
+    kind: str = ""  # def | class | assign | module | lazy | ...
+    reason: str = ""
+
+
+class TreeIndex:
+    """Modules of one tree, parsed on demand and cached by content key."""
+
+    def __init__(self, source: TreeSource, cache: dict[str, ModuleInfo] | None = None) -> None:
+        self.source = source
+        self._modules: dict[str, ModuleInfo | None] = {}
+        self._parsed = cache if cache is not None else {}
+        self.files_read: set[str] = set()
+
+    # -- modules
+
+    def module(self, name: str) -> ModuleInfo | None:
+        if name in self._modules:
+            return self._modules[name]
+        mod = self._load(name)
+        self._modules[name] = mod
+        return mod
+
+    def _load(self, name: str) -> ModuleInfo | None:
+        if not name or any(not p.isidentifier() for p in name.split(".")):
+            return None
+        rel = name.replace(".", "/")
+        for path, is_pkg in ((f"{rel}/__init__.py", True), (f"{rel}.py", False)):
+            key = self.source.key(path)
+            cached = self._parsed.get(key)
+            if cached is not None and cached.name == name:
+                self.files_read.add(path)
+                return cached
+            data = self.source.read(path)
+            if data is None:
+                continue
+            self.files_read.add(path)
+            mod = parse_module(name, path, is_pkg, data)
+            self._parsed[key] = mod
+            return mod
+        if self.source.is_dir(rel):  # a namespace package (no __init__.py)
+            return ModuleInfo(name, "", True, None)
+        return None
+
+    def has_module(self, name: str) -> bool:
+        return self.module(name) is not None
+
+    # -- names
+
+    def lookup(self, module: str, name: str, _hops: int = 0, _seen: frozenset = frozenset()) -> Lookup:
+        mod = self.module(module)
+        if mod is None:
+            return Lookup("missing", module, "", 0, reason=f"module {module} does not exist")
+        if _hops > MAX_HOPS or (module, name) in _seen:
+            return Lookup("undecidable", module, mod.path, 0, reason="re-export chain too long")
+        seen = _seen | {(module, name)}
+        bindings = mod.bindings.get(name)
+        if bindings:
+            b = _preferred(bindings)
+            return Lookup("found", module, mod.path, b.line, kind=b.kind)
+        if mod.is_package and self.has_module(f"{module}.{name}"):
+            sub = self.module(f"{module}.{name}")
+            return Lookup("found", f"{module}.{name}", sub.path if sub else "", 1, kind="module")
+        if name in mod.lazy_names:
+            return Lookup("found", module, mod.path, 0, kind="lazy")
+        for star in mod.star_imports:
+            star_mod = self.module(star)
+            if star_mod is None:
+                continue
+            if star_mod.all_names is not None and name not in star_mod.all_names:
+                continue
+            if star_mod.all_names is None and name.startswith("_"):
+                continue
+            res = self.lookup(star, name, _hops + 1, seen)
+            if res.status != "missing":
+                return res
+        if mod.lazy_open:
+            why = "it has a __getattr__ whose names cannot be read statically"
+            if mod.syntax_error:
+                why = f"it does not parse ({mod.syntax_error})"
+            return Lookup("undecidable", module, mod.path, 0, reason=f"{module}: {why}")
+        return Lookup("missing", module, mod.path, 0,
+                      reason=f"{module} has no name '{name}'")
+
+    # -- definitions (following imports)
+
+    def resolve(self, module: str, name: str, _hops: int = 0) -> tuple[str, object] | None:
+        """The definition behind `module.name`: ('func', (ModuleInfo, Signature)),
+        ('class', (ModuleInfo, ClassInfo)), ('module', ModuleInfo) or None."""
+        if _hops > MAX_HOPS:
+            return None
+        mod = self.module(module)
+        if mod is None:
+            return None
+        bindings = mod.bindings.get(name, [])
+        for b in sorted(bindings, key=lambda b: b.kind not in ("def", "class")):
+            if b.kind == "def" and name in mod.functions:
+                return "func", (mod, mod.functions[name])
+            if b.kind == "class" and name in mod.classes:
+                return "class", (mod, mod.classes[name])
+            if b.kind == "from" and b.target is not None and b.attr is not None:
+                if self.has_module(f"{b.target}.{b.attr}") and not self._binds(b.target, b.attr):
+                    return "module", self.module(f"{b.target}.{b.attr}")
+                return self.resolve(b.target, b.attr, _hops + 1)
+            if b.kind == "import" and b.target is not None:
+                sub = self.module(b.target)
+                return ("module", sub) if sub is not None else None
+        if bindings:
+            return None  # bound by an assignment: no static definition to follow
+        if mod.is_package and self.has_module(f"{module}.{name}"):
+            return "module", self.module(f"{module}.{name}")
+        target = mod.lazy_names.get(name)
+        if target and ":" in target:
+            lazy_mod, attr = target.split(":", 1)
+            if lazy_mod.startswith("."):
+                level = len(lazy_mod) - len(lazy_mod.lstrip("."))
+                lazy_mod = absolute_module(module, mod.is_package, level, lazy_mod.lstrip(".") or None)
+            return self.resolve(lazy_mod, attr, _hops + 1)
+        for star in mod.star_imports:
+            found = self.resolve(star, name, _hops + 1)
+            if found is not None:
+                return found
+        return None
+
+    def _binds(self, module: str, name: str) -> bool:
+        mod = self.module(module)
+        return bool(mod and name in mod.bindings)
+
+    def resolve_dotted(self, dotted_name: str) -> tuple[str, object] | None:
+        """Resolve `a.b.C.meth` by the longest module prefix, then attributes."""
+        parts = dotted_name.split(".")
+        for cut in range(len(parts), 0, -1):
+            modname = ".".join(parts[:cut])
+            mod = self.module(modname)
+            if mod is None:
+                continue
+            current: tuple[str, object] | None = ("module", mod)
+            for attr in parts[cut:]:
+                current = self.member(current, attr)
+                if current is None:
+                    return None
+            return current
+        return None
+
+    def member(self, obj: tuple[str, object] | None, attr: str) -> tuple[str, object] | None:
+        if obj is None:
+            return None
+        kind, val = obj
+        if kind == "module":
+            assert isinstance(val, ModuleInfo)
+            return self.resolve(val.name, attr)
+        if kind == "class":
+            mod, cls = val  # type: ignore[misc]
+            found = self.class_member(mod, cls, attr)
+            if found is not None:
+                return found
+        return None
+
+    def class_member(self, mod: ModuleInfo, cls: ClassInfo, attr: str,
+                     _depth: int = 0) -> tuple[str, object] | None:
+        """('method', (ModuleInfo, ClassInfo, Signature)) or ('attr', ...) through bases."""
+        if attr in cls.methods:
+            return "method", (mod, cls, cls.methods[attr])
+        if attr in cls.attrs:
+            return "attr", (mod, cls, None)
+        if _depth > MAX_HOPS:
+            return None
+        for base in self.bases(mod, cls):
+            if base is None:
+                continue
+            bmod, bcls = base
+            found = self.class_member(bmod, bcls, attr, _depth + 1)
+            if found is not None:
+                return found
+        return None
+
+    def bases(self, mod: ModuleInfo, cls: ClassInfo) -> list[tuple[ModuleInfo, ClassInfo] | None]:
+        """The class's bases resolved in its own module; None where not resolvable here."""
+        out: list[tuple[ModuleInfo, ClassInfo] | None] = []
+        for expr in cls.bases:
+            if expr is None:
+                out.append(None)
+                continue
+            head, _, rest = expr.partition(".")
+            res = self.resolve(mod.name, head)
+            if res is None and head in mod.classes:
+                res = "class", (mod, mod.classes[head])
+            for attr in rest.split(".") if rest else []:
+                res = self.member(res, attr)
+            if res is not None and res[0] == "class":
+                out.append(res[1])  # type: ignore[arg-type]
+            else:
+                out.append(None)
+        return out
+
+
+def _preferred(bindings: list[Binding]) -> Binding:
+    for b in bindings:
+        if b.kind in ("def", "class"):
+            return b
+    return bindings[0]

@@ -1,0 +1,183 @@
+"""Function signatures read from `ast`, and the two compatibility rules on them.
+
+Pure functions only: `accepts_call` (does a callable accept what one call site
+passes?) and `covers` (does an override accept every parameter the overridden
+method declares?). Each returns the problems as short sentences; empty = fine.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    has_default: bool
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    line: int
+    posonly: tuple[Param, ...]
+    args: tuple[Param, ...]  # positional-or-keyword
+    vararg: str | None
+    kwonly: tuple[Param, ...]
+    kwarg: str | None
+    decorators: tuple[str, ...] = ()
+
+    @property
+    def positional(self) -> tuple[Param, ...]:
+        return self.posonly + self.args
+
+    @property
+    def is_static(self) -> bool:
+        return "staticmethod" in self.decorators
+
+    @property
+    def is_classmethod(self) -> bool:
+        return "classmethod" in self.decorators
+
+    def bound(self) -> "Signature":
+        """The signature as seen through an instance or class: first positional dropped."""
+        if self.is_static:
+            return self
+        if self.posonly:
+            return _replace(self, posonly=self.posonly[1:])
+        if self.args:
+            return _replace(self, args=self.args[1:])
+        return self  # `def f(*args)`: the receiver lands in *args
+
+    def render(self) -> str:
+        parts = [p.name + ("=…" if p.has_default else "") for p in self.posonly]
+        if self.posonly:
+            parts.append("/")
+        parts += [p.name + ("=…" if p.has_default else "") for p in self.args]
+        if self.vararg is not None:
+            parts.append("*" + self.vararg)
+        elif self.kwonly:
+            parts.append("*")
+        parts += [p.name + ("=…" if p.has_default else "") for p in self.kwonly]
+        if self.kwarg is not None:
+            parts.append("**" + self.kwarg)
+        return f"{self.name}({', '.join(parts)})"
+
+
+def _replace(sig: Signature, **changes: object) -> Signature:
+    fields = {f: getattr(sig, f) for f in Signature.__dataclass_fields__}
+    fields.update(changes)
+    return Signature(**fields)  # type: ignore[arg-type]
+
+
+def decorator_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return ""
+
+
+def from_ast(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> Signature:
+    a = node.args
+    positional = a.posonlyargs + a.args
+    n_plain_defaults = len(a.defaults)
+    first_default = len(positional) - n_plain_defaults
+    params = [Param(arg.arg, i >= first_default) for i, arg in enumerate(positional)]
+    posonly = tuple(params[:len(a.posonlyargs)])
+    args = tuple(params[len(a.posonlyargs):])
+    kwonly = tuple(Param(arg.arg, d is not None) for arg, d in zip(a.kwonlyargs, a.kw_defaults))
+    if isinstance(node, ast.Lambda):
+        name, decorators = "<lambda>", ()
+    else:
+        name, decorators = node.name, tuple(decorator_name(d) for d in node.decorator_list)
+    return Signature(name=name, line=node.lineno, posonly=posonly, args=args,
+                     vararg=a.vararg.arg if a.vararg else None, kwonly=kwonly,
+                     kwarg=a.kwarg.arg if a.kwarg else None, decorators=decorators)
+
+
+@dataclass(frozen=True)
+class CallShape:
+    """What one call site passes: how many positionals, which keywords."""
+
+    line: int
+    npos: int
+    keywords: tuple[str, ...]
+    star: bool  # a *iterable argument: the positional count is open
+    dstar: bool  # a **mapping argument: more keywords may come
+
+
+def call_shape(call: ast.Call) -> CallShape:
+    star = any(isinstance(a, ast.Starred) for a in call.args)
+    npos = sum(1 for a in call.args if not isinstance(a, ast.Starred))
+    keywords = tuple(k.arg for k in call.keywords if k.arg is not None)
+    dstar = any(k.arg is None for k in call.keywords)
+    return CallShape(line=call.lineno, npos=npos, keywords=keywords, star=star, dstar=dstar)
+
+
+def accepts_call(sig: Signature, call: CallShape) -> list[str]:
+    """Why `sig` would raise TypeError for this call (binding rules of CPython)."""
+    problems: list[str] = []
+    positional = sig.positional
+    if call.npos > len(positional) and sig.vararg is None:
+        problems.append(f"takes {len(positional)} positional argument(s) but the call passes "
+                        f"{call.npos}")
+    filled = {p.name for p in positional[:call.npos]}
+    by_keyword = {p.name for p in sig.args} | {p.name for p in sig.kwonly}
+    for kw in call.keywords:
+        if kw in filled and kw in by_keyword:
+            problems.append(f"gets multiple values for argument '{kw}'")
+        elif kw not in by_keyword and sig.kwarg is None:
+            problems.append(f"got an unexpected keyword argument '{kw}'")
+        else:
+            filled.add(kw)
+    if not call.star and not call.dstar:
+        missing = [p.name for p in positional + sig.kwonly
+                   if not p.has_default and p.name not in filled]
+        if missing:
+            problems.append("missing required argument(s) " + ", ".join(f"'{m}'" for m in missing))
+    return problems
+
+
+def covers(plugin: Signature, core: Signature) -> list[str]:
+    """Why `plugin` would not accept every call that `core`'s declaration allows.
+
+    Both signatures as declared (the receiver included): positions must line up,
+    names must match where a caller may pass by keyword, and the plugin may not
+    require anything the core signature leaves optional or does not have.
+    """
+    problems: list[str] = []
+    pp, cp = plugin.positional, core.positional
+    plugin_kw = {p.name: p for p in plugin.args + plugin.kwonly}
+    for i, c in enumerate(cp):
+        if i == 0 and not core.is_static:
+            continue  # self/cls: always passed positionally, name irrelevant
+        positional_ok = i < len(pp) or plugin.vararg is not None
+        if not positional_ok:
+            problems.append(f"does not accept core parameter '{c.name}' (position {i})")
+            continue
+        if c in core.args:  # callers may pass it by name
+            p = plugin_kw.get(c.name)
+            if p is None and plugin.kwarg is None:
+                problems.append(f"does not accept core parameter '{c.name}' by keyword")
+            elif i < len(pp) and pp[i].name != c.name and p is not None:
+                problems.append(f"has '{pp[i].name}' where core has '{c.name}' at position {i}")
+        if c.has_default and i < len(pp) and not pp[i].has_default:
+            problems.append(f"requires '{pp[i].name}', which core declares optional")
+    for c in core.kwonly:
+        if c.name not in plugin_kw and plugin.kwarg is None:
+            problems.append(f"does not accept keyword-only core parameter '{c.name}'")
+        elif c.name in plugin_kw and c.has_default and not plugin_kw[c.name].has_default:
+            problems.append(f"requires '{c.name}', which core declares optional")
+    if core.vararg is not None and plugin.vararg is None:
+        problems.append(f"does not take *{core.vararg} like core")
+    if core.kwarg is not None and plugin.kwarg is None:
+        problems.append(f"does not take **{core.kwarg} like core")
+    core_names = {p.name for p in cp + core.kwonly}
+    for p in pp[len(cp):] + plugin.kwonly:
+        if not p.has_default and p.name not in core_names:
+            problems.append(f"requires extra parameter '{p.name}' that core callers do not pass")
+    return problems

@@ -1,0 +1,162 @@
+"""Where a tree's files come from: a directory, or one commit of a git object database.
+
+The gate only ever asks for single files by path, so the same index code runs on a
+checked-out tree and, for bisection, straight on git objects (no checkout, no build).
+A git tree reads blobs through one long-lived `git cat-file --batch` process; blob
+ids double as cache keys, so a file unchanged between two commits is parsed once.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Iterator, Protocol
+
+from overlay import gitcmd
+from overlay.errors import OverlayError
+from overlay.gitcmd import GitFailed
+
+# Directories that never hold importable source of the tree itself.
+SKIP_DIRS = frozenset({".git", "__pycache__", "build", "dist", ".tox", ".venv", "node_modules"})
+
+
+class TreeSource(Protocol):
+    """Read-only access to the files of one tree, by '/'-separated relative path."""
+
+    def read(self, path: str) -> bytes | None: ...
+
+    def is_dir(self, path: str) -> bool: ...
+
+    def key(self, path: str) -> str: ...  # cache key: changes when the content changes
+
+    def py_files(self, under: str = "") -> Iterator[str]: ...
+
+    def label(self) -> str: ...
+
+
+class DirSource:
+    """A tree on disk."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def read(self, path: str) -> bytes | None:
+        try:
+            return (self.root / path).read_bytes()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    def is_dir(self, path: str) -> bool:
+        return (self.root / path).is_dir()
+
+    def key(self, path: str) -> str:
+        return "dir:" + str(self.root / path)
+
+    def py_files(self, under: str = "") -> Iterator[str]:
+        base = self.root / under if under else self.root
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+            rel = os.path.relpath(dirpath, self.root)
+            for name in sorted(filenames):
+                if name.endswith(".py"):
+                    yield name if rel == "." else f"{rel}/{name}".replace(os.sep, "/")
+
+    def label(self) -> str:
+        return str(self.root)
+
+
+class CatFile:
+    """One `git cat-file --batch` process serving blob reads for a whole run."""
+
+    def __init__(self, git_dir: Path) -> None:
+        self.git_dir = git_dir
+        self._proc: subprocess.Popen | None = None
+
+    def _start(self) -> subprocess.Popen:
+        if self._proc is None:
+            cmd = ["git", "--git-dir", str(self.git_dir), "cat-file", "--batch"]
+            self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=subprocess.DEVNULL, env=gitcmd.isolated_env())
+        return self._proc
+
+    def read(self, obj: str) -> bytes | None:
+        proc = self._start()
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(obj.encode() + b"\n")
+        proc.stdin.flush()
+        header = proc.stdout.readline()
+        if not header:
+            raise OverlayError("git cat-file stopped unexpectedly", path=str(self.git_dir))
+        parts = header.split()
+        if len(parts) < 3 or parts[1] == b"missing":
+            return None
+        size = int(parts[2])
+        data = proc.stdout.read(size)
+        proc.stdout.read(1)  # the newline after the contents
+        return data
+
+    def close(self) -> None:
+        if self._proc is not None:
+            if self._proc.stdin:
+                self._proc.stdin.close()
+            self._proc.wait(timeout=10)
+            self._proc = None
+
+    def __enter__(self) -> "CatFile":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class GitTreeSource:
+    """One commit's tree, read through a shared CatFile; nothing is checked out.
+
+    The listing (`ls-tree -r`, names and blob ids only) is one cheap call per commit;
+    file contents are read only when the gate asks for them.
+    """
+
+    def __init__(self, cat: CatFile, commit: str, prefix: str = "") -> None:
+        self.cat = cat
+        self.commit = commit
+        self.prefix = prefix.strip("/")
+        try:
+            listing = gitcmd.out(["ls-tree", "-r", "--full-tree", commit], git_dir=cat.git_dir)
+        except GitFailed as exc:
+            raise OverlayError(f"cannot list commit {commit[:12]}: {exc.stderr.strip()}",
+                               path=str(cat.git_dir)) from None
+        self.blobs: dict[str, str] = {}
+        self.dirs: set[str] = {""}
+        for line in listing.splitlines():
+            meta, _, path = line.partition("\t")
+            kind_sha = meta.split()
+            if len(kind_sha) < 3 or kind_sha[1] != "blob":
+                continue
+            if self.prefix:
+                if not path.startswith(self.prefix + "/"):
+                    continue
+                path = path[len(self.prefix) + 1:]
+            self.blobs[path] = kind_sha[2]
+            parts = path.split("/")
+            for i in range(1, len(parts)):
+                self.dirs.add("/".join(parts[:i]))
+
+    def read(self, path: str) -> bytes | None:
+        sha = self.blobs.get(path)
+        return None if sha is None else self.cat.read(sha)
+
+    def is_dir(self, path: str) -> bool:
+        return path.strip("/") in self.dirs
+
+    def key(self, path: str) -> str:
+        return "blob:" + self.blobs.get(path, "missing:" + path)
+
+    def py_files(self, under: str = "") -> Iterator[str]:
+        head = under.strip("/") + "/" if under else ""
+        for path in sorted(self.blobs):
+            if path.endswith(".py") and path.startswith(head):
+                yield path
+
+    def label(self) -> str:
+        return f"{self.cat.git_dir}@{self.commit[:12]}"
