@@ -150,6 +150,10 @@ _NO_FILE = re.compile(r"^error: (.+): (does not exist in index|No such file or d
 _EXISTS = re.compile(r"^error: (.+): already exists in (?:index|working directory)$", re.M)
 
 
+def _span(start: int, length: int) -> str:
+    return str(start) if length == 1 else f"{start},{length}"  # as git writes hunk headers
+
+
 def explain_failure(work: Path, mail: PatchMail, shown: str) -> str:
     """Which file and hunk failed and why, from `git apply --check` on the same base."""
     proc = gitcmd.git(["apply", "--check", "-v", str(mail.path)], cwd=work, check=False)
@@ -161,7 +165,7 @@ def explain_failure(work: Path, mail: PatchMail, shown: str) -> str:
             if pf.path == path or pf.target_file.endswith("/" + path):
                 for i, hunk in enumerate(pf, 1):
                     if hunk.source_start == line:
-                        header = f"@@ -{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length} @@"
+                        header = f"@@ -{_span(hunk.source_start, hunk.source_length)} +{_span(hunk.target_start, hunk.target_length)} @@"
                         return (f"{path}: hunk {i}/{len(pf)} ({header}) does not apply: "
                                 f"its context was not found at or near line {line}")
         return f"{path}: a hunk at line {line} does not apply (context not found)"

@@ -76,6 +76,7 @@ class PinnedTarget:
     source: Source
     tree: str | None  # composed tree id, written by `overlay lock`
     line: int  # where the target's mapping starts in the pin file
+    pin_file: str = "pins/"  # the pin file, as error messages show it
 
 
 @dataclass(frozen=True)
@@ -305,7 +306,7 @@ def load_pinset(path: Path, root: Path | None = None) -> PinSet:
                 raise tf.error("tree", f"'{tree}' is not a 40-hex tree id",
                                hint="run `overlay lock` to record it")
             tree = tree.lower()
-        targets.append(PinnedTarget(tname, source, tree, tnode.line))
+        targets.append(PinnedTarget(tname, source, tree, tnode.line, shown))
     toolchain: dict[str, str] = {}
     tc = top.mapping("toolchain")
     if tc is not None:

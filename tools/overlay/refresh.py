@@ -188,14 +188,21 @@ def _map_commits(project: Project, work: Path, base: str,
 
 def _reorder(order: list[str], target_of: dict[str, str], target: str,
              new_for_target: list[str]) -> list[str]:
-    """Fill this target's slots in series order with its new sequence; extras go after."""
-    slots = [i for i, p in enumerate(order) if target_of.get(p) == target]
-    out = list(order)
-    queue = list(new_for_target)
-    for i in slots:
-        out[i] = queue.pop(0) if queue else None  # type: ignore[call-overload]
-    insert_at = (slots[-1] + 1) if slots else len(out)
-    out[insert_at:insert_at] = queue
+    """The series order after refreshing one target (pure).
+
+    Entries of the target that survive keep the slots such entries held, filled in
+    the branch's new order; dropped ones vanish; new ones go after the last slot.
+    Other targets' entries never move.
+    """
+    kept = [p for p in new_for_target if p in order]
+    added = [p for p in new_for_target if p not in order]
+    slots = [i for i, p in enumerate(order) if target_of.get(p) == target and p in kept]
+    out: list[str | None] = [None if target_of.get(p) == target else p for p in order]
+    for i, name in zip(slots, kept):
+        out[i] = name
+    insert_at = (slots[-1] + 1) if slots else (
+        max((i for i, p in enumerate(order) if target_of.get(p) == target), default=len(order) - 1) + 1)
+    out[insert_at:insert_at] = added
     return [p for p in out if p is not None]
 
 

@@ -106,7 +106,7 @@ def _obtain_git(root: Path, target: PinnedTarget, src: GitSource, mirror: Path |
 
 
 def _pin_display(target: PinnedTarget) -> str:
-    return "pins/ (target " + target.name + ")"
+    return target.pin_file
 
 
 def _fetch(cache: Path, url: str, sha: str, target: PinnedTarget,

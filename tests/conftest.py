@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fixtures import COMPOSER, World, make_world  # noqa: E402
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("OVERLAY_MIRROR"):
+        return
+    skip = pytest.mark.skip(reason="needs a real upstream mirror: set OVERLAY_MIRROR")
+    for item in items:
+        if "mirror" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch, tmp_path_factory):
+    """Tests never see the developer's mirror, cache or identity."""
+    for var in ("OVERLAY_MIRROR", "OVERLAY_CACHE", "OVERLAY_ROOT", "OVERLAY_FAULT_INJECT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("GIT_COMMITTER_NAME", COMPOSER[0])
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", COMPOSER[1])
+
+
+@pytest.fixture(scope="session")
+def _world_template(tmp_path_factory) -> World:
+    return make_world(tmp_path_factory.mktemp("template"))
+
+
+@pytest.fixture
+def world(_world_template: World, tmp_path: Path) -> World:
+    """A fresh copy of the synthetic upstreams, mirror and project for each test."""
+    src = _world_template
+    dst = tmp_path / "w"
+    shutil.copytree(src.tmp, dst, symlinks=True)
+    # Pin URLs point at the template's upstreams; repoint them at this copy.
+    for pin in (dst / "project" / "pins").glob("*.yaml"):
+        pin.write_text(pin.read_text().replace(str(src.tmp), str(dst)))
+    rel = lambda p: dst / p.relative_to(src.tmp)  # noqa: E731
+    return World(dst, rel(src.core), rel(src.plugin), src.core_commits, src.plugin_commits,
+                  rel(src.project), rel(src.mirror))
+
+
+@pytest.fixture
+def run(capsys):
+    """Run the CLI in-process: returns (exit code, stdout, stderr)."""
+    from overlay.cli import main
+
+    def _run(*argv: str, root: Path | None = None):
+        args = ([f"--root={root}"] if root else []) + [str(a) for a in argv]
+        code = main(args)
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return _run

@@ -1,0 +1,199 @@
+"""The bad-input corpus: each malformed input gives its one specific error line,
+a non-zero exit, no traceback, and nothing written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+SHA_RE = re.compile(r"commit: [0-9a-f]{40}")
+
+
+def edit(path: Path, old: str, new: str, count: int = 1) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, count))
+
+
+def series(w):
+    return w.project / "series.yaml"
+
+
+def pin(w):
+    return w.project / "pins" / "p1.yaml"
+
+
+def patch(w, name="0001-plugin-lora-args.patch"):
+    return w.project / "patches" / name
+
+
+def add_file_change(w, header: str, body: str = "") -> None:
+    """Append one extra 'diff --git' block to patch 0001."""
+    p = patch(w)
+    p.write_text(p.read_text() + header + body)
+
+
+BINARY = ("diff --git a/logo.png b/logo.png\nnew file mode 100644\nindex 0000000..1111111\n"
+          "GIT binary patch\nliteral 3\nKcmZQzU|;|M00aO5\n\nliteral 0\nHcmV?d00001\n\n")
+SYMLINK = ("diff --git a/link b/link\nnew file mode 120000\nindex 0000000..2222222\n--- /dev/null\n"
+           "+++ b/link\n@@ -0,0 +1 @@\n+/etc/passwd\n\\ No newline at end of file\n")
+TRAVERSAL = ("diff --git a/../outside.py b/../outside.py\nnew file mode 100644\nindex 0000000..3333333\n"
+             "--- /dev/null\n+++ b/../outside.py\n@@ -0,0 +1 @@\n+x = 1\n")
+ABSOLUTE = ("diff --git a//etc/cron.d/x b//etc/cron.d/x\nnew file mode 100644\nindex 0000000..4444444\n"
+            "--- /dev/null\n+++ b//etc/cron.d/x\n@@ -0,0 +1 @@\n+x = 1\n")
+DOTGIT = ("diff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout\nnew file mode 100644\n"
+          "index 0000000..5555555\n--- /dev/null\n+++ b/.git/hooks/post-checkout\n@@ -0,0 +1 @@\n+x\n")
+
+
+CASES = {
+    # series.yaml
+    "series-yaml-syntax": (lambda w: series(w).write_text("series:\n  - patch: [unclosed\n"),
+                           "series.yaml:3: YAML syntax error"),
+    "series-not-mapping": (lambda w: series(w).write_text("- a\n- b\n"),
+                           "series.yaml:1: series.yaml must be a mapping, got a list"),
+    "series-missing-list": (lambda w: series(w).write_text("patches: []\n"),
+                            "series.yaml:1: unknown field 'patches' in series.yaml"),
+    "series-wrong-type": (lambda w: series(w).write_text("series: 3\n"),
+                          "field 'series' of series.yaml: expected a list of patch entries, got a number"),
+    "entry-missing-patch": (lambda w: edit(series(w), "  - patch: 0001-plugin-lora-args.patch\n    target",
+                                           "  - target"),
+                            "field 'patch' of series entry 1: missing"),
+    "entry-patch-number": (lambda w: edit(series(w), "patch: 0001-plugin-lora-args.patch", "patch: 17"),
+                           "series.yaml:3: field 'patch' of series entry 1: expected a file name in patches/ "
+                           "ending in .patch, got a number 17"),
+    "entry-unknown-field": (lambda w: edit(series(w), "    origin: backport", "    origin: backport\n    author: x"),
+                            "series.yaml:6: unknown field 'author' in series entry 1"),
+    "entry-bad-origin": (lambda w: edit(series(w), "origin: backport", "origin: vendored"),
+                         "field 'origin' of series entry 1: 'vendored' is not one of backport, local, experimental"),
+    "entry-duplicate": (lambda w: edit(series(w), "0002-core-rename-helper.patch", "0001-plugin-lora-args.patch"),
+                        "'0001-plugin-lora-args.patch' is listed twice (first at line 3)"),
+    "entry-duplicate-key": (lambda w: edit(series(w), "    target: plugin\n", "    target: plugin\n    target: core\n"),
+                            "series.yaml:5: duplicate key 'target'"),
+    "entry-path-escape": (lambda w: edit(series(w), "patch: 0001-plugin-lora-args.patch", "patch: ../evil.patch"),
+                          "'../evil.patch' is not a plain file name ending in .patch"),
+    "entry-target-unknown": (lambda w: edit(series(w), "target: plugin", "target: kernel"),
+                             "series entry 0001-plugin-lora-args.patch targets 'kernel', which pin set 'p1' does not define"),
+    "patch-file-missing": (lambda w: patch(w).unlink(),
+                           "patches/0001-plugin-lora-args.patch: patch file not found"),
+    # patches
+    "patch-empty": (lambda w: patch(w).write_text(""), "patches/0001-plugin-lora-args.patch: patch file is empty"),
+    "patch-crlf": (lambda w: patch(w).write_bytes(patch(w).read_bytes().replace(b"\n", b"\r\n")),
+                   "patch has CRLF line endings"),
+    "patch-not-git": (lambda w: patch(w).write_text("just some text\n"), "no 'diff --git' section: not a git patch"),
+    "patch-no-headers": (lambda w: patch(w).write_text(patch(w).read_text().split("\n\n", 1)[1]),
+                         "mail header"),
+    "patch-truncated-hunk": (lambda w: patch(w).write_text(patch(w).read_text().rsplit("\n", 4)[0] + "\n"),
+                             "diff does not parse"),
+    "patch-binary": (lambda w: add_file_change(w, BINARY), "unsafe patch: binary change to 'logo.png'"),
+    "patch-symlink": (lambda w: add_file_change(w, SYMLINK), "unsafe patch: symlink change at 'link'"),
+    "patch-traversal": (lambda w: add_file_change(w, TRAVERSAL), "escapes the tree with '..'"),
+    "patch-absolute": (lambda w: add_file_change(w, ABSOLUTE), "unsafe patch: absolute path '/etc/cron.d/x'"),
+    "patch-dotgit": (lambda w: add_file_change(w, DOTGIT), "reaches into .git/"),
+    "patch-nul-bytes": (lambda w: patch(w).write_bytes(patch(w).read_bytes() + b"\0\0"), "NUL bytes"),
+    # pins
+    "pin-yaml-syntax": (lambda w: pin(w).write_text("targets: {core: [\n"), "pins/p1.yaml:2: YAML syntax error"),
+    "pin-short-sha": (lambda w: pin(w).write_text(SHA_RE.sub(lambda m: m.group(0)[:16], pin(w).read_text(), 1)),
+                      "pins/p1.yaml:7: field 'commit' of target 'core': "),
+    "pin-not-hex": (lambda w: pin(w).write_text(SHA_RE.sub("commit: main", pin(w).read_text(), 1)),
+                    "'main' is not a full 40-hex commit id"),
+    "pin-sha-number": (lambda w: pin(w).write_text(SHA_RE.sub("commit: " + "1" * 40, pin(w).read_text(), 1)),
+                       "expected a full 40-hex commit id, got a number"),
+    "pin-no-targets": (lambda w: pin(w).write_text("description: x\ndefault: true\n"),
+                       "field 'targets' of the pin set: missing; expected a mapping"),
+    "pin-targets-list": (lambda w: pin(w).write_text("default: true\ntargets: [core, plugin]\n"),
+                         "field 'targets' of the pin set: expected a mapping, got a list"),
+    "pin-both-sources": (lambda w: edit(pin(w), "  core:\n", "  core:\n    pypi: vllm==0.23.0\n"),
+                         "a target is either repo+commit or pypi+sha256, not both"),
+    "pin-bad-sha256": (lambda w: pin(w).write_text(pin(w).read_text().split("  core:")[0]
+                                                   + "  core:\n    pypi: vllm==0.23.0\n    sha256: abc\n"),
+                       "'abc' is not a 64-hex sha256"),
+    "pin-bad-requirement": (lambda w: pin(w).write_text(pin(w).read_text().split("  core:")[0]
+                                                        + "  core:\n    pypi: vllm>=0.23\n    sha256: " + "a" * 64 + "\n"),
+                            "'vllm>=0.23' is not 'name==version'"),
+    "pin-name-mismatch": (lambda w: edit(pin(w), "description:", "name: p9\ndescription:"),
+                          "'p9' differs from the file name 'p1'"),
+    "pin-bad-tree": (lambda w: edit(pin(w), "  plugin:\n", "  plugin:\n    tree: 1234\n"),
+                     "field 'tree' of target 'plugin': expected a 40-hex tree id, got a number"),
+    "pin-unknown-field": (lambda w: edit(pin(w), "  plugin:\n", "  plugin:\n    branch: main\n"),
+                          "unknown field 'branch' in target 'plugin'"),
+    "pin-no-default": (lambda w: edit(pin(w), "default: true", "default: false"),
+                       "expected exactly one pin set with 'default: true', found none"),
+    "pin-default-not-bool": (lambda w: edit(pin(w), "default: true", "default: yes please"),
+                             "field 'default' of the pin set: expected true or false"),
+}
+
+
+def _state(project: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(project)): p.read_bytes() for p in sorted(project.rglob("*"))
+            if p.is_file() and ".overlay" not in p.relative_to(project).parts}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_one_clear_line(world, run, case):
+    mutate, expected = CASES[case]
+    mutate(world)
+    before = _state(world.project)
+    code, out, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code != 0
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("overlay: error: ")
+    assert expected in lines[0], lines[0]
+    assert _state(world.project) == before  # nothing written, nothing composed
+    assert not (world.project / "build" / "p1").exists()
+
+
+def test_corpus_is_large_enough():
+    assert len(CASES) >= 25
+
+
+EXTRA_ARGS = {
+    "unknown-pin": (["--pin", "zzz"], "pins/zzz.yaml: unknown pin 'zzz' (known pins: p1)"),
+    "unknown-target": (["--targets", "gpu"], "unknown target 'gpu' for pin set 'p1'"),
+    "empty-targets": (["--targets", ","], "--targets needs at least one target name"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXTRA_ARGS))
+def test_bad_arguments(world, run, case):
+    args, expected = EXTRA_ARGS[case]
+    code, out, err = run("apply", "--mirror", world.mirror, *args, root=world.project)
+    assert code == 2
+    assert err.splitlines() == [f"overlay: error: {expected}"] or expected in err
+    assert len(err.splitlines()) == 1
+    assert not (world.project / "build" / "p1").exists()
+
+
+def test_unreachable_remote(world, run):
+    edit(pin(world), f"file://{world.core}", "https://unreachable.invalid/example/core")
+    code, out, err = run("apply", root=world.project)
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "target 'core' is unreachable: cannot fetch" in err
+    assert not (world.project / "build" / "p1").exists()
+
+
+def test_commit_absent_from_mirror(world, run):
+    edit(pin(world), world.core_commits[1], "ab" * 20)
+    code, out, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 2 and len(err.splitlines()) == 1
+    assert f"commit {'ab' * 20} is not in the mirror" in err
+
+
+def test_missing_series_file(world, run):
+    series(world).unlink()
+    code, _, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 2 and "series.yaml: file not found" in err
+
+
+def test_concurrent_run_refused(world, run):
+    import fcntl
+
+    build = world.project / "build"
+    build.mkdir()
+    with open(build / ".overlay.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        code, _, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 2 and "another overlay run is composing here" in err

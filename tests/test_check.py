@@ -1,0 +1,88 @@
+"""overlay check: offline consistency of series, patches, provenance and pins."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from test_bad_input import ABSOLUTE, BINARY, edit
+
+
+def test_clean_project_passes(world, run):
+    code, out, _ = run("check", root=world.project)
+    assert code == 0
+    assert out.startswith("check: ok")
+
+
+def test_json(world, run):
+    (world.project / "patches" / "0009-stray.patch").write_text("x")
+    code, out, _ = run("check", "--json", root=world.project)
+    assert code == 1
+    data = json.loads(out)
+    assert data["ok"] is False
+    assert data["findings"] == [{"path": "patches/0009-stray.patch", "line": None,
+                                 "message": "not listed in series.yaml",
+                                 "hint": "add an entry for it or delete the file"}]
+
+
+@pytest.mark.parametrize("mutation, expected", [
+    (("origin: backport\n    upstream: example/plugin#10935\n", "origin: backport\n"),
+     "series.yaml:3: 0001-plugin-lora-args.patch: a backport needs 'upstream'"),
+    (("    original-author: Patch Author <patch.author@example.org>\n", ""),
+     "a backport needs 'original-author'"),
+    (("    forwarded: example/core#1\n", ""),
+     "0002-core-rename-helper.patch: a local patch needs 'forwarded'"),
+    (("    switch: PLUGIN_FAST_PATH\n", ""), "an experimental patch needs 'switch'"),
+    (("evidence: evidence/fast-path", "evidence: evidence/nowhere"),
+     "evidence folder 'evidence/nowhere' does not exist"),
+    (("original-author: Patch Author", "original-author: Someone Else"),
+     "original author 'Someone Else <patch.author@example.org>' is neither the patch's From:"),
+    (("    target: plugin\n    origin: backport\n",
+      "    target: plugin\n    origin: backport\n    subject: Something else\n"),
+     "series subject 'Something else' differs from the patch's '[BugFix][MRV2] Accept lora_capture_cases in factory'"),
+])
+def test_provenance_and_header_findings(world, run, mutation, expected):
+    edit(world.project / "series.yaml", *mutation)
+    code, out, _ = run("check", root=world.project)
+    assert code == 1
+    assert expected in out, out
+
+
+def test_co_author_trailer_satisfies_backport_attribution(world, run):
+    edit(world.project / "series.yaml", "original-author: Patch Author", "original-author: Orig Inal")
+    p = world.project / "patches" / "0001-plugin-lora-args.patch"
+    edit(p, "Upstream-PR: example/plugin#10935", "Upstream-PR: example/plugin#10935\nCo-authored-by: Orig Inal <o@example.org>")
+    code, out, _ = run("check", root=world.project)
+    assert code == 0, out
+
+
+def test_unlisted_and_unsafe_patches_and_missing_target(world, run):
+    (world.project / "patches" / "0009-stray.patch").write_text("x")
+    p = world.project / "patches" / "0001-plugin-lora-args.patch"
+    p.write_text(p.read_text() + BINARY + ABSOLUTE)
+    pin = world.project / "pins" / "p1.yaml"
+    text = pin.read_text()
+    pin2 = world.project / "pins" / "p2.yaml"
+    pin2.write_text(text[:text.index("  core:")].replace("default: true", "default: false")
+                    + text[text.index("  plugin:"):])
+    code, out, _ = run("check", root=world.project)
+    assert code == 1
+    assert "patches/0009-stray.patch: not listed in series.yaml" in out
+    assert "unsafe patch: binary change to 'logo.png'" in out
+    assert "unsafe patch: absolute path '/etc/cron.d/x'" in out
+    assert "0002-core-rename-helper.patch: target 'core' is not in pin set 'p2'" in out
+
+
+def test_two_default_pins(world, run):
+    pin = world.project / "pins" / "p1.yaml"
+    (world.project / "pins" / "p2.yaml").write_text(pin.read_text())
+    code, out, _ = run("check", root=world.project)
+    assert code == 1 and "2 pin sets are marked 'default: true'" in out
+
+
+def test_malformed_series_is_one_finding(world, run):
+    (world.project / "series.yaml").write_text("series: [\n")
+    code, out, err = run("check", root=world.project)
+    assert code == 1
+    assert out.splitlines()[0].startswith("FAIL series.yaml:2: YAML syntax error")

@@ -1,0 +1,305 @@
+"""overlay apply: composition, attribution, failure reporting, atomicity, guards, caching."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fixtures import COMPOSER, PATCH_AUTHOR, commit_all, make_patch, run_git, write
+
+
+def git(repo: Path, *args: str) -> str:
+    return run_git(list(args), repo)
+
+
+def composed(world, target: str, pin: str = "p1") -> Path:
+    return world.project / "build" / pin / target
+
+
+def snapshot(path: Path) -> dict[str, bytes]:
+    """Every file under path with its bytes (to prove nothing was touched)."""
+    if not path.exists():
+        return {}
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
+            if p.is_file() and ".git" not in p.relative_to(path).parts}
+
+
+def test_compose_both_targets_from_mirror(world, run):
+    code, out, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 0, err
+    plugin, core = composed(world, "plugin"), composed(world, "core")
+    assert "applied  plugin   0001-plugin-lora-args.patch" in out
+    assert "applied  core     0002-core-rename-helper.patch" in out
+    assert "lora_capture_cases" in (plugin / "vllm_ascend/worker.py").read_text()
+    assert "_compute_global_logsumexp" in (core / "vllm/sampler.py").read_text()
+    # one commit per patch, in series order, on a branch named after the pin, on the pinned base
+    assert git(plugin, "rev-parse", "--abbrev-ref", "HEAD") == "overlay/p1"
+    subjects = git(plugin, "log", "--format=%s", f"{world.plugin_commits[1]}..HEAD").splitlines()
+    assert subjects == ["[Perf] Add an opt-in fast path switch",
+                        "[BugFix][MRV2] Accept lora_capture_cases in factory"]
+    assert git(plugin, "rev-parse", "HEAD~2") == world.plugin_commits[1]
+    assert git(core, "rev-parse", "HEAD~1") == world.core_commits[1]
+    assert git(plugin, "status", "--porcelain") == ""
+
+
+def test_attribution_preserved(world, run):
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    plugin = composed(world, "plugin")
+    line = git(plugin, "log", "-1", "--format=%an|%ae|%aI|%cn|%ce", "HEAD~1")
+    an, ae, ad, cn, ce = line.split("|")
+    assert (an, ae) == PATCH_AUTHOR  # author comes from the patch
+    assert ad == "2026-07-10T12:00:00+08:00"
+    assert (cn, ce) == COMPOSER  # committer is whoever composed
+    body = git(plugin, "log", "-1", "--format=%B", "HEAD~1")
+    assert "Upstream-PR: example/plugin#10935" in body
+    core_author = git(composed(world, "core"), "log", "-1", "--format=%an")
+    assert core_author == "Another Author"
+
+
+def test_targets_subset_and_no_patch_target_checked_out(world, run):
+    # A series with no core patches still checks core out at its pin.
+    series = world.project / "series.yaml"
+    text = series.read_text()
+    start = text.index("  - patch: 0002")
+    end = text.index("  - patch: 0003")
+    series.write_text(text[:start] + text[end:])
+    (world.project / "patches" / "0002-core-rename-helper.patch").unlink()
+    code, out, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 0, err
+    core = composed(world, "core")
+    assert git(core, "rev-parse", "HEAD") == world.core_commits[1]
+    shutil.rmtree(world.project / "build")
+    code, out, err = run("apply", "--mirror", world.mirror, "--targets", "plugin", root=world.project)
+    assert code == 0, err
+    assert not composed(world, "core").exists()
+    assert composed(world, "plugin").is_dir()
+
+
+def test_json_output(world, run):
+    code, out, err = run("apply", "--mirror", world.mirror, "--json", root=world.project)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["pin"] == "p1"
+    by_target = {t["target"]: t for t in data["targets"]}
+    assert [p["status"] for p in by_target["plugin"]["patches"]] == ["applied", "applied"]
+    assert by_target["plugin"]["base"] == world.plugin_commits[1]
+    assert len(by_target["core"]["tree"]) == 40
+
+
+def break_patch_two(world) -> None:
+    """Make 0003 fail: rewrite the plugin file it changes so its context is gone."""
+    p = world.patch_file("0003-plugin-switch.patch")
+    p.write_text(p.read_text().replace("-VARS = {}", "-VARS = {'OTHER': 1}"))
+
+
+def test_failure_report_names_file_and_hunk(world, run):
+    break_patch_two(world)
+    code, out, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 1
+    assert "applied  plugin   0001-plugin-lora-args.patch" in out
+    assert "FAILED   plugin   0003-plugin-switch.patch: vllm_ascend/envs.py: hunk 1/1 (@@ -1 +1 @@)" in out
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "overlay drift --pin p1" in err and "overlay refresh --pin p1" in err
+
+
+def test_failure_leaves_previous_good_tree(world, run):
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    plugin = composed(world, "plugin")
+    before_head = git(plugin, "rev-parse", "HEAD")
+    before_files = snapshot(world.project / "build")
+    break_patch_two(world)
+    code, _, _ = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 1
+    assert git(plugin, "rev-parse", "HEAD") == before_head
+    assert snapshot(world.project / "build") == before_files
+    assert not [p for p in (world.project / "build").iterdir() if p.name.startswith(".staging")]
+
+
+@pytest.mark.parametrize("point", ["after-patch-2", "before-swap", "mid-swap"])
+def test_killed_run_leaves_previous_good_tree(world, run, point):
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    # change the series so a successful run would produce a different plugin tree
+    p = world.patch_file("0003-plugin-switch.patch")
+    p.write_text(p.read_text().replace("'PLUGIN_FAST_PATH': '0'", "'PLUGIN_FAST_PATH': '1'"))
+    good = snapshot(world.project / "build" / "p1")
+    env = dict(os.environ, OVERLAY_FAULT_INJECT=point)
+    proc = subprocess.run([sys.executable, "-m", "overlay", "--root", str(world.project), "apply",
+                           "--mirror", str(world.mirror)], env=env, capture_output=True, text=True)
+    assert proc.returncode == -9  # SIGKILL: no cleanup ran
+    if point != "mid-swap":
+        assert snapshot(world.project / "build" / "p1") == good
+    # the next run recovers and composes the new series
+    code, out, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 0, err
+    assert "'PLUGIN_FAST_PATH': '1'" in (composed(world, "plugin") / "vllm_ascend/envs.py").read_text()
+    leftovers = [q.name for q in (world.project / "build").iterdir() if q.name.startswith(".")]
+    assert leftovers == [".overlay.lock"]
+
+
+def test_mid_swap_kill_restores_moved_tree(world, run):
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    good = snapshot(world.project / "build" / "p1")
+    env = dict(os.environ, OVERLAY_FAULT_INJECT="mid-swap")
+    subprocess.run([sys.executable, "-m", "overlay", "--root", str(world.project), "apply",
+                    "--mirror", str(world.mirror), "--targets", "plugin"], env=env, capture_output=True)
+    from overlay.compose import _remove_leftovers
+    _remove_leftovers(world.project / "build")
+    assert snapshot(world.project / "build" / "p1") == good
+
+
+def test_refuses_dirty_tree_then_force(world, run):
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    plugin = composed(world, "plugin")
+    (plugin / "vllm_ascend/envs.py").write_text("VARS = {'EDITED': 1}\n")
+    code, out, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 2
+    assert "uncommitted edits (vllm_ascend/envs.py)" in err and "overlay refresh --pin p1" in err
+    assert (plugin / "vllm_ascend/envs.py").read_text() == "VARS = {'EDITED': 1}\n"
+    code, _, err = run("apply", "--mirror", world.mirror, "--force", root=world.project)
+    assert code == 0, err
+    assert "EDITED" not in (plugin / "vllm_ascend/envs.py").read_text()
+
+
+def test_refuses_extra_commits(world, run):
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    plugin = composed(world, "plugin")
+    write(plugin, {"new.txt": "x\n"})
+    commit_all(plugin, "my local work")
+    head = git(plugin, "rev-parse", "HEAD")
+    code, _, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 2 and "commits not in the series" in err
+    assert git(plugin, "rev-parse", "HEAD") == head
+
+
+def test_refuses_untracked_file(world, run):
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    (composed(world, "plugin") / "scratch.py").write_text("print(1)\n")
+    code, _, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 2 and "scratch.py" in err
+
+
+def test_network_fetch_is_cached(world, run):
+    """Without a mirror the pin URL is fetched once; a second apply fetches nothing."""
+    code, out, err = run("apply", root=world.project)
+    assert code == 0, err
+    assert "(network)" in out
+    # make the remotes unreachable: a second apply must not need them
+    world.core.rename(world.core.with_name("core-gone"))
+    world.plugin.rename(world.plugin.with_name("plugin-gone"))
+    code, out, err = run("apply", root=world.project)
+    assert code == 0, err
+    assert out.count("(cache)") == 2
+    # the cached fetch is shallow: just the pinned commit
+    cache = world.project / ".overlay" / "cache" / "git" / "example+plugin.git"
+    assert (cache / "shallow").read_text().split() == [world.plugin_commits[1]]
+
+
+def test_offline_mirror_needs_no_remote(world, run):
+    world.core.rename(world.core.with_name("core-gone"))
+    world.plugin.rename(world.plugin.with_name("plugin-gone"))
+    code, out, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 0, err
+    assert out.count("(mirror)") == 2
+
+
+def test_mirror_from_environment_and_bare_repo_layout(world, run, monkeypatch):
+    # owner+name/repo: a bare git directory one level down (the `fetch` snapshot layout)
+    inner = world.mirror / "example+core"
+    tmp = world.mirror / "tmp-core"
+    inner.rename(tmp)
+    inner.mkdir()
+    tmp.rename(inner / "repo")
+    monkeypatch.setenv("OVERLAY_MIRROR", str(world.mirror))
+    code, out, err = run("apply", root=world.project)
+    assert code == 0, err
+    assert out.count("(mirror)") == 2
+
+
+def test_unreachable_core_names_both_ways_forward(world, run):
+    world.core.rename(world.core.with_name("core-gone"))
+    shutil.rmtree(world.mirror / "example+core")
+    code, out, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 2
+    assert err.count("\n") == 1
+    assert "pins/p1.yaml:6: target 'core' is unreachable" in err
+    assert "<mirror>/example+core" in err and "--targets" in err
+    assert not (world.project / "build" / "p1").exists()
+    code, _, err = run("apply", "--mirror", world.mirror, "--targets", "plugin", root=world.project)
+    assert code == 0, err
+
+
+def test_lock_then_verify_and_mismatch(world, run):
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    code, out, _ = run("lock", root=world.project)
+    assert code == 0
+    pin_text = (world.project / "pins" / "p1.yaml").read_text()
+    tree = git(composed(world, "plugin"), "rev-parse", "HEAD^{tree}")
+    assert f"    tree: {tree}\n" in pin_text
+    assert pin_text.startswith("# fixture pin set\n")  # comments survive
+    code, out, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 0 and out.count("(matches lock)") == 2
+    p = world.patch_file("0003-plugin-switch.patch")
+    p.write_text(p.read_text().replace("'PLUGIN_FAST_PATH': '0'", "'PLUGIN_FAST_PATH': '1'"))
+    code, out, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 3
+    assert "TREE MISMATCH for plugin" in err and "overlay lock --pin p1" in err
+    # locking again records the new tree
+    assert run("lock", root=world.project)[0] == 0
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+
+
+def test_pin_prefix_and_default(world, run):
+    shutil.copy(world.project / "pins" / "p1.yaml", world.project / "pins" / "p2-other.yaml")
+    text = (world.project / "pins" / "p2-other.yaml").read_text().replace("default: true", "default: false")
+    (world.project / "pins" / "p2-other.yaml").write_text(text)
+    code, out, err = run("apply", "--mirror", world.mirror, "--pin", "p2", root=world.project)
+    assert code == 0, err
+    assert (world.project / "build" / "p2-other" / "plugin").is_dir()
+    assert git(composed(world, "plugin", "p2-other"), "rev-parse", "--abbrev-ref", "HEAD") == "overlay/p2-other"
+    code, _, err = run("apply", "--mirror", world.mirror, "--pin", "p", root=world.project)
+    assert code == 2 and "ambiguous" in err and "p1, p2-other" in err
+
+
+def test_archive_source_composes_like_git(world, run, tmp_path):
+    """A PyPI-style source archive pinned by sha256 is imported as one deterministic commit."""
+    import hashlib
+    import tarfile
+
+    src = tmp_path / "pkg" / "core-1.0"
+    write(src, {"vllm/__init__.py": "__version__ = '1.0'\n", "vllm/graph.py": "X = 1\n",
+                ".gitignore": "vllm/\n"})
+    (world.mirror / "pypi").mkdir()
+    archive = world.mirror / "pypi" / "core-1.0.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(src, arcname="core-1.0")
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    pin = world.project / "pins" / "p1.yaml"
+    text = pin.read_text()
+    core_block = text[text.index("  core:"):text.index("  plugin:")]
+    pin.write_text(text.replace(core_block, f"  core:\n    pypi: core==1.0\n    sha256: {digest}\n"))
+    series = world.project / "series.yaml"
+    s = series.read_text()
+    series.write_text(s[:s.index("  - patch: 0002")] + s[s.index("  - patch: 0003"):])
+    (world.patch_file("0002-core-rename-helper.patch")).unlink()
+    code, out, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 0, err
+    core = composed(world, "core")
+    assert (core / "vllm/graph.py").read_text() == "X = 1\n"  # .gitignore'd files still imported
+    first = git(core, "rev-parse", "HEAD")
+    # deterministic: a fresh cache imports the same commit id
+    shutil.rmtree(world.project / ".overlay")
+    assert run("apply", "--mirror", world.mirror, "--force", root=world.project)[0] == 0
+    assert git(core, "rev-parse", "HEAD") == first
+    # a tampered archive is refused by its sha256
+    shutil.rmtree(world.project / ".overlay")
+    with tarfile.open(archive, "w:gz") as tf:
+        write(src, {"vllm/graph.py": "X = 2\n"})
+        tf.add(src, arcname="core-1.0")
+    code, _, err = run("apply", "--mirror", world.mirror, "--force", root=world.project)
+    assert code == 2 and "has sha256" in err and "the pin says" in err
