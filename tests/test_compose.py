@@ -121,7 +121,7 @@ def test_failure_leaves_previous_good_tree(world, run):
     assert not [p for p in (world.project / "build").iterdir() if p.name.startswith(".staging")]
 
 
-@pytest.mark.parametrize("point", ["after-patch-2", "before-swap", "mid-swap"])
+@pytest.mark.parametrize("point", ["after-target-core", "before-swap", "mid-swap"])
 def test_killed_run_leaves_previous_good_tree(world, run, point):
     assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
     # change the series so a successful run would produce a different plugin tree

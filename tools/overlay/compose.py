@@ -123,6 +123,19 @@ def _fault(point: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+_COMPOSED_CONFIG = """\
+[core]
+\tautocrlf = false
+[gc]
+\tauto = 0
+[notes]
+\trewriteRef = {notes}
+[notes "rewrite"]
+\tamend = true
+\trebase = true
+"""
+
+
 def _init_tree(work: Path, obtained: sources.Obtained, branch: str) -> None:
     gitcmd.git(["init", "-q", str(work)])
     git_dir = work / ".git"
@@ -137,11 +150,11 @@ def _init_tree(work: Path, obtained: sources.Obtained, branch: str) -> None:
     if shallow.is_file():
         shutil.copyfile(shallow, git_dir / "shallow")
     # Keep the series mapping through amend and rebase (refresh reads these notes).
-    for key, value in (("notes.rewriteRef", composed.NOTES_REF), ("notes.rewrite.amend", "true"),
-                       ("notes.rewrite.rebase", "true"), ("core.autocrlf", "false"),
-                       ("gc.auto", "0")):
-        gitcmd.git(["config", key, value], cwd=work)
-    gitcmd.git(["update-ref", "refs/overlay/base", obtained.commit], cwd=work)
+    with (git_dir / "config").open("a") as fh:
+        fh.write(_COMPOSED_CONFIG.format(notes=composed.NOTES_REF))
+    base_ref = git_dir / "refs" / "overlay" / "base"
+    base_ref.parent.mkdir(parents=True, exist_ok=True)
+    base_ref.write_text(obtained.commit + "\n")
     gitcmd.git(["checkout", "-q", "-B", branch, obtained.commit], cwd=work)
 
 
@@ -179,13 +192,22 @@ def explain_failure(work: Path, mail: PatchMail, shown: str) -> str:
     return last[-1][len("error: "):] if last else "git am rejected it"
 
 
-def _apply_one(work: Path, mail: PatchMail, entry: SeriesEntry, committer: tuple[str, str]) -> str:
+def _apply_series(work: Path, mails: list[PatchMail], base: str,
+                  committer: tuple[str, str]) -> tuple[list[str], bool]:
+    """`git am` the whole series in one go; (commits made, whether all applied)."""
+    if not mails:
+        return [], True
     env = {"GIT_COMMITTER_NAME": committer[0], "GIT_COMMITTER_EMAIL": committer[1]}
-    gitcmd.git(["am", "-q", "--keep-non-patch", "--no-3way", "--committer-date-is-author-date",
-                "--whitespace=nowarn", str(mail.path)], cwd=work, env=env)
-    commit = composed.head(work)
-    composed.add_note(work, commit, entry.patch)
-    return commit
+    proc = gitcmd.git(["am", "-q", "--keep-non-patch", "--no-3way", "--committer-date-is-author-date",
+                       "--whitespace=nowarn", *[str(m.path) for m in mails]], cwd=work, env=env,
+                      check=False)
+    if proc.returncode != 0:
+        # keep what applied; drop the failed patch's state
+        gitcmd.git(["am", "--quit"], cwd=work, check=False)
+        gitcmd.git(["reset", "-q", "--hard"], cwd=work, check=False)
+    listed = gitcmd.out(["rev-list", "--reverse", f"{base}..HEAD"], cwd=work)
+    commits = listed.split() if listed else []
+    return commits, proc.returncode == 0 and len(commits) == len(mails)
 
 
 def compose(project: Project, pin: PinSet, *, targets: list[str] | None, into: Path | None,
@@ -225,37 +247,30 @@ def _compose_all(project: Project, pin: PinSet, chosen: list[PinnedTarget],
     committer = gitcmd.user_identity()
     branch = paths.branch_name(pin.name)
     outcomes = []
-    applied_count = 0
     for target in chosen:
         got = obtained[target.name]
         work = staging / target.name
         _init_tree(work, got, branch)
+        entries, target_mails = plan[target.name], mails[target.name]
+        commits, ok = _apply_series(work, target_mails, got.commit, committer)
         results: list[PatchOutcome] = []
-        failed = False
-        for entry, mail in zip(plan[target.name], mails[target.name]):
-            shown = f"patches/{entry.patch}"
-            if failed:
-                results.append(PatchOutcome(entry.patch, target.name, "not-attempted"))
-                report(f"  skipped  {target.name:<8} {entry.patch} (an earlier patch failed)")
-                continue
-            before = composed.head(work)
-            try:
-                commit = _apply_one(work, mail, entry, committer)
-            except gitcmd.GitFailed:
-                gitcmd.git(["am", "--abort"], cwd=work, check=False)
-                gitcmd.git(["reset", "-q", "--hard", before], cwd=work, check=False)
-                detail = explain_failure(work, mail, shown)
-                step = (f"the pinned {target.name} changed under this patch: run `overlay drift "
-                        f"--pin {pin.name}` to classify it, then fix it on the composed branch and "
-                        f"`overlay refresh --pin {pin.name}`")
-                results.append(PatchOutcome(entry.patch, target.name, "failed", None, detail, step))
-                report(f"  FAILED   {target.name:<8} {entry.patch}: {detail}")
-                failed = True
-                continue
+        for entry, commit in zip(entries, commits):
             results.append(PatchOutcome(entry.patch, target.name, "applied", commit))
             report(f"  applied  {target.name:<8} {entry.patch} -> {commit[:12]}")
-            applied_count += 1
-            _fault(f"after-patch-{applied_count}")
+        composed.add_notes(work, {c: e.patch for c, e in zip(commits, entries)})
+        failed = not ok
+        if failed:
+            entry, mail = entries[len(commits)], target_mails[len(commits)]
+            detail = explain_failure(work, mail, f"patches/{entry.patch}")
+            step = (f"the pinned {target.name} changed under this patch: run `overlay drift "
+                    f"--pin {pin.name}` to classify it, then fix it on the composed branch and "
+                    f"`overlay refresh --pin {pin.name}`")
+            results.append(PatchOutcome(entry.patch, target.name, "failed", None, detail, step))
+            report(f"  FAILED   {target.name:<8} {entry.patch}: {detail}")
+            for later in entries[len(commits) + 1:]:
+                results.append(PatchOutcome(later.patch, target.name, "not-attempted"))
+                report(f"  skipped  {target.name:<8} {later.patch} (an earlier patch failed)")
+        _fault(f"after-target-{target.name}")
         head = composed.head(work)
         tree = composed.tree_of(work)
         if not failed:

@@ -93,10 +93,22 @@ def guard(work_tree: Path, pin: str, force: bool) -> None:
                                 f"or pass --force to discard them")
 
 
-def add_note(work_tree: Path, commit: str, patch: str) -> None:
-    """Tie a composed commit to its patch file (kept through amend/rebase by notes.rewriteRef)."""
+def add_notes(work_tree: Path, patches: dict[str, str]) -> None:
+    """Tie composed commits to their patch files, in one git process.
+
+    Notes survive amend and rebase (notes.rewriteRef), so refresh can tell which
+    series entry a reworked commit belongs to.
+    """
+    if not patches:
+        return
     name, email = gitcmd.user_identity()
-    env = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
-           "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
-    gitcmd.git(["notes", "--ref", NOTES_REF, "add", "-f", "-m", f"patch: {patch}", commit],
-               cwd=work_tree, env=env)
+    parent = gitcmd.git(["rev-parse", "--verify", "--quiet", NOTES_REF], cwd=work_tree,
+                        check=False).stdout.strip()
+    stream = [f"commit {NOTES_REF}", f"committer {name} <{email}> 0 +0000", "data 0"]
+    if parent:
+        stream.append(f"from {parent}")
+    for commit, patch in patches.items():
+        body = f"patch: {patch}\n".encode()
+        stream += [f"N inline {commit}", f"data {len(body)}", body.decode()]
+    gitcmd.git(["fast-import", "--quiet", "--force"], cwd=work_tree,
+               input="\n".join(stream) + "\n")

@@ -154,8 +154,7 @@ def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
     if new_text != text:
         series_path.write_text(new_text, encoding="utf-8")
     for work, state, notes in updates:
-        for commit, name in notes:
-            composed.add_note(work, commit, name)
+        composed.add_notes(work, dict(notes))
         composed.write_state(work, composed.ComposedState(
             pin=state.pin, target=state.target, base=state.base, head=composed.head(work),
             tree=composed.tree_of(work), branch=state.branch,
