@@ -61,3 +61,14 @@ def run(capsys):
         return code, out.out, out.err
 
     return _run
+
+
+@pytest.fixture
+def mirror_dir() -> Path:
+    """The real upstream mirror (tests marked `mirror` only run when it is set)."""
+    value = os.environ.get("OVERLAY_MIRROR_REAL") or _REAL_MIRROR
+    assert value, "mirror tests need OVERLAY_MIRROR"
+    return Path(value)
+
+
+_REAL_MIRROR = os.environ.get("OVERLAY_MIRROR")  # read before the autouse fixture hides it
