@@ -40,6 +40,26 @@ class ClassInfo:
     methods: dict[str, Signature]
     attrs: set[str]  # everything bound in the class body
     decorators: tuple[str, ...]
+    node: ast.ClassDef | None = None
+    _self_calls: dict[str, list[tuple[str, CallShape]]] | None = None
+
+    def self_calls(self, name: str) -> list[tuple[str, CallShape]]:
+        """Calls `self.name(...)`, `cls.name(...)`, `super().name(...)` in this class's
+        methods, each with the method it sits in."""
+        if self._self_calls is None:
+            self._self_calls = {}
+            for stmt in _module_level(self.node.body if self.node else []):
+                if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                for node in ast.walk(stmt):
+                    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                        continue
+                    recv = node.func.value
+                    if (isinstance(recv, ast.Name) and recv.id in ("self", "cls")) or (
+                            isinstance(recv, ast.Call) and dotted(recv.func) == "super"):
+                        self._self_calls.setdefault(node.func.attr, []).append(
+                            (stmt.name, call_shape(node)))
+        return self._self_calls.get(name, [])
 
 
 @dataclass
@@ -179,7 +199,7 @@ def class_info(node: ast.ClassDef) -> ClassInfo:
             attrs.update(_target_names(stmt.target))
     bases = tuple(dotted(b) for b in node.bases)
     decorators = tuple(dotted(d.func if isinstance(d, ast.Call) else d) or "" for d in node.decorator_list)
-    return ClassInfo(node.name, node.lineno, bases, methods, attrs, decorators)
+    return ClassInfo(node.name, node.lineno, bases, methods, attrs, decorators, node)
 
 
 def parse_module(name: str, path: str, is_package: bool, data: bytes) -> ModuleInfo:
@@ -286,15 +306,22 @@ class Lookup:
 class TreeIndex:
     """Modules of one tree, parsed on demand and cached by content key."""
 
-    def __init__(self, source: TreeSource, cache: dict[str, ModuleInfo] | None = None) -> None:
+    def __init__(self, source: TreeSource, cache: dict[str, ModuleInfo] | None = None, *,
+                 packages: frozenset[str] = frozenset(), other: "TreeIndex | None" = None) -> None:
         self.source = source
         self._modules: dict[str, ModuleInfo | None] = {}
         self._parsed = cache if cache is not None else {}
         self.files_read: set[str] = set()
+        # Modules outside `packages` are answered by `other` (the plugin's index
+        # delegates core modules to the core's), so one resolver spans both trees.
+        self.packages = packages
+        self.other = other
 
     # -- modules
 
     def module(self, name: str) -> ModuleInfo | None:
+        if self.other is not None and name.split(".")[0] not in self.packages:
+            return self.other.module(name)
         if name in self._modules:
             return self._modules[name]
         mod = self._load(name)
@@ -479,3 +506,27 @@ def _preferred(bindings: list[Binding]) -> Binding:
         if b.kind in ("def", "class"):
             return b
     return bindings[0]
+
+
+def qualify(mod: ModuleInfo, expr: str, local: dict[str, str] | None = None) -> str | None:
+    """The absolute dotted name an expression like `alias.attr` denotes in `mod`.
+
+    `local` maps names bound by imports inside the enclosing function(s).
+    """
+    head, _, rest = expr.partition(".")
+    base: str | None = None
+    if local and head in local:
+        base = local[head]
+    else:
+        bindings = mod.bindings.get(head)
+        if bindings:
+            b = _preferred(bindings)
+            if b.kind == "from" and b.target is not None:
+                base = f"{b.target}.{b.attr}" if b.target else b.attr
+            elif b.kind == "import":
+                base = b.target
+            elif b.kind in ("def", "class"):
+                base = f"{mod.name}.{head}"
+    if base is None:
+        return None
+    return f"{base}.{rest}" if rest else base

@@ -142,10 +142,12 @@ def accepts_call(sig: Signature, call: CallShape) -> list[str]:
     return problems
 
 
-def covers(plugin: Signature, core: Signature) -> list[str]:
+def covers(plugin: Signature, core: Signature, receiver: bool = True,
+           names: bool = True) -> list[str]:
     """Why `plugin` would not accept every call that `core`'s declaration allows.
 
-    Both signatures as declared (the receiver included): positions must line up,
+    With `receiver`, both are methods as declared and the first parameter (self/cls)
+    is passed implicitly, so its name does not matter. Positions must line up,
     names must match where a caller may pass by keyword, and the plugin may not
     require anything the core signature leaves optional or does not have.
     """
@@ -153,7 +155,7 @@ def covers(plugin: Signature, core: Signature) -> list[str]:
     pp, cp = plugin.positional, core.positional
     plugin_kw = {p.name: p for p in plugin.args + plugin.kwonly}
     for i, c in enumerate(cp):
-        if i == 0 and not core.is_static:
+        if i == 0 and receiver and not core.is_static:
             continue  # self/cls: always passed positionally, name irrelevant
         positional_ok = i < len(pp) or plugin.vararg is not None
         if not positional_ok:
@@ -161,9 +163,9 @@ def covers(plugin: Signature, core: Signature) -> list[str]:
             continue
         if c in core.args:  # callers may pass it by name
             p = plugin_kw.get(c.name)
-            if p is None and plugin.kwarg is None:
+            if p is None and plugin.kwarg is None and (names or i >= len(pp)):
                 problems.append(f"does not accept core parameter '{c.name}' by keyword")
-            elif i < len(pp) and pp[i].name != c.name and p is not None:
+            elif names and i < len(pp) and pp[i].name != c.name and p is not None:
                 problems.append(f"has '{pp[i].name}' where core has '{c.name}' at position {i}")
         if c.has_default and i < len(pp) and not pp[i].has_default:
             problems.append(f"requires '{pp[i].name}', which core declares optional")

@@ -1,0 +1,139 @@
+"""`overlay gate --bisect`: first core commit that breaks the plugin, read from git objects only."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import gatekit
+import pytest
+
+from overlay.errors import OverlayError
+from overlay.gate.bisect import bisect_core, parse_range
+from overlay.gate.source import CatFile, DirSource, GitTreeSource
+
+ENV = {**os.environ, "GIT_AUTHOR_NAME": "Core Dev", "GIT_AUTHOR_EMAIL": "core@example.org",
+       "GIT_COMMITTER_NAME": "Core Dev", "GIT_COMMITTER_EMAIL": "core@example.org",
+       "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def git(cwd, *args) -> str:
+    return subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=cwd, env=ENV, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory):
+    """A core history of 9 commits with the LoRA capture change planted at commit 6,
+    and a bare copy of it (bisect needs no work tree)."""
+    base = tmp_path_factory.mktemp("bisect")
+    work = base / "core"
+    gatekit.core(work, new=False)
+    git(work, "init", "-q")
+    commits = []
+
+    def commit(msg):
+        git(work, "add", "-A")
+        git(work, "commit", "-q", "-m", msg)
+        commits.append(git(work, "rev-parse", "HEAD"))
+
+    commit("Initial core")
+    for i in range(1, 9):
+        if i == 6:
+            gatekit.tree(work, {"vllm/v1/worker/gpu/cudagraph_utils.py": gatekit.CUDAGRAPH_NEW,
+                                "vllm/v1/worker/gpu/model_runner.py": gatekit.RUNNER_NEW})
+            commit("[MRV2] Add LoRA capture cases to the graph manager (#35536)")
+            continue
+        # Unrelated churn, including files that do not even parse: never read.
+        gatekit.tree(work, {f"vllm/unrelated/mod{i}.py": "def (:\n" * i,
+                            "vllm/unrelated/__init__.py": f"# {i}\n"})
+        commit(f"Unrelated change {i}")
+    bare = base / "core.git"
+    git(base, "clone", "-q", "--bare", str(work), str(bare))
+    plugin = gatekit.plugin(base / "plugin", fixed=False)
+    fixed = gatekit.plugin(base / "plugin-fixed", fixed=True)
+    return bare, commits, plugin, fixed
+
+
+def test_finds_the_planted_break(history):
+    bare, commits, plugin, _ = history
+    result = bisect_core(bare, commits[0], commits[-1], DirSource(plugin))
+    assert result.first_bad == commits[6]
+    assert result.subject.startswith("[MRV2] Add LoRA capture cases")
+    assert [f.symbol for f in result.findings] == [
+        "replacement:vllm.v1.worker.gpu.model_runner.ModelCudaGraphManager"]
+    assert "lora_capture_cases" in result.findings[0].message
+    assert result.candidates == 8
+    # GOOD, BAD, then a binary search over 8 candidates: at most 3 more steps.
+    assert len(result.steps) <= 2 + 3
+    # Each step read only the files the plugin depends on, never the unrelated churn.
+    assert all(s.core_files_read <= 8 for s in result.steps)
+
+
+def test_only_dependency_files_are_read(history):
+    bare, commits, plugin, _ = history
+    from overlay.gate.engine import gate_sources
+    with CatFile(bare) as cat:
+        src = GitTreeSource(cat, commits[-1])
+        raw = gate_sources(src, DirSource(plugin))
+    assert not any("unrelated" in p for p in raw.core_files_read)
+    assert "vllm/v1/worker/gpu/model_runner.py" in raw.core_files_read
+    assert len(raw.core_files_read) < len(list(src.py_files()))
+
+
+def test_nothing_to_bisect_when_bad_is_clean(history):
+    bare, commits, _, fixed = history
+    result = bisect_core(bare, commits[0], commits[-1], DirSource(fixed), version="0.25.0")
+    assert result.first_bad is None
+
+
+def test_bisect_cli_json(run, history):
+    bare, commits, plugin, _ = history
+    code, out, err = run("gate", "--plugin", plugin, "--core-repo", bare,
+                         "--bisect", f"core={commits[0][:10]}..{commits[-1]}", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["first_bad"] == commits[6]
+    assert doc["findings"][0]["kind"] == "replacement"
+
+
+def test_bisect_text(run, history):
+    bare, commits, plugin, _ = history
+    code, out, _ = run("gate", "--plugin", plugin, "--core-repo", bare,
+                       "--bisect", f"core={commits[0]}..{commits[-1]}")
+    assert code == 0
+    assert f"first bad core commit: {commits[6]}" in out
+
+
+@pytest.mark.parametrize("make_range,message", [
+    (lambda c: (c[5], c[2]), "is not an ancestor"),
+    (lambda c: ("nope", c[2]), "unknown core revision 'nope'"),
+    (lambda c: (c[3], c[3]), "no commits in"),
+])
+def test_bad_ranges(history, make_range, message):
+    bare, commits, plugin, _ = history
+    good, bad = make_range(commits)
+    with pytest.raises(OverlayError, match=message):
+        bisect_core(bare, good, bad, DirSource(plugin))
+
+
+def test_parse_range():
+    assert parse_range("core=v1..v2") == ("v1", "v2")
+    assert parse_range("a..b") == ("a", "b")
+    for bad in ("core=a", "core=..b", "core=a..", "x=a..b"):
+        with pytest.raises(OverlayError):
+            parse_range(bad)
+
+
+def test_run_gate_on_commit(history):
+    from overlay.gate import run_gate_on_commit
+    bare, commits, plugin, _ = history
+    before = run_gate_on_commit(bare, commits[5], plugin)
+    after = run_gate_on_commit(bare, commits[6], plugin)
+    factory = "replacement:vllm.v1.worker.gpu.model_runner.ModelCudaGraphManager"
+    assert factory not in {f.symbol for f in before.findings}
+    assert factory in {f.symbol for f in after.findings}
+    assert after.core.endswith(commits[6][:12])
+    with pytest.raises(OverlayError, match="unknown core revision"):
+        run_gate_on_commit(bare, "nope", plugin)

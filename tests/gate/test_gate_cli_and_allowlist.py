@@ -1,0 +1,201 @@
+"""`overlay gate` on the command line: outputs, exit codes, allowlist, bad input."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from xml.etree import ElementTree as ET
+
+import gatekit
+import pytest
+
+from overlay import paths
+from overlay.errors import OverlayError
+from overlay.gate import run_gate
+from overlay.gate.allowlist import load as load_allowlist
+
+FACTORY = "replacement:vllm.v1.worker.gpu.model_runner.ModelCudaGraphManager"
+
+
+@pytest.fixture
+def broken(tmp_path):
+    core = gatekit.core(tmp_path / "core", new=True, version="0.25.0")
+    plugin = gatekit.plugin(tmp_path / "plugin", fixed=False)
+    return core, plugin
+
+
+def allowlist(tmp_path, body: str):
+    path = tmp_path / "allow.yaml"
+    path.write_text(body)
+    return path
+
+
+def test_text_output_and_exit_code(run, broken):
+    core, plugin = broken
+    code, out, err = run("gate", "--core", core, "--plugin", plugin)
+    assert code == 1
+    assert err == ""
+    assert "replacement: vllm_ascend/worker/v2/model_runner.py:" in out
+    assert "-> core vllm/v1/worker/gpu/model_runner.py:" in out
+    assert out.rstrip().splitlines()[-1].startswith("FAILED: 1 replacement")
+
+
+def test_clean_run_exits_zero(run, tmp_path):
+    core = gatekit.core(tmp_path / "core", new=True, version="0.25.0")
+    plugin = gatekit.plugin(tmp_path / "plugin", fixed=True)
+    code, out, _ = run("gate", "--core", core, "--plugin", plugin)
+    assert code == 0
+    assert "OK: no contract breaks" in out
+
+
+def test_json_and_junit(run, broken, tmp_path):
+    core, plugin = broken
+    junit = tmp_path / "out" / "gate.xml"
+    code, out, _ = run("gate", "--core", core, "--plugin", plugin, "--json", "--junit", junit)
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["ok"] is False
+    assert doc["counts"]["replacement"] == 1
+    (f,) = doc["findings"]
+    assert f["symbol"] == FACTORY
+    assert f["plugin"]["path"] == "vllm_ascend/worker/v2/model_runner.py"
+    assert f["core"]["path"] == "vllm/v1/worker/gpu/model_runner.py"
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite.get("failures") == "1"
+    case = suite.find("testcase")
+    assert case.get("name") == FACTORY
+    assert "lora_capture_cases" in case.find("failure").get("message")
+
+
+def test_allowlist_accepts_with_reason(run, broken, tmp_path):
+    core, plugin = broken
+    path = allowlist(tmp_path, f"""
+accepted:
+  - symbol: "{FACTORY}"
+    reason: "fixed by 0001-lora-graph-args.patch in the series"
+    expires: 2999-01-01
+""")
+    code, out, _ = run("gate", "--core", core, "--plugin", plugin, "--allowlist", path, "-v")
+    assert code == 0
+    assert "1 accepted" in out
+    assert "fixed by 0001-lora-graph-args.patch" in out
+
+
+def test_expired_entry_no_longer_applies(broken, tmp_path):
+    core, plugin = broken
+    path = allowlist(tmp_path, f"""
+accepted:
+  - symbol: "{FACTORY}"
+    reason: "temporary"
+    expires: 2020-01-01
+""")
+    report = run_gate(core, plugin, path)
+    assert [f.symbol for f in report.findings] == [FACTORY]
+    assert any("expired on 2020-01-01" in n for n in report.notes)
+
+
+def test_pin_limited_entry(broken, tmp_path):
+    core, plugin = broken
+    path = allowlist(tmp_path, f"""
+accepted:
+  - symbol: "{FACTORY}"
+    reason: "only this pairing"
+    pins: [1f486d96]
+""")
+    assert run_gate(core, plugin, path, pin="1f486d96").ok
+    assert not run_gate(core, plugin, path, pin="a30addc7").ok
+    assert not run_gate(core, plugin, path).ok
+
+
+def test_unused_entry_is_noted(broken, tmp_path):
+    core, plugin = broken
+    path = allowlist(tmp_path, """
+accepted:
+  - symbol: "import:vllm.gone:thing"
+    reason: "stale"
+    expires: 2999-01-01
+""")
+    report = run_gate(core, plugin, path)
+    assert any("matched nothing" in n for n in report.notes)
+
+
+@pytest.mark.parametrize("body,message", [
+    ("accepted:\n  - symbol: x\n    expires: 2999-01-01\n", "missing 'reason'"),
+    ("accepted:\n  - symbol: x\n    reason: y\n", "needs an expiry"),
+    ("accepted:\n  - symbol: x\n    reason: y\n    expires: soon\n", "'expires' must be a date"),
+    ("accepted:\n  - symbol: x\n    reason: y\n    pins: [a]\n    colour: red\n", "unknown key 'colour'"),
+    ("accepted:\n  - symbol: x\n    reason: y\n    pins: [a]\n    kind: typo\n", "unknown kind 'typo'"),
+    ("accepted: [\n", ""),
+    ("- just a list\n", "mapping with an 'accepted' list"),
+])
+def test_bad_allowlist_is_one_error_line(run, broken, tmp_path, body, message):
+    core, plugin = broken
+    path = allowlist(tmp_path, body)
+    with pytest.raises(OverlayError):
+        load_allowlist(path)
+    code, out, err = run("gate", "--core", core, "--plugin", plugin, "--allowlist", path)
+    assert code == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1 and err.startswith("overlay: error: ")
+    assert str(path) in err and message in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["gate"], "no pin sets found"),
+    (["gate", "--plugin", "{plugin}"], "nothing to gate"),
+    (["gate", "--core", "{tmp}/nope", "--plugin", "{plugin}"], "core tree not found"),
+    (["gate", "--core", "{tmp}/empty", "--plugin", "{plugin}"], "no Python package in the core tree"),
+    (["gate", "--pin", "x", "--core", "{tmp}"], "either --pin or --core/--plugin"),
+    (["gate", "--core", "{core}", "--plugin", "{plugin}", "--allowlist", "{tmp}/none.yaml"],
+     "allowlist not found"),
+    (["gate", "--plugin", "{plugin}", "--bisect", "core=a...b", "--core-repo", "{tmp}"], "bad bisect range"),
+    (["gate", "--plugin", "{plugin}", "--bisect", "plugin=a..b", "--core-repo", "{tmp}"], "only bisect the core"),
+    (["gate", "--plugin", "{plugin}", "--bisect", "core=a..b"], "needs the core's git history"),
+    (["gate", "--plugin", "{plugin}", "--bisect", "core=a..b", "--core-repo", "{tmp}"], "not a git directory"),
+])
+def test_bad_input_is_one_error_line(run, broken, tmp_path, argv, message):
+    core, plugin = broken
+    (tmp_path / "empty").mkdir()
+    argv = [a.format(tmp=tmp_path, core=core, plugin=plugin) for a in argv]
+    code, out, err = run(*argv, root=tmp_path)
+    assert code == 2, err
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1 and message in err, err
+
+
+def test_pin_uses_composed_trees(run, tmp_path):
+    root = tmp_path / "project"
+    (root / "pins").mkdir(parents=True)
+    (root / "series.yaml").write_text("series: []\n")
+    (root / "pins" / "1f486d96.yaml").write_text(
+        "description: test\ndefault: true\ntargets:\n  core:\n    repo: https://example.org/a/core\n"
+        "    commit: " + "a1" * 20 + "\n  plugin:\n    repo: https://example.org/a/plugin\n"
+        "    commit: " + "b2" * 20 + "\n")
+    code, _, err = run("gate", root=root)  # the default pin set
+    assert code == 2 and "no composed core tree for pin set 1f486d96" in err
+    assert "overlay apply --pin 1f486d96" in err
+    gatekit.core(paths.composed_dir(root, "1f486d96", "core"), new=True, version="0.25.0")
+    gatekit.plugin(paths.composed_dir(root, "1f486d96", "plugin"), fixed=False)
+    code, out, _ = run("gate", "--pin", "1f4", root=root)
+    assert code == 1 and "lora_capture_cases" in out
+    # A gate-allowlist.yaml at the project root is picked up by default, limited to this pin.
+    (root / "gate-allowlist.yaml").write_text(
+        f'accepted:\n  - symbol: "{FACTORY}"\n    reason: "series fixes it"\n    pins: [1f486d96]\n')
+    code, out, _ = run("gate", "--pin", "1f486d96", root=root)
+    assert code == 0, out
+    from overlay.gate.cli import gate_after_apply
+    assert gate_after_apply(root, "1f486d96", None, json_mode=True) == 0
+
+
+def test_today_is_used_for_expiry():
+    # guards the comparison direction: an entry expiring today still applies today
+    from overlay.gate.allowlist import Allowlist, Entry, apply
+    from overlay.gate.findings import Finding
+    f = Finding("import", "import:a:b", "p.py", 1, "", 0, "m")
+    today = dt.date(2026, 7, 1)
+    entry = Entry("import:a:b", None, None, "r", today, (), 1)
+    reported, suppressed, _ = apply((f,), Allowlist("x", (entry,)), None, today=today)
+    assert not reported and len(suppressed) == 1
+    reported, _, _ = apply((f,), Allowlist("x", (entry,)), None, today=today + dt.timedelta(days=1))
+    assert reported == (f,)

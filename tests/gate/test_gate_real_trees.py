@@ -1,0 +1,80 @@
+"""The real trees (needs OVERLAY_MIRROR): vllm-ascend at the pinned commit against the
+vLLM 0.23.0 and 0.25.0 source archives, before and after the series."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from overlay import paths
+from overlay.gate import run_gate
+from overlay.model import load_pin
+
+pytestmark = pytest.mark.mirror
+
+ROOT = Path(__file__).resolve().parents[2]
+FACTORY = "replacement:vllm.v1.worker.gpu.model_runner.ModelCudaGraphManager"
+HELPERS = "import:vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils:"
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    mirror = Path(os.environ["OVERLAY_MIRROR"])
+    base = tmp_path_factory.mktemp("real")
+    target = load_pin(ROOT, "1f486d96").target("plugin")
+    repo = paths.find_mirror_repo(mirror, target.source.mirror_name)
+    if repo is None:
+        pytest.skip("the mirror has no vllm-ascend repository")
+    plugin = base / "plugin"
+    plugin.mkdir()
+    data = subprocess.run(["git", "--git-dir", str(repo), "archive", target.source.commit],
+                          check=True, capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(plugin, filter="data")
+    cores = {}
+    for version in ("0.23.0", "0.25.0"):
+        sdist = mirror / "pypi" / f"vllm-{version}.tar.gz"
+        if not sdist.is_file():
+            pytest.skip(f"the mirror has no vllm {version} source archive")
+        with tarfile.open(sdist) as tar:
+            tar.extractall(base, filter="data")
+        cores[version] = base / f"vllm-{version}"
+    series = base / "plugin-series"
+    subprocess.run(["cp", "-r", str(plugin), str(series)], check=True)
+    patches = [ROOT / "patches" / e for e in _plugin_patches()]
+    for patch in patches:
+        subprocess.run(["git", "apply", str(patch)], cwd=series, check=True, capture_output=True)
+    return cores, plugin, series, bool(patches)
+
+
+def _plugin_patches() -> list[str]:
+    from overlay.model import load_series
+    return [e.patch for e in load_series(ROOT).for_target("plugin")]
+
+
+def symbols(report) -> set[str]:
+    return {f.symbol for f in report.findings}
+
+
+def test_before_the_series(real):
+    cores, plugin, _, _ = real
+    new = symbols(run_gate(cores["0.25.0"], plugin))
+    assert FACTORY in new
+    assert {HELPERS + "_compute_global_lse", HELPERS + "_compute_block_stats_kernel"} <= new
+    old = symbols(run_gate(cores["0.23.0"], plugin))
+    assert FACTORY not in old and not any(s.startswith(HELPERS) for s in old)
+
+
+def test_after_the_series(real):
+    cores, _, series, applied = real
+    if not applied:
+        pytest.skip("series.yaml has no plugin patches yet")
+    for version in ("0.23.0", "0.25.0"):
+        found = symbols(run_gate(cores[version], series))
+        assert FACTORY not in found, version
+        assert not any(s.startswith(HELPERS) for s in found), version

@@ -1,0 +1,81 @@
+"""Contract gate: catch core/plugin API mismatches statically, before any hardware.
+
+Library entry point for other subsystems (`overlay apply --gate`, `overlay drift --gate`):
+
+    from overlay.gate import run_gate
+    report = run_gate(core_dir, plugin_dir, allowlist=None, pin=None)
+    report.ok          # True when nothing (unaccepted) was found
+    report.findings    # tuple[Finding] with kind, plugin/core file:line, message
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from overlay.errors import OverlayError
+from overlay.gate.allowlist import Allowlist
+from overlay.gate.allowlist import apply as apply_allowlist
+from overlay.gate.allowlist import load as load_allowlist
+from overlay.gate.engine import Cache, RawResult, gate_sources, top_packages
+from overlay.gate.findings import Finding, GateReport, Suppressed
+from overlay.gate.source import DirSource, TreeSource
+
+__all__ = ["run_gate", "run_gate_on_commit", "report_from", "GateReport", "Finding", "Suppressed", "Allowlist",
+           "load_allowlist"]
+
+
+def _tree(path: Path, role: str) -> DirSource:
+    if not Path(path).is_dir():
+        raise OverlayError(f"{role} tree not found", path=str(path),
+                           hint=f"pass an existing directory (--{role} DIR) or compose it first (overlay apply)")
+    src = DirSource(Path(path).resolve())
+    if not top_packages(src):
+        raise OverlayError(f"no Python package in the {role} tree", path=str(path),
+                           hint="point at the repository root, which holds the package directory")
+    return src
+
+
+def report_from(raw: RawResult, core: TreeSource, plugin: TreeSource,
+                allowlist: Allowlist | None, pin: str | None) -> GateReport:
+    reported, suppressed, notes = apply_allowlist(raw.findings, allowlist, pin)
+    stats = {"plugin_files": raw.plugin_files, "core_files_read": len(raw.core_files_read),
+             "seconds": round(raw.seconds, 3)}
+    return GateReport(core=core.label(), plugin=plugin.label(), core_version=raw.core_version,
+                      findings=reported, suppressed=suppressed, notes=notes, stats=stats)
+
+
+def run_gate(core_dir: Path, plugin_dir: Path, allowlist: Path | Allowlist | None = None,
+             pin: str | None = None, *, core_version: str | None = None) -> GateReport:
+    """Gate the plugin tree at `plugin_dir` against the core tree at `core_dir`.
+
+    `allowlist`: a file path or a loaded Allowlist (accepted findings); `pin`: the pin
+    set being gated (allowlist entries may be limited to pins); `core_version`: the
+    core release version for `vllm_version_is(...)` conditions when the tree does not
+    say (a git checkout has no generated `_version.py`). Raises OverlayError for bad
+    input; findings never raise.
+    """
+    core = _tree(Path(core_dir), "core")
+    plugin = _tree(Path(plugin_dir), "plugin")
+    allow = load_allowlist(Path(allowlist)) if isinstance(allowlist, (str, Path)) else allowlist
+    raw = gate_sources(core, plugin, version=core_version, cache=Cache())
+    return report_from(raw, core, plugin, allow, pin)
+
+
+def run_gate_on_commit(core_git_dir: Path, commit: str, plugin_dir: Path,
+                       allowlist: Path | Allowlist | None = None, pin: str | None = None, *,
+                       prefix: str = "", core_version: str | None = None) -> GateReport:
+    """Gate `plugin_dir` against core as of `commit` in the git directory `core_git_dir`,
+    read from the object database (no checkout). `prefix`: the folder holding the
+    package inside that repository, if not its root. For `overlay drift --gate`."""
+    from overlay import gitcmd
+    from overlay.gate.source import CatFile, GitTreeSource
+
+    plugin = _tree(Path(plugin_dir), "plugin")
+    sha = gitcmd.resolve(Path(core_git_dir), commit)
+    if sha is None:
+        raise OverlayError(f"unknown core revision '{commit}'", path=str(core_git_dir))
+    allow = load_allowlist(Path(allowlist)) if isinstance(allowlist, (str, Path)) else allowlist
+    with CatFile(Path(core_git_dir)) as cat:
+        core = GitTreeSource(cat, sha, prefix)
+        raw = gate_sources(core, plugin, version=core_version, cache=Cache())
+        return report_from(raw, core, plugin, allow, pin)

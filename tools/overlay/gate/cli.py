@@ -1,0 +1,158 @@
+"""`overlay gate`: thin command-line handler over overlay.gate."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from overlay import paths
+from overlay.errors import OverlayError
+from overlay.gate import report as render
+from overlay.gate import run_gate
+from overlay.gate.allowlist import load as load_allowlist
+
+EXIT_FINDINGS = 1
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "gate", help="check the plugin against core's API statically (imports, overrides, replacements)",
+        description="Contract gate: every name the plugin imports from core exists there, and every "
+                    "plugin override or monkeypatched replacement of a core callable accepts what "
+                    "core passes to it. Exit 0: clean; 1: findings; 2: bad input.")
+    trees = p.add_argument_group("trees (either --pin, or --core and --plugin)")
+    trees.add_argument("--pin", default=None, metavar="NAME",
+                       help="gate the composed trees of this pin set (build/<pin>/core and /plugin); "
+                            "the default pin set when no trees are named")
+    trees.add_argument("--into", type=Path, default=None, metavar="DIR",
+                       help="where composed trees live (default: <root>/build)")
+    trees.add_argument("--core", type=Path, default=None, metavar="DIR", help="a core source tree")
+    trees.add_argument("--plugin", type=Path, default=None, metavar="DIR", help="a plugin source tree")
+    p.add_argument("--allowlist", type=Path, default=None, metavar="FILE",
+                   help="accepted findings (reason + expiry each); default: <root>/gate-allowlist.yaml if present")
+    p.add_argument("--core-version", default=None, metavar="X.Y.Z",
+                   help="core release version for vllm_version_is() when the tree does not record it")
+    p.add_argument("--json", action="store_true", help="machine-readable report on stdout")
+    p.add_argument("--junit", type=Path, default=None, metavar="FILE", help="also write a JUnit XML report")
+    p.add_argument("-v", "--verbose", action="store_true", help="show symbols and accepted findings")
+    p.add_argument("--bisect", default=None, metavar="core=GOOD..BAD",
+                   help="find the first core commit whose API breaks the plugin")
+    p.add_argument("--core-repo", type=Path, default=None, metavar="GITDIR",
+                   help="core git directory for --bisect (default: the pin's core source, via mirror/cache)")
+    p.add_argument("--core-prefix", default="", metavar="PATH",
+                   help="folder inside the core repository that holds the package (default: its root)")
+    p.add_argument("--mirror", type=Path, default=None, metavar="DIR",
+                   help="local upstream mirror (default: $OVERLAY_MIRROR)")
+    p.set_defaults(func=cmd_gate)
+
+
+def _allowlist(args: argparse.Namespace):
+    if args.allowlist is not None:
+        if not args.allowlist.is_file():
+            raise OverlayError("allowlist not found", path=str(args.allowlist))
+        return load_allowlist(args.allowlist)
+    default = Path(args.root) / "gate-allowlist.yaml"
+    return load_allowlist(default) if default.is_file() else None
+
+
+def _pin_name(root: Path, wanted: str) -> str:
+    from overlay.model import resolve_pin_name
+    return resolve_pin_name(root, wanted)
+
+
+def _trees(args: argparse.Namespace) -> tuple[Path | None, Path, str | None]:
+    """(core dir or None for bisect, plugin dir, pin name)."""
+    if args.pin and (args.core or args.plugin):
+        raise OverlayError("give either --pin or --core/--plugin, not both")
+    if args.pin or (args.core is None and args.plugin is None):
+        pin = _pin_name(args.root, args.pin)  # no trees named: the default pin set
+        core = paths.composed_dir(args.root, pin, "core", args.into)
+        plugin = paths.composed_dir(args.root, pin, "plugin", args.into)
+        for path, role in ((core, "core"), (plugin, "plugin")):
+            if not path.is_dir() and not (role == "core" and args.bisect):
+                raise OverlayError(f"no composed {role} tree for pin set {pin}", path=str(path),
+                                   hint=f"run `overlay apply --pin {pin}` first")
+        return core, plugin, pin
+    if args.plugin is None or (args.core is None and not args.bisect):
+        raise OverlayError("nothing to gate", hint="use --pin NAME, or --core DIR --plugin DIR")
+    return args.core, args.plugin, None
+
+
+def _emit(report, args: argparse.Namespace) -> int:
+    if args.junit is not None:
+        try:
+            args.junit.parent.mkdir(parents=True, exist_ok=True)
+            args.junit.write_text(render.to_junit(report), encoding="utf-8")
+        except OSError as exc:
+            raise OverlayError(f"cannot write JUnit report: {exc.strerror}", path=str(args.junit)) from None
+    sys.stdout.write(render.to_json(report) if args.json else render.text(report, args.verbose))
+    return 0 if report.ok else EXIT_FINDINGS
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    core, plugin, pin = _trees(args)
+    allow = _allowlist(args)
+    if args.bisect:
+        return _cmd_bisect(args, plugin, pin, allow)
+    assert core is not None
+    report = run_gate(core, plugin, allow, pin, core_version=args.core_version)
+    return _emit(report, args)
+
+
+def _core_repo(args: argparse.Namespace, pin: str | None) -> Path:
+    if args.core_repo is not None:
+        return args.core_repo.resolve()
+    if pin is None:
+        raise OverlayError("--bisect needs the core's git history",
+                           hint="pass --core-repo GITDIR, or --pin NAME to use the pin's core source")
+    from overlay import sources
+    from overlay.model import GitSource, load_pin
+    target = load_pin(args.root, pin).target("core")
+    if not isinstance(target.source, GitSource):
+        raise OverlayError(f"pin set {pin}'s core is a source archive, which has no history to bisect",
+                           hint="pass --core-repo GITDIR with the core's git history")
+    return sources.obtain(args.root, target, paths.mirror_root(args.mirror)).git_dir
+
+
+def _cmd_bisect(args: argparse.Namespace, plugin: Path, pin: str | None, allow) -> int:
+    from overlay.gate.bisect import bisect_core, parse_range
+    from overlay.gate.bisect import render as render_bisect
+    from overlay.gate.source import DirSource
+
+    good, bad = parse_range(args.bisect)
+    if not Path(plugin).is_dir():
+        raise OverlayError("plugin tree not found", path=str(plugin))
+    git_dir = _core_repo(args, pin)
+    progress = None
+    if not args.json and sys.stderr.isatty():
+        progress = lambda msg: print(f"overlay: gate: {msg}", file=sys.stderr, flush=True)  # noqa: E731
+    result = bisect_core(git_dir, good, bad, DirSource(Path(plugin).resolve()),
+                         prefix=args.core_prefix, allowlist=allow, pin=pin,
+                         version=args.core_version, progress=progress)
+    if args.json:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(render_bisect(result))
+    return 0
+
+
+def gate_after_apply(root: Path, pin: str, into: Path | None, *, json_mode: bool = False) -> int:
+    """Run the gate on freshly composed trees (`overlay apply --gate`); returns the exit code.
+
+    With `json_mode` stdout belongs to the caller's JSON document: the gate then says
+    nothing there and writes a one-line summary to stderr only when it finds something.
+    """
+    core = paths.composed_dir(root, pin, "core", into)
+    plugin = paths.composed_dir(root, pin, "plugin", into)
+    default = Path(root) / "gate-allowlist.yaml"
+    allow = load_allowlist(default) if default.is_file() else None
+    report = run_gate(core, plugin, allow, pin)
+    if json_mode:
+        if not report.ok:
+            print(f"overlay: gate: {len(report.findings)} contract break(s); run `overlay gate --pin {pin}`",
+                  file=sys.stderr)
+    else:
+        sys.stdout.write(render.text(report))
+    return 0 if report.ok else EXIT_FINDINGS

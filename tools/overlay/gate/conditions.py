@@ -1,0 +1,177 @@
+"""Evaluating the plugin's conditions on core, where they can be read statically.
+
+An `if` whose test asks about core (`vllm_version_is(...)`, `hasattr/getattr` on a
+core module or class) decides which branch runs against a given core. The gate
+evaluates it against the core tree under test: a decided test checks only the
+branch that runs; a test it cannot decide checks both branches and reports any
+failure there as *undecidable*, never as a pass. Any other test (`is_310p()`,
+environment switches) is not about core: both branches are checked as usual.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from overlay.gate.index import ModuleInfo, TreeIndex, dotted, qualify
+
+PLAIN = "plain"  # not about core
+DECIDED = "decided"
+UNDECIDABLE = "undecidable"
+TYPE_CHECKING = "type-checking"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str  # plain | decided | undecidable | type-checking
+    value: bool | None = None  # for decided
+    why: str = ""  # for undecidable: what could not be decided
+
+
+def normalize_version(text: str) -> tuple:
+    """A comparable form of a PEP 440-ish version: release numbers, then the rest."""
+    text = text.strip().lstrip("vV")
+    m = re.match(r"^(\d+(?:\.\d+)*)(.*)$", text)
+    if not m:
+        return (text,)
+    release = tuple(int(x) for x in m.group(1).split("."))
+    while len(release) > 1 and release[-1] == 0:
+        release = release[:-1]
+    return release + ((m.group(2).split("+")[0],) if m.group(2) else ())
+
+
+def core_version(index: TreeIndex, package: str = "vllm") -> str | None:
+    """The core release version, from a generated `_version.py` or an sdist's PKG-INFO."""
+    for path in (f"{package}/_version.py", f"{package}/version.py"):
+        data = index.source.read(path)
+        if data:
+            m = re.search(rb"""^(?:__version__|version)\s*(?::[^=]*)?=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""",
+                          data, re.M)
+            if m:
+                return m.group(1).decode()
+    data = index.source.read("PKG-INFO")
+    if data:
+        m = re.search(rb"^Version:\s*(\S+)", data, re.M)
+        if m:
+            return m.group(1).decode()
+    return None
+
+
+@dataclass
+class Env:
+    """What a condition is evaluated against."""
+
+    world: TreeIndex  # resolves plugin and core names
+    is_core: Callable[[str], bool]
+    version: str | None
+
+
+def _core_target(expr: ast.expr, mod: ModuleInfo, local: dict[str, str], env: Env) -> str | None:
+    name = dotted(expr)
+    if name is None:
+        return None
+    target = qualify(mod, name, local)
+    if target is None or not env.is_core(target):
+        return None
+    return target
+
+
+def _has(env: Env, target: str, attr: str) -> Verdict:
+    """Does core object `target` have attribute `attr`?"""
+    obj = env.world.resolve_dotted(target)
+    if obj is None:
+        mod = env.world.module(target)
+        if mod is None:
+            return Verdict(UNDECIDABLE, why=f"cannot resolve {target} in core")
+        obj = ("module", mod)
+    kind, val = obj
+    if kind == "module":
+        assert isinstance(val, ModuleInfo)
+        res = env.world.lookup(val.name, attr)
+        if res.status == "undecidable":
+            return Verdict(UNDECIDABLE, why=res.reason)
+        return Verdict(DECIDED, res.status == "found")
+    if kind == "class":
+        mod, cls = val  # type: ignore[misc]
+        if env.world.class_member(mod, cls, attr) is not None:
+            return Verdict(DECIDED, True)
+        if any(b is None for b in _all_bases(env.world, mod, cls)):
+            return Verdict(UNDECIDABLE, why=f"{target} has a base class outside the core tree")
+        return Verdict(DECIDED, False)
+    return Verdict(UNDECIDABLE, why=f"{target} is not a module or class")
+
+
+# Bases that add no attributes a plugin would probe for.
+NEUTRAL_BASES = frozenset({"object", "ABC", "abc.ABC", "Protocol", "typing.Protocol", "Generic",
+                           "typing.Generic", "NamedTuple", "typing.NamedTuple", "enum.Enum", "Enum"})
+
+
+def _all_bases(world: TreeIndex, mod: ModuleInfo, cls, depth: int = 0) -> list:
+    """Every base class up the hierarchy; None for one outside the tree."""
+    out = []
+    for expr, b in zip(cls.bases, world.bases(mod, cls)):
+        if b is None and expr in NEUTRAL_BASES:
+            continue
+        out.append(b)
+        if b is not None and depth < 12:
+            out.extend(_all_bases(world, b[0], b[1], depth + 1))
+    return out
+
+
+def _str_arg(call: ast.Call, i: int) -> str | None:
+    if len(call.args) > i and isinstance(call.args[i], ast.Constant) and isinstance(call.args[i].value, str):
+        return call.args[i].value
+    return None
+
+
+def evaluate(test: ast.expr, mod: ModuleInfo, local: dict[str, str], env: Env) -> Verdict:
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        v = evaluate(test.operand, mod, local, env)
+        return Verdict(DECIDED, not v.value) if v.kind == DECIDED else v
+    if isinstance(test, ast.BoolOp):
+        parts = [evaluate(v, mod, local, env) for v in test.values]
+        short = isinstance(test.op, ast.Or)  # the value that decides the whole expression
+        if any(p.kind == DECIDED and p.value is short for p in parts):
+            return Verdict(DECIDED, short)
+        if all(p.kind == DECIDED for p in parts):
+            return Verdict(DECIDED, not short)
+        undecided = [p for p in parts if p.kind == UNDECIDABLE]
+        if undecided:
+            return undecided[0]
+        return Verdict(PLAIN)
+    name = dotted(test) or ""
+    if name in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+        return Verdict(TYPE_CHECKING)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.comparators[0], ast.Constant) \
+            and test.comparators[0].value is None and isinstance(test.ops[0], (ast.Is, ast.IsNot)):
+        inner = evaluate(test.left, mod, local, env)
+        if inner.kind == DECIDED and isinstance(test.left, ast.Call) and dotted(test.left.func) == "getattr":
+            return Verdict(DECIDED, inner.value if isinstance(test.ops[0], ast.IsNot) else not inner.value)
+        return inner if inner.kind == UNDECIDABLE else Verdict(PLAIN)
+    if not isinstance(test, ast.Call):
+        return Verdict(PLAIN)
+    fn = dotted(test.func) or ""
+    if fn.split(".")[-1] == "vllm_version_is":
+        want = _str_arg(test, 0)
+        if want is None:
+            return Verdict(UNDECIDABLE, why="vllm_version_is() with a non-literal argument")
+        if env.version is None:
+            return Verdict(UNDECIDABLE, why=f"vllm_version_is({want!r}): the core tree's version "
+                                            "is unknown (pass --core-version)")
+        return Verdict(DECIDED, normalize_version(env.version) == normalize_version(want))
+    if fn in ("hasattr", "getattr") and len(test.args) >= 2:
+        attr = _str_arg(test, 1)
+        target = _core_target(test.args[0], mod, local, env)
+        if target is None:
+            return Verdict(PLAIN)
+        if attr is None:
+            return Verdict(UNDECIDABLE, why=f"{fn}({target}, <non-literal>)")
+        if fn == "getattr" and len(test.args) < 3:
+            return Verdict(PLAIN)  # raises instead of answering: not a condition on core
+        v = _has(env, target, attr)
+        if v.kind == UNDECIDABLE:
+            return Verdict(UNDECIDABLE, why=f"{fn}({target}, {attr!r}): {v.why}")
+        return v
+    return Verdict(PLAIN)

@@ -1,0 +1,74 @@
+"""Rendering a GateReport: text for people, JSON for tools, JUnit XML for CI."""
+
+from __future__ import annotations
+
+import json
+from xml.etree import ElementTree as ET
+
+from overlay.gate.findings import KINDS, GateReport
+
+
+def text(report: GateReport, verbose: bool = False) -> str:
+    lines = [f"gate: plugin {report.plugin}", f"      core   {report.core}"
+             + (f" (version {report.core_version})" if report.core_version else "")]
+    for f in report.findings:
+        lines.append(f"{f.kind}: {f.location()}: {f.message}")
+        if verbose:
+            lines.append(f"    symbol: {f.symbol}")
+    for s in report.suppressed:
+        if verbose:
+            lines.append(f"accepted: {s.finding.location()}: {s.finding.symbol} ({s.reason})")
+    for note in report.notes:
+        lines.append(f"note: {note}")
+    counts = report.counts()
+    summary = ", ".join(f"{counts[k]} {k}" for k in KINDS if counts.get(k))
+    stats = report.stats
+    lines.append(
+        ("FAILED: " + summary if report.findings else "OK: no contract breaks")
+        + (f"; {len(report.suppressed)} accepted" if report.suppressed else "")
+        + f" ({stats.get('plugin_files', 0)} plugin files, {stats.get('core_files_read', 0)} core files read,"
+          f" {stats.get('seconds', 0.0):.1f}s)")
+    return "\n".join(lines) + "\n"
+
+
+def to_json(report: GateReport) -> str:
+    doc = {
+        "ok": report.ok,
+        "plugin": report.plugin,
+        "core": report.core,
+        "core_version": report.core_version,
+        "counts": report.counts(),
+        "findings": [f.to_dict() for f in report.findings],
+        "accepted": [dict(s.finding.to_dict(), reason=s.reason, allowlist_line=s.allowlist_line)
+                     for s in report.suppressed],
+        "notes": list(report.notes),
+        "stats": report.stats,
+    }
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def to_junit(report: GateReport) -> str:
+    """One test case per finding (failed) and per accepted finding (skipped); a passing
+    run is one passing test case, so CI shows the gate ran."""
+    suite = ET.Element("testsuite", name="overlay-gate", tests="0", failures="0", skipped="0")
+    cases = 0
+    for f in report.findings:
+        case = ET.SubElement(suite, "testcase", classname=f"gate.{f.kind}", name=f.symbol,
+                             file=f.plugin_path, line=str(f.plugin_line))
+        fail = ET.SubElement(case, "failure", message=f.message, type=f.kind)
+        fail.text = f"{f.location()}\n{f.message}"
+        cases += 1
+    for s in report.suppressed:
+        case = ET.SubElement(suite, "testcase", classname=f"gate.{s.finding.kind}", name=s.finding.symbol,
+                             file=s.finding.plugin_path, line=str(s.finding.plugin_line))
+        ET.SubElement(case, "skipped", message=f"accepted: {s.reason}")
+        cases += 1
+    if cases == 0:
+        ET.SubElement(suite, "testcase", classname="gate", name="contract")
+        cases = 1
+    suite.set("tests", str(cases))
+    suite.set("failures", str(len(report.findings)))
+    suite.set("skipped", str(len(report.suppressed)))
+    suites = ET.Element("testsuites")
+    suites.append(suite)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
