@@ -56,6 +56,7 @@ drift: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_compose.py
+	$(BIN)/python benchmarks/bench_gate.py
 
 composed-test: $(VENV)/.installed
 	$(BIN)/python scripts/composed-test $(if $(PIN),--pin $(PIN),--pin v0.23.0) $(ARGS)
