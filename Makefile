@@ -13,7 +13,7 @@ OVERLAY  := $(BIN)/overlay
 PIN_ARG   = $(if $(PIN),--pin $(PIN))
 TGT_ARG   = $(if $(TARGETS),--targets $(TARGETS))
 
-.PHONY: apply check test refresh lock bench clean composed-test gate drift help
+.PHONY: apply check test refresh lock bench clean composed-test gate drift help evidence drift-scan drift-ci bench-drift
 
 help:
 	@echo "make apply [PIN=..] [TARGETS=..]  compose the pinned trees with the series (default pin set)"
@@ -22,14 +22,17 @@ help:
 	@echo "make refresh [PIN=..]              regenerate patches/ from the composed branch"
 	@echo "make lock [PIN=..]                 record composed tree ids in the pin file"
 	@echo "make gate [PIN=..]                 contract gate on the composed trees"
-	@echo "make drift PIN=.. ONTO=plugin=main rebase-drift report"
+	@echo "make drift PIN=.. ONTO=plugin=main rebase-drift report for the given upstream refs"
+	@echo "make drift-scan [DRIFT_SCAN=plugin=main] [BISECT=1]  where along history each patch changed class"
+	@echo "make drift-ci MIRROR=DIR           what the nightly workflow runs (fails on conflict)"
+	@echo "make evidence [CLAIM=evidence/..]  decisions, analysis.md/.json and plots for a claim"
 	@echo "make composed-test PIN=v0.23.0     plugin CPU unit tests on the composed tree (needs a mirror)"
 	@echo "make bench                         benchmarks (ratios, side by side)"
 	@echo "make clean                         remove composed trees and caches"
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -e '.[test,evidence]'
+	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
 
 apply: $(VENV)/.installed
@@ -52,14 +55,42 @@ gate: $(VENV)/.installed
 
 ONTO ?= plugin=main
 drift: $(VENV)/.installed
-	$(OVERLAY) drift $(PIN_ARG) --onto $(ONTO) $(ARGS)
+	$(OVERLAY) drift $(PIN_ARG) $(MIRROR_ARG) --onto $(ONTO) $(ARGS)
 
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_compose.py
+	$(BIN)/python benchmarks/bench_drift.py
 	$(BIN)/python benchmarks/bench_gate.py
+	$(BIN)/python benchmarks/bench_evidence.py
+
+CLAIM ?= evidence/mrv2-metadata-barrier
+evidence: $(VENV)/.installed
+	$(OVERLAY) evidence analyze $(CLAIM) $(ARGS)
+
+# ---- rebase drift (docs/drift.md) -------------------------------------------------
+MIRROR        ?= $(OVERLAY_MIRROR)
+DRIFT_ONTO    ?= plugin=main
+DRIFT_SCAN    ?= plugin=main
+DRIFT_FAIL_ON ?= conflict,missing
+REPORTS       ?= reports
+MIRROR_ARG     = $(if $(MIRROR),--mirror $(MIRROR))
+
+drift-scan: $(VENV)/.installed
+	$(OVERLAY) drift $(PIN_ARG) $(MIRROR_ARG) --scan $(DRIFT_SCAN) $(if $(BISECT),--bisect) $(ARGS)
+
+drift-ci: $(VENV)/.installed
+	@test -n "$(MIRROR)" || { echo "make drift-ci: set MIRROR=DIR (or OVERLAY_MIRROR)" >&2; exit 2; }
+	mkdir -p $(REPORTS)
+	$(OVERLAY) drift $(PIN_ARG) $(MIRROR_ARG) --fetch --scan $(DRIFT_SCAN) --fail-on none \
+	    --markdown $(REPORTS)/drift-scan.md --junit $(REPORTS)/drift-scan.xml
+	$(OVERLAY) drift $(PIN_ARG) $(MIRROR_ARG) --fetch --onto $(DRIFT_ONTO) --fail-on $(DRIFT_FAIL_ON) \
+	    --markdown $(REPORTS)/drift.md --junit $(REPORTS)/drift.xml $(ARGS)
+
+bench-drift: $(VENV)/.installed
+	$(BIN)/python benchmarks/bench_drift.py $(ARGS)
 
 composed-test: $(VENV)/.installed
 	$(BIN)/python scripts/composed-test $(if $(PIN),--pin $(PIN),--pin v0.23.0) $(ARGS)
 
 clean:
-	rm -rf build .overlay .pytest_cache
+	rm -rf build .overlay .pytest_cache reports

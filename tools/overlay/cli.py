@@ -70,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"overlay: error: git {exc.args_[0]} failed: {last} (run again; if it persists, "
               f"report it with the command you ran)", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `overlay ... | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("overlay: error: interrupted; nothing was replaced (run the command again)",
               file=sys.stderr)

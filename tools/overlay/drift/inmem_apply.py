@@ -11,7 +11,7 @@ Everything here is pure: text in, text out, no git, no files.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from overlay.errors import OverlayError
 
@@ -198,42 +198,31 @@ class FileResult:
     reason: str = ""
 
 
-@dataclass
-class _Index:
-    """Positions of each line in a file, built on the first search."""
-
-    lines: list[str]
-    where: dict[str, list[int]] = field(default_factory=dict)
-    built: bool = False
-
-    def positions(self, line: str) -> list[int]:
-        if not self.built:
-            for k, value in enumerate(self.lines):
-                self.where.setdefault(value, []).append(k)
-            self.built = True
-        return self.where.get(line, [])
+def _positions(src: list[str], line: str, lo: int) -> list[int]:
+    """Every index of `line` in `src` at or after `lo` (list.index scans at C speed)."""
+    out = []
+    k = lo - 1
+    try:
+        while True:
+            k = src.index(line, k + 1)
+            out.append(k)
+    except ValueError:
+        return out
 
 
-def _find(index: _Index, old: tuple[str, ...], guess: int, lo: int) -> int | None:
+def _find(src: list[str], old: tuple[str, ...], guess: int, lo: int) -> int | None:
     """The match of `old` at or after `lo` nearest to `guess` (ties: the earlier one)."""
-    src = index.lines
     if not old:
         return min(max(guess, lo), len(src))
-    if 0 <= guess and lo <= guess and tuple(src[guess:guess + len(old)]) == old:
+    n = len(old)
+    if 0 <= guess and lo <= guess and tuple(src[guess:guess + n]) == old:
         return guess
-    # Anchor on the rarest line of the hunk: fewest candidates to verify.
-    best_k, best = 0, None
-    for k, line in enumerate(old):
-        pos = index.positions(line)
-        if best is None or len(pos) < len(best):
-            best_k, best = k, pos
-            if len(pos) <= 1:
-                break
-    assert best is not None
-    starts = [p - best_k for p in best if p - best_k >= lo and p - best_k + len(old) <= len(src)]
+    # Anchor on the hunk's longest line: the likeliest to be rare in the file.
+    k = max(range(n), key=lambda i: len(old[i]))
+    starts = [p - k for p in _positions(src, old[k], lo + k) if p - k + n <= len(src)]
     starts.sort(key=lambda s: (abs(s - guess), s))
     for s in starts:
-        if tuple(src[s:s + len(old)]) == old:
+        if tuple(src[s:s + n]) == old:
             return s
     return None
 
@@ -241,7 +230,6 @@ def _find(index: _Index, old: tuple[str, ...], guess: int, lo: int) -> int | Non
 def apply_hunks(text: str, hunks: tuple[Hunk, ...], max_fuzz: int = 2) -> FileResult:
     """Apply hunks in order to `text`; the result's status is the worst hunk's."""
     src = split_lines(text)
-    index = _Index(src)
     out: list[str] = []
     cur = 0
     last_shift = 0
@@ -256,7 +244,7 @@ def apply_hunks(text: str, hunks: tuple[Hunk, ...], max_fuzz: int = 2) -> FileRe
             old = h.old[a:len(h.old) - b]
             new = h.new[a:len(h.new) - b]
             recorded = (h.old_start - 1 if h.old else h.old_start) + a
-            pos = _find(index, old, recorded + last_shift, cur)
+            pos = _find(src, old, recorded + last_shift, cur)
             if pos is not None:
                 placed = (pos, old, new, fuzz, recorded)
                 break

@@ -1,0 +1,52 @@
+"""The real plugin history (needs OVERLAY_MIRROR holding vllm-project+vllm-ascend).
+
+A backport of an upstream fix, written at test time from the mirror (nothing of
+upstream is committed here), must turn from clean to merged exactly at the commit
+that landed it, by the linear walk and by bisection alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from overlay.cli import main
+from overlay.paths import find_mirror_repo
+
+REAL_MIRROR = os.environ.get("OVERLAY_MIRROR")  # read before the autouse fixture clears it
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FIX = "7e5cfda32ac0"  # [BugFix] fix vllm use v2 but vllm-ascend use v1 (#11389)
+FIX_FILE = "vllm_ascend/platform.py"
+
+
+@pytest.mark.mirror
+def test_backport_turns_merged_where_upstream_landed_it(tmp_path, capsys):
+    mirror = Path(REAL_MIRROR or "")
+    repo = find_mirror_repo(mirror, "vllm-project+vllm-ascend")
+    if repo is None:
+        pytest.fail(f"OVERLAY_MIRROR={mirror} has no vllm-project+vllm-ascend")
+    project = tmp_path / "project"
+    shutil.copytree(REPO_ROOT / "pins", project / "pins")
+    (project / "patches").mkdir()
+    mail = subprocess.run(["git", "--git-dir", str(repo), "format-patch", "-1", "--stdout", FIX,
+                           "--", FIX_FILE], capture_output=True, text=True, check=True).stdout
+    (project / "patches" / "0001-backport-11389.patch").write_text(mail)
+    (project / "series.yaml").write_text(
+        "series:\n  - patch: 0001-backport-11389.patch\n    target: plugin\n    origin: backport\n")
+    base = ["--root", str(project), "drift", "--pin", "1f486d96", "--mirror", str(mirror),
+            "--scan", "plugin=main", "--json"]
+    assert main(base) == 0
+    run, = json.loads(capsys.readouterr().out)["runs"]
+    assert run["commits"] > 100
+    (history,) = run["history"]
+    first = history["transitions"][0]
+    assert (history["at_pin"]["class"], first["to"], first["pr"]) == ("clean", "merged", 11389)
+    assert first["commit"].startswith(FIX) and first["verdict"]["rule"] == "reverse"
+    assert main(base + ["--bisect"]) == 0
+    bisect, = json.loads(capsys.readouterr().out)["runs"][0]["bisect"]
+    assert (bisect["commit"], bisect["to"]) == (first["commit"], "merged")

@@ -1,0 +1,91 @@
+"""A tiny OpenAI-compatible streaming server with controlled timing (test double for `vllm serve`).
+
+GET /v1/models, GET /health, POST /v1/completions and /v1/chat/completions with
+"stream": true (server-sent events, one token per chunk, then usage and [DONE]).
+Timing from the environment: FAKE_STARTUP_S (delay before listening),
+FAKE_TTFT_MS, FAKE_ITL_MS (per token), FAKE_FAIL_START=1 (exit before listening).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="fake")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, required=True)
+    args, _ = ap.parse_known_args()
+    if os.environ.get("FAKE_FAIL_START") == "1":
+        print("fake server: failing on purpose", flush=True)
+        return 3
+    time.sleep(float(os.environ.get("FAKE_STARTUP_S", "0")))
+    ttft = float(os.environ.get("FAKE_TTFT_MS", "5")) / 1000
+    itl = float(os.environ.get("FAKE_ITL_MS", "2")) / 1000
+    model = args.model
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):  # quiet
+            pass
+
+        def _json(self, obj, code=200):
+            body = json.dumps(obj).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            if self.path == "/v1/models":
+                self._json({"object": "list", "data": [{"id": model, "root": model, "object": "model"}]})
+            elif self.path == "/health":
+                self._json({})
+            else:
+                self._json({"error": "not found"}, 404)
+
+        def do_POST(self):
+            length = int(self.headers.get("Content-Length", "0"))
+            req = json.loads(self.rfile.read(length) or b"{}")
+            if self.path not in ("/v1/completions", "/v1/chat/completions") or not req.get("stream"):
+                self._json({"error": "only streaming completions"}, 400)
+                return
+            n = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            time.sleep(ttft)
+            for i in range(n):
+                if i:
+                    time.sleep(itl)
+                chunk = {"id": "cmpl-fake", "object": "text_completion", "model": model,
+                         "choices": [{"index": 0, "text": "x", "finish_reason": None if i < n - 1 else "length"}]}
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+            usage = {"id": "cmpl-fake", "object": "text_completion", "model": model, "choices": [],
+                     "usage": {"prompt_tokens": int(req.get("prompt_len", 0)), "completion_tokens": n}}
+            self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+            self.wfile.flush()
+            self.close_connection = True
+
+    server = ThreadingHTTPServer((args.host, args.port), Handler)
+    server.daemon_threads = True
+    print(f"fake server listening on {args.host}:{args.port}", flush=True)
+    try:
+        server.serve_forever(poll_interval=0.05)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

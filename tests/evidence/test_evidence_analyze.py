@@ -1,0 +1,148 @@
+"""`overlay evidence analyze`: outputs, and refusal of unrecorded deviations."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evhelpers import write_protocol
+from overlay.errors import OverlayError
+from overlay.evidence import analyze, synth
+from overlay.evidence.protocol import load_deviations, load_protocol
+from overlay.evidence.results import load_result
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def claim(evroot: Path) -> Path:
+    folder = evroot / "claim"
+    proto = load_protocol(write_protocol(folder, starts=3, prompts=12, resamples=500))
+    synth.write_dataset(proto, folder, effect_pct={"fast": -8.0}, between_sd=0.01, seed=2)
+    return folder
+
+
+def _snapshot(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+
+
+def test_analyze_writes_markdown_json_and_plots(claim, run, evroot):
+    code, out, err = run("evidence", "analyze", claim, root=evroot)
+    assert code == 0, err
+    assert "| latency | **REPRODUCED** |" in out
+    a = claim / "analysis"
+    data = json.loads((a / "analysis.json").read_text())
+    assert data["claims"][0]["decision"] == "REPRODUCED"
+    assert data["bootstrap"]["unit"].startswith("server start")
+    tpot = next(c for c in data["claims"][0]["checks"] if c["metric"] == "tpot")
+    assert tpot["interval"]["n_pairs"] == 3 and tpot["interval"]["high_pct"] < 0
+    md = (a / "analysis.md").read_text()
+    assert "paired-start cluster bootstrap" in md and "| fast | c4 | p99 itl |" in md
+    pngs = sorted(p.name for p in a.glob("*.png"))
+    assert pngs == ["deltas-fast-c4.png", "itl-c4.png"]
+    for p in a.glob("*.png"):
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
+
+
+def test_analyze_json_mode_prints_only_json(claim, run, evroot):
+    code, out, _ = run("evidence", "analyze", claim, "--json", "--no-plots", root=evroot)
+    assert code == 0
+    assert json.loads(out)["claims"][0]["name"] == "latency"
+
+
+def test_missing_run_is_refused_and_nothing_written(claim, run, evroot):
+    shutil.rmtree(claim / "runs" / "fast-r2")
+    before = _snapshot(claim)
+    code, out, err = run("evidence", "analyze", claim, root=evroot)
+    assert code == 2 and out == ""
+    assert "planned run fast-r2 has no result for c4" in err
+    assert "kind: missing, run: fast-r2" in err and err.count("\n") == 1
+    assert _snapshot(claim) == before
+
+
+def test_recorded_missing_run_is_accepted_and_reported(claim, run, evroot):
+    shutil.rmtree(claim / "runs" / "fast-r2")
+    (claim / "deviations.yaml").write_text(
+        "deviations:\n  - {kind: missing, run: fast-r2, reason: server host rebooted}\n")
+    code, out, err = run("evidence", "analyze", claim, "--no-plots", root=evroot)
+    assert code == 0, err
+    data = json.loads((claim / "analysis" / "analysis.json").read_text())
+    tpot = next(c for c in data["claims"][0]["checks"] if c["metric"] == "tpot")
+    assert tpot["interval"]["n_pairs"] == 2  # the unpaired baseline start is dropped
+    assert data["deviations"][0]["reason"] == "server host rebooted"
+
+
+def test_excluded_run_needs_a_record(claim, evroot):
+    ex = claim / "excluded" / "fast-r3.1"
+    ex.mkdir(parents=True)
+    (ex / "reason.txt").write_text("interrupted by the operator\n")
+    proto = load_protocol(claim / "protocol.yaml")
+    with pytest.raises(OverlayError, match="excluded/fast-r3.1: interrupted by the operator"):
+        analyze.analyze(proto, claim, ())
+    (claim / "deviations.yaml").write_text(
+        "deviations:\n  - kind: excluded\n    run: fast-r3\n    reason: paused mid-run, replaced by a fresh start\n")
+    a = analyze.analyze(proto, claim, load_deviations(claim))
+    assert a.recorded[0][1].reason.startswith("paused")
+
+
+def test_changed_client_parameters_are_refused(claim, evroot):
+    f = claim / "runs" / "base-r2" / "c4.json"
+    data = json.loads(f.read_text())
+    data["max_concurrency"] = 8
+    f.write_text(json.dumps(data))
+    proto = load_protocol(claim / "protocol.yaml")
+    with pytest.raises(OverlayError, match=r"base-r2/c4: max_concurrency 8 != 4"):
+        analyze.analyze(proto, claim, ())
+
+
+def test_failed_requests_beyond_the_allowance_are_refused(claim):
+    f = claim / "runs" / "fast-r1" / "c4.json"
+    data = json.loads(f.read_text())
+    data["errors"][0] = "HTTP 500"
+    f.write_text(json.dumps(data))
+    with pytest.raises(OverlayError, match="1 failed requests"):
+        analyze.analyze(load_protocol(claim / "protocol.yaml"), claim, ())
+
+
+def test_run_order_deviation_is_refused(claim):
+    meta = claim / "runs" / "fast-r1" / "run.json"
+    m = json.loads(meta.read_text())
+    m["position"] = 6
+    meta.write_text(json.dumps(m))
+    with pytest.raises(OverlayError, match="fast-r1 ran at position 6, planned 2"):
+        analyze.analyze(load_protocol(claim / "protocol.yaml"), claim, ())
+
+
+def test_result_without_detail_is_rejected(tmp_path):
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps({"output_throughput": 1.0, "request_throughput": 1.0}))
+    with pytest.raises(OverlayError) as exc:
+        load_result(f, "base-r1", "base", 1, "c4")
+    assert "missing ttfts, itls" in exc.value.message and "--save-detailed" in exc.value.hint
+
+
+def test_result_metrics_follow_vllm_definitions(tmp_path):
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps({
+        "output_throughput": 10.0, "request_throughput": 2.0, "num_prompts": 2, "max_concurrency": 1,
+        "request_rate": "inf", "ttfts": [0.1, 0.0], "itls": [[0.02, 0.04], []], "latencies": [0.16, 0.0],
+        "output_lens": [3, 0], "errors": ["", "timeout"]}))
+    r = load_result(f, "base-r1", "base", 1, "c4")
+    assert r.completed == 1 and r.failed == 1
+    assert r.ttft.tolist() == pytest.approx([100.0])
+    assert r.tpot.tolist() == pytest.approx([30.0])  # (0.16 - 0.1) / (3 - 1)
+    assert r.itl.tolist() == pytest.approx([20.0, 40.0])
+
+
+def test_metadata_packet_decision_table(run):
+    code, out, err = run("evidence", "analyze", REPO / "evidence" / "mrv2-metadata-barrier", root=REPO)
+    assert code == 0, err
+    assert "REPORTED BY THE SOURCE, not re-measured here" in out
+    assert "| mechanism | **REPRODUCED** | REPRODUCED |" in out
+    assert "| service-gain | **NOT_REPRODUCED** | NOT_REPRODUCED |" in out
+    assert "| p99-itl-regression | **INCONCLUSIVE** | INCONCLUSIVE |" in out
+    assert "(-0.64%, +2.98%)" in out and "DISAGREES" not in out
+    assert not (REPO / "evidence" / "mrv2-metadata-barrier" / "analysis").exists()

@@ -1,0 +1,177 @@
+"""`overlay bench ab` end to end with real processes: a fake OpenAI streaming server
+with controlled timing and a client that writes `vllm bench serve`'s result schema."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from evhelpers import FAKE_SERVER, fake_protocol
+from overlay.evidence import orchestrate
+from overlay.evidence.protocol import load_protocol
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA_KEYS = {"date", "backend", "model_id", "num_prompts", "request_rate", "max_concurrency", "duration",
+               "completed", "failed", "output_throughput", "request_throughput", "input_lens", "output_lens",
+               "ttfts", "itls", "latencies", "start_times", "generated_texts", "errors"}
+
+
+def answering(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def test_bench_ab_end_to_end_then_analyze(run, evroot):
+    proto_path = fake_protocol(evroot / "ab", starts=2)
+    code, out, err = run("bench", "ab", "--protocol", proto_path, "--json", root=evroot)
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["ran"] == ["base-r1", "fast-r1", "fast-r2", "base-r2"] and summary["remaining"] == 0
+    runs = evroot / "ab" / "runs"
+    for rid in summary["ran"]:
+        meta = json.loads((runs / rid / "run.json").read_text())
+        assert meta["status"] == "complete"
+        assert meta["server_argv"][:3] == ["taskset", "-c", "0"]
+        argv = meta["scenarios"]["burst"]["argv"]
+        assert argv[:3] == ["taskset", "-c", "0"]
+        for flag in ("--save-result", "--save-detailed", "--max-concurrency", "--num-warmups"):
+            assert flag in argv
+        result = json.loads((runs / rid / "burst.json").read_text())
+        assert SCHEMA_KEYS <= set(result)
+        assert result["completed"] == 6 and len(result["itls"]) == 6 and len(result["itls"][0]) == 5
+        assert result["overlay_run"] == rid  # --metadata is stored like vllm does
+        assert (runs / rid / "server.log").read_text().startswith("fake server listening")
+    assert not answering(load_protocol(proto_path).port)  # every server was stopped
+    code, out, err = run("evidence", "analyze", evroot / "ab", root=evroot)
+    assert code == 0, err
+    assert "| itl | **REPRODUCED** |" in out
+    data = json.loads((evroot / "ab" / "analysis" / "analysis.json").read_text())
+    p50 = data["claims"][0]["checks"][0]["interval"]
+    assert p50["n_pairs"] == 2 and -65 < p50["delta_pct"] < -35  # 1.5 ms vs 3 ms per token
+
+
+def test_interrupted_run_is_excluded_and_resume_does_not_double_count(run, evroot):
+    proto_path = fake_protocol(evroot / "ab", starts=2, startup_s=0.6)
+    port = load_protocol(proto_path).port
+    env = {**os.environ, "PYTHONPATH": str(REPO / "tools")}
+    proc = subprocess.Popen([sys.executable, "-m", "overlay", "--root", str(evroot), "bench", "ab",
+                             "--protocol", str(proto_path)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    runs = evroot / "ab" / "runs"
+    deadline = time.monotonic() + 60
+    while not (runs / "fast-r1.partial").exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "interrupted" in err and "Traceback" not in err
+    assert (runs / "base-r1" / "burst.json").is_file()
+    assert not (runs / "fast-r1.partial").exists() and not (runs / "fast-r1").exists()
+    reason = (evroot / "ab" / "excluded" / "fast-r1.1" / "reason.txt").read_text()
+    assert "interrupted by the operator" in reason
+    time.sleep(0.2)
+    assert not answering(port)  # the interrupted start's server was stopped
+    first = (runs / "base-r1" / "burst.json").read_bytes()
+
+    code, out, err = run("bench", "ab", "--protocol", proto_path, "--json", root=evroot)
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["already_complete"] == ["base-r1"]
+    assert summary["ran"] == ["fast-r1", "fast-r2", "base-r2"]
+    assert (runs / "base-r1" / "burst.json").read_bytes() == first  # not rerun
+    assert sorted(p.name for p in runs.iterdir()) == ["base-r1", "base-r2", "fast-r1", "fast-r2"]
+
+    code, _, err = run("evidence", "analyze", evroot / "ab", "--no-plots", root=evroot)
+    assert code == 2 and "excluded/fast-r1.1" in err and "kind: excluded, run: fast-r1" in err
+    (evroot / "ab" / "deviations.yaml").write_text(
+        "deviations:\n  - {kind: excluded, run: fast-r1, reason: interrupted; rerun from a fresh start}\n")
+    code, out, err = run("evidence", "analyze", evroot / "ab", "--no-plots", root=evroot)
+    assert code == 0, err
+
+
+def test_leftover_partial_run_is_set_aside_on_resume(run, evroot):
+    proto_path = fake_protocol(evroot / "ab", starts=2)
+    partial = evroot / "ab" / "runs" / "base-r1.partial"
+    partial.mkdir(parents=True)
+    (partial / "burst.json").write_text("{}")
+    code, out, err = run("bench", "ab", "--protocol", proto_path, "--max-runs", "1", "--json", root=evroot)
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["ran"] == ["base-r1"] and summary["remaining"] == 3
+    assert summary["excluded"] == ["base-r1.1"]
+    reason = (evroot / "ab" / "excluded" / "base-r1.1" / "reason.txt").read_text()
+    assert "did not complete (scenario results present: burst.json)" in reason
+
+
+def test_server_that_fails_to_start_is_excluded_with_its_reason(run, evroot):
+    proto_path = fake_protocol(evroot / "ab", starts=2, fail_variant="fast")
+    code, out, err = run("bench", "ab", "--protocol", proto_path, root=evroot)
+    assert code == 1 and err.count("\n") == 1
+    assert "run fast-r1 failed: server exited with status 3 before answering" in err
+    ex = evroot / "ab" / "excluded" / "fast-r1.1"
+    assert "server exited with status 3" in (ex / "reason.txt").read_text()
+    assert "failing on purpose" in (ex / "server.log").read_text()
+    assert (evroot / "ab" / "runs" / "base-r1" / "run.json").is_file()
+
+
+def test_protocol_edited_after_runs_is_refused(run, evroot):
+    proto_path = fake_protocol(evroot / "ab", starts=2)
+    assert run("bench", "ab", "--protocol", proto_path, "--max-runs", "1", root=evroot)[0] == 0
+    proto_path.write_text(proto_path.read_text().replace("num-prompts: 6", "num-prompts: 7"))
+    code, _, err = run("bench", "ab", "--protocol", proto_path, root=evroot)
+    assert code == 2 and "the protocol changed after runs were recorded" in err
+
+
+def test_busy_port_is_refused(run, evroot):
+    proto_path = fake_protocol(evroot / "ab", starts=2)
+    port = load_protocol(proto_path).port
+    other = subprocess.Popen([sys.executable, str(FAKE_SERVER), "--port", str(port)],
+                             stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while not answering(port):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        code, _, err = run("bench", "ab", "--protocol", proto_path, root=evroot)
+        assert code == 2 and f"port {port} is already serving" in err
+        assert "another server already answers" in \
+            (evroot / "ab" / "excluded" / "base-r1.1" / "reason.txt").read_text()
+    finally:
+        other.terminate()
+        other.wait()
+
+
+def test_client_argv_is_vllm_bench_serve(tmp_path):
+    proto = load_protocol(REPO / "evidence" / "mrv2-metadata-barrier")
+    from overlay.evidence.plan import plan
+
+    r = plan(proto)[1]
+    argv = orchestrate.client_argv(proto, proto.scenario("qps1"), r, tmp_path)
+    assert argv[:6] == ["taskset", "-c", "120-127", "vllm", "bench", "serve"]
+    joined = " ".join(argv)
+    for part in ("--max-concurrency 1", "--request-rate 1", "--random-input-len 512",
+                 "--random-output-len 128", "--num-prompts 32", "--save-result --save-detailed",
+                 "--result-filename qps1.json", "--seed 20260801"):
+        assert part in joined
+    env = orchestrate.server_env(proto, proto.variant(r.variant), REPO, r, base={"PATH": "/bin"})
+    assert env["VLLM_ASCEND_MRV2_HOST_SEQ_LENS"] == "1" and env["OVERLAY_RUN"] == "optimized-r1"
+
+
+def test_variant_naming_an_unknown_patch_is_refused(run, evroot):
+    proto_path = fake_protocol(evroot / "ab", starts=2)
+    text = proto_path.read_text().replace("  fast:\n    env:", "  fast:\n    series: [0009-not-there.patch]\n    env:")
+    proto_path.write_text(text)
+    code, _, err = run("bench", "ab", "--protocol", proto_path, root=evroot)
+    assert code == 2 and "variant 'fast' names patch 0009-not-there.patch" in err
+    assert not (evroot / "ab" / "runs").exists()

@@ -1,0 +1,124 @@
+"""The committed packets: reported figures decided by their protocol; the 910C ledger's steps as variants."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from overlay.errors import OverlayError
+from overlay.evidence import decide, ledger, reported
+from overlay.evidence.plan import plan
+from overlay.evidence.protocol import load_deviations, load_protocol
+
+REPO = Path(__file__).resolve().parents[2]
+MRV2 = REPO / "evidence" / "mrv2-metadata-barrier"
+LEDGER = REPO / "evidence" / "910c-online-tuning"
+
+
+def test_metadata_packet_decisions_match_the_source():
+    proto = load_protocol(MRV2)
+    rep = reported.load_reported(MRV2)
+    assert "not re-measured" in rep.status
+    decisions, rows = reported.decide_reported(proto, rep)
+    got = {d.claim: (d.decision, d.source_decision) for d in decisions}
+    assert got == {"mechanism": (decide.REPRODUCED, decide.REPRODUCED),
+                   "service-gain": (decide.NOT_REPRODUCED, decide.NOT_REPRODUCED),
+                   "p99-itl-regression": (decide.INCONCLUSIVE, decide.INCONCLUSIVE)}
+    itl = [r for r in rows if r.claim == "p99-itl-regression"]
+    assert [(r.scenario, r.low_pct, r.high_pct, r.decision) for r in itl] == [
+        ("saturated", -0.64, 2.98, decide.INCONCLUSIVE), ("qps1", -2.59, 0.80, decide.NOT_REPRODUCED)]
+    # the exploratory 2026-07-31 tables never enter the decision
+    assert all("2026-07-31-service" not in r.check for r in rows)
+
+
+def test_metadata_protocol_switches_the_series_experimental_patch():
+    from overlay.model import load_series
+
+    entry = next(e for e in load_series(REPO).entries if e.provenance.evidence == "evidence/mrv2-metadata-barrier")
+    proto = load_protocol(MRV2)
+    base, opt = dict(proto.variant("baseline").env), dict(proto.variant("optimized").env)
+    assert entry.provenance.switch not in base and opt.pop(entry.provenance.switch) == "1"
+    assert opt == base  # the switch is the only difference between the variants
+
+
+def test_metadata_packet_records_the_sources_deviation():
+    (dev,) = load_deviations(MRV2)
+    assert (dev.kind, dev.run) == ("excluded", "optimized-r5")
+    assert "optimized-r5" in {r.run_id for r in plan(load_protocol(MRV2))}
+
+
+def test_a_disagreeing_source_decision_is_flagged(tmp_path, run):
+    folder = tmp_path / "mrv2-metadata-barrier"
+    shutil.copytree(MRV2, folder)
+    text = (folder / "reported.yaml").read_text()
+    (folder / "reported.yaml").write_text(text.replace("service-gain: NOT_REPRODUCED", "service-gain: REPRODUCED"))
+    (tmp_path / "series.yaml").write_text("series: []\n")
+    code, out, err = run("evidence", "analyze", folder, root=tmp_path)
+    assert code == 0, err
+    assert "| service-gain | **NOT_REPRODUCED** | REPRODUCED (DISAGREES) |" in out
+
+
+def test_reported_file_must_say_it_is_not_re_measured(tmp_path):
+    folder = tmp_path / "p"
+    shutil.copytree(MRV2, folder)
+    t = (folder / "reported.yaml").read_text()
+    (folder / "reported.yaml").write_text(t.replace("status: reported by the source, not re-measured here",
+                                                    "status: measured"))
+    with pytest.raises(OverlayError, match="must say the figures are reported by the source"):
+        reported.load_reported(folder)
+
+
+def test_packet_analyze_json(run):
+    code, out, _ = run("evidence", "analyze", MRV2, "--json", root=REPO)
+    data = json.loads(out)
+    assert data["status"].startswith("reported by the source")
+    assert [d["decision"] for d in data["decisions"]] == ["REPRODUCED", "NOT_REPRODUCED", "INCONCLUSIVE"]
+
+
+def test_ledger_loads_with_the_seed_ladder():
+    led = ledger.load_ledger(LEDGER)
+    steps = {s.id: s for s in led.steps}
+    assert steps["1"].tpot_ms["c1"] == [14.2, 12.0]
+    assert steps["2"].delta["env"] == {"HCCL_OP_EXPANSION_MODE": "AIV"}
+    assert steps["3"].tpot_ms["c1"] == [11.2, 9.1]
+    assert steps["6"].tpot_delta_ms == {"c1": -0.1, "c4": -0.3, "c8": -0.6}
+    negatives = [s for s in led.steps if s.result in ("negative", "neutral")]
+    assert len(negatives) >= 5 and all(s.tried_at for s in negatives)
+
+
+def test_ledger_step_is_cumulative_and_becomes_a_runnable_protocol(tmp_path):
+    led = ledger.load_ledger(LEDGER)
+    before, after = ledger.cumulative(led, "4")
+    assert before["env"]["HCCL_OP_EXPANSION_MODE"] == "AIV" and "PYTORCH_NPU_ALLOC_CONF" not in before["env"]
+    assert after["additional-config"] == {"ascend_compilation_config": {"enable_static_kernel": True}}
+    text = ledger.protocol_yaml(led, "4")
+    p = tmp_path / "step4" / "protocol.yaml"
+    p.parent.mkdir()
+    p.write_text(text)
+    with pytest.raises(OverlayError, match="not a date"):
+        load_protocol(p)  # a generated protocol is not preregistered until dated
+    p.write_text(text.replace("YYYY-MM-DD  # fill in before the first run", "2026-12-01"))
+    proto = load_protocol(p)
+    assert proto.variant("after").env[-1] == ("PYTORCH_NPU_ALLOC_CONF", after["env"]["PYTORCH_NPU_ALLOC_CONF"])
+    assert [s.max_concurrency for s in proto.scenarios] == [1, 4, 8]
+    assert len(plan(proto)) == 10
+
+
+def test_negative_step_is_tried_on_top_of_its_step():
+    led = ledger.load_ledger(LEDGER)
+    before, after = ledger.cumulative(led, "N2")
+    assert before["additional-config"]["enable_cpu_binding"] is True
+    assert after["env"]["CPU_AFFINITY_CONF"] == "2"
+    _, later = ledger.cumulative(led, "11")
+    assert "CPU_AFFINITY_CONF" not in later["env"]  # negative results do not accumulate
+
+
+def test_ledger_cli(run):
+    code, out, err = run("evidence", "ledger", LEDGER, root=REPO)
+    assert code == 0, err
+    assert "| 2 | environment |" in out and "HCCL_OP_EXPANSION_MODE" in out
+    code, _, err = run("evidence", "ledger", LEDGER, "--protocol-for", "99", root=REPO)
+    assert code == 2 and "no step '99' in the ledger" in err

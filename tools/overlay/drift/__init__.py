@@ -1,0 +1,6 @@
+"""Rebase drift: classify each patch of the series against newer upstream commits.
+
+blobs (read touched blobs through one long-lived git process) -> inmem_apply (apply
+hunks to text) -> classify (series semantics, pure) -> scan (onto / history walk /
+bisect) -> report (terminal, JSON, Markdown, JUnit) -> cli (`overlay drift`).
+"""

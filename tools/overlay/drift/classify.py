@@ -1,0 +1,329 @@
+"""Classify each patch of a series against one upstream snapshot (pure).
+
+Series semantics: patches are checked in order, each on top of the ones before it
+that applied (their in-memory results), exactly as composing would stack them.
+
+Decision order for one patch (the first rule that holds decides):
+
+1. forward, exact: `clean` at the recorded lines, or `offset` when hunks moved;
+2. merged, rule `reverse`: the patch reverse-applies exactly (its result is there);
+3. merged, rule `patch-id`: an upstream commit in the checked range has the same
+   `git patch-id --stable` (the caller says which);
+4. `missing`: a file it modifies is absent (the caller supplies rename hints);
+5. `fuzz`: forward applies only with reduced context (fuzz 1-2);
+6. merged, rule `likely`: every added line is present, whitespace-insensitively,
+   near the hunk's place, and something it removes is gone: upstream merged it in a
+   reformatted form. Clearly labelled "likely", since it is a heuristic;
+7. `conflict`: none of the above.
+
+`blocked`: a patch is not checked when an earlier patch *of the same series* that
+touches one of its files failed (conflict, missing, or itself blocked): its input
+would not be the text it was written against. Patches on other files are checked
+normally: one failure must not hide the state of the rest of the series.
+A merged patch does not block: upstream's text already carries its change.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Hashable, Mapping
+
+from overlay.drift.inmem_apply import (CLEAN, FAIL, FUZZ, OFFSET, FilePatch, FileResult, Hunk,
+                                       apply_file, normalized, split_lines)
+
+CLASSES = ("clean", "offset", "fuzz", "merged", "conflict", "missing", "blocked")
+APPLIES = frozenset({"clean", "offset", "fuzz"})
+FAILED = frozenset({"conflict", "missing", "blocked"})
+MERGED_RULES = ("reverse", "patch-id", "likely")
+
+# "likely merged" looks this many lines around a hunk's recorded place (plus the
+# hunk's own length): far enough for upstream's neighbouring edits, near enough
+# that a common line elsewhere in the file does not count.
+LIKELY_RADIUS = 60
+_WORD = re.compile(r"\w")
+
+
+@dataclass(frozen=True)
+class DriftPatch:
+    """One series entry as drift needs it."""
+
+    name: str
+    target: str
+    files: tuple[FilePatch, ...]
+    subject: str = ""
+    upstream: tuple[str, ...] = ()  # series.yaml upstream / applied-upstream references
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """Every path the patch reads or writes, in patch order."""
+        return tuple(dict.fromkeys(p for fp in self.files for p in fp.paths))
+
+    @property
+    def modified(self) -> tuple[str, ...]:
+        """Existing paths it needs (modifies, renames or deletes)."""
+        return tuple(dict.fromkeys(fp.old_path for fp in self.files if fp.old_path))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    patch: str
+    cls: str  # one of CLASSES
+    detail: str  # one human sentence
+    rule: str | None = None  # merged: reverse | patch-id | likely
+    shift: int = 0  # offset: largest hunk shift in lines
+    fuzz: int = 0  # fuzz: context lines ignored
+    blocked_by: str | None = None
+    missing: tuple[str, ...] = ()
+    moved_to: tuple[tuple[str, str], ...] = ()  # (old path, where it went)
+    upstream_commit: str | None = None  # merged by patch-id: the matching commit
+    landed: str | None = None  # the upstream commit that landed the change it carries
+
+    def to_json(self) -> dict:
+        out: dict = {"patch": self.patch, "class": self.cls, "detail": self.detail}
+        if self.rule:
+            out["rule"] = self.rule
+        if self.cls == "offset":
+            out["shift"] = self.shift
+        if self.cls == "fuzz":
+            out["fuzz"] = self.fuzz
+        if self.blocked_by:
+            out["blocked_by"] = self.blocked_by
+        if self.missing:
+            out["missing"] = list(self.missing)
+        if self.moved_to:
+            out["moved_to"] = {a: b for a, b in self.moved_to}
+        if self.upstream_commit:
+            out["upstream_commit"] = self.upstream_commit
+        if self.landed:
+            out["landed"] = self.landed
+        return out
+
+
+# A file version is named by a key: a blob id for upstream text, or a key the
+# memo hands out for text a patch produced. `None` means the file is absent.
+Key = Hashable
+Reader = Callable[[Key], str]
+
+
+@dataclass(frozen=True)
+class _Check:
+    cls: str
+    detail: str
+    rule: str | None
+    shift: int
+    fuzz: int
+    missing: tuple[str, ...]
+    outputs: tuple[tuple[str, Key | None], ...]  # new keys of the files it wrote
+    upstream_commit: str | None
+
+
+@dataclass
+class Memo:
+    """Results of checking one patch on given input versions, reused across commits.
+
+    Upstream history changes a touched file rarely, so a scan re-checks a patch
+    only on commits where one of its inputs changed.
+    """
+
+    checks: dict[tuple, _Check] = field(default_factory=dict)
+    derived: dict[Key, str] = field(default_factory=dict)
+    _ids: itertools.count = field(default_factory=itertools.count)
+    hits: int = 0
+    misses: int = 0
+
+    def new_key(self, text: str) -> Key:
+        key = ("derived", next(self._ids))
+        self.derived[key] = text
+        return key
+
+
+def classify_series(patches: tuple[DriftPatch, ...], base: Mapping[str, Key | None],
+                    read: Reader, *, merged_by_id: Mapping[str, str] | None = None,
+                    renames: Mapping[str, str] | None = None,
+                    memo: Memo | None = None) -> tuple[Verdict, ...]:
+    """Verdicts for `patches` (in order) on the upstream snapshot `base`.
+
+    `base` maps every path the patches touch to its upstream key (None: absent);
+    `read(key)` returns upstream text; `merged_by_id[patch name]` is the upstream
+    commit with the same patch-id, if any; `renames[path]` is where a missing path
+    went. `memo` only caches: the verdicts do not depend on it.
+    """
+    memo = memo if memo is not None else Memo()
+    merged_by_id = merged_by_id or {}
+    renames = renames or {}
+    state: dict[str, Key | None] = dict(base)
+    poisoned: dict[str, str] = {}  # path -> name of the failed patch that owns it
+    verdicts: list[Verdict] = []
+
+    def text_of(key: Key) -> str:
+        derived = memo.derived.get(key)
+        return derived if derived is not None else read(key)
+
+    for index, patch in enumerate(patches):
+        blockers = [poisoned[p] for p in patch.paths if p in poisoned]
+        if blockers:
+            blocker = blockers[0]
+            verdicts.append(Verdict(patch.name, "blocked",
+                                    f"not checked: builds on {blocker}, which failed",
+                                    blocked_by=blocker))
+            for p in patch.paths:
+                poisoned[p] = patch.name  # the nearest failed patch is the one to name
+            continue
+        inputs = tuple(state.get(p) for p in patch.paths)
+        upstream = merged_by_id.get(patch.name)
+        memo_key = (index, patch.name, inputs, upstream)
+        check = memo.checks.get(memo_key)
+        if check is None:
+            memo.misses += 1
+            check = _check_patch(patch, dict(zip(patch.paths, inputs)), text_of, upstream, memo)
+            memo.checks[memo_key] = check
+        else:
+            memo.hits += 1
+        verdict = Verdict(patch.name, check.cls, check.detail, rule=check.rule, shift=check.shift,
+                          fuzz=check.fuzz, missing=check.missing,
+                          upstream_commit=check.upstream_commit)
+        if check.cls == "missing":
+            moved = tuple((p, renames[p]) for p in check.missing if p in renames)
+            if moved:
+                where = "; ".join(f"{a} was renamed to {b}" for a, b in moved)
+                verdict = Verdict(patch.name, "missing", f"{check.detail}; {where}",
+                                  missing=check.missing, moved_to=moved)
+        verdicts.append(verdict)
+        if check.cls in APPLIES:
+            state.update(dict(check.outputs))
+        elif check.cls in FAILED:
+            for p in patch.paths:
+                poisoned[p] = patch.name
+    return tuple(verdicts)
+
+
+# ----------------------------------------------------------------------------- one patch
+
+_RANK = {CLEAN: 0, OFFSET: 1, FUZZ: 2, FAIL: 3}
+
+
+def _forward(patch: DriftPatch, inputs: Mapping[str, Key | None], text_of: Reader,
+             max_fuzz: int) -> list[tuple[FilePatch, FileResult]]:
+    out = []
+    for fp in patch.files:
+        current = text_of(inputs[fp.old_path]) if fp.old_path and inputs.get(fp.old_path) else None
+        moves = fp.new_path is not None and fp.new_path != fp.old_path
+        target_exists = moves and inputs.get(fp.new_path) is not None  # type: ignore[arg-type]
+        out.append((fp, apply_file(current, fp, max_fuzz, target_exists)))
+    return out
+
+
+def _check_patch(patch: DriftPatch, inputs: Mapping[str, Key | None], text_of: Reader,
+                 upstream: str | None, memo: Memo) -> _Check:
+    forward = _forward(patch, inputs, text_of, 2)
+    worst = max((_RANK[r.status] for _, r in forward), default=0)
+    shift = max((r.shift for _, r in forward), default=0)
+    fuzz = max((r.fuzz for _, r in forward), default=0)
+
+    def applied(cls: str, detail: str) -> _Check:
+        outputs = []
+        for fp, r in forward:
+            if fp.old_path and fp.old_path != fp.new_path:
+                outputs.append((fp.old_path, None))
+            if fp.new_path:
+                outputs.append((fp.new_path, memo.new_key(r.text or "")))
+        return _Check(cls, detail, None, shift, fuzz, (), tuple(outputs), None)
+
+    def moved_files() -> str:
+        return ", ".join(fp.new_path or fp.old_path or "" for fp, r in forward if r.shift)
+
+    if worst <= _RANK[OFFSET]:
+        if worst == _RANK[CLEAN]:
+            return applied("clean", "applies at the recorded lines")
+        return applied("offset", f"applies exactly, hunks moved by up to {shift} "
+                                 f"line{'s' if shift != 1 else ''} ({moved_files()})")
+    if _reverse_applies(patch, inputs, text_of):
+        return _Check("merged", "already upstream: the patch reverse-applies", "reverse",
+                      0, 0, (), (), None)
+    if upstream:
+        return _Check("merged", f"already upstream: same patch-id as {upstream[:12]}",
+                      "patch-id", 0, 0, (), (), upstream)
+    missing = tuple(p for p in patch.modified if inputs.get(p) is None
+                    and any(fp.old_path == p and fp.new_path for fp in patch.files))
+    if missing:
+        return _Check("missing", "gone upstream: " + ", ".join(missing), None, 0, 0, missing,
+                      (), None)
+    if worst == _RANK[FUZZ]:
+        where = ", ".join(fp.new_path or fp.old_path or "" for fp, r in forward if r.fuzz)
+        return applied("fuzz", f"applies only with fuzz {fuzz} (context changed in {where})")
+    if _likely_merged(patch, inputs, text_of):
+        return _Check("merged", "likely merged: every added line is already present near "
+                                "the same place (upstream reformatted it); verify, then drop",
+                      "likely", 0, 0, (), (), None)
+    fp, bad = next((fp, r) for fp, r in forward if r.status == FAIL)
+    return _Check("conflict", f"{fp.new_path or fp.old_path}: {bad.reason}", None, 0, 0, (), (),
+                  None)
+
+
+def _reverse_applies(patch: DriftPatch, inputs: Mapping[str, Key | None],
+                     text_of: Reader) -> bool:
+    for fp in patch.files:
+        rfp = fp.reversed()
+        current = text_of(inputs[rfp.old_path]) if rfp.old_path and inputs.get(rfp.old_path) else None
+        moves = rfp.new_path is not None and rfp.new_path != rfp.old_path
+        target_exists = moves and inputs.get(rfp.new_path) is not None  # type: ignore[arg-type]
+        if apply_file(current, rfp, 0, target_exists).status == FAIL:
+            return False
+    return True
+
+
+def _window(lines: list[str], h: Hunk) -> tuple[set[str], set[str]]:
+    """Normalized lines near the hunk's place, and joins of 2-4 neighbours (wrapped lines)."""
+    start = max(0, h.new_start - 1 - LIKELY_RADIUS)
+    end = min(len(lines), h.new_start - 1 + len(h.new) + LIKELY_RADIUS)
+    norm = [normalized(line) for line in lines[start:end]]
+    singles = {n for n in norm if n}
+    joined = set()
+    for width in (2, 3, 4):
+        for k in range(len(norm) - width + 1):
+            joined.add("".join(norm[k:k + width]))
+    return singles, joined
+
+
+def _meaningful(line: str) -> bool:
+    return len(_WORD.findall(line)) >= 3
+
+
+def _likely_merged(patch: DriftPatch, inputs: Mapping[str, Key | None], text_of: Reader) -> bool:
+    saw_change = False
+    for fp in patch.files:
+        path = fp.new_path or fp.old_path
+        key = inputs.get(fp.new_path) if fp.new_path else None
+        if key is None and fp.old_path:
+            key = inputs.get(fp.old_path)
+        if fp.new_path is None:  # a deletion is merged only when the file is gone
+            if key is not None:
+                return False
+            continue
+        if key is None or path is None:
+            return False
+        lines = split_lines(text_of(key))
+        for h in fp.hunks:
+            added = [normalized(line) for line in h.added if normalized(line)]
+            removed = [normalized(line) for line in h.removed if normalized(line)]
+            gone = [r for r in removed if r not in added]
+            singles, joined = _window(lines, h)
+            if added:
+                if not any(_meaningful(a) for a in added):
+                    return False  # only braces or blank lines: proves nothing
+                if not all(a in singles or a in joined for a in added):
+                    return False
+                if gone and all(r in singles for r in gone):
+                    return False  # the old code is still there too
+            elif gone:
+                context = [normalized(line) for line in h.old[:h.lead] + h.old[len(h.old) - h.trail:]]
+                if any(r in singles for r in gone):
+                    return False
+                if not any(c in singles for c in context if c):
+                    return False  # nothing left to tell where the hunk was
+            else:
+                continue
+            saw_change = True
+    return saw_change

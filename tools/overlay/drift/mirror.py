@@ -1,0 +1,51 @@
+"""Bring the upstream heads into the mirror before a drift run (`overlay drift --fetch`).
+
+CI starts from nothing: each checked target's repository is cloned bare into
+`<mirror>/<owner+name>` (the layout `paths.find_mirror_repo` reads) or, when it
+is already there, its branches are fetched. Full history, no blob filter: drift
+reads old blobs of many commits, and a partial clone would fetch them one by one.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable
+
+from overlay import gitcmd, paths
+from overlay.errors import OverlayError
+from overlay.model import GitSource
+from overlay.sources import FETCH_TIMEOUT
+
+
+def fetch_heads(mirror: Path, target: str, source: GitSource,
+                progress: Callable[[str], None] | None = None) -> Path:
+    """Clone or update the mirror of one git target; return its git directory."""
+    existing = paths.find_mirror_repo(mirror, source.mirror_name)
+    if progress:
+        progress(f"{target}: {'fetching' if existing else 'cloning'} {source.url}")
+    if existing is None:
+        mirror.mkdir(parents=True, exist_ok=True)
+        dest = mirror / source.mirror_name
+        args = ["clone", "--bare", "--quiet", source.url, str(dest)]
+        git_dir = dest
+        proc = gitcmd.git(args, timeout=FETCH_TIMEOUT, check=False)
+    else:
+        bare = gitcmd.out(["rev-parse", "--is-bare-repository"], git_dir=existing) == "true"
+        # A work-tree clone cannot have its checked-out branch overwritten: fetch to origin/*.
+        spec = "+refs/heads/*:refs/heads/*" if bare else "+refs/heads/*:refs/remotes/origin/*"
+        git_dir = existing
+        proc = gitcmd.git(["fetch", "--quiet", "--prune", "--no-tags", source.url, spec],
+                          git_dir=existing, timeout=FETCH_TIMEOUT, check=False)
+    if proc.returncode != 0:
+        reason = (proc.stderr or "").strip().splitlines()
+        raise OverlayError(f"target '{target}': cannot fetch {source.url}: "
+                           f"{reason[-1] if reason else 'git failed'}",
+                           hint="check the URL and the network, or fill the mirror yourself")
+    return git_dir
+
+
+def stderr_note(enabled: bool) -> Callable[[str], None] | None:
+    if not enabled or not sys.stderr.isatty():  # progress is for people at a terminal
+        return None
+    return lambda message: print(f"overlay drift: {message}", file=sys.stderr, flush=True)

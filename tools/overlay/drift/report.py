@@ -1,0 +1,222 @@
+"""Drift results for people (terminal table, Markdown job summary) and for machines
+(JSON, JUnit XML with one test case per patch and ref). Pure: data in, text out.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections import Counter
+from dataclasses import dataclass
+
+from overlay.drift.classify import CLASSES, Verdict
+from overlay.drift.scan import CommitInfo, TargetRun
+
+DEFAULT_FAIL_ON = ("conflict", "missing")
+WARN_ON = frozenset({"fuzz"})
+
+
+@dataclass(frozen=True)
+class DriftReport:
+    pin: str
+    mode: str  # onto | scan | bisect
+    runs: tuple[TargetRun, ...]
+    fail_on: tuple[str, ...] = DEFAULT_FAIL_ON
+
+    def failures(self) -> list[tuple[TargetRun, Verdict]]:
+        return [(r, v) for r in self.runs for v in r.verdicts if v.cls in self.fail_on]
+
+    def warnings(self) -> list[tuple[TargetRun, Verdict]]:
+        return [(r, v) for r in self.runs for v in r.verdicts
+                if v.cls in WARN_ON and v.cls not in self.fail_on]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failures() else 0
+
+
+def _counts(verdicts) -> str:
+    c = Counter(v.cls for v in verdicts)
+    return ", ".join(f"{c[k]} {k}" for k in CLASSES if c[k]) or "no patches"
+
+
+def _label(v: Verdict) -> str:
+    return f"{v.cls} ({v.rule})" if v.rule else v.cls
+
+
+def _commit_ref(c: CommitInfo) -> str:
+    return c.sha[:12]
+
+
+def _head_line(r: TargetRun, pin: str) -> str:
+    text = f"pin {pin}: {r.target} {r.base[:12]} -> {r.ref} ({r.head[:12]})"
+    if r.commits:
+        text += f", {r.commits} first-parent commits"
+    return text
+
+
+# ----------------------------------------------------------------------------- terminal
+
+
+def terminal(report: DriftReport) -> str:
+    out: list[str] = []
+    for r in report.runs:
+        out.append(_head_line(r, report.pin))
+        if not r.verdicts:
+            out.append("  (no patches for this target)")
+            continue
+        width = max(len(v.patch) for v in r.verdicts)
+        cls_width = max(len(_label(v)) for v in r.verdicts)
+        at = "at head" if report.mode != "onto" else "class"
+        out.append(f"  {'PATCH'.ljust(width)}  {at.upper().ljust(cls_width)}  DETAIL")
+        for v in r.verdicts:
+            out.append(f"  {v.patch.ljust(width)}  {_label(v).ljust(cls_width)}  {v.detail}")
+        if r.history:
+            out.append("  class changes along first-parent history:")
+            for h in r.history:
+                if not h.transitions:
+                    out.append(f"    {h.patch}: {h.at_pin.cls} throughout")
+                    continue
+                out.append(f"    {h.patch}: {h.at_pin.cls} at pin")
+                for t in h.transitions:
+                    out.append(f"      {t.before} -> {_label(t.after)} at {_commit_ref(t.commit)} "
+                               f"{t.commit.date[:10]} {t.commit.subject}")
+                    if t.after.cls not in ("clean",):
+                        out.append(f"        {t.after.detail}")
+        if r.bisect:
+            out.append("  first commit where each patch stops applying (bisect):")
+            for b in r.bisect:
+                if b.status == "found" and b.commit and b.verdict:
+                    out.append(f"    {b.patch}: {b.before} -> {_label(b.verdict)} at "
+                               f"{_commit_ref(b.commit)} {b.commit.date[:10]} {b.commit.subject} "
+                               f"[{b.checks} checks]")
+                elif b.status == "fails-at-pin":
+                    out.append(f"    {b.patch}: already fails at the pin [{b.checks} checks]")
+                else:
+                    out.append(f"    {b.patch}: still applies at {r.ref} [{b.checks} checks]")
+        per = f", {1000 * r.seconds / max(r.commits, 1):.2f} ms/commit" if r.commits else ""
+        out.append(f"  summary: {_counts(r.verdicts)} ({r.seconds:.2f}s{per})")
+    fails = report.failures()
+    warns = report.warnings()
+    if fails:
+        out.append("FAIL: " + "; ".join(f"{v.patch} {v.cls} on {r.target}@{r.ref}" for r, v in fails)
+                   + f" (--fail-on {','.join(report.fail_on)})")
+    else:
+        out.append("OK" + (": warnings: " + "; ".join(f"{v.patch} {v.cls}" for _, v in warns)
+                           if warns else ""))
+    return "\n".join(out) + "\n"
+
+
+# ----------------------------------------------------------------------------- JSON
+
+
+def to_json(report: DriftReport) -> dict:
+    runs = []
+    for r in report.runs:
+        run: dict = {"target": r.target, "ref": r.ref, "base": r.base, "head": r.head,
+                     "verdicts": [v.to_json() for v in r.verdicts],
+                     "counts": dict(Counter(v.cls for v in r.verdicts)),
+                     "seconds": round(r.seconds, 4), "snapshots": r.snapshots}
+        if report.mode != "onto":
+            run["commits"] = r.commits
+            run["ms_per_commit"] = round(1000 * r.seconds / max(r.commits, 1), 4)
+            run["stats"] = r.stats
+        if r.history:
+            run["history"] = [{"patch": h.patch, "at_pin": h.at_pin.to_json(),
+                               "at_head": h.at_head.to_json(),
+                               "transitions": [t.to_json() for t in h.transitions]}
+                              for h in r.history]
+        if r.bisect:
+            run["bisect"] = [{"patch": b.patch, "status": b.status, "checks": b.checks,
+                              **({"index": b.index, "from": b.before, "to": b.verdict.cls,
+                                  **b.commit.to_json(), "verdict": b.verdict.to_json()}
+                                 if b.status == "found" and b.commit and b.verdict else {}),
+                              **({"verdict": b.verdict.to_json()}
+                                 if b.status == "fails-at-pin" and b.verdict else {})}
+                             for b in r.bisect]
+        runs.append(run)
+    return {"pin": report.pin, "mode": report.mode, "fail_on": list(report.fail_on),
+            "ok": report.exit_code == 0, "runs": runs}
+
+
+# ----------------------------------------------------------------------------- Markdown
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(report: DriftReport) -> str:
+    fails = report.failures()
+    status = ("FAIL" if fails else "OK") if report.fail_on else "report only"
+    out = [f"## Patch drift: pin `{report.pin}` ({report.mode}): {status}", ""]
+    for r in report.runs:
+        out.append(f"### {r.target}: `{r.base[:12]}` -> `{r.ref}` (`{r.head[:12]}`)")
+        out.append("")
+        out.append(f"{_counts(r.verdicts)}" + (f"; {r.commits} first-parent commits scanned"
+                                                if r.commits else ""))
+        out.append("")
+        if r.verdicts:
+            out.append("| Patch | Class | Detail |")
+            out.append("| --- | --- | --- |")
+            for v in r.verdicts:
+                mark = " **(fails)**" if v.cls in report.fail_on else (
+                    " (warning)" if v.cls in WARN_ON else "")
+                out.append(f"| `{v.patch}` | {_label(v)}{mark} | {_md(v.detail)} |")
+            out.append("")
+        changes = [(h.patch, t) for h in r.history for t in h.transitions]
+        if r.history:
+            if changes:
+                out.append("| Patch | Change | Commit | Date | PR | Subject |")
+                out.append("| --- | --- | --- | --- | --- | --- |")
+                for patch, t in changes:
+                    pr = f"#{t.commit.pr}" if t.commit.pr else ""
+                    out.append(f"| `{patch}` | {t.before} → {_label(t.after)} | "
+                               f"`{t.commit.sha[:12]}` | {t.commit.date[:10]} | {pr} | "
+                               f"{_md(t.commit.subject)} |")
+            else:
+                out.append("No patch changed class along the scanned history.")
+            out.append("")
+        if r.bisect:
+            out.append("| Patch | First failing commit | Change | PR | Checks |")
+            out.append("| --- | --- | --- | --- | --- |")
+            for b in r.bisect:
+                if b.status == "found" and b.commit and b.verdict:
+                    pr = f"#{b.commit.pr}" if b.commit.pr else ""
+                    out.append(f"| `{b.patch}` | `{b.commit.sha[:12]}` {_md(b.commit.subject)} | "
+                               f"{b.before} → {_label(b.verdict)} | {pr} | {b.checks} |")
+                else:
+                    what = "fails at the pin" if b.status == "fails-at-pin" else "still applies"
+                    out.append(f"| `{b.patch}` | {what} | | | {b.checks} |")
+            out.append("")
+    return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------- JUnit
+
+
+def junit(report: DriftReport) -> str:
+    suites = ET.Element("testsuites", name=f"overlay drift {report.pin}")
+    for r in report.runs:
+        failures = sum(1 for v in r.verdicts if v.cls in report.fail_on)
+        skipped = sum(1 for v in r.verdicts if v.cls == "blocked" and v.cls not in report.fail_on)
+        suite = ET.SubElement(suites, "testsuite", name=f"drift.{r.target}@{r.ref}",
+                              tests=str(len(r.verdicts)), failures=str(failures), errors="0",
+                              skipped=str(skipped), time=f"{r.seconds:.3f}")
+        props = ET.SubElement(suite, "properties")
+        for key, value in (("pin", report.pin), ("base", r.base), ("head", r.head),
+                           ("mode", report.mode)):
+            ET.SubElement(props, "property", name=key, value=value)
+        for v in r.verdicts:
+            case = ET.SubElement(suite, "testcase", classname=f"drift.{r.target}.{r.ref}",
+                                 name=v.patch, time="0")
+            if v.cls in report.fail_on:
+                failure = ET.SubElement(case, "failure", message=f"{_label(v)}: {v.detail}",
+                                        type=v.cls)
+                failure.text = v.detail
+            elif v.cls == "blocked":
+                ET.SubElement(case, "skipped", message=v.detail)
+            out = ET.SubElement(case, "system-out")
+            prefix = "warning: " if v.cls in WARN_ON else ""
+            out.text = f"{prefix}{_label(v)}: {v.detail}"
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"

@@ -1,0 +1,470 @@
+"""Drift against upstream: one snapshot (`onto`), a first-parent history (`scan`), or
+the first failing commit by bisection (`bisect`).
+
+The side effects live here: reading blobs, asking git for patch-ids and renames,
+timing. The judging is `classify.classify_series`, which is pure.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+from overlay import gitcmd
+from overlay.drift.blobs import BlobReader
+from overlay.drift.classify import (APPLIES, DriftPatch, Memo, Verdict, classify_series)
+from overlay.errors import OverlayError
+
+Progress = Callable[[str], None]
+_PR = re.compile(r"\(#(\d+)\)")
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str
+    date: str  # committer date, ISO 8601
+    subject: str
+
+    @property
+    def pr(self) -> int | None:
+        """The pull request number GitHub's squash merge puts at the end of the subject."""
+        found = _PR.findall(self.subject)
+        return int(found[-1]) if found else None
+
+    def to_json(self) -> dict:
+        return {"commit": self.sha, "date": self.date, "subject": self.subject, "pr": self.pr}
+
+
+@dataclass(frozen=True)
+class Transition:
+    before: str  # class before this commit
+    after: Verdict  # verdict at this commit
+    commit: CommitInfo
+    index: int  # position in the first-parent walk (1 = first commit after the pin)
+
+    def to_json(self) -> dict:
+        return {"from": self.before, "to": self.after.cls, "index": self.index,
+                **self.commit.to_json(), "verdict": self.after.to_json()}
+
+
+@dataclass(frozen=True)
+class PatchHistory:
+    patch: str
+    at_pin: Verdict
+    at_head: Verdict
+    transitions: tuple[Transition, ...]
+
+
+@dataclass(frozen=True)
+class BisectResult:
+    patch: str
+    status: str  # "found" | "applies-at-head" | "fails-at-pin"
+    checks: int  # snapshots this patch's search looked at
+    commit: CommitInfo | None = None  # first commit where it stops applying
+    index: int | None = None
+    before: str | None = None  # class just before that commit
+    verdict: Verdict | None = None
+
+
+@dataclass(frozen=True)
+class TargetRun:
+    """One target checked against one ref: `onto` fills `verdicts`; `scan` also the rest."""
+
+    target: str
+    ref: str
+    base: str  # the pinned commit
+    head: str  # the resolved ref
+    verdicts: tuple[Verdict, ...]  # at head
+    commits: int = 0  # commits walked after the pin (scan)
+    history: tuple[PatchHistory, ...] = ()
+    bisect: tuple[BisectResult, ...] = ()
+    seconds: float = 0.0
+    snapshots: int = 0  # upstream snapshots classified
+    stats: dict = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------- git helpers
+
+
+def range_log(git_dir: Path, base: str, head: str, first_parent: bool = True) -> list[CommitInfo]:
+    """Commits after `base` up to `head`, oldest first."""
+    fmt = "%H%x00%cI%x00%s"
+    text = gitcmd.git(["log", *(["--first-parent"] if first_parent else []), "--reverse",
+                       f"--format={fmt}", f"{base}..{head}"], git_dir=git_dir).stdout
+    commits = []
+    for line in text.splitlines():
+        sha, date, subject = line.split("\0", 2)
+        commits.append(CommitInfo(sha, date, subject))
+    return commits
+
+
+def commit_log(git_dir: Path, base: str, head: str) -> list[CommitInfo]:
+    """First-parent commits after `base` up to `head`, oldest first."""
+    commits = range_log(git_dir, base, head)
+    if not commits and head != base:
+        raise OverlayError(f"{head[:12]} is not after the pinned commit {base[:12]}: nothing to walk",
+                           hint="scan to a descendant of the pinned commit, or use --onto to "
+                                "compare with an older or unrelated commit")
+    if commits:
+        parent = gitcmd.out(["rev-parse", f"{commits[0].sha}^"], git_dir=git_dir)
+        if parent != base:
+            raise OverlayError(f"{head[:12]} does not descend from the pinned commit {base[:12]} "
+                               "along first parents", hint="scan to a ref on the pinned commit's "
+                               "main line, or use --onto for a single comparison")
+    return commits
+
+
+def commit_info(git_dir: Path, sha: str) -> CommitInfo:
+    line = gitcmd.out(["log", "-1", "--format=%H%x00%cI%x00%s", sha], git_dir=git_dir)
+    a, b, c = line.split("\0", 2)
+    return CommitInfo(a, b, c)
+
+
+def patch_ids(diffs: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """`git patch-id --stable` of each (name, diff text), in one process."""
+    feed = []
+    names = {}
+    for k, (name, diff) in enumerate(diffs):
+        fake = f"{k + 1:040x}"
+        names[fake] = name
+        feed.append(f"commit {fake}\n\n{diff if diff.endswith(chr(10)) else diff + chr(10)}")
+    if not feed:
+        return {}
+    out = gitcmd.git(["patch-id", "--stable"], input="".join(feed)).stdout
+    result = {}
+    for line in out.splitlines():
+        pid, commit = line.split()
+        result[names[commit]] = pid
+    return result
+
+
+def upstream_patch_ids(git_dir: Path, base: str, head: str, paths: Sequence[str]) -> list[tuple[str, str]]:
+    """(patch-id, commit) of first-parent commits in base..head, diffs limited to `paths`.
+
+    Limiting the diff to the patch's paths lets a patch match an upstream commit
+    that also changed other files (a squash of a larger PR).
+    """
+    if not paths:
+        return []
+    log = gitcmd.git(["log", "--first-parent", "-p", "--no-color", "--no-renames", "--format=commit %H",
+                      f"{base}..{head}", "--", *paths], git_dir=git_dir).stdout
+    if not log.strip():
+        return []
+    out = gitcmd.git(["patch-id", "--stable"], input=log).stdout
+    return [tuple(line.split()) for line in out.splitlines()]  # type: ignore[misc]
+
+
+def rename_hints(git_dir: Path, old: str, new: str, paths: Sequence[str]) -> dict[str, str]:
+    """Where each of `paths` went between two commits, by git's rename detection."""
+    if not paths:
+        return {}
+    out = gitcmd.git(["diff", "-M", "--name-status", "-z", "--diff-filter=R", old, new],
+                     git_dir=git_dir).stdout
+    fields = out.split("\0")
+    hints: dict[str, str] = {}
+    k = 0
+    while k + 2 < len(fields):
+        status, src, dst = fields[k], fields[k + 1], fields[k + 2]
+        if status.startswith("R") and src in paths:
+            hints[src] = dst
+        k += 3
+    return hints
+
+
+# ----------------------------------------------------------------------------- declared upstream
+
+_SHA_REF = re.compile(r"(?<![0-9a-f])[0-9a-f]{7,40}(?![0-9a-f])")
+
+
+def declared_refs(patch: DriftPatch, slug: str) -> tuple[frozenset[int], tuple[str, ...]]:
+    """PR numbers (of this target's repository) and commit ids a series entry names."""
+    prs: set[int] = set()
+    shas: list[str] = []
+    for ref in patch.upstream:
+        for m in re.finditer(r"(?:([\w.-]+/[\w.-]+)#|([\w.-]+/[\w.-]+)/pull/|(?<![\w/])#)(\d+)", ref):
+            repo = m.group(1) or m.group(2)
+            if repo is None or repo.lower().endswith(slug.lower()) and slug:
+                prs.add(int(m.group(3)))
+        shas += _SHA_REF.findall(ref.lower())
+    return frozenset(prs), tuple(shas)
+
+
+def landed_in(patches: Sequence[DriftPatch], commits: Sequence[CommitInfo],
+              slug: str) -> dict[str, int]:
+    """Per patch, the walk position (1-based) of the first commit that lands the
+    upstream change its series entry names (by PR number in the subject, or commit id)."""
+    found: dict[str, int] = {}
+    for patch in patches:
+        prs, shas = declared_refs(patch, slug)
+        if not prs and not shas:
+            continue
+        for i, c in enumerate(commits, 1):
+            if (c.pr is not None and c.pr in prs) or any(c.sha.startswith(s) for s in shas):
+                found[patch.name] = i
+                break
+    return found
+
+
+def annotate(verdicts: tuple[Verdict, ...], landed: dict[str, CommitInfo]) -> tuple[Verdict, ...]:
+    """Say so when the upstream change a patch carries has landed and it is not merged."""
+    out = []
+    for v in verdicts:
+        c = landed.get(v.patch)
+        if c is None or v.cls == "merged":
+            out.append(v)
+            continue
+        pr = f" (#{c.pr})" if c.pr else ""
+        out.append(replace(v, landed=c.sha, detail=f"{v.detail}; the upstream change it carries "
+                           f"landed at {c.sha[:12]}{pr}: refresh it, or drop it if upstream's "
+                           "version suffices"))
+    return tuple(out)
+
+
+# ----------------------------------------------------------------------------- the engine
+
+
+class Drift:
+    """Classifies a series for one target at any commit of its repository."""
+
+    def __init__(self, git_dir: Path, base: str, patches: tuple[DriftPatch, ...],
+                 diffs: dict[str, str], reader: BlobReader | None = None, slug: str = "") -> None:
+        self.git_dir = git_dir
+        self.slug = slug  # owner/name of the target: which PR numbers are its own
+        self.base = base
+        self.patches = patches
+        self.paths = tuple(dict.fromkeys(p for patch in patches for p in patch.paths))
+        self.modified = tuple(dict.fromkeys(p for patch in patches for p in patch.modified))
+        self.reader = reader or BlobReader(git_dir)
+        self.memo = Memo()
+        self.own_ids = patch_ids([(p.name, diffs[p.name]) for p in patches])
+        self.snapshots = 0
+
+    def close(self) -> None:
+        self.reader.close()
+
+    def merged_ids(self, head: str) -> dict[str, list[str]]:
+        """Per patch, the upstream commits in base..head (oldest first) with its patch-id."""
+        found: dict[str, list[str]] = {}
+        by_id: dict[str, list[str]] = {}
+        for name, pid in self.own_ids.items():
+            by_id.setdefault(pid, []).append(name)
+        if not by_id:
+            return found
+        for pid, commit in reversed(upstream_patch_ids(self.git_dir, self.base, head, self.paths)):
+            for name in by_id.get(pid, ()):
+                found.setdefault(name, []).append(commit)
+        return found
+
+    def classify(self, commit: str, oids: dict[str, str | None] | None = None,
+                 merged: dict[str, str] | None = None,
+                 renames: dict[str, str] | None = None) -> tuple[Verdict, ...]:
+        if oids is None:
+            oids = self.reader.oids(commit, self.paths)
+        # Changed blobs are about to be read: fetch them in one round trip.
+        self.reader.prefetch(oids.values())
+        self.snapshots += 1
+        return classify_series(self.patches, oids, self.reader.text, merged_by_id=merged,
+                               renames=renames, memo=self.memo)
+
+    def hints_for(self, old: str, new: str, oids: dict[str, str | None]) -> dict[str, str]:
+        gone = [p for p in self.modified if oids.get(p) is None]
+        return rename_hints(self.git_dir, old, new, gone) if gone else {}
+
+    # -- one snapshot ----------------------------------------------------------
+
+    def onto(self, head: str) -> tuple[Verdict, ...]:
+        merged = {n: c[0] for n, c in self.merged_ids(head).items()}
+        oids = self.reader.oids(head, self.paths)
+        verdicts = self.classify(head, oids, merged, self.hints_for(self.base, head, oids))
+        if any(p.upstream for p in self.patches):
+            commits = range_log(self.git_dir, self.base, head, first_parent=False)
+            landed = landed_in(self.patches, commits, self.slug)
+            verdicts = annotate(verdicts, {n: commits[i - 1] for n, i in landed.items()})
+        return verdicts
+
+    # -- linear scan -----------------------------------------------------------
+
+    def scan(self, commits: Sequence[CommitInfo], head: str,
+             progress: Progress | None = None) -> tuple[tuple[Verdict, ...], list[tuple[Verdict, ...]]]:
+        """Verdicts at the pin and at every commit (oldest first)."""
+        index_of = {c.sha: i for i, c in enumerate(commits, 1)}
+        merged_sha = self.merged_ids(head)
+        shas = [self.base] + [c.sha for c in commits]
+        landed = landed_in(self.patches, commits, self.slug)
+        renames: dict[str, str] = {}
+        previous_oids: dict[str, str | None] | None = None
+        previous_key = None
+        previous: tuple[Verdict, ...] = ()
+        results: list[tuple[Verdict, ...]] = []
+        for i, sha in enumerate(shas):
+            oids = self.reader.oids(sha, self.paths)
+            merged = {n: c for n, cs in merged_sha.items()
+                      if (c := _first_at(cs, index_of, i)) is not None}
+            if previous_oids is not None:
+                for p in self.modified:
+                    if oids.get(p) is None and previous_oids.get(p) is not None:
+                        renames.update(rename_hints(self.git_dir, shas[i - 1], sha, [p]))
+                    elif oids.get(p) is not None:
+                        renames.pop(p, None)
+            key = (tuple(oids.values()), tuple(sorted(merged.items())), tuple(sorted(renames.items())))
+            if key == previous_key:
+                verdicts = previous  # nothing the series reads changed
+            else:
+                verdicts = self.classify(sha, oids, merged, renames)
+            previous_oids, previous_key, previous = oids, key, verdicts
+            results.append(annotate(verdicts, {n: commits[at - 1] for n, at in landed.items()
+                                               if at <= i}))
+            if progress and (i % 50 == 0 or i == len(shas) - 1):
+                progress(f"scanned {i}/{len(shas) - 1} commits")
+        return results[0], results[1:]
+
+    # -- bisection -------------------------------------------------------------
+
+    def bisect(self, commits: Sequence[CommitInfo], head: str,
+               progress: Progress | None = None) -> tuple[list[BisectResult], tuple[Verdict, ...]]:
+        """Per patch, the first commit where it stops applying; and the verdicts at head.
+
+        One shared search over the walk: an interval is split only while some patch
+        applies at its start and not at its end, so k breaking patches cost about
+        2 + k*log2(n) snapshots, and each patch's own search log2(n) + 2.
+        Assumes what bisection always assumes: once a patch stops applying it does
+        not start again (the linear scan shows every transition when it does).
+        """
+        index_of = {c.sha: i for i, c in enumerate(commits, 1)}
+        merged_sha = self.merged_ids(head)
+        shas = [self.base] + [c.sha for c in commits]
+        n = len(shas) - 1
+        count = len(self.patches)
+        cache: dict[int, tuple[Verdict, ...]] = {}
+        looked: list[set[int]] = [set() for _ in range(count)]
+
+        def merged_at(i: int) -> dict[str, str]:
+            return {name: c for name, cs in merged_sha.items()
+                    if (c := _first_at(cs, index_of, i)) is not None}
+
+        def at(i: int) -> tuple[Verdict, ...]:
+            if i not in cache:
+                cache[i] = self.classify(shas[i], None, merged_at(i), None)
+                if progress:
+                    progress(f"bisect: {len(cache)} snapshots")
+            return cache[i]
+
+        def applies(i: int, who: Sequence[int]) -> tuple[bool, ...]:
+            for j in who:
+                looked[j].add(i)
+            return tuple(v.cls in APPLIES for v in at(i))
+
+        everyone = range(count)
+        first_fail: dict[int, int] = {}
+        stack = [(0, n, applies(0, everyone), applies(n, everyone))]
+        while stack:
+            lo, hi, ok_lo, ok_hi = stack.pop()
+            pending = [j for j in everyone if ok_lo[j] and not ok_hi[j]]
+            if not pending:
+                continue
+            if hi - lo == 1:
+                for j in pending:
+                    first_fail[j] = hi
+                continue
+            mid = (lo + hi) // 2
+            ok_mid = applies(mid, pending)
+            stack.append((mid, hi, ok_mid, ok_hi))
+            stack.append((lo, mid, ok_lo, ok_mid))
+
+        def with_hints(i: int) -> tuple[Verdict, ...]:
+            """Re-check a snapshot with rename hints when a file is missing, as the scan does."""
+            verdicts = at(i)
+            if i == 0 or not any(v.cls == "missing" for v in verdicts):
+                return verdicts
+            oids = self.reader.oids(shas[i], self.paths)
+            prev = self.reader.oids(shas[i - 1], self.paths)
+            gone = [p for p in self.modified if oids.get(p) is None and prev.get(p) is not None]
+            renames = rename_hints(self.git_dir, shas[i - 1], shas[i], gone) if gone else {}
+            return self.classify(shas[i], oids, merged_at(i), renames)
+
+        landed = landed_in(self.patches, commits, self.slug)
+
+        def noted(i: int, verdicts: tuple[Verdict, ...]) -> tuple[Verdict, ...]:
+            return annotate(verdicts, {name: commits[k - 1] for name, k in landed.items() if k <= i})
+
+        results = []
+        for j, patch in enumerate(self.patches):
+            if j in first_fail:
+                hi = first_fail[j]
+                results.append(BisectResult(patch.name, "found", len(looked[j]), commits[hi - 1], hi,
+                                            at(hi - 1)[j].cls, noted(hi, with_hints(hi))[j]))
+            elif at(0)[j].cls not in APPLIES:
+                results.append(BisectResult(patch.name, "fails-at-pin", len(looked[j]), None, 0,
+                                            None, at(0)[j]))
+            else:
+                results.append(BisectResult(patch.name, "applies-at-head", len(looked[j])))
+        if progress:
+            print(file=sys.stderr)
+        oids = self.reader.oids(head, self.paths)
+        at_head = (self.classify(head, oids, merged_at(n), self.hints_for(self.base, head, oids))
+                   if any(v.cls == "missing" for v in at(n)) else at(n))
+        return results, noted(n, at_head)
+
+
+def _first_at(commits: Sequence[str], index_of: dict[str, int], i: int) -> str | None:
+    """The first of `commits` (oldest first) at or before walk position `i`."""
+    for c in commits:
+        at = index_of.get(c)
+        if at is not None and at <= i:
+            return c
+    return None
+
+
+def histories(patches: tuple[DriftPatch, ...], at_pin: tuple[Verdict, ...],
+              walk: Sequence[tuple[Verdict, ...]], commits: Sequence[CommitInfo]) -> tuple[PatchHistory, ...]:
+    """Per patch, each commit where its class changed."""
+    out = []
+    for j, patch in enumerate(patches):
+        before = at_pin[j]
+        changes = []
+        for i, verdicts in enumerate(walk):
+            v = verdicts[j]
+            if v.cls != before.cls:
+                changes.append(Transition(before.cls, v, commits[i], i + 1))
+            before = v
+        out.append(PatchHistory(patch.name, at_pin[j], walk[-1][j] if walk else at_pin[j],
+                                tuple(changes)))
+    return tuple(out)
+
+
+def stderr_progress(enabled: bool) -> Progress | None:
+    """Progress lines on a terminal only; machine-readable runs stay quiet."""
+    if not enabled or not sys.stderr.isatty():
+        return None
+
+    def show(message: str) -> None:
+        print(f"\roverlay drift: {message}\033[K", end="", file=sys.stderr, flush=True)
+
+    return show
+
+
+def timed_scan(engine: Drift, target: str, ref: str, head: str, commits: Sequence[CommitInfo],
+               bisect: bool, progress: Progress | None = None) -> TargetRun:
+    started = time.perf_counter()
+    if bisect:
+        found, at_head = engine.bisect(commits, head, progress)
+        seconds = time.perf_counter() - started
+        return TargetRun(target, ref, engine.base, head, at_head, len(commits), (), tuple(found),
+                         seconds, engine.snapshots, _stats(engine))
+    at_pin, walk = engine.scan(commits, head, progress)
+    seconds = time.perf_counter() - started
+    if progress:
+        print(file=sys.stderr)
+    hist = histories(engine.patches, at_pin, walk, commits)
+    return TargetRun(target, ref, engine.base, head, walk[-1] if walk else at_pin, len(commits),
+                     hist, (), seconds, engine.snapshots, _stats(engine))
+
+
+def _stats(engine: Drift) -> dict:
+    return {"paths": len(engine.paths), "path_lookups": engine.reader.requests,
+            "blob_reads": engine.reader.reads, "patch_checks": engine.memo.misses,
+            "reused_checks": engine.memo.hits}

@@ -1,0 +1,275 @@
+"""Analysis of a results folder against its protocol: summaries, deltas, decisions.
+
+Refuses (OverlayError, nothing written) when the results deviate from the
+protocol in a way deviations.yaml does not record: a planned run missing, a run
+the plan does not know, an excluded run, different client parameters, failed
+requests beyond the protocol's allowance, or a different run order.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from overlay.errors import OverlayError
+from overlay.evidence import decide, profiler
+from overlay.evidence.plan import plan
+from overlay.evidence.protocol import RUN_METRICS, STATISTICS, Check, Claim, Deviation, Protocol
+from overlay.evidence.results import (Excluded, RunFolder, ScenarioResult, load_result,
+                                      scan_excluded, scan_runs)
+from overlay.evidence.stats import PairedInterval, paired_bootstrap, per_start_statistic
+
+
+@dataclass(frozen=True)
+class Issue:
+    kind: str  # a deviations.yaml kind
+    run: str | None
+    scenario: str | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class Summary:
+    variant: str
+    scenario: str
+    metric: str
+    statistic: str
+    starts: tuple[int, ...]
+    per_start: tuple[float, ...]
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.per_start)) if self.per_start else math.nan
+
+
+@dataclass(frozen=True)
+class Delta:
+    treatment: str
+    scenario: str
+    metric: str
+    statistic: str
+    starts: tuple[int, ...]  # paired start numbers used
+    baseline: tuple[float, ...]
+    treated: tuple[float, ...]
+    interval: PairedInterval
+
+
+@dataclass(frozen=True)
+class CheckDecision:
+    treatment: str
+    scenario: str
+    check: Check
+    delta: Delta | None
+    decision: str
+    agreeing_pairs: int | None
+
+
+@dataclass(frozen=True)
+class CounterDecision:
+    api: str
+    steps: int
+    expected: dict[str, float]
+    measured: dict[str, float]
+    raw: dict[str, int]
+    decision: str
+
+
+@dataclass(frozen=True)
+class ClaimDecision:
+    name: str
+    hypothesis: str
+    kind: str
+    decision: str
+    checks: tuple[CheckDecision, ...] = ()
+    counters: tuple[CounterDecision, ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Analysis:
+    protocol: Protocol
+    results: tuple[ScenarioResult, ...]
+    summaries: tuple[Summary, ...]
+    deltas: tuple[Delta, ...]
+    claims: tuple[ClaimDecision, ...]
+    recorded: tuple[tuple[Issue, Deviation], ...]
+    excluded: tuple[Excluded, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _stats_for(metric: str) -> tuple[str, ...]:
+    return ("value",) if metric in RUN_METRICS else STATISTICS
+
+
+def find_issues(protocol: Protocol, runs: tuple[RunFolder, ...], excluded: tuple[Excluded, ...],
+                results: dict[tuple[str, str], ScenarioResult]) -> list[Issue]:
+    """Every way the results differ from the protocol; pure."""
+    issues: list[Issue] = []
+    planned = {p.run_id: p for p in plan(protocol)}
+    have = {r.run_id: r for r in runs}
+    for rid, p in planned.items():
+        r = have.get(rid)
+        for s in p.scenarios:
+            if r is None or s not in r.scenarios:
+                issues.append(Issue("missing", rid, s, f"planned run {rid} has no result for {s}"))
+        if r is not None and r.position is not None and r.position != p.position:
+            issues.append(Issue("order", rid, None,
+                                f"{rid} ran at position {r.position}, planned {p.position}"))
+    for rid in have:
+        if rid not in planned:
+            issues.append(Issue("extra", rid, None, f"run {rid} is not in the plan"))
+    for e in excluded:
+        issues.append(Issue("excluded", e.run_id, None,
+                            f"excluded/{e.name}: {e.reason or 'no reason recorded'}"))
+    for (rid, s), res in results.items():
+        sc = protocol.scenario(s)
+        mism = []
+        if res.num_prompts is not None and res.num_prompts != sc.num_prompts:
+            mism.append(f"num_prompts {res.num_prompts} != {sc.num_prompts}")
+        if res.max_concurrency != sc.max_concurrency and not (
+                res.max_concurrency is None and sc.max_concurrency is None):
+            mism.append(f"max_concurrency {res.max_concurrency} != {sc.max_concurrency}")
+        if res.request_rate is not None and res.request_rate != sc.request_rate:
+            mism.append(f"request_rate {res.request_rate} != {sc.request_rate}")
+        if mism:
+            issues.append(Issue("parameters", rid, s, f"{rid}/{s}: " + "; ".join(mism)))
+        if res.failed > protocol.max_failed_requests:
+            issues.append(Issue("failed-requests", rid, s,
+                                f"{rid}/{s}: {res.failed} failed requests "
+                                f"(protocol allows {protocol.max_failed_requests})"))
+    return issues
+
+
+def _recorded(issue: Issue, deviations: tuple[Deviation, ...]) -> Deviation | None:
+    for d in deviations:
+        if d.kind != issue.kind:
+            continue
+        if d.run is not None and d.run != issue.run:
+            continue
+        if d.scenario is not None and d.scenario != issue.scenario:
+            continue
+        if d.run is None and issue.run is not None and issue.kind != "order":
+            continue  # a blanket deviation only for the order
+        return d
+    return None
+
+
+def _per_start(protocol: Protocol, results: dict[tuple[str, str], ScenarioResult],
+               unusable: set[tuple[str, str]]) -> dict[tuple[str, str, str, str], dict[int, float]]:
+    out: dict[tuple[str, str, str, str], dict[int, float]] = {}
+    for (rid, s), res in results.items():
+        if (rid, s) in unusable:
+            continue
+        for metric in protocol.metrics:
+            for stat in _stats_for(metric):
+                out.setdefault((res.variant, s, metric, stat), {})[res.start] = \
+                    per_start_statistic(res.values(metric), stat)
+    return out
+
+
+def analyze(protocol: Protocol, results_dir: Path, deviations: tuple[Deviation, ...],
+            counters_dir: Path | None = None) -> Analysis:
+    runs = scan_runs(results_dir)
+    excluded = scan_excluded(results_dir)
+    planned = {p.run_id for p in plan(protocol)}
+    results: dict[tuple[str, str], ScenarioResult] = {}
+    for r in runs:
+        if r.run_id not in planned:
+            continue
+        for s in r.scenarios:
+            if s in {x.name for x in protocol.scenarios}:
+                results[(r.run_id, s)] = load_result(r.path / f"{s}.json", r.run_id, r.variant,
+                                                     r.start, s)
+    issues = find_issues(protocol, runs, excluded, results)
+    recorded: list[tuple[Issue, Deviation]] = []
+    open_issues: list[Issue] = []
+    for issue in issues:
+        d = _recorded(issue, deviations)
+        (recorded.append((issue, d)) if d else open_issues.append(issue))
+    if open_issues:
+        first = open_issues[0]
+        more = f" (and {len(open_issues) - 1} more)" if len(open_issues) > 1 else ""
+        run = f", run: {first.run}" if first.run else ""
+        raise OverlayError(f"results deviate from the protocol: {first.detail}{more}",
+                           path=str(results_dir),
+                           hint=f"record it in deviations.yaml (kind: {first.kind}{run}, reason: ...) "
+                                "or rerun with `overlay bench ab`; analysis is refused until then")
+    if not results:
+        raise OverlayError("no results to analyze", path=str(results_dir / "runs"),
+                           hint="run `overlay bench ab --protocol ...` first")
+    # Results a recorded deviation makes unusable: different parameters, too many failures.
+    unusable = {(i.run, i.scenario) for i, _ in recorded
+                if i.kind in ("parameters", "failed-requests") and i.run and i.scenario}
+    table = _per_start(protocol, results, unusable)  # type: ignore[arg-type]
+    summaries = tuple(Summary(v, s, m, st, tuple(sorted(d)), tuple(d[k] for k in sorted(d)))
+                      for (v, s, m, st), d in sorted(table.items()))
+    deltas: list[Delta] = []
+    bs = protocol.bootstrap
+    for t in protocol.treatments:
+        for sc in protocol.scenarios:
+            for metric in protocol.metrics:
+                for stat in _stats_for(metric):
+                    base = table.get((protocol.baseline, sc.name, metric, stat), {})
+                    trt = table.get((t, sc.name, metric, stat), {})
+                    starts = tuple(k for k in sorted(base) if k in trt
+                                   and np.isfinite(base[k]) and np.isfinite(trt[k]))
+                    if len(starts) < 2:
+                        continue
+                    b = np.array([base[k] for k in starts])
+                    x = np.array([trt[k] for k in starts])
+                    iv = paired_bootstrap(b, x, resamples=bs.resamples, confidence=bs.confidence,
+                                          seed=bs.seed)
+                    deltas.append(Delta(t, sc.name, metric, stat, starts, tuple(b), tuple(x), iv))
+    claims = tuple(_decide_claim(protocol, c, deltas, counters_dir) for c in protocol.claims)
+    notes = []
+    if protocol.server_cpus is None or protocol.client_cpus is None:
+        notes.append("server and client were not both CPU-pinned by the protocol")
+    return Analysis(protocol, tuple(results.values()), summaries, tuple(deltas), claims,
+                    tuple(recorded), excluded, tuple(notes))
+
+
+def _decide_claim(protocol: Protocol, claim: Claim, deltas: list[Delta],
+                  counters_dir: Path | None) -> ClaimDecision:
+    if claim.kind == "counters":
+        return decide_counter_claim(claim, counters_dir)
+    out: list[CheckDecision] = []
+    index = {(d.treatment, d.scenario, d.metric, d.statistic): d for d in deltas}
+    for t in protocol.treatments:
+        for s in claim.scenarios:
+            for chk in claim.checks:
+                d = index.get((t, s, chk.metric, chk.statistic))
+                if d is None:
+                    out.append(CheckDecision(t, s, chk, None, decide.INCONCLUSIVE, None))
+                    continue
+                iv = d.interval
+                agree = iv.positive_pairs if chk.change == "higher" else iv.negative_pairs
+                dec = decide.decide_check(change=chk.change, estimate_pct=iv.delta_pct,
+                                          low_pct=iv.low_pct, high_pct=iv.high_pct,
+                                          min_effect_pct=chk.min_effect_pct, rule=claim.refute_rule,
+                                          agreeing_pairs=agree, min_pairs=claim.min_positive_pairs)
+                out.append(CheckDecision(t, s, chk, d, dec, agree))
+    return ClaimDecision(claim.name, claim.hypothesis, claim.kind,
+                         decide.aggregate([c.decision for c in out]), checks=tuple(out))
+
+
+def decide_counter_claim(claim: Claim, counters_dir: Path | None) -> ClaimDecision:
+    """Counters claims read counters/<variant>.csv (Ascend profiler statistics)."""
+    variants = sorted({v for e in claim.expect for v, _ in e.per_step})
+    files = {v: counters_dir / f"{v}.csv" for v in variants} if counters_dir else {}
+    if not files or not all(p.is_file() for p in files.values()):
+        return ClaimDecision(claim.name, claim.hypothesis, claim.kind, decide.INCONCLUSIVE,
+                             note="no profiler statistics (counters/<variant>.csv) to count")
+    tables = {v: profiler.load_statistics(p) for v, p in files.items()}
+    out = []
+    for e in claim.expect:
+        raw = {v: profiler.count(tables[v], e.name) for v, _ in e.per_step}
+        measured = {v: raw[v] / claim.steps for v in raw}
+        expected = dict(e.per_step)
+        out.append(CounterDecision(e.name, claim.steps, expected, measured, raw,
+                                   decide.decide_counters(expected, measured)))
+    return ClaimDecision(claim.name, claim.hypothesis, claim.kind,
+                         decide.aggregate([c.decision for c in out]), counters=tuple(out))
+

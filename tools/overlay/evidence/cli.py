@@ -1,0 +1,247 @@
+"""`overlay evidence plan|analyze|counters|tails|ledger` and `overlay bench ab` (thin handlers)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from overlay.errors import OverlayError
+
+
+def register(sub) -> None:
+    ev = sub.add_parser("evidence", help="preregistered A/B protocols, analysis, counters, tails")
+    evs = ev.add_subparsers(dest="evidence_command", metavar="SUBCOMMAND")
+    ev.set_defaults(func=lambda a: (ev.print_help(sys.stderr), 2)[1])
+
+    p = evs.add_parser("plan", help="print the exact run order of a protocol")
+    p.add_argument("protocol", type=Path, help="protocol.yaml or its claim folder")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_plan)
+
+    a = evs.add_parser("analyze", help="deltas, paired-start intervals and decisions")
+    a.add_argument("folder", type=Path, help="claim folder (protocol.yaml) or protocol.yaml")
+    a.add_argument("--results", type=Path, help="results folder (default: <folder>)")
+    a.add_argument("--out", type=Path, help="where analysis.md/.json and plots go (default: <results>/analysis)")
+    a.add_argument("--no-plots", action="store_true")
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(func=cmd_analyze)
+
+    c = evs.add_parser("counters", help="per-step counts from Ascend profiler statistics CSVs")
+    c.add_argument("files", nargs="+", metavar="VARIANT=CSV")
+    c.add_argument("--steps", type=int, required=True, help="decode steps profiled per variant")
+    c.add_argument("--name", action="append", required=True,
+                   help="API/op name or glob to count (repeatable)")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_counters)
+
+    t = evs.add_parser("tails", help="per-phase tail diagnosis of per-rank timing records")
+    t.add_argument("records", type=Path, help="CSV round,rank,phase,ms or JSON Lines")
+    t.add_argument("--compare", type=Path, help="records of a second variant")
+    t.add_argument("--threshold-ms", type=float, default=5.0)
+    t.add_argument("--derive", action="append", default=[], metavar="NAME=A-B",
+                   help="derived phase, e.g. excess=runner_run-device_wall")
+    t.add_argument("--top", type=int, default=10)
+    t.add_argument("--json", action="store_true")
+    t.set_defaults(func=cmd_tails)
+
+    led = evs.add_parser("ledger", help="show a tuning ledger; emit a protocol for one step")
+    led.add_argument("folder", type=Path)
+    led.add_argument("--protocol-for", metavar="STEP", help="print the A/B protocol re-running this step")
+    led.add_argument("--json", action="store_true")
+    led.set_defaults(func=cmd_ledger)
+
+    b = sub.add_parser("bench", help="run benchmarks for real")
+    bs = b.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
+    b.set_defaults(func=lambda a: (b.print_help(sys.stderr), 2)[1])
+    ab = bs.add_parser("ab", help="run a protocol: server starts, client runs, resumable")
+    ab.add_argument("--protocol", type=Path, required=True)
+    ab.add_argument("--results", type=Path, help="results folder (default: the protocol's folder)")
+    ab.add_argument("--max-runs", type=int, help="stop after this many new runs (resume later)")
+    ab.add_argument("--json", action="store_true")
+    ab.set_defaults(func=cmd_bench_ab)
+
+
+def _protocol(path: Path, root: Path):
+    from overlay.evidence.protocol import load_protocol
+
+    return load_protocol(path, root)
+
+
+def cmd_plan(args) -> int:
+    from overlay.evidence import orchestrate
+    from overlay.evidence.plan import plan
+
+    proto = _protocol(args.protocol, args.root)
+    runs = plan(proto)
+    if args.json:
+        print(json.dumps({"claim": proto.claim, "preregistered": proto.preregistered.isoformat(),
+                          "runs": [{"position": r.position, "run": r.run_id, "variant": r.variant,
+                                    "start": r.start, "scenarios": list(r.scenarios),
+                                    "server_argv": orchestrate.server_argv(proto, proto.variant(r.variant),
+                                                                           args.root),
+                                    "env": dict(proto.variant(r.variant).env)} for r in runs]}, indent=2))
+        return 0
+    print(f"# {proto.claim}: {len(runs)} server starts ({proto.starts} per variant, balanced interleaved)")
+    print(f"# server CPUs {proto.server_cpus or 'NOT PINNED'}, client CPUs {proto.client_cpus or 'NOT PINNED'}")
+    for r in runs:
+        v = proto.variant(r.variant)
+        env = " ".join(f"{k}={val}" for k, val in v.env)
+        print(f"{r.position:3d}  {r.run_id:<24} scenarios: {', '.join(r.scenarios)}")
+        print(f"     server: {(env + ' ') if env else ''}{' '.join(orchestrate.server_argv(proto, v, args.root))}")
+    return 0
+
+
+def cmd_analyze(args) -> int:
+    folder = args.folder if args.folder.is_dir() else args.folder.parent
+    proto = _protocol(args.folder, args.root)
+    results = args.results or folder
+    if (folder / "reported.yaml").is_file() and args.results is None and not (folder / "runs").is_dir():
+        return _analyze_reported(proto, folder, args)
+    from overlay.evidence import analyze, report
+    from overlay.evidence.protocol import load_deviations
+
+    devs = load_deviations(folder, args.root)
+    counters = folder / "counters"
+    a = analyze.analyze(proto, results, devs, counters if counters.is_dir() else None)
+    out = args.out or results / "analysis"
+    out.mkdir(parents=True, exist_ok=True)
+    plots: list[str] = []
+    if not args.no_plots:
+        from overlay.evidence import plots as plotmod
+
+        plots = [p.name for p in plotmod.render_all(a, out)]
+    md = report.render_markdown(a, plots)
+    data = report.to_json(a, plots)
+    (out / "analysis.md").write_text(md, encoding="utf-8")
+    (out / "analysis.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        print(report.decision_table(a.claims, report.rows_from_claims(a.claims)), end="")
+        print(f"\nwrote {out / 'analysis.md'}, {out / 'analysis.json'}" +
+              (f" and {len(plots)} plots" if plots else ""))
+    return 0
+
+
+def _analyze_reported(proto, folder: Path, args) -> int:
+    from overlay.evidence import reported
+
+    rep = reported.load_reported(folder, args.root)
+    decisions, rows = reported.decide_reported(proto, rep)
+    if args.json:
+        print(json.dumps({"claim": proto.claim, "status": rep.status, "source": rep.source,
+                          "decisions": [d.__dict__ for d in decisions],
+                          "rows": [r.__dict__ for r in rows]}, indent=2))
+    else:
+        print(reported.render(proto, rep, decisions, rows), end="")
+    return 0
+
+
+def cmd_counters(args) -> int:
+    from overlay.evidence import profiler
+
+    files: dict[str, Path] = {}
+    for item in args.files:
+        if "=" not in item:
+            raise OverlayError(f"'{item}' is not VARIANT=CSV", hint="e.g. baseline=api_statistic_base.csv")
+        v, p = item.split("=", 1)
+        files[v] = Path(p)
+    table = profiler.per_step(files, tuple(args.name), args.steps)
+    if args.json:
+        print(json.dumps({"steps": args.steps, "counts": {v: {n: {"count": c, "per_step": s}
+                                                              for n, (c, s) in d.items()}
+                                                          for v, d in table.items()}}, indent=2))
+        return 0
+    variants = list(table)
+    print("| name | " + " | ".join(variants) + " |")
+    print("| --- |" + " --- |" * len(variants))
+    for n in args.name:
+        cells = [f"{table[v][n][0]} ({table[v][n][1]:g}/step)" for v in variants]
+        print(f"| {n} | " + " | ".join(cells) + " |")
+    print(f"\n{args.steps} steps per variant")
+    return 0
+
+
+def cmd_tails(args) -> int:
+    from overlay.evidence import tails
+
+    def load(path: Path):
+        ph = tails.load_records(path)
+        for spec in args.derive:
+            try:
+                name, expr = spec.split("=", 1)
+                a, b = expr.split("-", 1)
+            except ValueError:
+                raise OverlayError(f"--derive '{spec}' is not NAME=A-B",
+                                   hint="e.g. --derive excess=runner_run-device_wall") from None
+            ph = tails.derive(ph, name.strip(), a.strip(), b.strip())
+        return ph
+
+    a = load(args.records)
+    stats = tails.phase_stats(a)
+    outs = tails.outliers(a, args.threshold_ms)
+    data: dict = {"threshold_ms": args.threshold_ms,
+                  "phases": [s.__dict__ for s in stats],
+                  "outliers": [o.__dict__ for o in outs]}
+    if args.compare:
+        b = load(args.compare)
+        shifts, moved = tails.compare(a, b, args.threshold_ms)
+        data["compare"] = {"phases": [s.__dict__ for s in shifts], "moved": [list(m) for m in moved]}
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    print("| phase | n | p50 ms | p95 ms | p99 ms | max ms |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for s in stats:
+        print(f"| {s.phase} | {s.n} | {s.p50:.3f} | {s.p95:.3f} | {s.p99:.3f} | {s.max:.3f} |")
+    by_kind = {k: sum(o.kind == k for o in outs) for k in ("single-rank", "common")}
+    print(f"\noutliers above the round median + {args.threshold_ms:g} ms: {by_kind['single-rank']} single-rank, "
+          f"{by_kind['common']} common (round median above the phase median + threshold)")
+    for o in outs[: args.top]:
+        who = f"rank {o.rank}" if o.rank is not None else "all ranks"
+        print(f"  {o.phase:<14} round {o.round:<7} {who:<12} {o.ms:9.3f} ms "
+              f"(reference {o.reference_ms:.3f} ms, +{o.ms - o.reference_ms:.3f})")
+    if args.compare:
+        print("\n| phase | outliers A | outliers B | p99 A ms | p99 B ms |\n| --- | --- | --- | --- | --- |")
+        for s in data["compare"]["phases"]:
+            print(f"| {s['phase']} | {s['outliers_a']} | {s['outliers_b']} | {s['p99_a']:.3f} | {s['p99_b']:.3f} |")
+        moved = data["compare"]["moved"]
+        print("\ntail moved: " + (", ".join(f"{f} -> {t}" for f, t in moved) if moved else "no"))
+    return 0
+
+
+def cmd_ledger(args) -> int:
+    from overlay.evidence import ledger
+
+    led = ledger.load_ledger(args.folder, args.root)
+    if args.protocol_for is not None:
+        print(ledger.protocol_yaml(led, args.protocol_for), end="")
+        return 0
+    if args.json:
+        print(json.dumps(ledger.to_json(led), indent=2))
+        return 0
+    print(ledger.render(led), end="")
+    return 0
+
+
+def cmd_bench_ab(args) -> int:
+    from overlay.evidence import orchestrate
+
+    proto = _protocol(args.protocol, args.root)
+    results = (args.results or proto.folder).resolve()
+
+    # SIGINT and SIGTERM stop the current server and set its run aside (orchestrate).
+    summary = orchestrate.bench_ab(proto, args.root, results, orchestrate.terminal_progress(args.json),
+                                   only=args.max_runs)
+    data = {"planned": summary.planned, "already_complete": list(summary.already_complete),
+            "ran": list(summary.ran), "excluded": list(summary.excluded), "results": str(summary.results)}
+    remaining = summary.planned - len(summary.already_complete) - len(summary.ran)
+    if args.json:
+        print(json.dumps({**data, "remaining": remaining}, indent=2))
+    else:
+        print(f"{len(summary.ran)} runs done now, {len(summary.already_complete)} already complete, "
+              f"{remaining} remaining of {summary.planned}; results in {summary.results}")
+        for e in summary.excluded:
+            print(f"excluded/{e}: record it in deviations.yaml before analysis")
+    return 0

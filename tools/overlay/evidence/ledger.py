@@ -1,0 +1,251 @@
+"""Tuning ledgers (evidence/<name>/ledger.yaml): each step a re-runnable variant.
+
+A ledger records a sequence of changes, each measured before/after by its source,
+plus the changes that did not help. Positive steps are cumulative: the variant of
+step N is the base plus every positive step up to N; a negative or neutral step is
+tried on top of the step it was measured at (`tried-at`). `protocol_yaml` turns
+step N into an A/B protocol (step N's predecessor vs step N) the harness can run.
+
+ledger.yaml:
+  source / status (must say "not re-measured") / model / hardware
+  workload: {input-len, output-len, concurrency: [1, 4, 8], num-prompts: [..], warmups}
+  base: <variant delta>
+  steps: [{step, layer, change, variant: <delta>, tpot-ms: {c1: [before, after]},
+           tpot-delta-ms: {c1: -0.1}, result: positive|negative|neutral|unmeasured, tried-at, note}]
+A variant delta: {env: {NAME: "value"}, server-args: [...], additional-config: {...},
+  compilation-config: {...}, series: [patch files], source-change: text, image: text, pin: name}
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from overlay import yamldoc
+from overlay.errors import OverlayError
+from overlay.model import _Fields, _rel
+from overlay.yamldoc import Node
+
+RESULTS = ("positive", "negative", "neutral", "unmeasured")
+DELTA_FIELDS = ("env", "server-args", "additional-config", "compilation-config", "series",
+                "source-change", "image", "pin")
+STEP_FIELDS = ("step", "layer", "change", "variant", "tpot-ms", "tpot-delta-ms", "result", "tried-at",
+               "note", "other-model")
+
+
+def _plain(node: Node) -> Any:
+    if isinstance(node.value, dict):
+        return {k: _plain(v) for k, v in node.value.items()}
+    if isinstance(node.value, list):
+        return [_plain(v) for v in node.value]
+    return node.value
+
+
+@dataclass(frozen=True)
+class Step:
+    id: str
+    layer: str
+    change: str
+    delta: dict
+    tpot_ms: dict  # cN -> [before, after]
+    tpot_delta_ms: dict  # cN -> delta, when only the delta is reported
+    result: str
+    tried_at: str | None
+    note: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Ledger:
+    path: Path
+    source: str
+    status: str
+    model: str
+    workload: dict
+    base: dict
+    steps: tuple[Step, ...]
+    final: dict  # the source's end-to-end figures, as reported
+
+
+def _delta(node: Node | None, path: str, what: str) -> dict:
+    if node is None:
+        return {}
+    f = _Fields(node, path, what, DELTA_FIELDS)
+    out = _plain(node)
+    for key, value in (out.get("env") or {}).items():
+        if not isinstance(value, str):
+            raise OverlayError(f"{what}: env {key} must be a string, got {value!r}", path=path,
+                               line=f.map["env"].value[key].line, hint="quote the value")
+    return out
+
+
+def load_ledger(folder: Path, root: Path | None = None) -> Ledger:
+    path = folder / "ledger.yaml" if folder.is_dir() else folder
+    shown = _rel(path, root)
+    doc = yamldoc.load(path, shown)
+    top = _Fields(doc, shown, "the ledger", ("source", "status", "model", "hardware", "workload", "base",
+                                             "steps", "final", "notes"))
+    status = top.str("status", required=True) or ""
+    if "not re-measured" not in status:
+        raise top.error("status", "must say the figures are reported by the source, not re-measured here")
+    steps: list[Step] = []
+    ids: set[str] = set()
+    items = top.map.get("steps")
+    if items is None or not isinstance(items.value, list) or not items.value:
+        raise top.error("steps", "expected a non-empty list of steps")
+    for item in items.value:
+        f = _Fields(item, shown, "step", STEP_FIELDS)
+        if not f.has("step"):
+            raise f.error("step", "missing; expected a step id such as 3 or N2")
+        sid = str(f.map["step"].value)
+        if sid in ids:
+            raise f.error("step", f"step '{sid}' appears twice")
+        ids.add(sid)
+        result = f.str("result", required=True, expect="one of " + ", ".join(RESULTS))
+        if result not in RESULTS:
+            raise f.error("result", f"'{result}' is not one of " + ", ".join(RESULTS))
+        tried = str(f.map["tried-at"].value) if f.has("tried-at") else None
+        if tried is not None and tried not in ids and tried != "base":
+            raise f.error("tried-at", f"'{tried}' is not an earlier step")
+        tp = _plain(f.map["tpot-ms"]) if f.has("tpot-ms") else {}
+        for k, v in tp.items():
+            if not (isinstance(v, list) and len(v) == 2 and all(isinstance(x, (int, float)) for x in v)):
+                raise f.error("tpot-ms", f"{k}: expected [before, after] in ms")
+        steps.append(Step(sid, f.str("layer") or "", f.str("change", required=True) or "",
+                          _delta(f.map.get("variant"), shown, f"variant of step {sid}"), tp,
+                          _plain(f.map["tpot-delta-ms"]) if f.has("tpot-delta-ms") else {},
+                          result or "", tried, f.str("note") or "", item.line))
+    return Ledger(path, top.str("source") or "", status, top.str("model") or "",
+                  _plain(top.map["workload"]) if top.has("workload") else {},
+                  _delta(top.map.get("base"), shown, "base"), tuple(steps),
+                  _plain(top.map["final"]) if top.has("final") else {})
+
+
+def _merge(into: dict, delta: dict) -> dict:
+    out = copy.deepcopy(into)
+    for key, value in delta.items():
+        if key in ("env", "additional-config", "compilation-config"):
+            out[key] = _deep(out.get(key, {}), value)
+        elif key in ("server-args", "series"):
+            out[key] = list(out.get(key, [])) + list(value)
+        elif key == "source-change":
+            out.setdefault("source-changes", []).append(value)
+        else:
+            out[key] = value
+    return out
+
+
+def _deep(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _deep(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def cumulative(led: Ledger, step_id: str) -> tuple[dict, dict]:
+    """(variant before, variant after) for a step, as accumulated deltas."""
+    state = {"base": copy.deepcopy(led.base)}
+    current = copy.deepcopy(led.base)
+    for s in led.steps:
+        before = state[s.tried_at] if s.tried_at else current
+        after = _merge(before, s.delta)
+        if s.id == step_id:
+            return before, after
+        state[s.id] = after
+        if s.result == "positive" and s.tried_at is None:
+            current = after
+    raise OverlayError(f"no step '{step_id}' in the ledger", path=str(led.path),
+                       hint="steps: " + ", ".join(s.id for s in led.steps))
+
+
+def as_protocol_variant(v: dict) -> dict:
+    """A ledger variant in protocol.yaml's variant schema."""
+    out: dict[str, Any] = {}
+    if v.get("pin"):
+        out["pin"] = v["pin"]
+    if v.get("series"):
+        out["series"] = list(v["series"])
+    if v.get("env"):
+        out["env"] = dict(v["env"])
+    args = list(v.get("server-args", []))
+    if v.get("compilation-config"):
+        args += ["--compilation-config", json.dumps(v["compilation-config"], sort_keys=True)]
+    if v.get("additional-config"):
+        args += ["--additional-config", json.dumps(v["additional-config"], sort_keys=True)]
+    if args:
+        out["server-args"] = args
+    notes = []
+    if v.get("image"):
+        notes.append(f"image: {v['image']}")
+    for c in v.get("source-changes", []):
+        notes.append(f"source change (needs its patch in series.yaml): {c}")
+    if notes:
+        out["description"] = "; ".join(notes)
+    return out
+
+
+def protocol_yaml(led: Ledger, step_id: str) -> str:
+    before, after = cumulative(led, step_id)
+    step = next(s for s in led.steps if s.id == step_id)
+    w = led.workload
+    conc = w.get("concurrency", [1, 4, 8])
+    prompts = w.get("num-prompts", [40] * len(conc))
+    if len(prompts) != len(conc):
+        raise OverlayError("workload: num-prompts needs one entry per concurrency", path=str(led.path))
+    scen = {f"c{c}": {"input-len": w.get("input-len", 1024), "output-len": w.get("output-len", 512),
+                      "num-prompts": n, "max-concurrency": c, "warmups": w.get("warmups", 0)}
+            for c, n in zip(conc, prompts, strict=True)}
+    doc = {
+        "claim": f"{led.path.parent.name}-step-{step_id}",
+        "preregistered": "YYYY-MM-DD  # fill in before the first run",
+        "hypothesis": f"step {step_id} ({step.change}) lowers mean TPOT at every concurrency",
+        "model": led.model, "baseline": "before",
+        "variants": {"before": as_protocol_variant(before), "after": as_protocol_variant(after)},
+        "scenarios": scen, "starts": 5,
+        "claims": {"tpot": {"hypothesis": f"step {step_id} lowers mean TPOT by >= 1%",
+                            "checks": [{"metric": "tpot", "statistic": "mean", "change": "lower",
+                                        "min-effect-pct": 1.0}]}},
+    }
+    text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
+    return (f"# Generated by `overlay evidence ledger --protocol-for {step_id}` from {led.path.name}.\n"
+            "# Fill in `preregistered`, CPU sets and the server command before running it.\n" +
+            text.replace("'YYYY-MM-DD  # fill in before the first run'", "YYYY-MM-DD  # fill in before the first run"))
+
+
+def _fmt_tpot(s: Step) -> str:
+    cells = []
+    for c in ("c1", "c4", "c8"):
+        if c in s.tpot_ms:
+            b, a = s.tpot_ms[c]
+            cells.append(f"{c} {b:g}→{a:g}")
+        elif c in s.tpot_delta_ms:
+            cells.append(f"{c} {s.tpot_delta_ms[c]:+g}")
+    return ", ".join(cells) or "not reported"
+
+
+def render(led: Ledger) -> str:
+    out = [f"# {led.path.parent.name}: {led.model}", "", f"Source: {led.source}", "", f"Status: {led.status}", "",
+           "| step | layer | change | TPOT ms (before→after or delta) | result | variant (re-runnable) |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for s in led.steps:
+        v = as_protocol_variant(s.delta)
+        out.append(f"| {s.id} | {s.layer} | {s.change} | {_fmt_tpot(s)} | {s.result} | "
+                   f"`{json.dumps(v, ensure_ascii=False)}` |")
+    if led.final:
+        out += ["", "Reported end-to-end: " + "; ".join(f"{k}: {json.dumps(v)}" for k, v in led.final.items())]
+    return "\n".join(out) + "\n"
+
+
+def to_json(led: Ledger) -> dict:
+    return {"source": led.source, "status": led.status, "model": led.model, "workload": led.workload,
+            "final": led.final,
+            "steps": [{"step": s.id, "layer": s.layer, "change": s.change, "tpot_ms": s.tpot_ms,
+                       "tpot_delta_ms": s.tpot_delta_ms, "result": s.result, "tried_at": s.tried_at,
+                       "variant": as_protocol_variant(s.delta),
+                       "cumulative_after": as_protocol_variant(cumulative(led, s.id)[1])}
+                      for s in led.steps]}

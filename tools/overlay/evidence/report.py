@@ -1,0 +1,160 @@
+"""Render an analysis (measured here, or reported by a source) as Markdown and JSON."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from overlay.evidence.analyze import Analysis, ClaimDecision
+
+
+@dataclass(frozen=True)
+class Row:
+    """One decided check, whatever produced it."""
+
+    claim: str
+    treatment: str
+    scenario: str
+    check: str  # e.g. "p99 itl (claimed: higher by >= 2.0%)"
+    estimate_pct: float | None
+    low_pct: float | None
+    high_pct: float | None
+    pairs: str  # "3/5" agreeing pairs, or ""
+    decision: str
+    note: str = ""
+
+
+def _pct(x: float | None) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return f"{x:+.2f}%"
+
+
+def _ci(lo: float | None, hi: float | None, note: str = "") -> str:
+    if lo is None or hi is None:
+        return note or "not reported"
+    return f"({lo:+.2f}%, {hi:+.2f}%)"
+
+
+def check_label(metric: str, statistic: str, change: str, min_effect: float) -> str:
+    name = metric if statistic == "value" else f"{statistic} {metric}"
+    return f"{name} ({change}, min {min_effect:g}%)"
+
+
+def rows_from_claims(claims: tuple[ClaimDecision, ...]) -> list[Row]:
+    rows = []
+    for c in claims:
+        for cd in c.checks:
+            iv = cd.delta.interval if cd.delta else None
+            label = check_label(cd.check.metric, cd.check.statistic, cd.check.change,
+                                cd.check.min_effect_pct)
+            rows.append(Row(c.name, cd.treatment, cd.scenario, label,
+                            iv.delta_pct if iv else None, iv.low_pct if iv else None,
+                            iv.high_pct if iv else None,
+                            f"{cd.agreeing_pairs}/{iv.n_pairs}" if iv else "",
+                            cd.decision, "" if iv else "no paired data"))
+        for k in c.counters:
+            exp = ", ".join(f"{v} {n:g}" for v, n in k.expected.items())
+            got = ", ".join(f"{v} {k.raw[v]} ({k.measured[v]:g}/step)" for v in k.measured)
+            rows.append(Row(c.name, "", "", f"{k.api} per step over {k.steps} steps", None, None, None,
+                            "", k.decision, f"expected {exp}; counted {got}"))
+    return rows
+
+
+def decision_table(claims: tuple[ClaimDecision, ...], rows: list[Row]) -> str:
+    lines = ["| claim | decision | hypothesis |", "| --- | --- | --- |"]
+    for c in claims:
+        lines.append(f"| {c.name} | **{c.decision}** | {c.hypothesis}{' — ' + c.note if c.note else ''} |")
+    lines += ["", "| claim | treatment | scenario | check | delta | 95% CI | agreeing pairs | decision | note |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r.claim} | {r.treatment} | {r.scenario} | {r.check} | {_pct(r.estimate_pct)} | "
+                     f"{_ci(r.low_pct, r.high_pct)} | {r.pairs} | {r.decision} | {r.note} |")
+    return "\n".join(lines) + "\n"
+
+
+def render_markdown(a: Analysis, plots: list[str]) -> str:
+    p = a.protocol
+    conf = int(round(p.bootstrap.confidence * 100))
+    out = [f"# Analysis: {p.claim}", "",
+           f"Protocol preregistered {p.preregistered.isoformat()}; {p.starts} independent server "
+           f"starts per variant in balanced interleaved order; baseline `{p.baseline}`.", "",
+           f"Hypothesis: {p.hypothesis}", "",
+           f"Intervals: {conf}% paired-start cluster bootstrap (server starts resampled, not "
+           f"requests), {p.bootstrap.resamples} resamples, seed {p.bootstrap.seed}.", "",
+           "## Decisions", "", decision_table(a.claims, rows_from_claims(a.claims)),
+           "## Per variant (mean over starts of the per-start statistic)", "",
+           "| variant | scenario | metric | mean | p50 | p95 | p99 | starts |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    by = {(s.variant, s.scenario, s.metric, s.statistic): s for s in a.summaries}
+    for v in p.variant_names:
+        for sc in p.scenarios:
+            for m in p.metrics:
+                if (v, sc.name, m, "value") in by:
+                    s = by[(v, sc.name, m, "value")]
+                    unit = "req/s" if m == "request-throughput" else "output tok/s"
+                    out.append(f"| {v} | {sc.name} | {m} ({unit}) | {s.mean:.3f} | | | | {len(s.starts)} |")
+                    continue
+                cells = [by.get((v, sc.name, m, st)) for st in ("mean", "p50", "p95", "p99")]
+                if all(c is None for c in cells):
+                    continue
+                vals = " | ".join("" if c is None else f"{c.mean:.3f}" for c in cells)
+                n = max(len(c.starts) for c in cells if c is not None)
+                out.append(f"| {v} | {sc.name} | {m} (ms) | {vals} | {n} |")
+    out += ["", "## Deltas (treatment minus baseline)", "",
+            "| treatment | scenario | metric | baseline | treatment | delta | delta % | "
+            f"{conf}% CI | positive pairs |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for d in a.deltas:
+        iv = d.interval
+        name = d.metric if d.statistic == "value" else f"{d.statistic} {d.metric}"
+        out.append(f"| {d.treatment} | {d.scenario} | {name} | {iv.baseline_mean:.3f} | "
+                   f"{iv.treatment_mean:.3f} | {iv.delta:+.3f} | {_pct(iv.delta_pct)} | "
+                   f"{_ci(iv.low_pct, iv.high_pct)} | {iv.positive_pairs}/{iv.n_pairs} |")
+    out += ["", "## Deviations", ""]
+    if a.recorded:
+        for issue, dev in a.recorded:
+            out.append(f"- {issue.detail} — recorded ({dev.kind}): {dev.reason}")
+    else:
+        out.append("- none")
+    for n in a.notes:
+        out.append(f"- note: {n}")
+    if plots:
+        out += ["", "## Plots", ""] + [f"![{x}]({x})" for x in plots]
+    return "\n".join(out) + "\n"
+
+
+def to_json(a: Analysis, plots: list[str]) -> dict:
+    def iv_dict(iv):
+        return {k: getattr(iv, k) for k in iv.__dataclass_fields__}
+
+    return {
+        "claim": a.protocol.claim,
+        "preregistered": a.protocol.preregistered.isoformat(),
+        "baseline": a.protocol.baseline,
+        "bootstrap": {"resamples": a.protocol.bootstrap.resamples,
+                      "confidence": a.protocol.bootstrap.confidence, "seed": a.protocol.bootstrap.seed,
+                      "unit": "server start (paired by start number)"},
+        "claims": [{"name": c.name, "hypothesis": c.hypothesis, "kind": c.kind, "decision": c.decision,
+                    "note": c.note,
+                    "checks": [{"treatment": x.treatment, "scenario": x.scenario, "metric": x.check.metric,
+                                "statistic": x.check.statistic, "change": x.check.change,
+                                "min_effect_pct": x.check.min_effect_pct, "decision": x.decision,
+                                "agreeing_pairs": x.agreeing_pairs,
+                                "interval": iv_dict(x.delta.interval) if x.delta else None}
+                               for x in c.checks],
+                    "counters": [{"api": k.api, "steps": k.steps, "expected_per_step": k.expected,
+                                  "measured_per_step": k.measured, "raw": k.raw, "decision": k.decision}
+                                 for k in c.counters]}
+                   for c in a.claims],
+        "summaries": [{"variant": s.variant, "scenario": s.scenario, "metric": s.metric,
+                       "statistic": s.statistic, "starts": list(s.starts), "per_start": list(s.per_start),
+                       "mean": s.mean} for s in a.summaries],
+        "deltas": [{"treatment": d.treatment, "scenario": d.scenario, "metric": d.metric,
+                    "statistic": d.statistic, "starts": list(d.starts), "baseline": list(d.baseline),
+                    "treatment_values": list(d.treated), "interval": iv_dict(d.interval)}
+                   for d in a.deltas],
+        "deviations": [{"kind": i.kind, "run": i.run, "scenario": i.scenario, "detail": i.detail,
+                        "reason": d.reason} for i, d in a.recorded],
+        "notes": list(a.notes),
+        "plots": plots,
+    }
