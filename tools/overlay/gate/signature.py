@@ -138,7 +138,7 @@ def accepts_call(sig: Signature, call: CallShape) -> list[str]:
         missing = [p.name for p in positional + sig.kwonly
                    if not p.has_default and p.name not in filled]
         if missing:
-            problems.append("missing required argument(s) " + ", ".join(f"'{m}'" for m in missing))
+            problems.append("is missing required argument(s) " + ", ".join(f"'{m}'" for m in missing))
     return problems
 
 
