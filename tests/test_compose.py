@@ -303,3 +303,25 @@ def test_archive_source_composes_like_git(world, run, tmp_path):
         tf.add(src, arcname="core-1.0")
     code, _, err = run("apply", "--mirror", world.mirror, "--force", root=world.project)
     assert code == 2 and "has sha256" in err and "the pin says" in err
+
+
+def test_into_directory_and_lock_needs_a_composed_tree(world, run, tmp_path):
+    code, _, err = run("lock", root=world.project)
+    assert code == 2 and "target 'core' is not composed" in err and "overlay apply --pin p1" in err
+    into = tmp_path / "elsewhere"
+    code, out, err = run("apply", "--mirror", world.mirror, "--into", into, root=world.project)
+    assert code == 0, err
+    assert (into / "p1" / "plugin" / "vllm_ascend" / "worker.py").is_file()
+    assert not (world.project / "build").exists()
+    code, out, err = run("lock", "--into", into, root=world.project)
+    assert code == 0, err
+    assert "locked p1/plugin: tree " in out
+
+
+def test_lock_refuses_an_edited_tree(world, run):
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    pin_before = (world.project / "pins" / "p1.yaml").read_text()
+    (composed(world, "core") / "vllm" / "graph.py").write_text("edited\n")
+    code, _, err = run("lock", root=world.project)
+    assert code == 2 and "cannot lock core: it holds uncommitted edits (vllm/graph.py)" in err
+    assert (world.project / "pins" / "p1.yaml").read_text() == pin_before

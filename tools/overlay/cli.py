@@ -40,13 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="project root holding series.yaml and pins/ (default: found upward from cwd)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBSYSTEMS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:  # TEMPORARY while subsystems are being built
-            if exc.name and name.startswith(exc.name):
-                continue
-            raise
-        module.register(sub)
+        importlib.import_module(name).register(sub)
     return parser
 
 
