@@ -325,3 +325,20 @@ def test_lock_refuses_an_edited_tree(world, run):
     code, _, err = run("lock", root=world.project)
     assert code == 2 and "cannot lock core: it holds uncommitted edits (vllm/graph.py)" in err
     assert (world.project / "pins" / "p1.yaml").read_text() == pin_before
+
+
+def test_apply_gate_runs_the_contract_gate_on_the_composed_trees(world, run):
+    code, out, err = run("apply", "--mirror", world.mirror, "--gate", root=world.project)
+    assert code == 0, out + err
+    # a plugin patch importing the helper under the name the core patch renamed away
+    make_patch(world.plugin, world.plugin_commits[1],
+               {"vllm_ascend/sampler.py": "from vllm.sampler import _compute_global_lse\n"},
+               "[Misc] Use the global lse helper", "Why: test.",
+               world.patch_file("0004-plugin-old-helper.patch"))
+    series = world.project / "series.yaml"
+    series.write_text(series.read_text() + "  - patch: 0004-plugin-old-helper.patch\n"
+                      "    target: plugin\n    origin: local\n    forwarded: nowhere\n")
+    code, out, err = run("apply", "--mirror", world.mirror, "--gate", root=world.project)
+    assert code == 1
+    assert "_compute_global_lse" in out + err
+    assert "vllm_ascend/sampler.py:1" in out + err
