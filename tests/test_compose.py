@@ -342,3 +342,21 @@ def test_apply_gate_runs_the_contract_gate_on_the_composed_trees(world, run):
     assert code == 1
     assert "_compute_global_lse" in out + err
     assert "vllm_ascend/sampler.py:1" in out + err
+
+
+def test_archive_not_in_mirror_and_not_downloadable(world, run, monkeypatch):
+    """No archive in <mirror>/pypi and the package index has none: one line, nothing composed."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(world.tmp / "no-such-links"))
+    pin = world.project / "pins" / "p1.yaml"
+    text = pin.read_text()
+    core_block = text[text.index("  core:"):text.index("  plugin:")]
+    pin.write_text(text.replace(core_block, "  core:\n    pypi: core-never-released==9.9\n"
+                                            f"    sha256: {'c' * 64}\n"))
+    code, _, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "pins/p1.yaml:6: target 'core' is unreachable: cannot download core-never-released==9.9" in err
+    assert "<mirror>/pypi/" in err
+    assert not (world.project / "build" / "p1").exists()
+    assert not list((world.project / ".overlay" / "cache" / "archives").glob("*"))
