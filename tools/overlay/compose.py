@@ -86,7 +86,11 @@ def load_patches(project: Project, entries: tuple[SeriesEntry, ...]) -> list[Pat
 
 @contextmanager
 def _run_lock(where: Path) -> Iterator[None]:
-    where.mkdir(parents=True, exist_ok=True)
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise OverlayError("the composed-trees folder is a file, not a directory", path=str(where),
+                           hint="remove it or pass another --into") from None
     lock_path = where / ".overlay.lock"
     with open(lock_path, "w") as fh:
         try:
@@ -207,15 +211,29 @@ def _apply_series(work: Path, mails: list[PatchMail], base: str,
         gitcmd.git(["reset", "-q", "--hard"], cwd=work, check=False)
     listed = gitcmd.out(["rev-list", "--reverse", f"{base}..HEAD"], cwd=work)
     commits = listed.split() if listed else []
+    if len(commits) > len(mails):  # a file held more than one mail
+        raise OverlayError(f"git am made {len(commits)} commits from {len(mails)} patch files",
+                           path="patches/", hint="each patch file must hold exactly one mail (overlay check)")
     return commits, proc.returncode == 0 and len(commits) == len(mails)
 
 
 def compose(project: Project, pin: PinSet, *, targets: list[str] | None, into: Path | None,
             mirror: Path | None, force: bool, report: Report,
-            progress: sources.Progress | None = None) -> list[TargetOutcome]:
-    """Compose the selected targets; raise OverlayError (nothing replaced) on any failure."""
+            progress: sources.Progress | None = None,
+            only: frozenset[str] | None = None) -> list[TargetOutcome]:
+    """Compose the selected targets; raise OverlayError (nothing replaced) on any failure.
+
+    `only` limits the series to those patch files (A/B variants compose subsets into
+    their own --into folder); their trees are then not compared with the pin's lock.
+    """
     chosen = select_targets(pin, targets)
-    plan = {t.name: project.series.for_target(t.name) for t in chosen}
+    if only is not None:
+        unknown = sorted(only - {e.patch for e in project.series.entries})
+        if unknown:
+            raise OverlayError(f"patch {unknown[0]} is not in the series", path="series.yaml",
+                               hint="name patch files listed in series.yaml")
+    plan = {t.name: tuple(e for e in project.series.for_target(t.name)
+                          if only is None or e.patch in only) for t in chosen}
     mails = {name: load_patches(project, entries) for name, entries in plan.items()}
     where = paths.composed_root(project.root, into)
     finals = {t.name: paths.composed_dir(project.root, pin.name, t.name, into) for t in chosen}
@@ -276,9 +294,12 @@ def _compose_all(project: Project, pin: PinSet, chosen: list[PinnedTarget],
         if not failed:
             composed.write_state(work, composed.ComposedState(
                 pin=pin.name, target=target.name, base=got.commit, head=head, tree=tree,
-                branch=branch, patches=tuple(e.patch for e in plan[target.name])))
+                branch=branch, patches=tuple(e.patch for e in plan[target.name]),
+                series_digest=composed.series_digest(project.patches_dir,
+                                                     [e.patch for e in plan[target.name]])))
+        full = len(plan[target.name]) == len(project.series.for_target(target.name))
         outcomes.append(TargetOutcome(target.name, work, got.commit, got.how, head, tree,
-                                      target.tree, tuple(results)))
+                                      target.tree if full else None, tuple(results)))
     return outcomes
 
 

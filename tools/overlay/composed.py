@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ class ComposedState:
     tree: str
     branch: str
     patches: tuple[str, ...]  # patch files, in the order applied
+    series_digest: str = ""  # of those patch files' bytes, to notice a series that moved on
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -58,6 +60,48 @@ def tree_of(work_tree: Path, rev: str = "HEAD") -> str:
     return gitcmd.out(["rev-parse", f"{rev}^{{tree}}"], cwd=work_tree)
 
 
+def series_digest(patches_dir: Path, names: tuple[str, ...] | list[str]) -> str:
+    """Fingerprint of a target's part of the series: names, order and bytes."""
+    h = hashlib.sha256()
+    for name in names:
+        h.update(name.encode() + b"\0")
+        h.update(hashlib.sha256((patches_dir / name).read_bytes()).digest())
+    return h.hexdigest()
+
+
+_IN_PROGRESS = (("rebase-merge", "a rebase"), ("rebase-apply", "a rebase or git am"),
+                ("MERGE_HEAD", "a merge"), ("CHERRY_PICK_HEAD", "a cherry-pick"),
+                ("REVERT_HEAD", "a revert"), ("BISECT_LOG", "a bisect"))
+
+
+def operation_in_progress(work_tree: Path) -> str | None:
+    for name, what in _IN_PROGRESS:
+        if (git_dir(work_tree) / name).exists():
+            return what
+    return None
+
+
+def current_branch(work_tree: Path) -> str | None:
+    proc = gitcmd.git(["symbolic-ref", "-q", "--short", "HEAD"], cwd=work_tree, check=False)
+    return proc.stdout.strip() or None
+
+
+def why_not_readable(work_tree: Path, state: ComposedState) -> str | None:
+    """Why the branch cannot be read back as the series right now (refresh, lock)."""
+    doing = operation_in_progress(work_tree)
+    if doing:
+        return f"{doing} is in progress (finish or abort it first)"
+    branch = current_branch(work_tree)
+    if branch != state.branch:
+        return (f"HEAD is on {branch or 'a detached commit'}, not {state.branch} "
+                f"(git checkout {state.branch})")
+    dirty = dirty_paths(work_tree)
+    if dirty:
+        return (f"it has uncommitted edits ({dirty[0]}): commit them on the composed branch "
+                f"(git commit / --amend) first")
+    return None
+
+
 def dirty_paths(work_tree: Path) -> list[str]:
     proc = gitcmd.git(["status", "--porcelain", "--untracked-files=normal"], cwd=work_tree)
     return [line[3:] for line in proc.stdout.splitlines() if line.strip()]
@@ -67,11 +111,16 @@ def why_not_replaceable(work_tree: Path) -> str | None:
     """Why replacing this composed tree would lose work, or None when it is safe."""
     if not work_tree.exists():
         return None
+    if not work_tree.is_dir():
+        return "it is not a directory"
     if not (git_dir(work_tree) / "HEAD").is_file():
-        return "it is not a composed git tree"
+        return "it is not a composed git tree (remove it or choose another --into)"
     state = read_state(work_tree)
     if state is None:
-        return "it has no overlay state (was it composed by overlay?)"
+        return "it has no overlay state: it was not composed by overlay (remove it or choose another --into)"
+    doing = operation_in_progress(work_tree)
+    if doing:
+        return f"{doing} is in progress in it"
     try:
         dirty = dirty_paths(work_tree)
         current = head(work_tree)
@@ -88,9 +137,11 @@ def why_not_replaceable(work_tree: Path) -> str | None:
 def guard(work_tree: Path, pin: str, force: bool) -> None:
     reason = why_not_replaceable(work_tree)
     if reason and not force:
-        raise OverlayError(f"refusing to replace {work_tree}: {reason}", path=str(work_tree),
-                           hint=f"turn your commits into patches with `overlay refresh --pin {pin}`, "
-                                f"or pass --force to discard them")
+        user_work = "edits" in reason or "commits" in reason or "progress" in reason
+        hint = (f"turn your work into patches with `overlay refresh --pin {pin}`, or pass --force "
+                f"to discard it" if user_work else "remove it, or pass --force to replace it")
+        raise OverlayError(f"refusing to replace the composed tree: {reason}", path=str(work_tree),
+                           hint=hint)
 
 
 def add_notes(work_tree: Path, patches: dict[str, str]) -> None:

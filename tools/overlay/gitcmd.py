@@ -15,7 +15,9 @@ from typing import Sequence
 
 from overlay.errors import OverlayError
 
-# Settings that change the bytes git writes or reads in patches.
+# Settings that change the bytes git writes or reads in patches. `-c` overrides the
+# composed repository's own config for single-valued keys; multi-valued ones
+# (format.to/cc/headers) are reset by format-patch flags in refresh.FORMAT_PATCH.
 PINNED_CONFIG = (
     "core.autocrlf=false",
     "core.eol=lf",
@@ -41,6 +43,11 @@ PINNED_CONFIG = (
     "format.useAutoBase=false",
     "format.thread=false",
     "format.encodeEmailHeaders=true",
+    "format.mboxrd=false",
+    "format.noprefix=false",
+    "format.forceInBodyFrom=false",
+    "format.pretty=",
+    "format.attach=false",
     "am.keepcr=false",
     "am.threeWay=false",
     "am.messageId=false",

@@ -21,7 +21,10 @@ from overlay.patchfile import read_patch
 FORMAT_PATCH = ("format-patch", "-1", "--stdout", "--no-signature", "--zero-commit", "--full-index",
                 "--no-stat", "--no-numbered", "--subject-prefix=PATCH", "--no-renames",
                 "--no-binary", "--encode-email-headers", "--no-notes", "-O/dev/null",
-                "--no-ext-diff")
+                "--no-ext-diff", "--no-thread", "--no-cover-letter",
+                # reset what the composed repository's own config could add
+                "--no-to", "--no-cc", "--no-add-header", "--no-from", "--no-attach",
+                "--no-force-in-body-from")
 
 
 def export_patch(work: Path, commit: str) -> str:
