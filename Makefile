@@ -11,7 +11,7 @@ ARGS   ?=
 BIN      := $(VENV)/bin
 OVERLAY  := $(BIN)/overlay
 PIN_ARG   = $(if $(PIN),--pin $(PIN))
-TGT_ARG   = $(if $(TARGETS),--targets $(TARGETS))
+TGT_ARG   = $(if $(TARGETS),--targets "$(TARGETS)")
 
 .PHONY: apply check test refresh lock bench clean composed-test gate drift help evidence drift-scan drift-ci bench-drift
 

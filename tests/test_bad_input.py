@@ -43,6 +43,8 @@ TRAVERSAL = ("diff --git a/../outside.py b/../outside.py\nnew file mode 100644\n
              "--- /dev/null\n+++ b/../outside.py\n@@ -0,0 +1 @@\n+x = 1\n")
 ABSOLUTE = ("diff --git a//etc/cron.d/x b//etc/cron.d/x\nnew file mode 100644\nindex 0000000..4444444\n"
             "--- /dev/null\n+++ b//etc/cron.d/x\n@@ -0,0 +1 @@\n+x = 1\n")
+GITLINK = ("diff --git a/third_party/x b/third_party/x\nnew file mode 160000\nindex 0000000..6666666\n"
+           "--- /dev/null\n+++ b/third_party/x\n@@ -0,0 +1 @@\n+Subproject commit " + "6" * 40 + "\n")
 DOTGIT = ("diff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout\nnew file mode 100644\n"
           "index 0000000..5555555\n--- /dev/null\n+++ b/.git/hooks/post-checkout\n@@ -0,0 +1 @@\n+x\n")
 
@@ -92,6 +94,29 @@ CASES = {
     "patch-absolute": (lambda w: add_file_change(w, ABSOLUTE), "unsafe patch: absolute path '/etc/cron.d/x'"),
     "patch-dotgit": (lambda w: add_file_change(w, DOTGIT), "reaches into .git/"),
     "patch-nul-bytes": (lambda w: patch(w).write_bytes(patch(w).read_bytes() + b"\0\0"), "NUL bytes"),
+    "patch-is-directory": (lambda w: (patch(w).unlink(), patch(w).mkdir()),
+                           "patches/0001-plugin-lora-args.patch: is a directory, expected a patch file"),
+    "patch-two-mails": (lambda w: patch(w).write_text(patch(w).read_text() * 2),
+                        "holds 2 mails; a patch file holds exactly one"),
+    "patch-bad-date": (lambda w: patch(w).write_text(re.sub(r"(?m)^Date: .*$", "Date: yesterday-ish",
+                                                            patch(w).read_text(), count=1)),
+                       "'Date:' header 'yesterday-ish' is not an RFC 2822 date"),
+    "patch-empty-subject": (lambda w: patch(w).write_text(re.sub(r"(?m)^Subject: .*$", "Subject: [PATCH]",
+                                                                 patch(w).read_text(), count=1)),
+                            "'Subject:' header is empty"),
+    "patch-gitlink": (lambda w: add_file_change(w, GITLINK), "submodule (gitlink) change at 'third_party/x'"),
+    "series-is-directory": (lambda w: (series(w).unlink(), series(w).mkdir()),
+                            "series.yaml: is a directory, expected a YAML file"),
+    "series-yaml-tag": (lambda w: series(w).write_text("series: !!python/object/apply:os.system [echo]\n"),
+                        "YAML tag 'tag:yaml.org,2002:python/object/apply:os.system' is not allowed"),
+    "series-deep-nesting": (lambda w: series(w).write_text("series: " + "[" * 3000 + "]" * 3000 + "\n"),
+                            "series.yaml: nesting too deep"),
+    "pin-impossible-date": (lambda w: edit(pin(w), "toolchain:\n", "toolchain:\n  verified: 2026-02-30\n"),
+                            "pins/p1.yaml:12: bad value '2026-02-30': day is out of range for month"),
+    "entry-target-list": (lambda w: edit(series(w), "target: plugin", "target: [plugin, core]"),
+                          "field 'target' of series entry 1: expected a target name such as plugin, got a list"),
+    "build-is-a-file": (lambda w: (w.project / "build").write_text("not a folder\n"),
+                        "the composed-trees folder is a file, not a directory"),
     # pins
     "pin-yaml-syntax": (lambda w: pin(w).write_text("targets: {core: [\n"), "pins/p1.yaml:2: YAML syntax error"),
     "pin-short-sha": (lambda w: pin(w).write_text(SHA_RE.sub(lambda m: m.group(0)[:16], pin(w).read_text(), 1)),
@@ -185,7 +210,28 @@ def test_commit_absent_from_mirror(world, run):
 def test_missing_series_file(world, run):
     series(world).unlink()
     code, _, err = run("apply", "--mirror", world.mirror, root=world.project)
-    assert code == 2 and "series.yaml: file not found" in err
+    assert code == 2 and f"series.yaml: file not found in {world.project}" in err and "--root" in err
+
+
+def test_root_that_is_not_a_directory(world, run):
+    code, _, err = run("apply", root=world.project / "series.yaml")
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "the project root is not a directory" in err
+
+
+def test_into_that_is_a_file(world, run, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, _, err = run("apply", "--mirror", world.mirror, "--into", blocker, root=world.project)
+    assert code == 2 and len(err.splitlines()) == 1 and "is a file, not a directory" in err
+
+
+def test_duplicate_and_empty_arguments(world, run):
+    code, out, err = run("apply", "--mirror", world.mirror, "--targets", "plugin, plugin", root=world.project)
+    assert code == 0, err
+    assert out.count("applied  plugin   0001") == 1
+    code, _, err = run("apply", "--mirror", world.mirror, "--pin", "", root=world.project)
+    assert code == 2 and "empty pin name" in err
 
 
 def test_concurrent_run_refused(world, run):

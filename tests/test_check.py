@@ -36,8 +36,11 @@ def test_json(world, run):
     (("    switch: PLUGIN_FAST_PATH\n", ""), "an experimental patch needs 'switch'"),
     (("evidence: evidence/fast-path", "evidence: evidence/nowhere"),
      "evidence folder 'evidence/nowhere' does not exist"),
-    (("original-author: Patch Author", "original-author: Someone Else"),
-     "original author 'Someone Else <patch.author@example.org>' is neither the patch's From:"),
+    (("original-author: Patch Author <patch.author@example.org>", "original-author: Thor <thor@asgard.example>"),
+     "original author 'Thor <thor@asgard.example>' is neither the patch's From:"),
+    (("original-author: Patch Author <patch.author@example.org>",
+      "original-author: Patch Author <someone.else@evil.example>"),
+     "original author 'Patch Author <someone.else@evil.example>' is neither the patch's From:"),
     (("    target: plugin\n    origin: backport\n",
       "    target: plugin\n    origin: backport\n    subject: Something else\n"),
      "series subject 'Something else' differs from the patch's '[BugFix][MRV2] Accept lora_capture_cases in factory'"),
@@ -47,6 +50,15 @@ def test_provenance_and_header_findings(world, run, mutation, expected):
     code, out, _ = run("check", root=world.project)
     assert code == 1
     assert expected in out, out
+
+
+def test_same_address_or_same_name_satisfies_attribution(world, run):
+    edit(world.project / "series.yaml", "original-author: Patch Author <patch.author@example.org>",
+         "original-author: P. Author (old name) <patch.author@example.org>")
+    assert run("check", root=world.project)[0] == 0
+    edit(world.project / "series.yaml", "original-author: P. Author (old name) <patch.author@example.org>",
+         "original-author: patch author")
+    assert run("check", root=world.project)[0] == 0
 
 
 def test_co_author_trailer_satisfies_backport_attribution(world, run):

@@ -307,7 +307,9 @@ def test_archive_source_composes_like_git(world, run, tmp_path):
 
 def test_into_directory_and_lock_needs_a_composed_tree(world, run, tmp_path):
     code, _, err = run("lock", root=world.project)
-    assert code == 2 and "target 'core' is not composed" in err and "overlay apply --pin p1" in err
+    assert code == 2 and "nothing is composed for pin set 'p1'" in err and "overlay apply --pin p1" in err
+    code, _, err = run("lock", "--targets", "core", root=world.project)
+    assert code == 2 and "target 'core' is not composed" in err
     into = tmp_path / "elsewhere"
     code, out, err = run("apply", "--mirror", world.mirror, "--into", into, root=world.project)
     assert code == 0, err
@@ -360,3 +362,29 @@ def test_archive_not_in_mirror_and_not_downloadable(world, run, monkeypatch):
     assert "<mirror>/pypi/" in err
     assert not (world.project / "build" / "p1").exists()
     assert not list((world.project / ".overlay" / "cache" / "archives").glob("*"))
+
+
+def test_lock_records_only_the_composed_targets(world, run):
+    """Offline, only the plugin composes: lock records it and leaves core alone."""
+    assert run("apply", "--mirror", world.mirror, "--targets", "plugin", root=world.project)[0] == 0
+    code, out, err = run("lock", root=world.project)
+    assert code == 0, err
+    text = (world.project / "pins" / "p1.yaml").read_text()
+    assert text.count("tree:") == 1 and "locked p1/plugin" in out and "core" not in out
+
+
+def test_lock_refuses_a_tree_older_than_the_series(world, run):
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    p = world.patch_file("0003-plugin-switch.patch")
+    p.write_text(p.read_text().replace("'PLUGIN_FAST_PATH': '0'", "'PLUGIN_FAST_PATH': '1'"))
+    code, _, err = run("lock", root=world.project)
+    assert code == 2 and "the series changed since it was composed" in err
+
+
+def test_named_mirror_that_is_not_a_directory(world, run, monkeypatch):
+    code, _, err = run("apply", "--mirror", world.tmp / "nope", root=world.project)
+    assert code == 2 and "the mirror given by --mirror is not a directory" in err
+    monkeypatch.setenv("OVERLAY_MIRROR", str(world.project / "series.yaml"))
+    code, _, err = run("apply", root=world.project)
+    assert code == 2 and "the mirror given by OVERLAY_MIRROR is not a directory" in err
+    assert not (world.project / "build" / "p1").exists()

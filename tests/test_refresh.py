@@ -178,3 +178,105 @@ def test_refresh_refuses_merge_commits(world, run):
 def test_refresh_without_composed_tree(world, run):
     code, _, err = run("refresh", root=world.project)
     assert code == 2 and "nothing is composed for pin set 'p1'" in err
+
+
+def test_refuses_when_the_series_moved_on_since_apply(world, run):
+    """A teammate's new patch pulled after apply must not be 'dropped' by refresh."""
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    src = world.project / "patches" / "0003-plugin-switch.patch"
+    (world.project / "patches" / "0004-teammate.patch").write_text(
+        src.read_text().replace("[Perf] Add an opt-in fast path switch", "[Misc] Teammate change"))
+    series = world.project / "series.yaml"
+    series.write_text(series.read_text() + "  - patch: 0004-teammate.patch\n    target: plugin\n"
+                      "    origin: local\n    forwarded: x\n")
+    before = project_bytes(world.project)
+    code, _, err = run("refresh", root=world.project)
+    assert code == 2 and "patches/ or series.yaml changed for plugin since" in err
+    assert project_bytes(world.project) == before
+    code, _, err = run("lock", root=world.project)
+    assert code == 2 and "the series changed since it was composed" in err
+
+
+def test_refuses_mid_rebase_and_detached_head(world, run):
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    tree = plugin_tree(world)
+    before = project_bytes(world.project)
+    env_editor = "sed -i '1s/^pick/edit/'"
+    import subprocess
+    subprocess.run(["git", "rebase", "-i", "refs/overlay/base"], cwd=tree, check=True, capture_output=True,
+                   env={**os.environ, "GIT_SEQUENCE_EDITOR": env_editor,
+                        "GIT_CONFIG_GLOBAL": os.devnull})
+    code, _, err = run("refresh", root=world.project)
+    assert code == 2 and "a rebase is in progress" in err
+    code, _, err = run("lock", root=world.project)
+    assert code == 2 and "a rebase is in progress" in err
+    run_git(["rebase", "--abort"], tree)
+    run_git(["checkout", "-q", "--detach", "HEAD~1"], tree)
+    code, _, err = run("refresh", root=world.project)
+    assert code == 2 and "HEAD is on a detached commit, not overlay/p1" in err
+    assert project_bytes(world.project) == before
+
+
+def test_commit_inserted_mid_series_keeps_its_place(world, run):
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    tree = plugin_tree(world)
+    last = run_git(["rev-parse", "HEAD"], tree)
+    run_git(["reset", "-q", "--hard", "HEAD~1"], tree)
+    write(tree, {"vllm_ascend/fast.py": "FAST = True\n"})
+    commit_all(tree, "[Perf] Add the fast module", author=PATCH_AUTHOR)
+    run_git(["-c", "notes.rewriteRef=refs/notes/overlay", "cherry-pick", last], tree)
+    run_git(["notes", "--ref=refs/notes/overlay", "copy", "-f", last, "HEAD"], tree)
+    code, out, err = run("refresh", root=world.project)
+    assert code == 0, err
+    text = (world.project / "series.yaml").read_text()
+    assert text.index("0001-plugin") < text.index("0004-add-the-fast-module") < text.index("0003-plugin")
+    before = project_bytes(world.project)
+    assert run("refresh", root=world.project)[0] == 0  # settles in one run
+    assert project_bytes(world.project) == before
+    edit_forwarded = text.replace("origin: local  # added by refresh: set origin and provenance",
+                                  "origin: local\n    forwarded: example/plugin#2")
+    (world.project / "series.yaml").write_text(edit_forwarded)
+    code, out, err = run("apply", "--mirror", world.mirror, "--force", root=world.project)
+    assert code == 0, out + err
+
+
+def test_refuses_a_branch_rebased_onto_newer_upstream(world, run):
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    tree = plugin_tree(world)
+    run_git(["fetch", "-q", str(world.mirror / "example+plugin"), "main"], tree)
+    run_git(["-c", "notes.rewriteRef=refs/notes/overlay", "rebase", "-q", "--onto", "FETCH_HEAD",
+             "refs/overlay/base"], tree)
+    before = project_bytes(world.project)
+    code, _, err = run("refresh", "--mirror", world.mirror, root=world.project)
+    assert code == 2 and "holds upstream commit" in err and "bump the pin" in err
+    assert project_bytes(world.project) == before
+
+
+def test_reworded_subject_updates_the_series_entry(world, run):
+    series = world.project / "series.yaml"
+    series.write_text(series.read_text().replace(
+        "    origin: experimental\n", "    origin: experimental\n    subject: \"[Perf] Add an opt-in fast path switch\"\n"))
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    tree = plugin_tree(world)
+    run_git(["-c", "notes.rewriteRef=refs/notes/overlay", "commit", "-q", "--amend", "-m",
+             "[Perf] Add an opt-in \"fast\" path switch\n\nOff by default."], tree, author=PATCH_AUTHOR)
+    code, out, err = run("refresh", root=world.project)
+    assert code == 0, err
+    assert '    subject: "[Perf] Add an opt-in \\"fast\\" path switch"\n' in series.read_text()
+    assert run("check", root=world.project)[0] == 0
+
+
+def test_round_trip_ignores_the_composed_repos_own_config(world, run):
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    assert run("refresh", root=world.project)[0] == 0
+    canonical = project_bytes(world.project)
+    tree = plugin_tree(world)
+    for key, value in (("format.from", "Hostile <h@example.org>"), ("format.headers", "X-Evil: 1"),
+                       ("format.to", "t@example.org"), ("format.cc", "c@example.org"),
+                       ("format.attach", "true"), ("format.forceInBodyFrom", "true"),
+                       ("format.signOff", "true"), ("diff.noprefix", "true"), ("format.mboxrd", "true")):
+        run_git(["config", key, value], tree)
+    code, out, err = run("refresh", root=world.project)
+    assert code == 0, err
+    assert "(nothing to do)" in out
+    assert project_bytes(world.project) == canonical

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import email.utils
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -50,17 +51,27 @@ def provenance_gaps(entry: SeriesEntry, root: Path) -> list[str]:
     return gaps
 
 
+def _same_person(wanted: str, candidate: str) -> bool:
+    """Same e-mail address, or (when `wanted` gives none) the same name, ignoring case."""
+    w_name, w_addr = email.utils.parseaddr(wanted)
+    c_name, c_addr = email.utils.parseaddr(candidate)
+    if w_addr and "@" in w_addr:
+        return w_addr.lower() == c_addr.lower()
+    return bool(w_name or wanted) and (w_name or wanted).strip().lower() == c_name.strip().lower()
+
+
+_CREDIT_TRAILERS = ("co-authored-by:", "original-author:", "originally-by:")
+
+
 def header_disagreements(entry: SeriesEntry, mail: PatchMail) -> list[str]:
     out = []
     if entry.subject and entry.subject != mail.subject:
         out.append(f"series subject {entry.subject!r} differs from the patch's {mail.subject!r}")
     author = entry.provenance.original_author
     if entry.origin == "backport" and author:
-        name = author.split("<")[0].strip().lower()
-        credited = mail.author.lower()
-        trailers = [l.lower() for l in mail.message.splitlines()
-                    if l.lower().startswith(("co-authored-by:", "original-author:", "originally-by:"))]
-        if name and name not in credited and not any(name in t for t in trailers):
+        credited = [mail.author] + [line.split(":", 1)[1].strip() for line in mail.message.splitlines()
+                                    if line.lower().startswith(_CREDIT_TRAILERS)]
+        if not any(_same_person(author, c) for c in credited):
             out.append(f"original author {author!r} is neither the patch's From: ({mail.author}) "
                        f"nor named in a Co-authored-by:/Original-author: trailer")
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -20,6 +21,10 @@ SUBSYSTEMS = (
     "overlay.drift.cli",
     "overlay.evidence.cli",
 )
+
+
+def _terminate(signum, frame):  # noqa: ARG001 - signal handler signature
+    raise KeyboardInterrupt
 
 
 def find_root(start: Path) -> Path:
@@ -54,7 +59,12 @@ def main(argv: list[str] | None = None) -> int:
         env_root = os.environ.get("OVERLAY_ROOT")
         args.root = Path(env_root) if env_root else find_root(Path.cwd())
     args.root = args.root.resolve()
+    # SIGTERM unwinds like Ctrl-C, so staging folders and child servers are cleaned up.
+    signal.signal(signal.SIGTERM, _terminate)
     try:
+        if not args.root.is_dir():
+            raise OverlayError("the project root is not a directory", path=str(args.root),
+                               hint="pass --root DIR holding series.yaml, or run inside the project")
         return int(args.func(args) or 0)
     except OverlayError as exc:
         print(f"overlay: error: {exc.one_line()}", file=sys.stderr)
@@ -68,7 +78,13 @@ def main(argv: list[str] | None = None) -> int:
         # `overlay ... | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:
+        # anything the filesystem refused that no module anticipated: still one line
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"overlay: error: {where}{exc.strerror or exc} (check the path and its permissions)",
+              file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
-        print("overlay: error: interrupted; nothing was replaced (run the command again)",
+        print("overlay: error: interrupted; partial work was discarded (run the command again)",
               file=sys.stderr)
         return 130

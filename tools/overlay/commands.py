@@ -13,9 +13,9 @@ from overlay.model import Project
 
 
 def _targets(value: str | None) -> list[str] | None:
-    if not value:
+    if value is None:
         return None
-    names = [v.strip() for v in value.split(",") if v.strip()]
+    names = list(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
     if not names:
         raise OverlayError("--targets needs at least one target name", hint="e.g. --targets plugin")
     return names
@@ -98,7 +98,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_refresh(args: argparse.Namespace) -> int:
     project = Project.load(args.root)
     pin = project.pin(args.pin)
-    result = refresh.refresh(project, pin, targets=_targets(args.targets), into=args.into)
+    result = refresh.refresh(project, pin, targets=_targets(args.targets), into=args.into,
+                             mirror=paths.mirror_root(args.mirror))
     if args.json:
         print(json.dumps(result.as_dict(), indent=2))
     else:
@@ -145,6 +146,8 @@ def register(sub) -> None:
 
     p = sub.add_parser("refresh", help="regenerate patches/ and series order from the composed branch")
     common(p)
+    p.add_argument("--mirror", type=Path, default=None, metavar="DIR",
+                   help="upstream mirror, to notice a branch rebased onto newer upstream (default: $OVERLAY_MIRROR)")
     p.set_defaults(func=cmd_refresh)
 
     p = sub.add_parser("lock", help="record each composed target's tree id in the pin file")

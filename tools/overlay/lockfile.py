@@ -40,14 +40,24 @@ def lock(project: Project, pin: PinSet, *, targets: list[str] | None,
         work = paths.composed_dir(project.root, pin.name, target.name, into)
         state = composed.read_state(work)
         if state is None:
+            if targets is None:
+                continue  # lock what is composed (e.g. plugin only, offline)
             raise OverlayError(f"target '{target.name}' is not composed at {work}",
                                path=f"pins/{pin.name}.yaml",
-                               hint=f"run `overlay apply --pin {pin.name}` first")
+                               hint=f"run `overlay apply --pin {pin.name} --targets {target.name}` first")
         reason = composed.why_not_replaceable(work)
         if reason:
             raise OverlayError(f"cannot lock {target.name}: {reason}", path=str(work),
                                hint=f"run `overlay refresh --pin {pin.name}` or re-apply first")
+        names = [e.patch for e in project.series.for_target(target.name)]
+        if state.series_digest and (tuple(names) != state.patches or composed.series_digest(
+                project.patches_dir, names) != state.series_digest):
+            raise OverlayError(f"cannot lock {target.name}: the series changed since it was composed",
+                               path=str(work), hint=f"run `overlay apply --pin {pin.name}` first")
         trees[target.name] = composed.tree_of(work)
+    if not trees:
+        raise OverlayError(f"nothing is composed for pin set '{pin.name}'", path=f"pins/{pin.name}.yaml",
+                           hint=f"run `overlay apply --pin {pin.name}` first")
     text = pin.path.read_text(encoding="utf-8")
     node = yamldoc.load(pin.path, f"pins/{pin.name}.yaml")
     new_text = set_tree_ids(text, node, trees)

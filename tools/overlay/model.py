@@ -185,7 +185,7 @@ class _Fields:
             return None
         value = self.map[key].value
         if not isinstance(value, str):
-            raise self.error(key, f"expected {expect}, got {_kind(value)} {value!r}",
+            raise self.error(key, f"expected {expect}, got {_shown(value)}",
                              hint="quote the value" if isinstance(value, (int, float)) else None)
         value = value.strip()
         if not value:
@@ -199,7 +199,7 @@ class _Fields:
             return default
         value = self.map[key].value
         if not isinstance(value, bool):
-            raise self.error(key, f"expected true or false, got {value!r}")
+            raise self.error(key, f"expected true or false, got {_shown(value)}")
         return value
 
     def str_list(self, key: str, expect: str = "a string or a list of strings") -> tuple[str, ...]:
@@ -214,7 +214,7 @@ class _Fields:
         for item in value:
             if not isinstance(item.value, str) or not item.value.strip():
                 raise OverlayError(f"field '{key}' of {self.what}: expected {expect}, "
-                                   f"got {item.value!r}", path=self.path, line=item.line)
+                                   f"got {_shown(item.value)}", path=self.path, line=item.line)
             out.append(item.value.strip())
         return tuple(out)
 
@@ -232,6 +232,13 @@ class _Fields:
 def _kind(value: Any) -> str:
     return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
             int: "a number", float: "a number", type(None): "nothing"}.get(type(value), type(value).__name__)
+
+
+def _shown(value: Any) -> str:
+    """A value as an error message shows it: kind, and the value itself if it is plain."""
+    if isinstance(value, (dict, list)):
+        return _kind(value)
+    return f"{_kind(value)} {value!r}"
 
 
 def _rel(path: Path, root: Path | None) -> str:
@@ -326,6 +333,8 @@ def pin_names(root: Path) -> list[str]:
 
 def resolve_pin_name(root: Path, wanted: str | None) -> str:
     """A pin name, an unambiguous prefix of one, or (None) the default pin set."""
+    if wanted is not None and not wanted.strip():
+        raise OverlayError("empty pin name", path="pins/", hint="give a pin name or leave it out for the default")
     names = pin_names(root)
     if not names:
         raise OverlayError("no pin sets found", path="pins/",
@@ -367,6 +376,9 @@ ENTRY_FIELDS = ("patch", "target", "origin", "subject", "upstream", "original-au
 def load_series(root: Path) -> Series:
     path = root / "series.yaml"
     shown = _rel(path, root)
+    if not path.exists():
+        raise OverlayError(f"file not found in {root}", path=shown,
+                           hint="run inside the project (a folder with series.yaml) or pass --root DIR")
     doc = yamldoc.load(path, shown)
     top = _Fields(doc, shown, "series.yaml", ("series",))
     if "series" not in top.map:

@@ -82,6 +82,11 @@ def parse_patch(text: str, path: Path, shown: str) -> PatchMail:
         raise OverlayError("no 'diff --git' section: not a git patch", path=shown,
                            hint="write patches with `git format-patch` or `overlay refresh`")
     head, diff = text[: m.start()], text[m.start():]
+    mails = len(re.findall(r"^From [0-9a-f]{40} ", text, re.M))
+    subjects = len(re.findall(r"^Subject: ", text, re.M))
+    if mails > 1 or subjects > 1:
+        raise OverlayError(f"holds {max(mails, subjects)} mails; a patch file holds exactly one",
+                           path=shown, hint="split it into one file per patch (git format-patch does)")
     # Header block: up to the first blank line, with RFC 2822 continuation lines.
     header_text, _, body = head.partition("\n\n")
     headers: dict[str, str] = {}
@@ -107,6 +112,14 @@ def parse_patch(text: str, path: Path, shown: str) -> PatchMail:
         raise OverlayError(f"'From:' header has no e-mail address: {headers['from']!r}", path=shown,
                            hint="write it as 'From: Name <email>'")
     subject = _strip_patch_prefix(_decode_header(headers["subject"]))
+    if not subject.strip():
+        raise OverlayError("'Subject:' header is empty", path=shown,
+                           hint="give the patch a one-line summary")
+    try:
+        email.utils.parsedate_to_datetime(headers["date"])
+    except (TypeError, ValueError, IndexError):
+        raise OverlayError(f"'Date:' header {headers['date']!r} is not an RFC 2822 date", path=shown,
+                           hint="e.g. 'Date: Wed, 1 Jul 2026 17:59:41 +0800' (git format-patch writes it)") from None
     message = body.split("\n---\n", 1)[0].strip("\n")
     try:
         ps = unidiff.PatchSet(diff)
@@ -145,6 +158,10 @@ def read_patch(path: Path, shown: str | None = None) -> PatchMail:
     except FileNotFoundError:
         raise OverlayError("patch file not found", path=shown,
                            hint="add the file or remove its entry from series.yaml") from None
+    except IsADirectoryError:
+        raise OverlayError("is a directory, expected a patch file", path=shown) from None
+    except OSError as exc:
+        raise OverlayError(f"cannot read: {exc.strerror}", path=shown) from None
     if b"\0" in raw:
         raise OverlayError("patch file holds NUL bytes (binary content)", path=shown,
                            hint="binary changes cannot be carried as patches")
@@ -171,4 +188,6 @@ def unsafe_reason(change: FileChange) -> str | None:
         return f"binary change to '{change.path}'"
     if change.mode == "120000":
         return f"symlink change at '{change.path}'"
+    if change.mode == "160000":
+        return f"submodule (gitlink) change at '{change.path}'"
     return None

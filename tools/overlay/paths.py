@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from overlay.errors import OverlayError
+
 COMPOSED_DIR = "build"
 BRANCH_PREFIX = "overlay/"
 
@@ -30,12 +32,19 @@ def cache_dir(root: Path) -> Path:
     return Path(env).resolve() if env else (root / ".overlay" / "cache").resolve()
 
 
-def mirror_root(explicit: Path | None) -> Path | None:
-    """--mirror, else $OVERLAY_MIRROR, else None."""
+def mirror_root(explicit: Path | None, *, validate: bool = True) -> Path | None:
+    """--mirror, else $OVERLAY_MIRROR, else None. A mirror that is named but is not a
+    directory is an error (silently going to the network instead would hide it)."""
     if explicit is not None:
-        return explicit.resolve()
-    env = os.environ.get("OVERLAY_MIRROR")
-    return Path(env).resolve() if env else None
+        where, how = explicit.resolve(), "--mirror"
+    elif os.environ.get("OVERLAY_MIRROR"):
+        where, how = Path(os.environ["OVERLAY_MIRROR"]).resolve(), "OVERLAY_MIRROR"
+    else:
+        return None
+    if validate and not where.is_dir():
+        raise OverlayError(f"the mirror given by {how} is not a directory", path=str(where),
+                           hint="point it at a folder of clones named owner+name (README: mirror)")
+    return where if where.is_dir() else None
 
 
 def find_mirror_repo(mirror: Path, name: str) -> Path | None:

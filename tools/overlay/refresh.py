@@ -8,11 +8,12 @@ result does not depend on the user's git config; series.yaml is edited as text
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from overlay import composed, gitcmd, paths, yamldoc
+from overlay import composed, gitcmd, paths, sources, yamldoc
 from overlay.compose import select_targets
 from overlay.errors import OverlayError
 from overlay.model import PinSet, Project, SeriesEntry
@@ -88,44 +89,98 @@ def _subject(work: Path, commit: str) -> str:
     return gitcmd.out(["log", "-1", "--format=%s", commit], cwd=work)
 
 
+def _readable_state(project: Project, pin: PinSet, target: str, work: Path) -> composed.ComposedState:
+    """The composed state of one target, if its branch can be read back as the series now."""
+    state = composed.read_state(work)
+    assert state is not None
+    reason = composed.why_not_readable(work, state)
+    if reason:
+        raise OverlayError(f"cannot read {target} back as patches: {reason}", path=str(work))
+    names = [e.patch for e in project.series.for_target(target)]
+    if state.series_digest and (tuple(names) != state.patches or
+                                composed.series_digest(project.patches_dir, names) != state.series_digest):
+        raise OverlayError(
+            f"patches/ or series.yaml changed for {target} since {work} was composed "
+            f"(e.g. patches pulled from a teammate); reading the branch back would undo those changes",
+            path="series.yaml",
+            hint=f"re-apply (`overlay apply --pin {pin.name}`; --force discards your branch edits) "
+                 f"and redo your edits on top")
+    return state
+
+
+def _upstream_commits(project: Project, pin: PinSet, target: str, commits: list[str],
+                      mirror: Path | None) -> list[str]:
+    """Branch commits that upstream already has: the branch was rebased onto a newer base.
+
+    Known only where upstream history is at hand (a mirror); the cache holds just the pin.
+    """
+    if not commits:
+        return []
+    source = pin.target(target).source
+    stores = [sources.cache_repo(project.root, source.mirror_name)]
+    if mirror is not None:
+        found = paths.find_mirror_repo(mirror, source.mirror_name)
+        if found is not None:
+            stores.append(found)
+    known = []
+    for store in stores:
+        proc = gitcmd.git(["cat-file", "--batch-check"], git_dir=store,
+                          input="".join(c + "\n" for c in commits), check=False)
+        known += [line.split()[0] for line in proc.stdout.splitlines()
+                  if line.endswith(" commit") or " commit " in line]
+    return [c for c in commits if c in known]
+
+
 def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
-            into: Path | None) -> RefreshResult:
+            into: Path | None, mirror: Path | None = None) -> RefreshResult:
     result = RefreshResult()
     series_path = project.root / "series.yaml"
     text = series_path.read_text(encoding="utf-8")
     order = [e.patch for e in project.series.entries]
     new_blocks: dict[str, str] = {}
+    new_subjects: dict[str, str] = {}
     target_of = {e.patch: e.target for e in project.series.entries}
     pending_writes: dict[Path, str] = {}
     updates: list[tuple[Path, composed.ComposedState, list[tuple[str, str]]]] = []
     chosen = select_targets(pin, targets)
-    any_composed = False
+    composed_targets = []
     for target in chosen:
         work = paths.composed_dir(project.root, pin.name, target.name, into)
-        state = composed.read_state(work)
-        if state is None:
+        if composed.read_state(work) is None:
             if targets:
                 raise OverlayError(f"target '{target.name}' is not composed at {work}",
                                    hint=f"run `overlay apply --pin {pin.name}` first")
             continue
-        any_composed = True
-        dirty = composed.dirty_paths(work)
-        if dirty:
-            raise OverlayError(f"{work} has uncommitted edits ({dirty[0]})", path=str(work),
-                               hint="commit them on the composed branch (git commit / --amend), then refresh")
+        composed_targets.append((target, work, _readable_state(project, pin, target.name, work)))
+    if not composed_targets:
+        raise OverlayError(f"nothing is composed for pin set '{pin.name}'",
+                           hint=f"run `overlay apply --pin {pin.name}` first")
+    for target, work, state in composed_targets:
         entries = list(project.series.for_target(target.name))
         mapping = _map_commits(project, work, state.base, entries)
+        upstream = _upstream_commits(project, pin, target.name,
+                                     [c for c, name in mapping if name is None], mirror)
+        if upstream:
+            raise OverlayError(
+                f"the composed {target.name} branch holds upstream commit {upstream[0][:12]}: it was "
+                f"rebased onto a newer upstream, which refresh cannot turn into patches",
+                path=str(work), hint=f"bump the pin in pins/{pin.name}.yaml instead, re-apply, and "
+                                     f"check the series with `overlay drift`")
+        subjects = {e.patch: e.subject for e in entries}
         new_order_for_target: list[str] = []
         note_updates: list[tuple[str, str]] = []
         used_numbers = [_number(p) for p in order] + [_number(p) for p in new_blocks]
         for commit, entry_name in mapping:
             mail_text = export_patch(work, commit)
+            subject = _subject(work, commit)
             if entry_name is None:
                 number = max(used_numbers + [0]) + 1
                 used_numbers.append(number)
-                entry_name = f"{number:04d}-{slug(_subject(work, commit))}.patch"
+                entry_name = f"{number:04d}-{slug(subject)}.patch"
                 new_blocks[entry_name] = target.name
                 result.added.append(entry_name)
+            elif subjects.get(entry_name) and subjects[entry_name] != subject:
+                new_subjects[entry_name] = subject  # reworded on the branch
             dest = project.patches_dir / entry_name
             old = dest.read_text(encoding="utf-8") if dest.is_file() else None
             if old != mail_text:
@@ -143,10 +198,7 @@ def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
         for name in new_order_for_target:
             target_of[name] = target.name
         updates.append((work, state, note_updates))
-    if not any_composed:
-        raise OverlayError(f"nothing is composed for pin set '{pin.name}'",
-                           hint=f"run `overlay apply --pin {pin.name}` first")
-    new_text = rewrite_series_text(text, series_path, order, new_blocks)
+    new_text = rewrite_series_text(text, series_path, order, new_blocks, new_subjects)
     result.reordered = (new_text != text) and not result.added and not result.removed
     # Side effects last, after everything was computed without error.
     project.patches_dir.mkdir(exist_ok=True)
@@ -158,10 +210,11 @@ def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
         series_path.write_text(new_text, encoding="utf-8")
     for work, state, notes in updates:
         composed.add_notes(work, dict(notes))
+        names = tuple(name for _, name in notes)
         composed.write_state(work, composed.ComposedState(
             pin=state.pin, target=state.target, base=state.base, head=composed.head(work),
-            tree=composed.tree_of(work), branch=state.branch,
-            patches=tuple(name for _, name in notes)))
+            tree=composed.tree_of(work), branch=state.branch, patches=names,
+            series_digest=composed.series_digest(project.patches_dir, names)))
     return result
 
 
@@ -193,23 +246,32 @@ def _reorder(order: list[str], target_of: dict[str, str], target: str,
     """The series order after refreshing one target (pure).
 
     Entries of the target that survive keep the slots such entries held, filled in
-    the branch's new order; dropped ones vanish; new ones go after the last slot.
+    the branch's new order; dropped ones vanish; a new one goes right after the
+    entry before it on the branch (first of all: before the target's first entry).
     Other targets' entries never move.
     """
     kept = [p for p in new_for_target if p in order]
-    added = [p for p in new_for_target if p not in order]
     slots = [i for i, p in enumerate(order) if target_of.get(p) == target and p in kept]
     out: list[str | None] = [None if target_of.get(p) == target else p for p in order]
     for i, name in zip(slots, kept):
         out[i] = name
-    insert_at = (slots[-1] + 1) if slots else (
-        max((i for i, p in enumerate(order) if target_of.get(p) == target), default=len(order) - 1) + 1)
-    out[insert_at:insert_at] = added
-    return [p for p in out if p is not None]
+    result = [p for p in out if p is not None]
+    for i, name in enumerate(new_for_target):
+        if name in order:
+            continue
+        if i > 0:
+            at = result.index(new_for_target[i - 1]) + 1
+        else:
+            first = next((p for p in new_for_target if p in result), None)
+            at = result.index(first) if first else len(result)
+        result.insert(at, name)
+    return result
 
 
-def rewrite_series_text(text: str, path: Path, order: list[str], new: dict[str, str]) -> str:
-    """Pure-ish: series.yaml text with entry blocks in `order` (new entries generated)."""
+def rewrite_series_text(text: str, path: Path, order: list[str], new: dict[str, str],
+                        subjects: dict[str, str] | None = None) -> str:
+    """series.yaml text with entry blocks in `order`, new entries generated, and the
+    `subject:` of reworded entries replaced; every other byte is kept."""
     node = yamldoc.load(path, "series.yaml")
     items = node.value["series"].value or []
     lines = text.splitlines(keepends=True)
@@ -225,7 +287,13 @@ def rewrite_series_text(text: str, path: Path, order: list[str], new: dict[str, 
         block = "".join(lines[starts[n]:end])
         if not block.endswith("\n"):
             block += "\n"
-        blocks[item.value["patch"].value] = block
+        name = item.value["patch"].value
+        if subjects and name in subjects:
+            # a JSON string is a valid YAML double-quoted scalar
+            block = re.sub(r"(?m)^(\s*subject:[ \t]*).*$",
+                           lambda m: m.group(1) + json.dumps(subjects[name], ensure_ascii=False),
+                           block, count=1)
+        blocks[name] = block
     if starts:
         header = "".join(lines[:starts[0]])
         indent = re.match(r"\s*", lines[starts[0]]).group(0)

@@ -19,8 +19,14 @@ class Node:
     line: int
 
 
+_PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
+
+
 def _convert(node: yaml.Node, path: str) -> Node:
     line = node.start_mark.line + 1
+    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.tag not in _PLAIN_TAGS:
+        raise OverlayError(f"YAML tag {node.tag!r} is not allowed", path=path, line=line,
+                           hint="write plain mappings, lists and values")
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Node] = {}
         for key_node, value_node in node.value:
@@ -39,8 +45,10 @@ def _convert(node: yaml.Node, path: str) -> Node:
     # Scalars: let the safe constructor decide the type (int, bool, str, null).
     try:
         value = yaml.SafeLoader("").construct_object(node, deep=True)
-    except yaml.YAMLError as exc:
-        raise OverlayError(f"bad value: {exc}", path=path, line=line) from None
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
+        # e.g. an impossible date such as 2026-02-30, which YAML types as a date
+        raise OverlayError(f"bad value {node.value!r}: {exc}", path=path, line=line,
+                           hint="quote it if it is meant as text") from None
     return Node(value, line)
 
 
@@ -51,10 +59,17 @@ def load(path: Path, display: str | None = None) -> Node:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise OverlayError("file not found", path=shown) from None
+    except IsADirectoryError:
+        raise OverlayError("is a directory, expected a YAML file", path=shown) from None
     except UnicodeDecodeError:
         raise OverlayError("not UTF-8 text", path=shown) from None
+    except OSError as exc:
+        raise OverlayError(f"cannot read: {exc.strerror}", path=shown) from None
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except RecursionError:
+        raise OverlayError("nesting too deep", path=shown,
+                           hint="see the README for the expected format") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"
@@ -66,4 +81,8 @@ def load(path: Path, display: str | None = None) -> Node:
     if root is None:
         raise OverlayError("file is empty", path=shown, line=1,
                            hint="see the README for the expected format")
-    return _convert(root, shown)
+    try:
+        return _convert(root, shown)
+    except RecursionError:
+        raise OverlayError("nesting too deep", path=shown,
+                           hint="see the README for the expected format") from None
