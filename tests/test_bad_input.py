@@ -243,3 +243,12 @@ def test_concurrent_run_refused(world, run):
         fcntl.flock(fh, fcntl.LOCK_EX)
         code, _, err = run("apply", "--mirror", world.mirror, root=world.project)
     assert code == 2 and "another overlay run is composing here" in err
+
+
+def test_json_mode_reports_the_error_on_stdout_too(world, run):
+    import json
+
+    code, out, err = run("apply", "--mirror", world.mirror, "--pin", "zzz", "--json", root=world.project)
+    assert code == 2 and len(err.splitlines()) == 1
+    data = json.loads(out)
+    assert data["ok"] is False and data["error"] == "unknown pin 'zzz'" and data["path"] == "pins/zzz.yaml"

@@ -29,6 +29,8 @@ def test_json(world, run):
 @pytest.mark.parametrize("mutation, expected", [
     (("origin: backport\n    upstream: example/plugin#10935\n", "origin: backport\n"),
      "series.yaml:3: 0001-plugin-lora-args.patch: a backport needs 'upstream'"),
+    (("upstream: example/plugin#10935", "upstream: example/plugin#10936"),
+     "the patch's Upstream-PR: example/plugin#10935 is not in the entry's 'upstream' (example/plugin#10936)"),
     (("    original-author: Patch Author <patch.author@example.org>\n", ""),
      "a backport needs 'original-author'"),
     (("    forwarded: example/core#1\n", ""),

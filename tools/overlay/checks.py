@@ -67,6 +67,14 @@ def header_disagreements(entry: SeriesEntry, mail: PatchMail) -> list[str]:
     out = []
     if entry.subject and entry.subject != mail.subject:
         out.append(f"series subject {entry.subject!r} differs from the patch's {mail.subject!r}")
+    for trailer, declared, field in (("upstream-pr:", entry.provenance.upstream, "upstream"),
+                                     ("core-change:", entry.provenance.core_change, "core-change")):
+        for line in mail.message.splitlines():
+            if line.lower().startswith(trailer):
+                value = line.split(":", 1)[1].strip()
+                if value not in declared:
+                    out.append(f"the patch's {line.split(':', 1)[0]}: {value} is not in the entry's "
+                               f"'{field}' ({', '.join(declared) or 'empty'})")
     author = entry.provenance.original_author
     if entry.origin == "backport" and author:
         credited = [mail.author] + [line.split(":", 1)[1].strip() for line in mail.message.splitlines()

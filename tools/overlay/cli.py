@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import signal
 import sys
@@ -68,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except OverlayError as exc:
         print(f"overlay: error: {exc.one_line()}", file=sys.stderr)
+        if getattr(args, "json", False):  # machines get the error on stdout too
+            print(json.dumps({"ok": False, "error": exc.message, "path": exc.path,
+                              "line": exc.line, "hint": exc.hint}))
         return exc.exit_code
     except GitFailed as exc:
         last = (exc.stderr.strip().splitlines() or ["(no message)"])[-1]
