@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
 
 from fixtures import PATCH_AUTHOR, commit_all, run_git, write
 

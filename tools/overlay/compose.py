@@ -147,7 +147,7 @@ def _init_tree(work: Path, obtained: sources.Obtained, branch: str) -> None:
     alternates = [str((obtained.git_dir / "objects").resolve())]
     inherited = obtained.git_dir / "objects" / "info" / "alternates"
     if inherited.is_file():
-        alternates += [l for l in inherited.read_text().splitlines() if l.strip()]
+        alternates += [line for line in inherited.read_text().splitlines() if line.strip()]
     (git_dir / "objects" / "info" / "alternates").write_text("\n".join(alternates) + "\n")
     # The cache holds shallow snapshots: history stops at the pinned commit.
     shallow = obtained.git_dir / "shallow"
@@ -192,7 +192,7 @@ def explain_failure(work: Path, mail: PatchMail, shown: str) -> str:
     m = _EXISTS.search(text)
     if m:
         return f"{m.group(1)}: the patch creates it but it already exists"
-    last = [l for l in text.splitlines() if l.startswith("error:")]
+    last = [line for line in text.splitlines() if line.startswith("error:")]
     return last[-1][len("error: "):] if last else "git am rejected it"
 
 

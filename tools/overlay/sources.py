@@ -24,7 +24,6 @@ from typing import Callable
 
 from overlay import gitcmd, paths
 from overlay.errors import OverlayError
-from overlay.gitcmd import GitFailed
 from overlay.model import ArchiveSource, GitSource, PinnedTarget
 
 Progress = Callable[[str], None]
@@ -125,7 +124,7 @@ def _fetch(cache: Path, url: str, sha: str, target: PinnedTarget,
         raise
     if proc.returncode != 0 or not gitcmd.has_commit(cache, sha):
         detail = ((proc.stderr or "") if not show else "").strip().splitlines()
-        reason = next((l for l in reversed(detail) if l.startswith(("fatal:", "error:"))),
+        reason = next((line for line in reversed(detail) if line.startswith(("fatal:", "error:"))),
                       detail[-1] if detail else "git fetch failed")
         raise OverlayError(f"cannot fetch {sha[:12]} from {url}: {reason}")
 
