@@ -94,3 +94,64 @@ def test_memo_reuses_checks_without_changing_verdicts():
     first = run({"m.py": TEXT}, P1, P2, memo=memo)
     again = run({"m.py": TEXT}, P1, P2, memo=memo)
     assert first == again and memo.hits == 2 and memo.misses == 2
+
+
+# ----------------------------------------------------------------------------- "likely merged" is strict
+
+PRE = "".join(f"x{i} = {i}\n" for i in range(30))
+POST = "".join(f"y{i} = {i}\n" for i in range(30))
+
+
+def addition(name: str, added: str) -> DriftPatch:
+    """A patch that only adds `added` (one or more lines) between x29 and y0."""
+    body = "".join(f"+{line}\n" for line in added.splitlines())
+    n = len(added.splitlines())
+    return patch(name, "m.py", f"@@ -28,6 +28,{6 + n} @@\n x27 = 27\n x28 = 28\n x29 = 29\n"
+                 f"{body} y0 = 0\n y1 = 1\n y2 = 2\n")
+
+
+REPLACE = patch("0007", "m.py", "@@ -29,5 +29,5 @@\n x28 = 28\n x29 = 29\n-old = 1\n"
+                "+result = compute(alpha, beta, gamma)\n y0 = 0\n y1 = 1\n")
+
+
+def test_a_common_added_line_found_nearby_is_not_likely_merged():
+    # the patch only adds `return None`; upstream changed the context, and happens to
+    # have a `return None` of its own 25 lines away: nothing says the patch landed
+    upstream = PRE.replace("x5 = 5\n", "return None\n") + "z = 1\n" + POST
+    assert run({"m.py": upstream}, addition("0006", "return None"))["0006"].cls == "conflict"
+    upstream = PRE + "z = 1\n" + "return None\n" + POST  # even right there: proves nothing
+    assert run({"m.py": upstream}, addition("0006", "return None"))["0006"].cls == "conflict"
+
+
+def test_added_lines_must_appear_in_order_and_together():
+    lines = "first = compute(alpha)\nsecond = compute(beta)"
+    together = PRE + "z = 1\nfirst = compute(alpha)\nsecond = compute(beta)\n" + POST
+    assert run({"m.py": together}, addition("0006", lines))["0006"].rule == "likely"
+    swapped = PRE + "z = 1\nsecond = compute(beta)\nfirst = compute(alpha)\n" + POST
+    assert run({"m.py": swapped}, addition("0006", lines))["0006"].cls == "conflict"
+    apart = PRE.replace("x10 = 10\n", "first = compute(alpha)\n") + "z = 1\nsecond = compute(beta)\n" + POST
+    assert run({"m.py": apart}, addition("0006", lines))["0006"].cls == "conflict"
+
+
+def test_a_pure_addition_must_sit_next_to_its_context():
+    # the added line is there, but 25 lines from anything the hunk's context names
+    far = PRE.replace("x5 = 5\n", "result = compute(alpha, beta, gamma)\n") + "z = 1\n" + POST
+    assert run({"m.py": far}, addition("0006", "result = compute(alpha, beta, gamma)"))["0006"].cls \
+        == "conflict"
+
+
+def test_pure_addition_reformatted_upstream_is_likely_merged():
+    upstream = PRE + "z = 1\nresult = compute(\n    alpha, beta, gamma\n)\n" + POST
+    got = run({"m.py": upstream}, addition("0006", "result = compute(alpha, beta, gamma)"))["0006"]
+    assert (got.cls, got.rule) == ("merged", "likely")
+
+
+def test_black_style_reformatting_is_likely_merged():
+    # one argument per line and black's "magic trailing comma"
+    base = PRE + "old = 1\n" + POST
+    black = PRE + "result = compute(\n    alpha,\n    beta,\n    gamma,\n)\n" + POST
+    assert run({"m.py": base}, REPLACE)["0007"].cls == "clean"
+    got = run({"m.py": black}, REPLACE)["0007"]
+    assert (got.cls, got.rule) == ("merged", "likely")
+    other = black.replace("    gamma,\n", "    delta,\n")  # a different call is not the patch
+    assert run({"m.py": other}, REPLACE)["0007"].cls == "conflict"

@@ -28,7 +28,7 @@ EXPECTED = {  # patch -> [(from, to, commit label)], along the first-parent walk
     "0003": [("clean", "merged", "c7")],
     "0004": [("clean", "missing", "c9")],
     "0005": [("clean", "merged", "c10")],
-    "0006": [("clean", "merged", "c11")],
+    "0006": [("clean", "merged", "c11"), ("merged", "merged", "c12")],  # reverse, then patch-id
     "0007": [("clean", "merged", "c13")],
 }
 
@@ -70,6 +70,10 @@ def test_scan_details_say_which_rule_fired(scan, history):
     assert head["0006"]["upstream_commit"] == history.commits["c11"]
     hist = by_prefix(run["history"])
     assert hist["0006"]["transitions"][0]["verdict"]["rule"] == "reverse"
+    # the rule that proves it changed at c12: a transition of its own, not a silent change
+    rule_change = hist["0006"]["transitions"][1]
+    assert (rule_change["from_rule"], rule_change["verdict"]["rule"]) == ("reverse", "patch-id")
+    assert rule_change["commit"] == history.commits["c12"]
     assert head["0007"]["rule"] == "reverse"
     assert head["0002"]["blocked_by"].startswith("0001")
     assert head["0004"]["moved_to"] == {"pkg/c.py": "pkg/core/c_impl.py"}
@@ -110,6 +114,12 @@ def test_bisect_agrees_with_the_linear_scan(capsys, history, project, scan):
         assert found["checks"] <= 2 + math.ceil(math.log2(n))
 
 
+def test_terminal_shows_a_change_of_merged_rule(capsys, history, project):
+    rc, out, _ = drift(capsys, project, history.mirror, "--scan", "plugin=main")
+    line = next(x for x in out.splitlines() if "merged (reverse) -> merged (patch-id)" in x)
+    assert history.commits["c12"][:12] in line and "(#112)" in line
+
+
 def test_bisect_reports_patches_that_still_apply(capsys, history, project):
     rc, out, _ = drift(capsys, project, history.mirror, "--scan", "plugin=c3", "--bisect", "--json")
     run, = json.loads(out)["runs"]
@@ -146,6 +156,7 @@ def test_markdown_and_junit_reports(capsys, history, project, tmp_path):
     assert "| `0001-a-raise-a_20.patch` | conflict **(fails)** |" in text
     assert "| `0003-b-fix-b_10-backport-of-107.patch` | clean → merged (reverse) |" in text
     assert "| #107 | [BugFix] b: fix b_10 (#107) |" in text
+    assert "| merged (reverse) → merged (patch-id) | `" + history.commits["c12"][:12] in text
     suite, = ET.parse(xml).getroot()
     assert suite.get("name") == "drift.plugin@main"
     assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("7", "2", "1")
@@ -198,6 +209,27 @@ def test_gate_checks_the_composed_plugin_against_core_at_the_ref(capsys, history
     (plugin / "__init__.py").write_text("from core.x import x_01\n")
     rc, out, _ = drift(capsys, project, history.mirror, "--onto", "core=k1,plugin=c1", "--gate")
     assert rc == 0 and "OK: no contract breaks" in out
+
+
+def test_gate_findings_are_in_the_junit_file(capsys, history, project, tmp_path):
+    plugin = project / "build" / "test" / "plugin" / "plug"
+    plugin.mkdir(parents=True)
+    (plugin / "__init__.py").write_text("from core.x import x_01, x_99\n")
+    xml = tmp_path / "drift.xml"
+    rc, _, _ = drift(capsys, project, history.mirror, "--onto", "core=k1,plugin=c1", "--gate",
+                     "--junit", str(xml))
+    assert rc == 1
+    suites = {s.get("name"): s for s in ET.parse(xml).getroot()}
+    assert {"drift.core@k1", "drift.plugin@c1"} < set(suites)
+    gate, = [s for name, s in suites.items() if not name.startswith("drift.")]
+    assert gate.get("failures") == "1"
+    case, = gate.iter("testcase")
+    assert case.find("failure").get("type") == "import" and "x_99" in case.find("failure").text
+    (plugin / "__init__.py").write_text("from core.x import x_01\n")
+    rc, _, _ = drift(capsys, project, history.mirror, "--onto", "core=k1,plugin=c1", "--gate",
+                     "--junit", str(xml))
+    gate, = [s for s in ET.parse(xml).getroot() if not s.get("name").startswith("drift.")]
+    assert rc == 0 and gate.get("failures") == "0" and gate.get("tests") == "1"  # the gate ran
 
 
 def test_fetch_clones_then_updates_the_mirror(capsys, history, project, tmp_path):

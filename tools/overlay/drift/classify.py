@@ -11,9 +11,13 @@ Decision order for one patch (the first rule that holds decides):
    `git patch-id --stable` (the caller says which);
 4. `missing`: a file it modifies is absent (the caller supplies rename hints);
 5. `fuzz`: forward applies only with reduced context (fuzz 1-2);
-6. merged, rule `likely`: every added line is present, whitespace-insensitively,
-   near the hunk's place, and something it removes is gone: upstream merged it in a
-   reformatted form. Clearly labelled "likely", since it is a heuristic;
+6. merged, rule `likely`: per hunk, the added lines are present whitespace-
+   insensitively, in order and together (however upstream wrapped them, black's
+   trailing commas aside), near the hunk's place; at least one of them is
+   distinctive (not `return None`, `pass`, a bracket); and something the hunk
+   removes is gone, or, for a pure addition, the block sits next to its context:
+   upstream merged it in a reformatted form. Clearly labelled "likely", since it
+   is a heuristic;
 7. `conflict`: none of the above.
 
 `blocked`: a patch is not checked when an earlier patch *of the same series* that
@@ -26,6 +30,7 @@ A merged patch does not block: upstream's text already carries its change.
 from __future__ import annotations
 
 import itertools
+import keyword
 import re
 from dataclasses import dataclass, field
 from typing import Callable, Hashable, Mapping
@@ -42,7 +47,19 @@ MERGED_RULES = ("reverse", "patch-id", "likely")
 # hunk's own length): far enough for upstream's neighbouring edits, near enough
 # that a common line elsewhere in the file does not count.
 LIKELY_RADIUS = 60
+# Upstream may put this many lines of its own inside the block it merged (a comment,
+# a log call) and it still counts as the patch's block.
+LIKELY_GAP = 2
+# A pure addition must be found within this many (non-blank) lines of its context.
+LIKELY_ANCHOR = 8
 _WORD = re.compile(r"\w")
+_TOKEN = re.compile(r"[A-Za-z_]\w*|\d+")
+# Words whose lines say nothing by themselves: keywords and the most common constants.
+_COMMON = frozenset(keyword.kwlist) | frozenset(
+    {"self", "cls", "super", "print", "len", "0", "1", "args", "kwargs", "int", "str",
+     "bool", "float", "list", "dict", "tuple", "set", "object", "Any", "Optional"})
+_CLOSERS = (")", "]", "}")
+_TRAILING_COMMA = re.compile(r",([)\]}])")
 
 
 @dataclass(frozen=True)
@@ -254,8 +271,8 @@ def _check_patch(patch: DriftPatch, inputs: Mapping[str, Key | None], text_of: R
         where = ", ".join(fp.new_path or fp.old_path or "" for fp, r in forward if r.fuzz)
         return applied("fuzz", f"applies only with fuzz {fuzz} (context changed in {where})")
     if _likely_merged(patch, inputs, text_of):
-        return _Check("merged", "likely merged: every added line is already present near "
-                                "the same place (upstream reformatted it); verify, then drop",
+        return _Check("merged", "likely merged: the added lines are already present, in order, "
+                                "near the same place (upstream reformatted them); verify, then drop",
                       "likely", 0, 0, (), (), None)
     fp, bad = next((fp, r) for fp, r in forward if r.status == FAIL)
     return _Check("conflict", f"{fp.new_path or fp.old_path}: {bad.reason}", None, 0, 0, (), (),
@@ -274,21 +291,76 @@ def _reverse_applies(patch: DriftPatch, inputs: Mapping[str, Key | None],
     return True
 
 
-def _window(lines: list[str], h: Hunk) -> tuple[set[str], set[str]]:
-    """Normalized lines near the hunk's place, and joins of 2-4 neighbours (wrapped lines)."""
+def _window(lines: list[str], h: Hunk) -> list[str]:
+    """Normalized non-blank lines near the hunk's place, in file order."""
     start = max(0, h.new_start - 1 - LIKELY_RADIUS)
     end = min(len(lines), h.new_start - 1 + len(h.new) + LIKELY_RADIUS)
-    norm = [normalized(line) for line in lines[start:end]]
-    singles = {n for n in norm if n}
-    joined = set()
-    for width in (2, 3, 4):
-        for k in range(len(norm) - width + 1):
-            joined.add("".join(norm[k:k + width]))
-    return singles, joined
+    return [n for n in (normalized(line) for line in lines[start:end]) if n]
 
 
 def _meaningful(line: str) -> bool:
     return len(_WORD.findall(line)) >= 3
+
+
+def _distinctive(line: str) -> bool:
+    """Whether finding this (raw, not normalized) line says something: `return None`, `pass`,
+    `else:` or `)` occur everywhere, so their presence proves nothing."""
+    return sum(len(w) for w in _TOKEN.findall(line) if w not in _COMMON) >= 3
+
+
+def _canonical(norm: list[str]) -> list[str]:
+    """Lines as formatters leave them comparable: no comma right before a closing
+    bracket, on the same line or the next one (black's "magic trailing comma")."""
+    out = []
+    for k, line in enumerate(norm):
+        line = _TRAILING_COMMA.sub(r"\1", line)
+        if line.endswith(",") and k + 1 < len(norm) and norm[k + 1][:1] in _CLOSERS:
+            line = line[:-1]
+        out.append(line)
+    return out
+
+
+def _find_block(block: str, window: list[str]) -> tuple[int, int] | None:
+    """Where `block` (the hunk's added lines, canonical and concatenated) sits in
+    `window` as whole consecutive lines, however upstream wrapped or joined them, with
+    at most LIKELY_GAP foreign lines inside: (first line, one past the last), or None.
+
+    Whole lines: `v7=70` does not match inside `v7=70#merged`. Consecutive: lines
+    scattered over the window, or in another order, are not the patch's code.
+    """
+    for s, first in enumerate(window):
+        if not first or not block.startswith(first):
+            continue
+        at, gaps, k = len(first), 0, s + 1
+        while at < len(block) and k < len(window):
+            piece = window[k]
+            if not piece:  # a lone trailing comma, dropped by _canonical
+                pass
+            elif block.startswith(piece, at):
+                at += len(piece)
+            elif gaps < LIKELY_GAP:
+                gaps += 1
+            else:
+                break
+            k += 1
+        if at == len(block):
+            return s, k
+    return None
+
+
+def _anchored(h: Hunk, window: list[str], where: tuple[int, int]) -> bool:
+    """A pure addition must sit next to what is left of its context: with nothing
+    removed, nothing else ties the found lines to the hunk."""
+    lead = {normalized(line) for line in h.old[:h.lead]}
+    trail = {normalized(line) for line in h.old[len(h.old) - h.trail:]}
+    lead = {c for c in lead if _meaningful(c)}
+    trail = {c for c in trail if _meaningful(c)}
+    if not lead and not trail:
+        return True  # no context worth naming (start of file, braces): the window decides
+    s, e = where
+    before = window[max(0, s - LIKELY_ANCHOR):s]
+    after = window[e:e + LIKELY_ANCHOR]
+    return any(c in lead for c in before) or any(c in trail for c in after)
 
 
 def _likely_merged(patch: DriftPatch, inputs: Mapping[str, Key | None], text_of: Reader) -> bool:
@@ -309,14 +381,19 @@ def _likely_merged(patch: DriftPatch, inputs: Mapping[str, Key | None], text_of:
             added = [normalized(line) for line in h.added if normalized(line)]
             removed = [normalized(line) for line in h.removed if normalized(line)]
             gone = [r for r in removed if r not in added]
-            singles, joined = _window(lines, h)
+            window = _window(lines, h)
+            singles = set(window)
             if added:
-                if not any(_meaningful(a) for a in added):
-                    return False  # only braces or blank lines: proves nothing
-                if not all(a in singles or a in joined for a in added):
+                if not any(_distinctive(line) for line in h.added):
+                    return False  # only common lines (`return None`, braces): proves nothing
+                canon = _canonical(window)
+                where = _find_block("".join(_canonical(added)), canon)
+                if where is None:
                     return False
                 if gone and all(r in singles for r in gone):
                     return False  # the old code is still there too
+                if not gone and not _anchored(h, canon, where):
+                    return False
             elif gone:
                 context = [normalized(line) for line in h.old[:h.lead] + h.old[len(h.old) - h.trail:]]
                 if any(r in singles for r in gone):

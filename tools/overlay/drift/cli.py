@@ -8,6 +8,7 @@ import os
 import sys
 import tempfile
 import time
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,6 +126,18 @@ def target_repo(root: Path, pin: PinSet, name: str, mirror: Path | None) -> tupl
     return repo, src.commit
 
 
+def fetch_mirror(explicit: Path | None) -> Path | None:
+    """The mirror `--fetch` fills: --mirror, else $OVERLAY_MIRROR, even if not there yet
+    (`paths.mirror_root` only names an existing one)."""
+    where = explicit if explicit is not None else os.environ.get("OVERLAY_MIRROR")
+    if not where:
+        return None
+    where = Path(where).resolve()
+    if where.exists() and not where.is_dir():
+        raise OverlayError(f"mirror {where} is not a directory", hint="give a folder to fill")
+    return where
+
+
 def fetch_targets(pin: PinSet, names: list[str], mirror: Path | None, verbose: bool) -> None:
     if mirror is None:
         raise OverlayError("--fetch needs a mirror directory to fill",
@@ -205,9 +218,9 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.junit, "--junit")
     project = Project.load(args.root)
     pin = project.pin(args.pin)
+    if args.fetch:  # the mirror may not exist yet: fetching creates it
+        fetch_targets(pin, [t for t, _ in pairs], fetch_mirror(args.mirror), not args.json)
     mirror = paths.mirror_root(args.mirror)
-    if args.fetch:
-        fetch_targets(pin, [t for t, _ in pairs], mirror, not args.json)
 
     # Resolve everything first: bad input fails before any work or any output.
     resolved = []
@@ -243,7 +256,7 @@ def run(args: argparse.Namespace) -> int:
     if args.markdown:
         write_atomic(args.markdown, markdown(report) + (gate_markdown(gate_report) if gate_report else ""))
     if args.junit:
-        write_atomic(args.junit, junit(report))
+        write_atomic(args.junit, junit(report, gate_suites(gate_report) if gate_report else ()))
     if args.json:
         doc = to_json(report)
         if gate_report is not None:
@@ -261,6 +274,14 @@ def run(args: argparse.Namespace) -> int:
     if gate_report is not None and not gate_report.ok:
         code = max(code, 1)
     return code
+
+
+def gate_suites(report) -> tuple[ET.Element, ...]:
+    """The gate's own JUnit suites (one failing test case per finding; one passing case
+    when there is none), to go into drift's JUnit file."""
+    from overlay.gate.report import to_junit
+
+    return tuple(ET.fromstring(to_junit(report)))
 
 
 def gate_markdown(report) -> str:

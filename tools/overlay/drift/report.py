@@ -4,15 +4,28 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 from dataclasses import dataclass
 
 from overlay.drift.classify import CLASSES, Verdict
-from overlay.drift.scan import CommitInfo, TargetRun
+from overlay.drift.scan import CommitInfo, TargetRun, Transition
 
 DEFAULT_FAIL_ON = ("conflict", "missing")
 WARN_ON = frozenset({"fuzz"})
+
+# Upstream writes commit subjects and file names: an escape sequence in one must not
+# recolour, retitle or hyperlink a maintainer's terminal, nor hide in a Markdown
+# summary, nor make the JUnit file invalid XML. Control characters (C0, DEL, C1) and
+# the bidirectional overrides that reorder text on screen are shown as escapes.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` with every unsafe character written as a visible escape (\\x1b, \\u202e)."""
+    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                       else f"\\u{ord(m.group()):04x}", text)
 
 
 @dataclass(frozen=True)
@@ -43,6 +56,10 @@ def _label(v: Verdict) -> str:
     return f"{v.cls} ({v.rule})" if v.rule else v.cls
 
 
+def _before(t: Transition) -> str:
+    return f"{t.before} ({t.before_rule})" if t.before_rule else t.before
+
+
 def _commit_ref(c: CommitInfo) -> str:
     return c.sha[:12]
 
@@ -69,7 +86,8 @@ def terminal(report: DriftReport) -> str:
         at = "at head" if report.mode != "onto" else "class"
         out.append(f"  {'PATCH'.ljust(width)}  {at.upper().ljust(cls_width)}  DETAIL")
         for v in r.verdicts:
-            out.append(f"  {v.patch.ljust(width)}  {_label(v).ljust(cls_width)}  {v.detail}")
+            out.append(f"  {v.patch.ljust(width)}  {_label(v).ljust(cls_width)}  "
+                       f"{printable(v.detail)}")
         if r.history:
             out.append("  class changes along first-parent history:")
             for h in r.history:
@@ -78,16 +96,17 @@ def terminal(report: DriftReport) -> str:
                     continue
                 out.append(f"    {h.patch}: {h.at_pin.cls} at pin")
                 for t in h.transitions:
-                    out.append(f"      {t.before} -> {_label(t.after)} at {_commit_ref(t.commit)} "
-                               f"{t.commit.date[:10]} {t.commit.subject}")
+                    out.append(f"      {_before(t)} -> {_label(t.after)} at {_commit_ref(t.commit)} "
+                               f"{t.commit.date[:10]} {printable(t.commit.subject)}")
                     if t.after.cls not in ("clean",):
-                        out.append(f"        {t.after.detail}")
+                        out.append(f"        {printable(t.after.detail)}")
         if r.bisect:
             out.append("  first commit where each patch stops applying (bisect):")
             for b in r.bisect:
                 if b.status == "found" and b.commit and b.verdict:
                     out.append(f"    {b.patch}: {b.before} -> {_label(b.verdict)} at "
-                               f"{_commit_ref(b.commit)} {b.commit.date[:10]} {b.commit.subject} "
+                               f"{_commit_ref(b.commit)} {b.commit.date[:10]} "
+                               f"{printable(b.commit.subject)} "
                                f"[{b.checks} checks]")
                 elif b.status == "fails-at-pin":
                     out.append(f"    {b.patch}: already fails at the pin [{b.checks} checks]")
@@ -142,7 +161,7 @@ def to_json(report: DriftReport) -> dict:
 
 
 def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return printable(text).replace("|", "\\|")
 
 
 def markdown(report: DriftReport) -> str:
@@ -170,7 +189,7 @@ def markdown(report: DriftReport) -> str:
                 out.append("| --- | --- | --- | --- | --- | --- |")
                 for patch, t in changes:
                     pr = f"#{t.commit.pr}" if t.commit.pr else ""
-                    out.append(f"| `{patch}` | {t.before} → {_label(t.after)} | "
+                    out.append(f"| `{patch}` | {_before(t)} → {_label(t.after)} | "
                                f"`{t.commit.sha[:12]}` | {t.commit.date[:10]} | {pr} | "
                                f"{_md(t.commit.subject)} |")
             else:
@@ -194,7 +213,8 @@ def markdown(report: DriftReport) -> str:
 # ----------------------------------------------------------------------------- JUnit
 
 
-def junit(report: DriftReport) -> str:
+def junit(report: DriftReport, extra: tuple[ET.Element, ...] = ()) -> str:
+    """One <testsuite> per target and ref, then `extra` suites (the gate's, with --gate)."""
     suites = ET.Element("testsuites", name=f"overlay drift {report.pin}")
     for r in report.runs:
         failures = sum(1 for v in r.verdicts if v.cls in report.fail_on)
@@ -207,16 +227,19 @@ def junit(report: DriftReport) -> str:
                            ("mode", report.mode)):
             ET.SubElement(props, "property", name=key, value=value)
         for v in r.verdicts:
+            detail = printable(v.detail)
             case = ET.SubElement(suite, "testcase", classname=f"drift.{r.target}.{r.ref}",
                                  name=v.patch, time="0")
             if v.cls in report.fail_on:
-                failure = ET.SubElement(case, "failure", message=f"{_label(v)}: {v.detail}",
+                failure = ET.SubElement(case, "failure", message=f"{_label(v)}: {detail}",
                                         type=v.cls)
-                failure.text = v.detail
+                failure.text = detail
             elif v.cls == "blocked":
-                ET.SubElement(case, "skipped", message=v.detail)
+                ET.SubElement(case, "skipped", message=detail)
             out = ET.SubElement(case, "system-out")
             prefix = "warning: " if v.cls in WARN_ON else ""
-            out.text = f"{prefix}{_label(v)}: {v.detail}"
+            out.text = f"{prefix}{_label(v)}: {detail}"
+    for suite in extra:
+        suites.append(suite)
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"

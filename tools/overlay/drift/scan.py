@@ -21,6 +21,7 @@ from overlay.errors import OverlayError
 
 Progress = Callable[[str], None]
 _PR = re.compile(r"\(#(\d+)\)")
+_MERGE_PR = re.compile(r"^Merge pull request #(\d+) from ")
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,11 @@ class CommitInfo:
 
     @property
     def pr(self) -> int | None:
-        """The pull request number GitHub's squash merge puts at the end of the subject."""
+        """The pull request a commit lands: GitHub's merge commit says so first
+        ("Merge pull request #77 from owner/branch"), its squash merge last ("... (#77)")."""
+        merge = _MERGE_PR.match(self.subject)
+        if merge:
+            return int(merge.group(1))
         found = _PR.findall(self.subject)
         return int(found[-1]) if found else None
 
@@ -41,14 +46,21 @@ class CommitInfo:
 
 @dataclass(frozen=True)
 class Transition:
+    """A change of class, or of the rule that proves a patch merged (reverse ->
+    patch-id when upstream edits the merged lines again: the evidence got weaker)."""
+
     before: str  # class before this commit
     after: Verdict  # verdict at this commit
     commit: CommitInfo
     index: int  # position in the first-parent walk (1 = first commit after the pin)
+    before_rule: str | None = None  # merged rule before this commit
 
     def to_json(self) -> dict:
-        return {"from": self.before, "to": self.after.cls, "index": self.index,
-                **self.commit.to_json(), "verdict": self.after.to_json()}
+        out = {"from": self.before, "to": self.after.cls, "index": self.index,
+               **self.commit.to_json(), "verdict": self.after.to_json()}
+        if self.before_rule:
+            out["from_rule"] = self.before_rule
+        return out
 
 
 @dataclass(frozen=True)
@@ -421,15 +433,15 @@ def _first_at(commits: Sequence[str], index_of: dict[str, int], i: int) -> str |
 
 def histories(patches: tuple[DriftPatch, ...], at_pin: tuple[Verdict, ...],
               walk: Sequence[tuple[Verdict, ...]], commits: Sequence[CommitInfo]) -> tuple[PatchHistory, ...]:
-    """Per patch, each commit where its class changed."""
+    """Per patch, each commit where its class, or its merged rule, changed."""
     out = []
     for j, patch in enumerate(patches):
         before = at_pin[j]
         changes = []
         for i, verdicts in enumerate(walk):
             v = verdicts[j]
-            if v.cls != before.cls:
-                changes.append(Transition(before.cls, v, commits[i], i + 1))
+            if (v.cls, v.rule) != (before.cls, before.rule):
+                changes.append(Transition(before.cls, v, commits[i], i + 1, before.rule))
             before = v
         out.append(PatchHistory(patch.name, at_pin[j], walk[-1][j] if walk else at_pin[j],
                                 tuple(changes)))
