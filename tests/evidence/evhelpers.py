@@ -52,7 +52,8 @@ def free_port() -> int:
 
 
 def fake_protocol(folder: Path, *, starts: int = 2, base_itl: float = 3.0, fast_itl: float = 1.5,
-                  startup_s: float = 0.0, fail_variant: str | None = None, cpus: bool = True) -> Path:
+                  startup_s: float = 0.0, fail_variant: str | None = None, cpus: bool = True,
+                  base_extra: str = "", fast_extra: str = "", server_extra: str = "") -> Path:
     """A protocol whose server is the fake OpenAI server and whose client is the
     schema-compatible stand-in for `vllm bench serve`."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -67,11 +68,11 @@ model: fake-model
 baseline: base
 variants:
   base:
-    env:
+{base_extra}    env:
       FAKE_ITL_MS: "{base_itl}"
       FAKE_STARTUP_S: "{startup_s}"
   fast:
-    env:
+{fast_extra}    env:
       FAKE_ITL_MS: "{fast_itl}"
       FAKE_STARTUP_S: "{startup_s}"{fail}
 scenarios:
@@ -79,7 +80,7 @@ scenarios:
 starts: {starts}
 seed: 3
 {cpu_block}server:
-  command: ["{sys.executable}", "{FAKE_SERVER}", "--model", "{{model}}", "--host", "{{host}}", "--port", "{{port}}"]
+  command: ["{sys.executable}", "{FAKE_SERVER}", "--model", "{{model}}", "--host", "{{host}}", "--port", "{{port}}"{server_extra}]
   port: {port}
   ready-timeout-s: 20
   stop-timeout-s: 5

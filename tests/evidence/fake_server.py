@@ -4,6 +4,7 @@ GET /v1/models, GET /health, POST /v1/completions and /v1/chat/completions with
 "stream": true (server-sent events, one token per chunk, then usage and [DONE]).
 Timing from the environment: FAKE_STARTUP_S (delay before listening),
 FAKE_TTFT_MS, FAKE_ITL_MS (per token), FAKE_FAIL_START=1 (exit before listening).
+--probe FILE prints FILE's text and PYTHONPATH (tests of composed trees).
 """
 
 from __future__ import annotations
@@ -21,7 +22,12 @@ def main() -> int:
     ap.add_argument("--model", default="fake")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--probe", help="print this file (which tree am I running from?)")
     args, _ = ap.parse_known_args()
+    if args.probe:
+        text = open(args.probe).read().strip() if os.path.isfile(args.probe) else "(missing)"
+        print(f"probe {args.probe}: {text}", flush=True)
+        print(f"pythonpath: {os.environ.get('PYTHONPATH', '')}", flush=True)
     if os.environ.get("FAKE_FAIL_START") == "1":
         print("fake server: failing on purpose", flush=True)
         return 3

@@ -137,12 +137,71 @@ def test_result_metrics_follow_vllm_definitions(tmp_path):
     assert r.itl.tolist() == pytest.approx([20.0, 40.0])
 
 
-def test_metadata_packet_decision_table(run):
-    code, out, err = run("evidence", "analyze", REPO / "evidence" / "mrv2-metadata-barrier", root=REPO)
+def test_metadata_packet_decision_table(run, tmp_path):
+    code, out, err = run("evidence", "analyze", REPO / "evidence" / "mrv2-metadata-barrier",
+                         "--out", tmp_path / "a", root=REPO)
     assert code == 0, err
     assert "REPORTED BY THE SOURCE, not re-measured here" in out
     assert "| mechanism | **REPRODUCED** | REPRODUCED |" in out
     assert "| service-gain | **NOT_REPRODUCED** | NOT_REPRODUCED |" in out
     assert "| p99-itl-regression | **INCONCLUSIVE** | INCONCLUSIVE |" in out
     assert "(-0.64%, +2.98%)" in out and "DISAGREES" not in out
-    assert not (REPO / "evidence" / "mrv2-metadata-barrier" / "analysis").exists()
+    assert not (REPO / "evidence" / "mrv2-metadata-barrier" / "analysis").exists()  # --out is honoured
+    assert (tmp_path / "a" / "analysis.md").is_file() and (tmp_path / "a" / "analysis.json").is_file()
+
+
+def _stamp_runs(folder: Path, started: str) -> None:
+    for meta in (folder / "runs").glob("*/run.json"):
+        data = json.loads(meta.read_text())
+        meta.write_text(json.dumps({**data, "started": started}))
+
+
+def test_protocol_edited_after_the_runs_is_refused_unless_recorded(claim, run, evroot):
+    from overlay.evidence.protocol import protocol_digest
+
+    (claim / "protocol.sha256").write_text(protocol_digest(load_protocol(claim)) + "\n")  # as bench ab does
+    assert run("evidence", "analyze", claim, "--no-plots", root=evroot)[0] == 0
+    proto = claim / "protocol.yaml"
+    proto.write_text(proto.read_text().replace("min-effect-pct: 2.0}", "min-effect-pct: 1.0}"))
+    shutil.rmtree(claim / "analysis")
+    code, out, err = run("evidence", "analyze", claim, "--no-plots", root=evroot)
+    assert code == 2 and "protocol.yaml changed after the runs" in err and "kind: protocol" in err
+    assert not (claim / "analysis").exists()
+    (claim / "deviations.yaml").write_text(
+        "deviations:\n  - {kind: protocol, reason: thresholds lowered after the runs and disclosed here}\n")
+    code, out, err = run("evidence", "analyze", claim, "--no-plots", root=evroot)
+    assert code == 0, err
+
+
+def test_protocol_dated_after_the_first_run_is_refused(claim, run, evroot):
+    _stamp_runs(claim, "2026-11-30T08:00:00+00:00")
+    assert run("evidence", "analyze", claim, "--no-plots", root=evroot)[0] == 0
+    _stamp_runs(claim, "2026-11-29T23:59:00+00:00")  # the protocol says 2026-11-30
+    (claim / "deviations.yaml").write_text("deviations:\n  - {kind: protocol, reason: no excuse}\n")
+    code, out, err = run("evidence", "analyze", claim, "--no-plots", root=evroot)
+    assert code == 2 and "dated 2026-11-30, after the first run (2026-11-29)" in err and out == ""
+
+
+def test_unmatched_deviation_and_run_without_run_json_are_noted(claim, run, evroot):
+    (claim / "runs" / "fast-r2" / "run.json").unlink()
+    (claim / "deviations.yaml").write_text(
+        "deviations:\n  - {kind: excluded, run: base-r9, reason: never happened}\n")
+    code, out, err = run("evidence", "analyze", claim, "--no-plots", root=evroot)
+    assert code == 0, err
+    assert "note: 1 run folder(s) have no run.json (fast-r2)" in out
+    assert "note: deviations.yaml:2: the excluded run base-r9 deviation matches nothing" in out
+    notes = json.loads((claim / "analysis" / "analysis.json").read_text())["notes"]
+    assert len(notes) == 3 and "CPU-pinned" in notes[0]
+
+
+def test_impossible_date_in_protocol_or_deviations_is_one_line(claim, run, evroot):
+    proto = claim / "protocol.yaml"
+    good = proto.read_text()
+    proto.write_text(good.replace("preregistered: 2026-11-30", "preregistered: 2026-13-45"))
+    code, out, err = run("evidence", "plan", claim, root=evroot)
+    assert code == 2 and err.count("\n") == 1 and "protocol.yaml:2:" in err and "2026-13-45" in err
+    assert "Traceback" not in err
+    proto.write_text(good)
+    (claim / "deviations.yaml").write_text("deviations:\n  - {kind: excluded, run: base-r1, reason: 2026-02-30}\n")
+    code, out, err = run("evidence", "analyze", claim, "--no-plots", root=evroot)
+    assert code == 2 and err.count("\n") == 1 and "deviations.yaml:2:" in err

@@ -153,3 +153,37 @@ def test_tails_bad_input(tmp_path, run, evroot):
     assert code == 2 and f"{p}:2: round must be an integer and ms a number" in err
     with pytest.raises(OverlayError, match="no phase 'device_wall'"):
         tails.derive(tails.to_phases([(1, "0", "x", 1.0)]), "e", "x", "device_wall")
+
+
+def test_counter_name_matching_nothing_is_warned(tmp_path, run, evroot):
+    b, o = api_csv(tmp_path / "b.csv", 24, 16), api_csv(tmp_path / "o.csv", 16, 8)
+    code, out, err = run("evidence", "counters", f"baseline={b}", f"optimized={o}", "--steps", "8",
+                         "--name", "wait_event", "--name", "nosuch", "--name", "no*glob", "--json", root=evroot)
+    assert code == 0
+    assert json.loads(out)["unmatched"] == ["nosuch", "no*glob"]
+    assert "--name nosuch matches no API or op" in err and "--name no*glob" in err
+    assert "wait_event" not in err
+
+
+@pytest.mark.parametrize("rows, line, message", [
+    ("0,0,step,1.0\n1,0,step,1.5\n0,0,step,2.0\n", 4,
+     "duplicate record for round 0, rank 0, phase step (first on line 2)"),
+    ("0,0,step,nan\n", 2, "ms is nan"),
+    ("0,0,step,1\n0,1,step,inf\n", 3, "ms is inf"),
+    ("0,0,step,-3\n", 2, "ms is negative (-3)"),
+])
+def test_bad_timing_records_are_refused_with_their_line(tmp_path, run, evroot, rows, line, message):
+    f = tmp_path / "t.csv"
+    f.write_text("round,rank,phase,ms\n" + rows)
+    code, out, err = run("evidence", "tails", f, root=evroot)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"t.csv:{line}: {message}" in err
+
+
+def test_duplicate_jsonl_record_is_refused(tmp_path):
+    f = tmp_path / "t.jsonl"
+    rec = json.dumps({"round": 1, "rank": "0", "phase": "step", "ms": 1.0})
+    f.write_text(rec + "\n" + rec + "\n")
+    with pytest.raises(OverlayError, match="duplicate record") as exc:
+        tails.load_records(f)
+    assert exc.value.line == 2

@@ -71,11 +71,42 @@ def test_reported_file_must_say_it_is_not_re_measured(tmp_path):
         reported.load_reported(folder)
 
 
-def test_packet_analyze_json(run):
-    code, out, _ = run("evidence", "analyze", MRV2, "--json", root=REPO)
+def test_packet_analyze_json(run, tmp_path):
+    code, out, _ = run("evidence", "analyze", MRV2, "--json", "--out", tmp_path / "a", root=REPO)
     data = json.loads(out)
     assert data["status"].startswith("reported by the source")
     assert [d["decision"] for d in data["decisions"]] == ["REPRODUCED", "NOT_REPRODUCED", "INCONCLUSIVE"]
+    assert data["deviations"][0]["run"] == "optimized-r5"
+    assert json.loads((tmp_path / "a" / "analysis.json").read_text()) == data
+    md = (tmp_path / "a" / "analysis.md").read_text()
+    assert "REPORTED BY THE SOURCE" in md and "excluded (optimized-r5):" in md
+
+
+def _packet_copy(tmp_path):
+    folder = tmp_path / "mrv2-metadata-barrier"
+    shutil.copytree(MRV2, folder)
+    (tmp_path / "series.yaml").write_text("series: []\n")
+    return folder
+
+
+def test_reported_packet_writes_its_analysis_next_to_it_by_default(tmp_path, run):
+    folder = _packet_copy(tmp_path)
+    code, out, err = run("evidence", "analyze", folder, root=tmp_path)
+    assert code == 0, err
+    assert (folder / "analysis" / "analysis.md").read_text() in out
+    assert json.loads((folder / "analysis" / "analysis.json").read_text())["claim"] == "mrv2-metadata-barrier"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("deviations:\n  - {kind: broken, reason: x}\n", "'broken' is not one of"),
+    ("deviations:\n  - {kind: excluded, reason: [unclosed\n", "deviations.yaml"),
+])
+def test_reported_packet_validates_its_deviations(tmp_path, run, text, message):
+    folder = _packet_copy(tmp_path)
+    (folder / "deviations.yaml").write_text(text)
+    code, out, err = run("evidence", "analyze", folder, "--out", tmp_path / "a", root=tmp_path)
+    assert code == 2 and message in err and err.count("\n") == 1 and out == ""
+    assert not (tmp_path / "a").exists()
 
 
 def test_ledger_loads_with_the_seed_ladder():

@@ -45,6 +45,13 @@ def test_packet_protocol_loads():
     ("metric: tpot,", "metric: speed,", "'speed' is not one of", 19),
     ("mean, change: lower", "mean, change: down", "'down' is not higher or lower", 19),
     ("statistic: p99", "statistic: p42", "'p42' is not one of mean, p50, p95, p99", 20),
+    ("preregistered: 2026-11-30", "preregistered: 2026-13-45", "bad value '2026-13-45'", 2),
+    ("  base: {}", '  base:\n    server-args: ["--served-model-name", "{modle}"]',
+     "unknown placeholder {modle} in '{modle}'", 8),
+    ("  base: {}", '  base:\n    server-args: ["--tree", "{composed:plugin}"]',
+     "variant 'base' uses {composed:plugin} but has no pin", 8),
+    ("seed: 7", 'seed: 7\nserver: {command: [vllm, serve, "{model}", "--port={prot}"]}',
+     "unknown placeholder {prot} in '--port={prot}'", 14),
 ])
 def test_bad_protocol_gives_one_located_error(tmp_path, old, new, message, line):
     path = write_protocol(tmp_path / "c")
@@ -102,3 +109,11 @@ def test_plan_cli_prints_order_and_pinning(tmp_path, run, evroot):
 
     data = json.loads(out)
     assert data["runs"][1]["server_argv"][:3] == ["taskset", "-c", "96-119"]
+
+
+def test_plan_refuses_a_variant_naming_a_patch_not_in_the_series(run, evroot):
+    path = write_protocol(evroot / "c")
+    path.write_text(path.read_text().replace("  base: {}", "  base: {series: [0009-nope.patch]}"))
+    code, out, err = run("evidence", "plan", path, root=evroot)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "variant 'base' names patch 0009-nope.patch, which series.yaml does not list" in err

@@ -17,7 +17,8 @@ import numpy as np
 from overlay.errors import OverlayError
 from overlay.evidence import decide, profiler
 from overlay.evidence.plan import plan
-from overlay.evidence.protocol import RUN_METRICS, STATISTICS, Check, Claim, Deviation, Protocol
+from overlay.evidence.protocol import (DIGEST_FILE, RUN_METRICS, STATISTICS, Check, Claim, Deviation,
+                                      Protocol, protocol_digest)
 from overlay.evidence.results import (Excluded, RunFolder, ScenarioResult, load_result,
                                       scan_excluded, scan_runs)
 from overlay.evidence.stats import PairedInterval, paired_bootstrap, per_start_statistic
@@ -143,6 +144,30 @@ def find_issues(protocol: Protocol, runs: tuple[RunFolder, ...], excluded: tuple
     return issues
 
 
+def protocol_issues(protocol: Protocol, results_dir: Path) -> list[Issue]:
+    """The protocol file the runs were made under (bench ab's protocol.sha256) must be this one."""
+    path = results_dir / DIGEST_FILE
+    if not path.is_file():
+        return []
+    then = path.read_text(encoding="utf-8").strip()
+    now = protocol_digest(protocol)
+    if then == now:
+        return []
+    return [Issue("protocol", None, None, f"protocol.yaml changed after the runs (sha256 {then[:12]} "
+                                          f"recorded in {DIGEST_FILE}, now {now[:12]})")]
+
+
+def check_preregistration(protocol: Protocol, runs: tuple[RunFolder, ...],
+                          excluded: tuple[Excluded, ...]) -> None:
+    """A protocol dated after the first run was not written before it: no deviation excuses that."""
+    started = sorted(s[:10] for s in [r.started for r in runs] + [e.started for e in excluded] if s)
+    if started and started[0] < protocol.preregistered.isoformat():
+        raise OverlayError(f"the protocol is dated {protocol.preregistered.isoformat()}, after the first "
+                           f"run ({started[0]})", path=str(protocol.path),
+                           hint="a preregistered protocol is written before any run; analyze these runs "
+                                "as exploratory under a new claim folder")
+
+
 def _recorded(issue: Issue, deviations: tuple[Deviation, ...]) -> Deviation | None:
     for d in deviations:
         if d.kind != issue.kind:
@@ -183,7 +208,8 @@ def analyze(protocol: Protocol, results_dir: Path, deviations: tuple[Deviation, 
             if s in {x.name for x in protocol.scenarios}:
                 results[(r.run_id, s)] = load_result(r.path / f"{s}.json", r.run_id, r.variant,
                                                      r.start, s)
-    issues = find_issues(protocol, runs, excluded, results)
+    check_preregistration(protocol, runs, excluded)
+    issues = protocol_issues(protocol, results_dir) + find_issues(protocol, runs, excluded, results)
     recorded: list[tuple[Issue, Deviation]] = []
     open_issues: list[Issue] = []
     for issue in issues:
@@ -227,6 +253,16 @@ def analyze(protocol: Protocol, results_dir: Path, deviations: tuple[Deviation, 
     notes = []
     if protocol.server_cpus is None or protocol.client_cpus is None:
         notes.append("server and client were not both CPU-pinned by the protocol")
+    bare = [r.run_id for r in runs if r.run_id in planned and not r.has_meta]
+    if bare:
+        notes.append(f"{len(bare)} run folder(s) have no run.json ({', '.join(bare[:3])}"
+                     f"{', ...' if len(bare) > 3 else ''}): their server start, order and trees are unverified")
+    used = {id(d) for _, d in recorded}
+    for d in deviations:
+        if id(d) not in used:
+            where = f" run {d.run}" if d.run else ""
+            notes.append(f"deviations.yaml:{d.line}: the {d.kind}{where} deviation matches nothing in "
+                         "these results")
     return Analysis(protocol, tuple(results.values()), summaries, tuple(deltas), claims,
                     tuple(recorded), excluded, tuple(notes))
 

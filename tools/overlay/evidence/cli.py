@@ -22,7 +22,8 @@ def register(sub) -> None:
     a = evs.add_parser("analyze", help="deltas, paired-start intervals and decisions")
     a.add_argument("folder", type=Path, help="claim folder (protocol.yaml) or protocol.yaml")
     a.add_argument("--results", type=Path, help="results folder (default: <folder>)")
-    a.add_argument("--out", type=Path, help="where analysis.md/.json and plots go (default: <results>/analysis)")
+    a.add_argument("--out", type=Path, help="where analysis.md/.json and plots go "
+                                            "(default: <results>/analysis; a reported-figures packet: <folder>/analysis)")
     a.add_argument("--no-plots", action="store_true")
     a.add_argument("--json", action="store_true")
     a.set_defaults(func=cmd_analyze)
@@ -58,6 +59,8 @@ def register(sub) -> None:
     ab.add_argument("--protocol", type=Path, required=True)
     ab.add_argument("--results", type=Path, help="results folder (default: the protocol's folder)")
     ab.add_argument("--max-runs", type=int, help="stop after this many new runs (resume later)")
+    ab.add_argument("--mirror", type=Path, help="local mirror for composing the variants' trees "
+                                                 "(default: $OVERLAY_MIRROR)")
     ab.add_argument("--json", action="store_true")
     ab.set_defaults(func=cmd_bench_ab)
 
@@ -71,15 +74,19 @@ def _protocol(path: Path, root: Path):
 def cmd_plan(args) -> int:
     from overlay.evidence import orchestrate
     from overlay.evidence.plan import plan
+    from overlay.evidence.trees import layout
 
     proto = _protocol(args.protocol, args.root)
+    orchestrate.check_series(proto, args.root)
     runs = plan(proto)
+    # Where `bench ab` (default results folder) composes each variant's trees.
+    trees = layout(proto, args.root, proto.folder)
+    argv = {v.name: orchestrate.server_argv(proto, v, trees.get(v.name)) for v in proto.variants}
     if args.json:
         print(json.dumps({"claim": proto.claim, "preregistered": proto.preregistered.isoformat(),
                           "runs": [{"position": r.position, "run": r.run_id, "variant": r.variant,
                                     "start": r.start, "scenarios": list(r.scenarios),
-                                    "server_argv": orchestrate.server_argv(proto, proto.variant(r.variant),
-                                                                           args.root),
+                                    "server_argv": argv[r.variant],
                                     "env": dict(proto.variant(r.variant).env)} for r in runs]}, indent=2))
         return 0
     print(f"# {proto.claim}: {len(runs)} server starts ({proto.starts} per variant, balanced interleaved)")
@@ -88,7 +95,7 @@ def cmd_plan(args) -> int:
         v = proto.variant(r.variant)
         env = " ".join(f"{k}={val}" for k, val in v.env)
         print(f"{r.position:3d}  {r.run_id:<24} scenarios: {', '.join(r.scenarios)}")
-        print(f"     server: {(env + ' ') if env else ''}{' '.join(orchestrate.server_argv(proto, v, args.root))}")
+        print(f"     server: {(env + ' ') if env else ''}{' '.join(argv[r.variant])}")
     return 0
 
 
@@ -119,22 +126,35 @@ def cmd_analyze(args) -> int:
         print(json.dumps(data, indent=2))
     else:
         print(report.decision_table(a.claims, report.rows_from_claims(a.claims)), end="")
+        for note in a.notes:
+            print(f"note: {note}")
         print(f"\nwrote {out / 'analysis.md'}, {out / 'analysis.json'}" +
               (f" and {len(plots)} plots" if plots else ""))
     return 0
 
 
 def _analyze_reported(proto, folder: Path, args) -> int:
+    """A packet of figures reported by a source: same decisions, same outputs as measured data."""
     from overlay.evidence import reported
+    from overlay.evidence.protocol import load_deviations
 
     rep = reported.load_reported(folder, args.root)
+    devs = load_deviations(folder, args.root)
     decisions, rows = reported.decide_reported(proto, rep)
+    md = reported.render(proto, rep, decisions, rows, devs)
+    data = {"claim": proto.claim, "status": rep.status, "source": rep.source,
+            "decisions": [d.__dict__ for d in decisions], "rows": [r.__dict__ for r in rows],
+            "deviations": [{"kind": d.kind, "run": d.run, "scenario": d.scenario, "reason": d.reason}
+                           for d in devs]}
+    out = args.out or folder / "analysis"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "analysis.md").write_text(md, encoding="utf-8")
+    (out / "analysis.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     if args.json:
-        print(json.dumps({"claim": proto.claim, "status": rep.status, "source": rep.source,
-                          "decisions": [d.__dict__ for d in decisions],
-                          "rows": [r.__dict__ for r in rows]}, indent=2))
+        print(json.dumps(data, indent=2))
     else:
-        print(reported.render(proto, rep, decisions, rows), end="")
+        print(md, end="")
+        print(f"\nwrote {out / 'analysis.md'}, {out / 'analysis.json'} (no plots: no raw data here)")
     return 0
 
 
@@ -148,10 +168,15 @@ def cmd_counters(args) -> int:
         v, p = item.split("=", 1)
         files[v] = Path(p)
     table = profiler.per_step(files, tuple(args.name), args.steps)
+    missing = profiler.unmatched(files, tuple(args.name))
+    for n in missing:
+        print(f"overlay: warning: --name {n} matches no API or op in any file (a typo? its count is 0)",
+              file=sys.stderr)
     if args.json:
         print(json.dumps({"steps": args.steps, "counts": {v: {n: {"count": c, "per_step": s}
                                                               for n, (c, s) in d.items()}
-                                                          for v, d in table.items()}}, indent=2))
+                                                          for v, d in table.items()},
+                          "unmatched": missing}, indent=2))
         return 0
     variants = list(table)
     print("| name | " + " | ".join(variants) + " |")
@@ -226,6 +251,7 @@ def cmd_ledger(args) -> int:
 
 
 def cmd_bench_ab(args) -> int:
+    from overlay import paths
     from overlay.evidence import orchestrate
 
     proto = _protocol(args.protocol, args.root)
@@ -233,7 +259,7 @@ def cmd_bench_ab(args) -> int:
 
     # SIGINT and SIGTERM stop the current server and set its run aside (orchestrate).
     summary = orchestrate.bench_ab(proto, args.root, results, orchestrate.terminal_progress(args.json),
-                                   only=args.max_runs)
+                                   only=args.max_runs, mirror=paths.mirror_root(args.mirror))
     data = {"planned": summary.planned, "already_complete": list(summary.already_complete),
             "ran": list(summary.ran), "excluded": list(summary.excluded), "results": str(summary.results)}
     remaining = summary.planned - len(summary.already_complete) - len(summary.ran)

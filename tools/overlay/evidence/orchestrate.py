@@ -1,7 +1,10 @@
 """`overlay bench ab`: run a protocol for real, one independent server start at a time.
 
-For each planned run, in the protocol's balanced order: start the variant's server
-(pinned with taskset to the protocol's server CPUs, with the variant's environment),
+Before the first run, every variant's (pin, series subset) is composed once
+(evidence.trees). For each planned run, in the protocol's balanced order: start the
+variant's server from its composed trees (pinned with taskset to the protocol's
+server CPUs, with the variant's environment, in its own process group, recorded in
+server.pid so a later invocation can stop it if this one is killed hard),
 wait until it answers, run every scenario with the benchmark client (pinned to the
 client CPUs, per-request detail saved), stop the server, next.
 
@@ -16,10 +19,10 @@ deviations.yaml, as the seed recorded its excluded partial run.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -32,12 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from overlay import gitcmd
 from overlay.errors import OverlayError
 from overlay.evidence.plan import PlannedRun, plan
-from overlay.evidence.protocol import Protocol, Scenario, Variant
+from overlay.evidence.protocol import DIGEST_FILE, PLACEHOLDER, Protocol, Scenario, Variant, protocol_digest
+from overlay.evidence import trees as tree_mod
+from overlay.evidence.trees import VariantTrees
 from overlay.model import load_series
-from overlay.paths import composed_dir
 
 Progress = Callable[[str], None]
 
@@ -54,19 +57,27 @@ class BenchSummary:
 # ----------------------------------------------------------------------------- commands (pure)
 
 
-def _fmt(arg: str, values: dict[str, str]) -> str:
-    out = arg
-    for key, value in values.items():
-        out = out.replace("{" + key + "}", value)
-    return out
+def _fmt(arg: str, values: dict[str, str], variant: str) -> str:
+    def sub(m: re.Match[str]) -> str:
+        key = m.group(1)
+        if key not in values:
+            if key.startswith("composed:"):
+                raise OverlayError(f"variant '{variant}' has no composed tree for {{{key}}}",
+                                   hint="give the variant a pin (and a series) whose pin set has that target")
+            raise OverlayError(f"unknown placeholder {{{key}}} in '{arg}'",
+                               hint="known: " + ", ".join("{" + k + "}" for k in sorted(values)))
+        return values[key]
+
+    return PLACEHOLDER.sub(sub, arg)
 
 
-def placeholders(protocol: Protocol, variant: Variant, root: Path) -> dict[str, str]:
+def placeholders(protocol: Protocol, variant: Variant, tree: VariantTrees | None) -> dict[str, str]:
     values = {"model": protocol.model, "host": protocol.host, "port": str(protocol.port),
               "variant": variant.name, "pin": variant.pin or ""}
-    if variant.pin:
-        for target in ("core", "plugin"):
-            values[f"composed:{target}"] = str(composed_dir(root, variant.pin, target))
+    if tree is not None:
+        values["pin"] = tree.pin
+        for target, path in tree.dirs:
+            values[f"composed:{target}"] = str(path)
     return values
 
 
@@ -74,9 +85,10 @@ def taskset(cpus: str | None) -> list[str]:
     return ["taskset", "-c", cpus] if cpus else []
 
 
-def server_argv(protocol: Protocol, variant: Variant, root: Path) -> list[str]:
-    values = placeholders(protocol, variant, root)
-    cmd = [_fmt(a, values) for a in protocol.server_command] + [_fmt(a, values) for a in variant.server_args]
+def server_argv(protocol: Protocol, variant: Variant, tree: VariantTrees | None = None) -> list[str]:
+    """The server command of a variant; {composed:<target>} is the variant's own composed tree."""
+    values = placeholders(protocol, variant, tree)
+    cmd = [_fmt(a, values, variant.name) for a in protocol.server_command + variant.server_args]
     return taskset(protocol.server_cpus) + cmd
 
 
@@ -102,20 +114,23 @@ def client_argv(protocol: Protocol, scenario: Scenario, run: PlannedRun, out_dir
 
 
 def server_env(protocol: Protocol, variant: Variant, root: Path, run: PlannedRun,
-               base: dict[str, str] | None = None) -> dict[str, str]:
+               base: dict[str, str] | None = None, tree: VariantTrees | None = None) -> dict[str, str]:
+    """The variant's environment; its composed trees come first on PYTHONPATH, so the
+    server imports the variant's source (core and plugin), not whatever is installed."""
     env = dict(os.environ if base is None else base)
     env.update(dict(variant.env))
     env["OVERLAY_VARIANT"] = variant.name
     env["OVERLAY_RUN"] = run.run_id
+    if tree is not None:
+        dirs = [str(path) for _, path in tree.dirs]
+        for target, path in tree.dirs:
+            env[f"OVERLAY_COMPOSED_{target.upper().replace('-', '_')}"] = str(path)
+        env["PYTHONPATH"] = os.pathsep.join(dirs + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     if variant.venv:
         venv = (root / variant.venv).resolve()
         env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         env["VIRTUAL_ENV"] = str(venv)
     return env
-
-
-def protocol_digest(protocol: Protocol) -> str:
-    return hashlib.sha256(protocol.path.read_bytes()).hexdigest()
 
 
 # ----------------------------------------------------------------------------- side effects
@@ -191,19 +206,6 @@ def _exclude(results: Path, partial: Path, run_id: str, reason: str) -> str:
     return dest.name
 
 
-def _tree_ids(root: Path, variant: Variant) -> dict[str, str]:
-    out = {}
-    if not variant.pin:
-        return out
-    for target in ("core", "plugin"):
-        d = composed_dir(root, variant.pin, target)
-        if (d / ".git").exists():
-            proc = gitcmd.git(["rev-parse", "HEAD^{tree}"], cwd=d, check=False)
-            if proc.returncode == 0:
-                out[target] = proc.stdout.strip()
-    return out
-
-
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -218,7 +220,7 @@ def _check_tools(protocol: Protocol) -> None:
                                hint="install the client/server or give the full path in the protocol")
 
 
-def _check_series(protocol: Protocol, root: Path) -> None:
+def check_series(protocol: Protocol, root: Path) -> None:
     """A variant may only name patches the series carries: a protocol cannot run
     a source change that has no patch yet."""
     named = [(v, p) for v in protocol.variants if not isinstance(v.series, str) for p in v.series]
@@ -232,6 +234,15 @@ def _check_series(protocol: Protocol, root: Path) -> None:
                                hint="add the patch to patches/ and series.yaml, or drop it from the variant")
 
 
+def check_preregistered(protocol: Protocol, today: _dt.date | None = None) -> None:
+    """A protocol dated after today cannot have been written before this run."""
+    today = today or _dt.datetime.now(_dt.timezone.utc).date()
+    if protocol.preregistered > today:
+        raise OverlayError(f"the protocol is dated {protocol.preregistered.isoformat()}, after today "
+                           f"({today.isoformat()})", path=str(protocol.path),
+                           hint="preregistered is the date the protocol was written, before the first run")
+
+
 def _complete(run_dir: Path, run: PlannedRun) -> bool:
     meta = run_dir / "run.json"
     if not meta.is_file():
@@ -243,21 +254,104 @@ def _complete(run_dir: Path, run: PlannedRun) -> bool:
     return status == "complete" and all((run_dir / f"{s}.json").is_file() for s in run.scenarios)
 
 
+# ----------------------------------------------------------------------------- the server pid file
+
+PID_FILE = "server.pid"
+
+
+def _cmdline(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return [a.decode("utf-8", "surrogateescape") for a in raw.split(b"\0") if a] or None
+
+
+def _ours(recorded: list[str], running: list[str]) -> bool:
+    """taskset execs the server, so the live command line is the argv without it."""
+    if running == recorded:
+        return True
+    return recorded[:2] == ["taskset", "-c"] and running == recorded[3:]
+
+
+def _write_pid(results: Path, proc: subprocess.Popen, argv: list[str], run_id: str) -> None:
+    tmp = results / (PID_FILE + ".tmp")
+    tmp.write_text(json.dumps({"pid": proc.pid, "argv": argv, "run": run_id}) + "\n", encoding="utf-8")
+    tmp.replace(results / PID_FILE)
+
+
+def _clear_pid(results: Path) -> None:
+    try:
+        (results / PID_FILE).unlink()
+    except FileNotFoundError:
+        pass
+
+
+def stop_leftover_server(results: Path, progress: Progress, timeout: float = 10.0) -> int | None:
+    """Stop the server a killed `bench ab` left running (recorded in server.pid); its pid, if any.
+
+    Only a process whose command line is the recorded one is ours; a reused pid is
+    left alone. A server we cannot stop is refused, naming its pid."""
+    path = results / PID_FILE
+    if not path.is_file():
+        return None
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+        pid, argv = int(rec["pid"]), [str(a) for a in rec["argv"]]
+    except (ValueError, KeyError, TypeError):
+        raise OverlayError("not a server pid record", path=str(path),
+                           hint="check that no benchmark server is still running, then delete the file") from None
+    running = _cmdline(pid)
+    if running is None or not _ours(argv, running):
+        _clear_pid(results)  # gone, or the pid now belongs to someone else
+        return None
+    progress(f"stopping the server a previous run left behind (pid {pid}, run {rec.get('run')})")
+    try:
+        os.killpg(pid, signal.SIGTERM)  # it leads its own process group (start_new_session)
+        deadline = time.monotonic() + timeout
+        while _cmdline(pid) is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _cmdline(pid) is not None:
+            os.killpg(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 5
+            while _cmdline(pid) is not None and time.monotonic() < deadline:
+                time.sleep(0.05)
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        raise OverlayError(f"a server left by an earlier run is still running (pid {pid}) and cannot be "
+                           "stopped", path=str(path), hint=f"stop it (kill {pid}) and run again") from None
+    if _cmdline(pid) is not None and _ours(argv, _cmdline(pid) or []):
+        raise OverlayError(f"a server left by an earlier run is still running (pid {pid})", path=str(path),
+                           hint=f"stop it (kill -9 {pid}) and run again")
+    _clear_pid(results)
+    return pid
+
+
 def bench_ab(protocol: Protocol, root: Path, results: Path, progress: Progress,
-             *, only: int | None = None) -> BenchSummary:
+             *, only: int | None = None, mirror: Path | None = None) -> BenchSummary:
     """Run (or resume) the protocol; `only` stops after that many new runs."""
     _check_tools(protocol)
-    _check_series(protocol, root)
+    check_series(protocol, root)
+    check_preregistered(protocol)
     runs_dir = results / "runs"
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    digest_file = results / "protocol.sha256"
+    digest_file = results / DIGEST_FILE
     digest = protocol_digest(protocol)
     if digest_file.is_file() and digest_file.read_text().strip() != digest:
         raise OverlayError("the protocol changed after runs were recorded under these results",
                            path=str(protocol.path),
                            hint="a preregistered protocol is frozen: restore it, or start a new results folder")
-    digest_file.write_text(digest + "\n", encoding="utf-8")
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    stop_leftover_server(results, progress, protocol.stop_timeout_s)
+    # Checked before any run folder exists, so a retry against a busy port sets nothing aside.
+    if _answering(protocol):
+        raise OverlayError(f"port {protocol.port} is already serving: another server answers on "
+                           f"{protocol.host}:{protocol.port}; refusing to benchmark it",
+                           path=str(protocol.path), hint="stop that server first")
     excluded: list[str] = []
+    recorded = any(runs_dir.iterdir()) or (results / "excluded").is_dir()
+    trees = tree_mod.prepare(protocol, root, results, mirror, progress, runs_recorded=recorded)
+    digest_file.write_text(digest + "\n", encoding="utf-8")
     # A run a previous invocation left half-done (killed hard) is set aside first.
     for leftover in sorted(runs_dir.glob("*.partial")):
         rid = leftover.name[: -len(".partial")]
@@ -269,13 +363,13 @@ def bench_ab(protocol: Protocol, root: Path, results: Path, progress: Progress,
     done, ran = [], []
     with _INTERRUPTS:
         _INTERRUPTS.requested = False
-        _run_all(protocol, root, results, planned, progress, only, done, ran, excluded)
+        _run_all(protocol, root, results, planned, progress, only, done, ran, excluded, trees)
     return BenchSummary(len(planned), tuple(done), tuple(ran), tuple(excluded), results)
 
 
 def _run_all(protocol: Protocol, root: Path, results: Path, planned: tuple[PlannedRun, ...],
              progress: Progress, only: int | None, done: list[str], ran: list[str],
-             excluded: list[str]) -> None:
+             excluded: list[str], trees: dict[str, VariantTrees]) -> None:
     runs_dir = results / "runs"
     for run in planned:
         _INTERRUPTS.check()
@@ -288,20 +382,21 @@ def _run_all(protocol: Protocol, root: Path, results: Path, planned: tuple[Plann
         if only is not None and len(ran) >= only:
             break
         progress(f"[{run.position}/{len(planned)}] {run.run_id}: starting server")
-        _one_run(protocol, root, results, run, progress, excluded)
+        _one_run(protocol, root, results, run, progress, excluded, trees.get(run.variant))
         ran.append(run.run_id)
 
 
 def _one_run(protocol: Protocol, root: Path, results: Path, run: PlannedRun, progress: Progress,
-             excluded: list[str]) -> None:
+             excluded: list[str], tree: VariantTrees | None) -> None:
     variant = protocol.variant(run.variant)
     partial = results / "runs" / f"{run.run_id}.partial"
     meta = {"run": run.run_id, "variant": run.variant, "start": run.start, "position": run.position,
             "status": "running", "started": _now(), "server_cpus": protocol.server_cpus,
-            "client_cpus": protocol.client_cpus, "server_argv": server_argv(protocol, variant, root),
-            "env": dict(variant.env), "pin": variant.pin,
+            "client_cpus": protocol.client_cpus, "server_argv": server_argv(protocol, variant, tree),
+            "env": dict(variant.env), "pin": tree.pin if tree else variant.pin,
             "series": variant.series if isinstance(variant.series, str) else list(variant.series),
-            "composed_trees": _tree_ids(root, variant), "scenarios": {}}
+            "composed_trees": dict(tree.tree_ids) if tree else {},
+            "composed_dirs": {t: str(p) for t, p in tree.dirs} if tree else {}, "scenarios": {}}
 
     def save() -> None:
         (partial / "run.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
@@ -313,27 +408,28 @@ def _one_run(protocol: Protocol, root: Path, results: Path, run: PlannedRun, pro
     # to a complete run or set aside under excluded/ with the reason.
     try:
         save()
-        if _answering(protocol):
-            excluded.append(_exclude(results, partial, run.run_id, "another server already answers on "
-                                     f"{protocol.host}:{protocol.port}; refusing to benchmark it"))
-            raise OverlayError(f"port {protocol.port} is already serving", hint="stop that server first")
         log = open(partial / "server.log", "wb")
-        proc = subprocess.Popen(meta["server_argv"], env=server_env(protocol, variant, root, run),
+        # Its own session (process group): stopping it stops the workers it forked,
+        # and server.pid lets the next invocation stop it if this one is killed hard.
+        proc = subprocess.Popen(meta["server_argv"], env=server_env(protocol, variant, root, run, tree=tree),
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=root)
-        meta["server_pid"] = proc.pid  # so an operator can find it after a hard kill
+        _write_pid(results, proc, meta["server_argv"], run.run_id)
+        meta["server_pid"] = proc.pid
         save()
         _INTERRUPTS.check()
         failure = _serve_scenarios(protocol, run, proc, partial, meta, save, progress)
     except KeyboardInterrupt:
         if proc is not None:
             _stop(proc, protocol.stop_timeout_s)
+            _clear_pid(results)
         if log is not None:
             log.close()
         excluded.append(_exclude(results, partial, run.run_id,
                                  "interrupted by the operator; rerun from a fresh server start"))
         raise
     _stop(proc, protocol.stop_timeout_s)
+    _clear_pid(results)
     log.close()
     if failure is not None:
         name = _exclude(results, partial, run.run_id, failure)

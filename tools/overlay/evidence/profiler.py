@@ -70,3 +70,15 @@ def per_step(files: dict[str, Path], names: tuple[str, ...], steps: int
         table = load_statistics(path)
         out[variant] = {n: (count(table, n), count(table, n) / steps) for n in names}
     return out
+
+
+def unmatched(files: dict[str, Path], names: tuple[str, ...]) -> list[str]:
+    """Names (or globs) that match no API/op in any file: likely a typo, not a zero count."""
+    tables = [load_statistics(p) for p in files.values()]
+
+    def hit(table: dict[str, int], pattern: str) -> bool:
+        if any(ch in pattern for ch in "*?["):
+            return any(fnmatch.fnmatchcase(k, pattern) for k in table)
+        return pattern in table
+
+    return [n for n in names if not any(hit(t, n) for t in tables)]

@@ -8,6 +8,7 @@ dataclasses; every error names file:line and the field, like pins and series.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import math
 import re
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ METRICS = RUN_METRICS + REQUEST_METRICS
 STATISTICS = ("mean", "p50", "p95", "p99")
 CHANGES = ("higher", "lower")
 REFUTE_RULES = ("interval-excludes-min-effect", "interval-includes-zero")
-DEVIATION_KINDS = ("excluded", "missing", "parameters", "order", "failed-requests", "extra")
+DEVIATION_KINDS = ("excluded", "missing", "parameters", "order", "failed-requests", "extra", "protocol")
 
 PROTOCOL_FIELDS = ("claim", "preregistered", "hypothesis", "model", "baseline", "variants",
                    "scenarios", "starts", "order", "seed", "cpus", "server", "client",
@@ -44,6 +45,11 @@ CLAIM_FIELDS = ("hypothesis", "kind", "scenarios", "checks", "not-reproduced-whe
                 "min-positive-pairs", "steps", "expect")
 CHECK_FIELDS = ("metric", "statistic", "change", "min-effect-pct")
 BOOT_FIELDS = ("resamples", "confidence", "seed")
+
+# What a server command may contain; {composed:<target>} is the variant's composed tree.
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_:-]*)\}")
+PLACEHOLDERS = ("model", "host", "port", "variant", "pin")
+COMPOSED = re.compile(r"^composed:[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 DEFAULT_SERVER_COMMAND = ("vllm", "serve", "{model}", "--host", "{host}", "--port", "{port}")
 DEFAULT_CLIENT_COMMAND = ("vllm", "bench", "serve")
@@ -180,6 +186,13 @@ class Deviation:
     scenario: str | None
     reason: str
     line: int
+
+
+DIGEST_FILE = "protocol.sha256"  # in a results folder: the protocol the runs were made under
+
+
+def protocol_digest(protocol: Protocol) -> str:
+    return hashlib.sha256(protocol.path.read_bytes()).hexdigest()
 
 
 # ----------------------------------------------------------------------------- field helpers
@@ -428,11 +441,19 @@ def load_protocol(path: Path, root: Path | None = None) -> Protocol:
     if not 0.5 <= conf < 1:
         raise bf.error("confidence", f"{conf} is not in [0.5, 1)")
     seed = _int(top, "seed", default=0)
+    server_command = _cmd_list(srv, "command", DEFAULT_SERVER_COMMAND)
+    srv_line = srv.map["command"].line if srv.has("command") else doc.line
+    pinned = [v for v in variants if v.pin]
+    # The shared command runs for every variant: {composed:*} there needs every variant pinned.
+    _check_placeholders(server_command, next((v for v in variants if not v.pin), None) if len(pinned) <
+                        len(variants) else None, shown, srv_line)
+    for v in variants:
+        _check_placeholders(v.server_args, v, shown, v.line)
     return Protocol(
         path=path, claim=claim_name, preregistered=_date(top, "preregistered"), hypothesis=hyp,
         model=model, baseline=baseline, variants=variants, scenarios=scenarios, starts=starts,
         order=order, seed=seed, server_cpus=server_cpus, client_cpus=client_cpus,
-        server_command=_cmd_list(srv, "command", DEFAULT_SERVER_COMMAND),
+        server_command=server_command,
         host=srv.str("host") or "127.0.0.1", port=_int(srv, "port", default=8000, minimum=1),
         ready_path=srv.str("ready-path") or "/v1/models",
         ready_timeout_s=_number(srv, "ready-timeout-s", default=1800.0),
@@ -445,6 +466,24 @@ def load_protocol(path: Path, root: Path | None = None) -> Protocol:
         stop_rules=top.str_list("stop-rules"),
         max_failed_requests=_int(top, "max-failed-requests", default=0),
     )
+
+
+def _check_placeholders(args: tuple[str, ...], variant: Variant | None, path: str, line: int) -> None:
+    """Every {name} in a server command must be one `bench ab` fills in; a typo such as
+    {modle} would otherwise reach the server verbatim."""
+    for arg in args:
+        for m in PLACEHOLDER.finditer(arg):
+            key = m.group(1)
+            if key in PLACEHOLDERS:
+                continue
+            if COMPOSED.match(key):
+                if variant is not None and not variant.pin:
+                    raise OverlayError(f"variant '{variant.name}' uses {{{key}}} but has no pin",
+                                       path=path, line=line, hint="give the variant a pin (and series)")
+                continue
+            raise OverlayError(f"unknown placeholder {{{key}}} in '{arg}'", path=path, line=line,
+                               hint="known: " + ", ".join("{" + k + "}" for k in PLACEHOLDERS)
+                                    + ", {composed:<target>}")
 
 
 def load_deviations(folder: Path, root: Path | None = None) -> tuple[Deviation, ...]:

@@ -29,7 +29,7 @@ from pathlib import Path
 from overlay import yamldoc
 from overlay.errors import OverlayError
 from overlay.evidence import decide
-from overlay.evidence.protocol import METRICS, STATISTICS, Protocol, _number
+from overlay.evidence.protocol import METRICS, STATISTICS, Deviation, Protocol, _number
 from overlay.evidence.report import Row, check_label
 from overlay.model import _Fields, _rel
 
@@ -214,7 +214,8 @@ def decide_reported(protocol: Protocol, rep: Reported) -> tuple[list[ReportedDec
     return decisions, rows
 
 
-def render(protocol: Protocol, rep: Reported, decisions: list[ReportedDecision], rows: list[Row]) -> str:
+def render(protocol: Protocol, rep: Reported, decisions: list[ReportedDecision], rows: list[Row],
+           deviations: tuple[Deviation, ...] = ()) -> str:
     from overlay.evidence.report import _ci, _pct
 
     out = [f"# {protocol.claim}: figures REPORTED BY THE SOURCE, not re-measured here", "",
@@ -237,4 +238,9 @@ def render(protocol: Protocol, rep: Reported, decisions: list[ReportedDecision],
             cells = "; ".join(f"{r.scenario} {r.statistic if r.statistic != 'value' else ''} {r.metric} "
                               f"{_pct(r.delta_pct)}".replace("  ", " ") for r in t.rows)
             out.append(f"- {t.id} ({t.date}): {t.conditions} — {cells}")
+    if deviations:
+        out += ["", "Deviations from the protocol, as recorded (deviations.yaml):", ""]
+        for d in deviations:
+            where = " ".join(x for x in (d.run, d.scenario) if x)
+            out.append(f"- {d.kind}{f' ({where})' if where else ''}: {d.reason}")
     return "\n".join(out) + "\n"

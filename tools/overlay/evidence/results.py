@@ -66,6 +66,8 @@ class RunFolder:
     path: Path
     position: int | None  # where it actually ran (run.json), if known
     scenarios: tuple[str, ...]  # scenario files present
+    started: str | None = None  # ISO time the server start began (run.json)
+    has_meta: bool = True  # run.json present (bench ab always writes one)
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ class Excluded:
     run_id: str | None
     reason: str
     path: Path
+    started: str | None = None
 
 
 def _rate(value: object) -> float | None:
@@ -131,6 +134,19 @@ def parse_run_id(name: str) -> tuple[str, int] | None:
     return (m.group("variant"), int(m.group("start"))) if m else None
 
 
+def _meta(path: Path) -> dict:
+    """run.json as written by `bench ab` ({} when absent)."""
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise OverlayError("run.json is not valid JSON", path=str(path)) from None
+    if not isinstance(data, dict):
+        raise OverlayError("run.json is not a JSON object", path=str(path))
+    return data
+
+
 def scan_runs(results: Path) -> tuple[RunFolder, ...]:
     """Complete run folders under results/runs (partial ones end in .partial)."""
     runs_dir = results / "runs"
@@ -141,15 +157,10 @@ def scan_runs(results: Path) -> tuple[RunFolder, ...]:
         parsed = parse_run_id(d.name) if d.is_dir() else None
         if parsed is None:
             continue
-        position = None
-        meta = d / "run.json"
-        if meta.is_file():
-            try:
-                position = json.loads(meta.read_text(encoding="utf-8")).get("position")
-            except json.JSONDecodeError:
-                raise OverlayError("run.json is not valid JSON", path=str(meta)) from None
+        meta = _meta(d / "run.json")
         scen = tuple(sorted(p.stem for p in d.glob("*.json") if p.name != "run.json"))
-        out.append(RunFolder(d.name, parsed[0], parsed[1], d, position, scen))
+        out.append(RunFolder(d.name, parsed[0], parsed[1], d, meta.get("position"), scen,
+                             meta.get("started"), (d / "run.json").is_file()))
     return tuple(out)
 
 
@@ -164,5 +175,6 @@ def scan_excluded(results: Path) -> tuple[Excluded, ...]:
         reason_file = d / "reason.txt"
         reason = reason_file.read_text(encoding="utf-8").strip() if reason_file.is_file() else ""
         run = d.name.split(".")[0]
-        out.append(Excluded(d.name, run if parse_run_id(run) else None, reason, d))
+        out.append(Excluded(d.name, run if parse_run_id(run) else None, reason, d,
+                            _meta(d / "run.json").get("started")))
     return tuple(out)

@@ -56,8 +56,28 @@ class Outlier:
     reference_ms: float  # the round median (single-rank) or the phase median (common)
 
 
+def check_rows(rows: list[tuple[int, str, str, float]], lines: list[int], path: str) -> None:
+    """Durations are finite and non-negative, and each (round, rank, phase) appears once:
+    a duplicate would silently overwrite one measurement with another."""
+    seen: dict[tuple[int, str, str], int] = {}
+    for (rnd, rank, phase, ms), line in zip(rows, lines):
+        if not np.isfinite(ms):
+            raise OverlayError(f"ms is {ms} (round {rnd}, rank {rank}, phase {phase})", path=path, line=line,
+                               hint="drop or fix the record: a duration must be a finite number")
+        if ms < 0:
+            raise OverlayError(f"ms is negative ({ms:g}) (round {rnd}, rank {rank}, phase {phase})",
+                               path=path, line=line, hint="a duration cannot be negative: check the clock")
+        key = (rnd, rank, phase)
+        if key in seen:
+            raise OverlayError(f"duplicate record for round {rnd}, rank {rank}, phase {phase} "
+                               f"(first on line {seen[key]})", path=path, line=line,
+                               hint="one record per (round, rank, phase)")
+        seen[key] = line
+
+
 def load_records(path: Path) -> dict[str, Phase]:
     rows: list[tuple[int, str, str, float]] = []
+    lines: list[int] = []
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -69,6 +89,7 @@ def load_records(path: Path) -> dict[str, Phase]:
             try:
                 obj = json.loads(line)
                 rows.append((int(obj["round"]), str(obj["rank"]), str(obj["phase"]), float(obj["ms"])))
+                lines.append(i)
             except (json.JSONDecodeError, KeyError, TypeError, ValueError):
                 raise OverlayError("expected a JSON object with round, rank, phase, ms", path=str(path),
                                    line=i) from None
@@ -81,11 +102,13 @@ def load_records(path: Path) -> dict[str, Phase]:
         for i, r in enumerate(reader, 2):
             try:
                 rows.append((int(r["round"]), r["rank"].strip(), r["phase"].strip(), float(r["ms"])))
+                lines.append(i)
             except (TypeError, ValueError):
                 raise OverlayError("round must be an integer and ms a number", path=str(path),
                                    line=i) from None
     if not rows:
         raise OverlayError("no timing records", path=str(path))
+    check_rows(rows, lines, str(path))
     return to_phases(rows)
 
 
