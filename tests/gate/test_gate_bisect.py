@@ -92,7 +92,7 @@ def test_bisect_cli_json(run, history):
     bare, commits, plugin, _ = history
     code, out, err = run("gate", "--plugin", plugin, "--core-repo", bare,
                          "--bisect", f"core={commits[0][:10]}..{commits[-1]}", "--json")
-    assert code == 0, err
+    assert code == 1, err  # a break was found: findings, as for a plain gate run
     doc = json.loads(out)
     assert doc["first_bad"] == commits[6]
     assert doc["findings"][0]["kind"] == "replacement"
@@ -102,8 +102,9 @@ def test_bisect_text(run, history):
     bare, commits, plugin, _ = history
     code, out, _ = run("gate", "--plugin", plugin, "--core-repo", bare,
                        "--bisect", f"core={commits[0]}..{commits[-1]}")
-    assert code == 0
+    assert code == 1
     assert f"first bad core commit: {commits[6]}" in out
+    assert "appear later" not in out  # the one break at BAD is the one found
 
 
 @pytest.mark.parametrize("make_range,message", [
@@ -137,3 +138,67 @@ def test_run_gate_on_commit(history):
     assert after.core.endswith(commits[6][:12])
     with pytest.raises(OverlayError, match="unknown core revision"):
         run_gate_on_commit(bare, "nope", plugin)
+
+
+@pytest.fixture(scope="module")
+def two_breaks(tmp_path_factory):
+    """A core history with two planted breaks: the factory signature at commit 2, and a
+    helper the plugin imports removed at commit 5. Kept as a work tree (no bare copy)."""
+    base = tmp_path_factory.mktemp("bisect2")
+    work = base / "core"
+    gatekit.core(work, new=False, extra={"vllm/v1/worker/gpu/__init__.py": "def helper_fn():\n    pass\n"})
+    git(work, "init", "-q")
+    commits = []
+
+    def commit(msg):
+        git(work, "add", "-A")
+        git(work, "commit", "-q", "-m", msg)
+        commits.append(git(work, "rev-parse", "HEAD"))
+
+    commit("Initial core")
+    for i in range(1, 8):
+        if i == 2:
+            gatekit.tree(work, {"vllm/v1/worker/gpu/cudagraph_utils.py": gatekit.CUDAGRAPH_NEW,
+                                "vllm/v1/worker/gpu/model_runner.py": gatekit.RUNNER_NEW})
+        elif i == 5:
+            gatekit.tree(work, {"vllm/v1/worker/gpu/__init__.py": "# helper_fn moved away\n"})
+        else:
+            gatekit.tree(work, {"vllm/unrelated.py": f"X = {i}\n"})
+        commit(f"Change {i}")
+    plugin = gatekit.plugin(base / "plugin", fixed=False,
+                            extra={"vllm_ascend/extra.py": "from vllm.v1.worker.gpu import helper_fn\n"})
+    return work, commits, plugin
+
+
+def test_later_breaks_are_counted_and_the_next_bisect_named(run, two_breaks):
+    work, commits, plugin = two_breaks
+    result = bisect_core(work / ".git", commits[0], commits[-1], DirSource(plugin))
+    assert result.first_bad == commits[2]
+    assert [f.symbol for f in result.later] == ["import:vllm.v1.worker.gpu:helper_fn"]
+    # the CLI takes the work tree itself, says what is left, and exits 1 (a break was found)
+    code, out, err = run("gate", "--plugin", plugin, "--core-repo", work,
+                         "--bisect", f"core={commits[0]}..{commits[-1]}")
+    assert code == 1, err
+    assert f"first bad core commit: {commits[2]}" in out
+    assert (f"1 more finding(s) appear later (at BAD, not introduced by {commits[2][:12]}): "
+            f"run --bisect again from {commits[2][:12]}") in out
+    code, out, _ = run("gate", "--plugin", plugin, "--core-repo", work, "--json",
+                       "--bisect", f"core={commits[2][:12]}..{commits[-1]}")
+    doc = json.loads(out)
+    assert code == 1 and doc["first_bad"] == commits[5] and doc["later_findings"] == []
+
+
+def test_core_prefix_matching_nothing_is_bad_input(run, two_breaks):
+    work, commits, plugin = two_breaks
+    code, out, err = run("gate", "--plugin", plugin, "--core-repo", work, "--core-prefix", "src",
+                         "--bisect", f"core={commits[0]}..{commits[-1]}")
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert "the core tree holds no `vllm` package the plugin imports" in err and "--core-prefix" in err
+
+
+def test_clean_bisect_exits_zero(run, history):
+    bare, commits, _, fixed = history
+    code, out, _ = run("gate", "--plugin", fixed, "--core-repo", bare, "--core-version", "0.25.0",
+                       "--bisect", f"core={commits[0]}..{commits[-1]}")
+    assert code == 0 and "nothing to bisect" in out

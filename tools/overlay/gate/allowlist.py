@@ -50,7 +50,7 @@ class Allowlist:
 
 def load(path: Path) -> Allowlist:
     shown = str(path)
-    doc = yamldoc.load(path, shown)
+    doc = yamldoc.load(path, shown)  # also turns an impossible date (2026-02-30) into one error line
     if not isinstance(doc.value, dict) or "accepted" not in doc.value:
         raise OverlayError("an allowlist is a mapping with an 'accepted' list", path=shown,
                            line=doc.line, hint="see docs/gate.md, 'Allowlist'")
@@ -120,8 +120,11 @@ def _entry(node: yamldoc.Node, shown: str) -> Entry:
 
 
 def apply(findings: tuple[Finding, ...], allow: Allowlist | None, pin: str | None,
-          today: dt.date | None = None) -> tuple[tuple[Finding, ...], tuple[Suppressed, ...], tuple[str, ...]]:
-    """Split findings into (reported, suppressed) and say which entries expired or went unused."""
+          today: dt.date | None = None, note_unused: bool = True,
+          ) -> tuple[tuple[Finding, ...], tuple[Suppressed, ...], tuple[str, ...]]:
+    """Split findings into (reported, suppressed) and say which entries expired or went
+    unused. `note_unused=False` for the project's default allowlist applied to trees that
+    are not a pin set's: its entries are about the pinned pairings, not these trees."""
     if allow is None:
         return findings, (), ()
     today = today or dt.date.today()
@@ -144,7 +147,7 @@ def apply(findings: tuple[Finding, ...], allow: Allowlist | None, pin: str | Non
         else:
             used.add(entry.line)
             suppressed.append(Suppressed(f, entry.reason, entry.line))
-    for e in live:
+    for e in live if note_unused else ():
         if e.line not in used:
             notes.append(f"{allow.path}:{e.line}: entry for {e.symbol} matched nothing (remove it?)")
     return tuple(reported), tuple(suppressed), tuple(notes)

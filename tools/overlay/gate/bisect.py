@@ -44,12 +44,16 @@ class BisectResult:
     steps: tuple[Step, ...]
     candidates: int  # commits between GOOD (excluded) and BAD (included), first-parent
     seconds: float
+    # breaks at BAD that the first bad commit did not introduce: later commits broke
+    # more, found by bisecting again from the first bad commit
+    later: tuple[Finding, ...] = ()
 
     def to_dict(self) -> dict:
         return {"good": self.good, "bad": self.bad, "first_bad": self.first_bad,
                 "subject": self.subject, "candidates": self.candidates,
                 "seconds": round(self.seconds, 3),
                 "findings": [f.to_dict() for f in self.findings],
+                "later_findings": [f.to_dict() for f in self.later],
                 "steps": [{"commit": s.commit, "broken": s.broken, "new_findings": s.new_findings,
                            "core_files_read": s.core_files_read, "seconds": round(s.seconds, 3)}
                           for s in self.steps]}
@@ -77,7 +81,7 @@ def bisect_core(git_dir: Path, good: str, bad: str, plugin: TreeSource, *,
                 prefix: str = "", allowlist: Allowlist | None = None, pin: str | None = None,
                 version: str | None = None, progress: Progress | None = None) -> BisectResult:
     started = time.perf_counter()
-    if not (git_dir / "objects").is_dir():
+    if not ((git_dir / "objects").is_dir() or (git_dir / "commondir").is_file()):
         raise OverlayError("not a git directory", path=str(git_dir),
                            hint="pass the core repository's git directory (--core-repo)")
     good_sha = gitcmd.resolve(git_dir, good)
@@ -136,8 +140,10 @@ def bisect_core(git_dir: Path, good: str, bad: str, plugin: TreeSource, *,
                 lo = mid + 1
         first = commits[hi]
     subject = gitcmd.out(["log", "-1", "--format=%s", first], git_dir=git_dir)
+    introduced = {_key(f) for f in first_new}
+    later = tuple(f for f in bad_new if _key(f) not in introduced)
     return BisectResult(good_sha, bad_sha, first, subject, first_new, tuple(steps), len(commits),
-                        time.perf_counter() - started)
+                        time.perf_counter() - started, later)
 
 
 def render(result: BisectResult) -> str:
@@ -149,4 +155,10 @@ def render(result: BisectResult) -> str:
     lines.append(f"first bad core commit: {result.first_bad} {result.subject}")
     for f in result.findings:
         lines.append(f"  {f.kind}: {f.location()}: {f.message}")
+    if result.later:
+        first = result.first_bad[:12]
+        lines.append(f"{len(result.later)} more finding(s) appear later (at BAD, not introduced by {first}): "
+                     f"run --bisect again from {first}: --bisect core={first}..{result.bad[:12]}")
+        for f in result.later:
+            lines.append(f"  later: {f.kind}: {f.location()}")
     return "\n".join(lines) + "\n"

@@ -9,7 +9,7 @@ from typing import Callable
 from overlay.gate.findings import Finding
 from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, class_info, dotted, qualify
 from overlay.gate.scan import Context, ImportUse, PluginFacts, Replacement
-from overlay.gate.signature import Signature, accepts_call, covers, from_ast
+from overlay.gate.signature import CallShape, Signature, accepts_call, accepts_open_call, covers, from_ast
 
 SKIP_METHOD_DECORATORS = frozenset({"property", "cached_property", "overload", "setter", "getter",
                                     "deleter", "abstractproperty"})
@@ -194,12 +194,13 @@ def _method_problems(plugin_sig: Signature, core_sig: Signature,
     out: list[tuple[str, int, str]] = []
     seen_call = False
     bound = plugin_sig if plugin_sig.is_static else plugin_sig.bound()
+    declared = core_sig if core_sig.is_static else core_sig.bound()
     for mod, cls in core_classes:
         for enclosing, call in cls.self_calls(meth):
             seen_call = True  # core has a caller: the call sites are the whole contract
             if enclosing in plugin_defined:
                 continue  # ... except those in methods the plugin replaces: they never run
-            problems = accepts_call(bound, call)
+            problems = _call_problems(bound, declared, call)
             if problems:
                 out.append((mod.path, call.line, f"core calls it at {mod.path}:{call.line} and it "
                             + "; ".join(problems)))
@@ -209,6 +210,8 @@ def _method_problems(plugin_sig: Signature, core_sig: Signature,
         return out
     if core_sig.vararg is not None or core_sig.kwarg is not None:
         return out  # a generic core signature: it promises nothing about parameters
+    if core_sig.never_called:
+        return out  # core's own body only raises: no caller can rely on its parameters
     core_path = next((m.path for m, c in core_classes if c.methods.get(meth) is core_sig), "")
     # No visible caller: what core declares is the contract, by position and kind;
     # a renamed parameter only matters to a caller passing it by keyword (seen above).
@@ -216,6 +219,15 @@ def _method_problems(plugin_sig: Signature, core_sig: Signature,
     if not problems:
         return []
     return [(core_path, core_sig.line, "no core call site is visible and it " + "; ".join(problems))]
+
+
+def _call_problems(sig: Signature, declared: Signature | None, call: CallShape) -> list[str]:
+    """Why `sig` fails one core call site. A call passing `*args`/`**kwargs` may pass
+    any parameter the core callee declares (`declared`), so that is checked too."""
+    problems = accepts_call(sig, call)
+    if declared is not None and (call.star or call.dstar):
+        problems += accepts_open_call(sig, declared, call)
+    return problems
 
 
 def check_overrides(facts: PluginFacts, world: TreeIndex, is_core: Callable[[str], bool]) -> list[Finding]:
@@ -297,16 +309,16 @@ def _module_replacement(r: Replacement, mod: ModuleInfo, symbol: str, world: Tre
     # A module attribute replaced at run time is seen by the code that looks it up
     # through that module's globals: the bare-name calls inside the module itself.
     calls = mod.calls(r.attr)
+    core_sig = _callable_signature(world, world.resolve(mod.name, r.attr))
     for call in calls:
-        problems = accepts_call(vsig, call)
+        problems = _call_problems(vsig, core_sig, call)
         if problems:
             message = (f"{vname}{vsig.render()[len(vsig.name):]} replaces {r.owner}.{r.attr}, "
                        f"but core calls it at {mod.path}:{call.line} and it " + "; ".join(problems))
             out.append(Finding(_kind(r.ctx, "replacement"), symbol, r.path, r.line, mod.path,
                                call.line, _why(r.ctx, message)))
     if not calls:
-        core_sig = _callable_signature(world, world.resolve(mod.name, r.attr))
-        if core_sig is not None:
+        if core_sig is not None and not core_sig.never_called:
             problems = covers(vsig, core_sig, receiver=False, names=False)
             if problems:
                 message = (f"{vname}{vsig.render()[len(vsig.name):]} replaces {r.owner}.{r.attr}"

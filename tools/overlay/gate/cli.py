@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -38,9 +39,10 @@ def register(sub) -> None:
     p.add_argument("--junit", type=Path, default=None, metavar="FILE", help="also write a JUnit XML report")
     p.add_argument("-v", "--verbose", action="store_true", help="show symbols and accepted findings")
     p.add_argument("--bisect", default=None, metavar="core=GOOD..BAD",
-                   help="find the first core commit whose API breaks the plugin")
+                   help="find the first core commit whose API breaks the plugin (exit 1 when one is found)")
     p.add_argument("--core-repo", type=Path, default=None, metavar="GITDIR",
-                   help="core git directory for --bisect (default: the pin's core source, via mirror/cache)")
+                   help="core git repository for --bisect: a bare repository or a work tree "
+                        "(default: the pin's core source, via mirror/cache)")
     p.add_argument("--core-prefix", default="", metavar="PATH",
                    help="folder inside the core repository that holds the package (default: its root)")
     p.add_argument("--mirror", type=Path, default=None, metavar="DIR",
@@ -49,12 +51,23 @@ def register(sub) -> None:
 
 
 def _allowlist(args: argparse.Namespace):
+    """(allowlist or None, whether it was named on the command line)."""
     if args.allowlist is not None:
         if not args.allowlist.is_file():
             raise OverlayError("allowlist not found", path=str(args.allowlist))
-        return load_allowlist(args.allowlist)
+        return load_allowlist(args.allowlist), True
     default = Path(args.root) / "gate-allowlist.yaml"
-    return load_allowlist(default) if default.is_file() else None
+    return (load_allowlist(default) if default.is_file() else None), False
+
+
+# PEP 440 release versions as vLLM publishes them: 0.25.0, 0.11.0rc1, 0.9.2.dev3+g1a2b, v0.23.0
+VERSION = re.compile(r"v?\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?(\+[0-9A-Za-z.]+)?")
+
+
+def _core_version(value: str | None) -> str | None:
+    if value is not None and not VERSION.fullmatch(value.strip()):
+        raise OverlayError(f"bad --core-version '{value}'", hint="give a release version such as 0.25.0")
+    return value.strip() if value is not None else None
 
 
 def _pin_name(root: Path, wanted: str) -> str:
@@ -92,18 +105,35 @@ def _emit(report, args: argparse.Namespace) -> int:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
+    args.core_version = _core_version(args.core_version)
     core, plugin, pin = _trees(args)
-    allow = _allowlist(args)
+    allow, named = _allowlist(args)
     if args.bisect:
         return _cmd_bisect(args, plugin, pin, allow)
     assert core is not None
-    report = run_gate(core, plugin, allow, pin, core_version=args.core_version)
+    # The project's default allowlist is about its pin sets: on other trees an entry
+    # that matches nothing is expected, not stale.
+    report = run_gate(core, plugin, allow, pin, core_version=args.core_version,
+                      note_unused=named or pin is not None)
     return _emit(report, args)
+
+
+def git_dir_of(path: Path) -> Path:
+    """The git directory for --core-repo: a bare repository, or a work tree's `.git`
+    (a folder, or a file `gitdir: ...` as in linked work trees and submodules)."""
+    dot = path / ".git"
+    if dot.is_dir():
+        return dot.resolve()
+    if dot.is_file():
+        text = dot.read_text(encoding="utf-8", errors="replace").strip()
+        if text.startswith("gitdir:"):
+            return (path / text[len("gitdir:"):].strip()).resolve()
+    return path.resolve()
 
 
 def _core_repo(args: argparse.Namespace, pin: str | None) -> Path:
     if args.core_repo is not None:
-        return args.core_repo.resolve()
+        return git_dir_of(args.core_repo)
     if pin is None:
         raise OverlayError("--bisect needs the core's git history",
                            hint="pass --core-repo GITDIR, or --pin NAME to use the pin's core source")
@@ -135,7 +165,7 @@ def _cmd_bisect(args: argparse.Namespace, plugin: Path, pin: str | None, allow) 
         sys.stdout.write(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n")
     else:
         sys.stdout.write(render_bisect(result))
-    return 0
+    return 0 if result.first_bad is None else EXIT_FINDINGS
 
 
 def gate_after_apply(root: Path, pin: str, into: Path | None, *, json_mode: bool = False) -> int:

@@ -7,9 +7,11 @@ directories and applies the allowlist.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 
+from overlay.errors import OverlayError
 from overlay.gate import checks
 from overlay.gate.conditions import Env, core_version
 from overlay.gate.findings import Finding
@@ -47,6 +49,7 @@ class RawResult:
     core_files_read: tuple[str, ...]
     plugin_files: int
     seconds: float
+    notes: tuple[str, ...] = ()  # plugin files that could not be gated, etc.
 
 
 def gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str | None = None,
@@ -66,6 +69,7 @@ def gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str |
     version = version or core_version(core, next(iter(sorted(core_packages)), "vllm"))
     env = Env(world=world, is_core=is_core, version=version)
     facts = PluginFacts()
+    notes: list[str] = []
     for pkg in sorted(plugin_packages):
         for path in plugin_src.py_files(pkg):
             name = path[:-3].replace("/", ".")
@@ -73,10 +77,46 @@ def gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str |
                 name = name[: -len(".__init__")]
             mod = world.module(name)
             if mod is not None and mod.path == path:
+                if mod.syntax_error:
+                    notes.append(f"plugin file {path} does not parse ({mod.syntax_error}): not gated")
                 scan_module(mod, env, facts)
+    if expected_core_package(facts.imported_tops, plugin_packages) not in core_packages:
+        raise no_core_package(core_src, facts.imported_tops, plugin_packages)
     found = (checks.check_imports(facts, core) + checks.check_overrides(facts, world, is_core)
              + checks.check_replacements(facts, world, core))
     unique = sorted(set(found), key=Finding.sort_key)
     return RawResult(findings=tuple(unique), core_version=version,
                      core_files_read=tuple(sorted(core.files_read)), plugin_files=facts.files,
-                     seconds=time.perf_counter() - started)
+                     seconds=time.perf_counter() - started, notes=tuple(notes))
+
+
+def expected_core_package(imported: dict[str, int], plugin_packages: frozenset[str]) -> str | None:
+    """The package the plugin expects core to provide, among the top-level packages it
+    imports that are neither its own nor the standard library's: the one its own name
+    extends (`vllm` for `vllm_ascend`, the naming rule of core plugins), else the most
+    imported one. Checking just "any import resolves" is not enough: a folder one level
+    too deep (`vllm/`) holds a `ray` package, and the plugin imports `ray`."""
+    stdlib = getattr(sys, "stdlib_module_names", frozenset())
+    candidates = [top for top in imported
+                  if top not in plugin_packages and top not in stdlib and top != "__future__"]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda top: (not any(p.startswith(top + "_") for p in plugin_packages),
+                                            -imported[top], top))
+
+
+def no_core_package(core_src: TreeSource, imported: dict[str, int],
+                    plugin_packages: frozenset[str]) -> OverlayError:
+    """The error for a core tree that provides nothing the plugin imports (a folder one
+    level too deep, the plugin tree passed as core, a --core-prefix that matches nothing):
+    gating it would find nothing and report a false OK."""
+    name = expected_core_package(imported, plugin_packages)
+    what = f"no `{name}` package the plugin imports" if name else "no package the plugin imports"
+    folder = f"{name}/" if name else "the core package"
+    if core_src.read("__init__.py") is not None:
+        hint = "this folder is inside a package: pass the folder that holds " + folder
+    elif getattr(core_src, "prefix", None) is not None:
+        hint = f"check --core-prefix: it must name the folder inside the repository that holds {folder}"
+    else:
+        hint = f"pass the core source tree's root, the folder that holds {folder}"
+    return OverlayError(f"the core tree holds {what}", path=core_src.label(), hint=hint)

@@ -30,6 +30,7 @@ class Binding:
     line: int
     target: str | None = None  # import: module; from: absolute module
     attr: str | None = None  # from: the imported name
+    type_checking: bool = False  # bound only under `if TYPE_CHECKING:`: absent at run time
 
 
 @dataclass
@@ -51,14 +52,14 @@ class ClassInfo:
             for stmt in _module_level(self.node.body if self.node else []):
                 if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     continue
-                for node in ast.walk(stmt):
-                    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                for node, enclosing in calls_in(stmt):
+                    if not isinstance(node.func, ast.Attribute):
                         continue
                     recv = node.func.value
                     if (isinstance(recv, ast.Name) and recv.id in ("self", "cls")) or (
                             isinstance(recv, ast.Call) and dotted(recv.func) == "super"):
                         self._self_calls.setdefault(node.func.attr, []).append(
-                            (stmt.name, call_shape(node)))
+                            (stmt.name, call_shape(node, enclosing)))
         return self._self_calls.get(name, [])
 
 
@@ -86,9 +87,9 @@ class ModuleInfo:
         if self._calls is None:
             self._calls = {}
             if self.tree is not None:
-                for node in ast.walk(self.tree):
-                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-                        self._calls.setdefault(node.func.id, []).append(call_shape(node))
+                for node, enclosing in calls_in(self.tree):
+                    if isinstance(node.func, ast.Name):
+                        self._calls.setdefault(node.func.id, []).append(call_shape(node, enclosing))
         return self._calls.get(name, [])
 
     def attr_calls(self, alias_names: set[str], name: str) -> list[CallShape]:
@@ -101,6 +102,19 @@ class ModuleInfo:
                     and node.func.attr == name and dotted(node.func.value) in alias_names):
                 out.append(call_shape(node))
         return out
+
+
+def calls_in(root: ast.AST) -> Iterable[tuple[ast.Call, Signature | None]]:
+    """Every call under `root`, with the signature of the innermost function it sits in."""
+    stack: list[tuple[ast.AST, Signature | None]] = [(root, None)]
+    while stack:  # an explicit stack: deep expression chains would overflow recursion
+        node, enclosing = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            enclosing = from_ast(node)
+        if isinstance(node, ast.Call):
+            yield node, enclosing
+        children = list(ast.iter_child_nodes(node))
+        stack.extend((child, enclosing) for child in reversed(children))  # source order
 
 
 def dotted(node: ast.expr) -> str | None:
@@ -154,17 +168,31 @@ def _dict_targets(node: ast.expr) -> dict[str, str | None]:
 
 def _module_level(body: Iterable[ast.stmt]) -> Iterable[ast.stmt]:
     """Statements executed at module level, through if/try/with/for blocks."""
-    for stmt in body:
+    for stmt, _ in _module_level_tc(body):
         yield stmt
-        if isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.AsyncWith)):
-            yield from _module_level(stmt.body)
-            yield from _module_level(getattr(stmt, "orelse", []))
+
+
+def is_type_checking(test: ast.expr) -> bool:
+    return dotted(test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+
+
+def _module_level_tc(body: Iterable[ast.stmt], tc: bool = False) -> Iterable[tuple[ast.stmt, bool]]:
+    """Like _module_level, each statement with whether it runs only for type checkers
+    (inside the body of an `if TYPE_CHECKING:`, which is False at run time)."""
+    for stmt in body:
+        yield stmt, tc
+        if isinstance(stmt, ast.If):
+            yield from _module_level_tc(stmt.body, tc or is_type_checking(stmt.test))
+            yield from _module_level_tc(stmt.orelse, tc)
+        elif isinstance(stmt, (ast.For, ast.While, ast.With, ast.AsyncWith)):
+            yield from _module_level_tc(stmt.body, tc)
+            yield from _module_level_tc(getattr(stmt, "orelse", []), tc)
         elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
-            yield from _module_level(stmt.body)
+            yield from _module_level_tc(stmt.body, tc)
             for h in stmt.handlers:
-                yield from _module_level(h.body)
-            yield from _module_level(stmt.orelse)
-            yield from _module_level(stmt.finalbody)
+                yield from _module_level_tc(h.body, tc)
+            yield from _module_level_tc(stmt.orelse, tc)
+            yield from _module_level_tc(stmt.finalbody, tc)
 
 
 def _target_names(target: ast.expr) -> list[str]:
@@ -212,36 +240,37 @@ def parse_module(name: str, path: str, is_package: bool, data: bytes) -> ModuleI
     mod = ModuleInfo(name, path, is_package, tree)
     getattr_defs: list[ast.FunctionDef] = []
     literals: dict[str, ast.expr] = {}
-    for stmt in _module_level(tree.body):
+    for stmt, tc in _module_level_tc(tree.body):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            mod.bind(stmt.name, Binding("def", stmt.lineno))
+            mod.bind(stmt.name, Binding("def", stmt.lineno, type_checking=tc))
             mod.functions.setdefault(stmt.name, from_ast(stmt))
             if stmt.name == "__getattr__":
                 getattr_defs.append(stmt)
         elif isinstance(stmt, ast.ClassDef):
-            mod.bind(stmt.name, Binding("class", stmt.lineno))
+            mod.bind(stmt.name, Binding("class", stmt.lineno, type_checking=tc))
             mod.classes.setdefault(stmt.name, class_info(stmt))
         elif isinstance(stmt, ast.Import):
             for alias in stmt.names:
                 if alias.asname:
-                    mod.bind(alias.asname, Binding("import", stmt.lineno, alias.name))
+                    mod.bind(alias.asname, Binding("import", stmt.lineno, alias.name, type_checking=tc))
                 else:
                     top = alias.name.split(".")[0]
-                    mod.bind(top, Binding("import", stmt.lineno, top))
+                    mod.bind(top, Binding("import", stmt.lineno, top, type_checking=tc))
         elif isinstance(stmt, ast.ImportFrom):
             src = absolute_module(name, is_package, stmt.level, stmt.module)
             for alias in stmt.names:
                 if alias.name == "*":
-                    mod.star_imports.append(src)
+                    if not tc:
+                        mod.star_imports.append(src)
                 else:
                     mod.bind(alias.asname or alias.name,
-                             Binding("from", stmt.lineno, src, alias.name))
+                             Binding("from", stmt.lineno, src, alias.name, type_checking=tc))
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             value = stmt.value
             for t in targets:
                 for n in _target_names(t):
-                    mod.bind(n, Binding("assign", stmt.lineno))
+                    mod.bind(n, Binding("assign", stmt.lineno, type_checking=tc))
                     if value is not None and isinstance(t, ast.Name):
                         literals[n] = value
                         if n == "__all__":
@@ -361,7 +390,8 @@ class TreeIndex:
         if _hops > MAX_HOPS or (module, name) in _seen:
             return Lookup("undecidable", module, mod.path, 0, reason="re-export chain too long")
         seen = _seen | {(module, name)}
-        bindings = mod.bindings.get(name)
+        all_bindings = mod.bindings.get(name, [])
+        bindings = [b for b in all_bindings if not b.type_checking]
         if bindings:
             b = _preferred(bindings)
             return Lookup("found", module, mod.path, b.line, kind=b.kind)
@@ -386,6 +416,10 @@ class TreeIndex:
             if mod.syntax_error:
                 why = f"it does not parse ({mod.syntax_error})"
             return Lookup("undecidable", module, mod.path, 0, reason=f"{module}: {why}")
+        if all_bindings:
+            return Lookup("missing", module, mod.path, all_bindings[0].line,
+                          reason=f"{module} binds '{name}' only under `if TYPE_CHECKING:`, for type "
+                                 "checkers: at run time the name does not exist")
         return Lookup("missing", module, mod.path, 0,
                       reason=f"{module} has no name '{name}'")
 

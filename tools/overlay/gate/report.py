@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from xml.etree import ElementTree as ET
 
-from overlay.gate.findings import KINDS, GateReport
+from overlay.gate.findings import KINDS, Finding, GateReport
 
 
 def text(report: GateReport, verbose: bool = False) -> str:
@@ -47,19 +48,37 @@ def to_json(report: GateReport) -> str:
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
 
+def _case_names(findings: list[Finding]) -> list[str]:
+    """Unique test case names: the symbol, then its plugin location where a symbol
+    repeats, then the core location where that repeats too (one override broken at two
+    core call sites), then a counter."""
+    names = [f.symbol for f in findings]
+    for widen in (lambda f: f" @ {f.plugin_path}:{f.plugin_line}",
+                  lambda f: f" -> core {f.core_path}:{f.core_line}"):
+        counts = Counter(names)
+        names = [n + widen(f) if counts[n] > 1 else n for n, f in zip(names, findings)]
+    seen: Counter = Counter()
+    out = []
+    for n in names:
+        seen[n] += 1
+        out.append(n if seen[n] == 1 else f"{n} #{seen[n]}")
+    return out
+
+
 def to_junit(report: GateReport) -> str:
-    """One test case per finding (failed) and per accepted finding (skipped); a passing
-    run is one passing test case, so CI shows the gate ran."""
+    """One test case per finding (failed) and per accepted finding (skipped), each with a
+    unique name; a passing run is one passing test case, so CI shows the gate ran."""
     suite = ET.Element("testsuite", name="overlay-gate", tests="0", failures="0", skipped="0")
     cases = 0
+    names = iter(_case_names(list(report.findings) + [s.finding for s in report.suppressed]))
     for f in report.findings:
-        case = ET.SubElement(suite, "testcase", classname=f"gate.{f.kind}", name=f.symbol,
+        case = ET.SubElement(suite, "testcase", classname=f"gate.{f.kind}", name=next(names),
                              file=f.plugin_path, line=str(f.plugin_line))
         fail = ET.SubElement(case, "failure", message=f.message, type=f.kind)
         fail.text = f"{f.location()}\n{f.message}"
         cases += 1
     for s in report.suppressed:
-        case = ET.SubElement(suite, "testcase", classname=f"gate.{s.finding.kind}", name=s.finding.symbol,
+        case = ET.SubElement(suite, "testcase", classname=f"gate.{s.finding.kind}", name=next(names),
                              file=s.finding.plugin_path, line=str(s.finding.plugin_line))
         ET.SubElement(case, "skipped", message=f"accepted: {s.reason}")
         cases += 1

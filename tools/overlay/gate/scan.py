@@ -9,6 +9,7 @@ a replacement `module.Name = factory` finds the nested `def factory`).
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from dataclasses import dataclass, field
 
 from overlay.gate.conditions import DECIDED, TYPE_CHECKING, UNDECIDABLE, Env, evaluate
@@ -88,6 +89,9 @@ class PluginFacts:
     # branches of each guarded try that can stand in for a failed import (a handler
     # that re-raises cannot)
     try_branches: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    # top-level package of every absolute import (any condition, any scope), counted
+    # by imported name: tells which package the plugin expects core to provide
+    imported_tops: Counter = field(default_factory=Counter)
 
 
 def _flat(body: list[ast.stmt]):
@@ -123,6 +127,7 @@ class _Scanner:
     def stmt(self, stmt: ast.stmt, ctx: Context, scope: Scope, in_class: bool) -> None:
         if isinstance(stmt, ast.Import):
             for alias in stmt.names:
+                self.facts.imported_tops[alias.name.split(".")[0]] += 1
                 if scope is not self.top:
                     scope.local_imports[alias.asname or alias.name.split(".")[0]] = \
                         alias.name if alias.asname else alias.name.split(".")[0]
@@ -130,6 +135,8 @@ class _Scanner:
                     self.record(ImportUse(self.mod.path, stmt.lineno, alias.name, None, ctx))
         elif isinstance(stmt, ast.ImportFrom):
             src = absolute_module(self.mod.name, self.mod.is_package, stmt.level, stmt.module)
+            if stmt.level == 0 and src:
+                self.facts.imported_tops[src.split(".")[0]] += len(stmt.names)
             for alias in stmt.names:
                 if scope is not self.top and alias.name != "*":
                     scope.local_imports[alias.asname or alias.name] = f"{src}.{alias.name}"

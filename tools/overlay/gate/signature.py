@@ -27,6 +27,15 @@ class Signature:
     kwonly: tuple[Param, ...]
     kwarg: str | None
     decorators: tuple[str, ...] = ()
+    # the exception class, when the body (past its docstring) is only a `raise`
+    raises: str | None = None
+
+    @property
+    def never_called(self) -> bool:
+        """Core says the method is never to be called: its body only raises, and not
+        NotImplementedError (that one marks an interface for subclasses to implement,
+        whose declaration is the contract)."""
+        return self.raises is not None and self.raises.split(".")[-1] != "NotImplementedError"
 
     @property
     def positional(self) -> tuple[Param, ...]:
@@ -90,13 +99,36 @@ def from_ast(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> Signa
     posonly = tuple(params[:len(a.posonlyargs)])
     args = tuple(params[len(a.posonlyargs):])
     kwonly = tuple(Param(arg.arg, d is not None) for arg, d in zip(a.kwonlyargs, a.kw_defaults))
+    raises = None
     if isinstance(node, ast.Lambda):
         name, decorators = "<lambda>", ()
     else:
         name, decorators = node.name, tuple(decorator_name(d) for d in node.decorator_list)
+        raises = _raises_only(node.body)
     return Signature(name=name, line=node.lineno, posonly=posonly, args=args,
                      vararg=a.vararg.arg if a.vararg else None, kwonly=kwonly,
-                     kwarg=a.kwarg.arg if a.kwarg else None, decorators=decorators)
+                     kwarg=a.kwarg.arg if a.kwarg else None, decorators=decorators, raises=raises)
+
+
+def _raises_only(body: list[ast.stmt]) -> str | None:
+    """The exception a body raises when it does nothing else ('' for a bare or
+    computed raise), else None."""
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]  # the docstring
+    if len(body) != 1 or not isinstance(body[0], ast.Raise):
+        return None
+    exc = body[0].exc
+    if isinstance(exc, ast.Call):
+        exc = exc.func
+    parts: list[str] = []
+    while isinstance(exc, ast.Attribute):
+        parts.append(exc.attr)
+        exc = exc.value
+    if isinstance(exc, ast.Name):
+        parts.append(exc.id)
+        return ".".join(reversed(parts))
+    return ""
 
 
 @dataclass(frozen=True)
@@ -108,14 +140,24 @@ class CallShape:
     keywords: tuple[str, ...]
     star: bool  # a *iterable argument: the positional count is open
     dstar: bool  # a **mapping argument: more keywords may come
+    # names the **mapping cannot hold: when the call forwards the enclosing function's
+    # own **kwargs (and nothing else), every parameter that function names binds its
+    # argument itself and never lands in the mapping
+    cannot_hold: frozenset[str] = frozenset()
 
 
-def call_shape(call: ast.Call) -> CallShape:
+def call_shape(call: ast.Call, enclosing: Signature | None = None) -> CallShape:
+    """The shape of one call; `enclosing`: the innermost function it sits in, if known."""
     star = any(isinstance(a, ast.Starred) for a in call.args)
     npos = sum(1 for a in call.args if not isinstance(a, ast.Starred))
     keywords = tuple(k.arg for k in call.keywords if k.arg is not None)
-    dstar = any(k.arg is None for k in call.keywords)
-    return CallShape(line=call.lineno, npos=npos, keywords=keywords, star=star, dstar=dstar)
+    mappings = [k.value for k in call.keywords if k.arg is None]
+    cannot_hold: frozenset[str] = frozenset()
+    if (enclosing is not None and enclosing.kwarg is not None and len(mappings) == 1
+            and isinstance(mappings[0], ast.Name) and mappings[0].id == enclosing.kwarg):
+        cannot_hold = frozenset(p.name for p in enclosing.args + enclosing.kwonly)
+    return CallShape(line=call.lineno, npos=npos, keywords=keywords, star=star, dstar=bool(mappings),
+                     cannot_hold=cannot_hold)
 
 
 def accepts_call(sig: Signature, call: CallShape) -> list[str]:
@@ -139,6 +181,33 @@ def accepts_call(sig: Signature, call: CallShape) -> list[str]:
                    if not p.has_default and p.name not in filled]
         if missing:
             problems.append("is missing required argument(s) " + ", ".join(f"'{m}'" for m in missing))
+    return problems
+
+
+def accepts_open_call(sig: Signature, declared: Signature, call: CallShape) -> list[str]:
+    """Why `sig` may fail a call passing `*args` / `**kwargs`, whose contents are unknown.
+
+    What such a call can pass is bounded by the callee core declares (`declared`,
+    receiver dropped): `*args` may fill any of its positions after the explicit ones,
+    `**kwargs` any of its parameters not passed explicitly (nor in `call.cannot_hold`).
+    The stand-in must take each of them the same way, or a call core makes works
+    with core's callee and raises TypeError with the plugin's.
+    """
+    problems: list[str] = []
+    dp = declared.positional
+    if call.star and sig.vararg is None:
+        beyond = [p.name for p in dp[max(call.npos, len(sig.positional)):]]
+        if beyond:
+            problems.append("does not take core parameter(s) " + ", ".join(f"'{n}'" for n in beyond)
+                            + " by position, which the call's *args may fill")
+    if call.dstar and sig.kwarg is None:
+        filled = {p.name for p in dp[:call.npos]} | set(call.keywords) | call.cannot_hold
+        by_keyword = {p.name for p in sig.args + sig.kwonly}
+        missing = [p.name for p in declared.args + declared.kwonly
+                   if p.name not in filled and p.name not in by_keyword]
+        if missing:
+            problems.append("does not accept core parameter(s) " + ", ".join(f"'{n}'" for n in missing)
+                            + " by keyword, which the call's **kwargs may pass")
     return problems
 
 
