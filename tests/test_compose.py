@@ -388,3 +388,24 @@ def test_named_mirror_that_is_not_a_directory(world, run, monkeypatch):
     code, _, err = run("apply", root=world.project)
     assert code == 2 and "the mirror given by OVERLAY_MIRROR is not a directory" in err
     assert not (world.project / "build" / "p1").exists()
+
+
+def test_am_making_more_commits_than_patch_files_is_an_error(world, tmp_path):
+    """Defence behind patchfile's one-mail check: git am itself splits mboxes."""
+    from overlay import compose as compose_mod, sources
+    from overlay.errors import OverlayError
+    from overlay.model import Project
+
+    project = Project.load(world.project)
+    pin = project.pin(None)
+    got = sources.obtain(project.root, pin.target("plugin"), world.mirror)
+    work = tmp_path / "tree"
+    compose_mod._init_tree(work, got, "overlay/p1")
+    both = tmp_path / "both.patch"
+    both.write_text(world.patch_file("0001-plugin-lora-args.patch").read_text()
+                    + world.patch_file("0003-plugin-switch.patch").read_text())
+    mail = compose_mod.read_patch(world.patch_file("0001-plugin-lora-args.patch"))
+    import dataclasses
+    with pytest.raises(OverlayError, match="git am made 2 commits from 1 patch files"):
+        compose_mod._apply_series(work, [dataclasses.replace(mail, path=both)], got.commit,
+                                  ("C", "c@example.org"))

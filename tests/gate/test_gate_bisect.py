@@ -23,6 +23,22 @@ def git(cwd, *args) -> str:
                           capture_output=True, text=True).stdout.strip()
 
 
+def build_history(work, changes) -> list[str]:
+    """Commit the core tree at `work` as it is, then one commit per (message, files) step."""
+    git(work, "init", "-q")
+    commits = []
+    for message, files in [("Initial core", {})] + list(changes):
+        gatekit.tree(work, files)
+        git(work, "add", "-A")
+        git(work, "commit", "-q", "-m", message)
+        commits.append(git(work, "rev-parse", "HEAD"))
+    return commits
+
+
+LORA_BREAK = {"vllm/v1/worker/gpu/cudagraph_utils.py": gatekit.CUDAGRAPH_NEW,
+              "vllm/v1/worker/gpu/model_runner.py": gatekit.RUNNER_NEW}
+
+
 @pytest.fixture(scope="module")
 def history(tmp_path_factory):
     """A core history of 9 commits with the LoRA capture change planted at commit 6,
@@ -30,25 +46,15 @@ def history(tmp_path_factory):
     base = tmp_path_factory.mktemp("bisect")
     work = base / "core"
     gatekit.core(work, new=False)
-    git(work, "init", "-q")
-    commits = []
-
-    def commit(msg):
-        git(work, "add", "-A")
-        git(work, "commit", "-q", "-m", msg)
-        commits.append(git(work, "rev-parse", "HEAD"))
-
-    commit("Initial core")
+    steps = []
     for i in range(1, 9):
         if i == 6:
-            gatekit.tree(work, {"vllm/v1/worker/gpu/cudagraph_utils.py": gatekit.CUDAGRAPH_NEW,
-                                "vllm/v1/worker/gpu/model_runner.py": gatekit.RUNNER_NEW})
-            commit("[MRV2] Add LoRA capture cases to the graph manager (#35536)")
-            continue
-        # Unrelated churn, including files that do not even parse: never read.
-        gatekit.tree(work, {f"vllm/unrelated/mod{i}.py": "def (:\n" * i,
-                            "vllm/unrelated/__init__.py": f"# {i}\n"})
-        commit(f"Unrelated change {i}")
+            steps.append(("[MRV2] Add LoRA capture cases to the graph manager (#35536)", LORA_BREAK))
+        else:
+            # Unrelated churn, including files that do not even parse: never read.
+            steps.append((f"Unrelated change {i}", {f"vllm/unrelated/mod{i}.py": "def (:\n" * i,
+                                                    "vllm/unrelated/__init__.py": f"# {i}\n"}))
+    commits = build_history(work, steps)
     bare = base / "core.git"
     git(base, "clone", "-q", "--bare", str(work), str(bare))
     plugin = gatekit.plugin(base / "plugin", fixed=False)
@@ -147,24 +153,16 @@ def two_breaks(tmp_path_factory):
     base = tmp_path_factory.mktemp("bisect2")
     work = base / "core"
     gatekit.core(work, new=False, extra={"vllm/v1/worker/gpu/__init__.py": "def helper_fn():\n    pass\n"})
-    git(work, "init", "-q")
-    commits = []
-
-    def commit(msg):
-        git(work, "add", "-A")
-        git(work, "commit", "-q", "-m", msg)
-        commits.append(git(work, "rev-parse", "HEAD"))
-
-    commit("Initial core")
+    steps = []
     for i in range(1, 8):
         if i == 2:
-            gatekit.tree(work, {"vllm/v1/worker/gpu/cudagraph_utils.py": gatekit.CUDAGRAPH_NEW,
-                                "vllm/v1/worker/gpu/model_runner.py": gatekit.RUNNER_NEW})
+            files = LORA_BREAK
         elif i == 5:
-            gatekit.tree(work, {"vllm/v1/worker/gpu/__init__.py": "# helper_fn moved away\n"})
+            files = {"vllm/v1/worker/gpu/__init__.py": "# helper_fn moved away\n"}
         else:
-            gatekit.tree(work, {"vllm/unrelated.py": f"X = {i}\n"})
-        commit(f"Change {i}")
+            files = {"vllm/unrelated.py": f"X = {i}\n"}
+        steps.append((f"Change {i}", files))
+    commits = build_history(work, steps)
     plugin = gatekit.plugin(base / "plugin", fixed=False,
                             extra={"vllm_ascend/extra.py": "from vllm.v1.worker.gpu import helper_fn\n"})
     return work, commits, plugin

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from overlay import checks, compose, lockfile, paths, refresh
+from overlay.gate import cli as gate_cli
 from overlay.errors import OverlayError
 from overlay.model import Project
 
@@ -43,7 +44,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     mismatched = [o for o in outcomes if o.tree_mismatch]
     gate_rc = 0
     if args.gate:
-        gate_rc = _run_gate(args, pin.name, outcomes)
+        gate_rc = gate_cli.gate_after_apply(args.root, pin.name, args.into, json_mode=args.json)
     if args.json:
         print(json.dumps({
             "pin": pin.name,
@@ -70,14 +71,6 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if mismatched:
         return 3
     return gate_rc
-
-
-def _run_gate(args: argparse.Namespace, pin: str, outcomes) -> int:
-    try:
-        from overlay.gate import cli as gate_cli  # noqa: PLC0415 - optional subsystem
-    except ImportError:
-        raise OverlayError("--gate needs the contract gate, which is not installed") from None
-    return gate_cli.gate_after_apply(args.root, pin, args.into, json_mode=args.json)
 
 
 def cmd_check(args: argparse.Namespace) -> int:

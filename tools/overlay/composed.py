@@ -69,6 +69,13 @@ def series_digest(patches_dir: Path, names: tuple[str, ...] | list[str]) -> str:
     return h.hexdigest()
 
 
+def series_moved_on(state: ComposedState, patches_dir: Path, names: list[str]) -> bool:
+    """Whether the target's part of the series changed since this tree was composed."""
+    if not state.series_digest:  # composed before digests were recorded
+        return False
+    return tuple(names) != state.patches or series_digest(patches_dir, names) != state.series_digest
+
+
 _IN_PROGRESS = (("rebase-merge", "a rebase"), ("rebase-apply", "a rebase or git am"),
                 ("MERGE_HEAD", "a merge"), ("CHERRY_PICK_HEAD", "a cherry-pick"),
                 ("REVERT_HEAD", "a revert"), ("BISECT_LOG", "a bisect"))

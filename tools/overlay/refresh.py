@@ -97,8 +97,7 @@ def _readable_state(project: Project, pin: PinSet, target: str, work: Path) -> c
     if reason:
         raise OverlayError(f"cannot read {target} back as patches: {reason}", path=str(work))
     names = [e.patch for e in project.series.for_target(target)]
-    if state.series_digest and (tuple(names) != state.patches or
-                                composed.series_digest(project.patches_dir, names) != state.series_digest):
+    if composed.series_moved_on(state, project.patches_dir, names):
         raise OverlayError(
             f"patches/ or series.yaml changed for {target} since {work} was composed "
             f"(e.g. patches pulled from a teammate); reading the branch back would undo those changes",
@@ -126,8 +125,8 @@ def _upstream_commits(project: Project, pin: PinSet, target: str, commits: list[
     for store in stores:
         proc = gitcmd.git(["cat-file", "--batch-check"], git_dir=store,
                           input="".join(c + "\n" for c in commits), check=False)
-        known += [line.split()[0] for line in proc.stdout.splitlines()
-                  if line.endswith(" commit") or " commit " in line]
+        # answers are "<sha> commit <size>" or "<sha> missing"
+        known += [line.split()[0] for line in proc.stdout.splitlines() if line.split()[1:2] == ["commit"]]
     return [c for c in commits if c in known]
 
 

@@ -18,7 +18,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from overlay.gate.signature import CallShape, Signature, call_shape, from_ast
+from overlay.gate.signature import CallShape, Signature, call_shape, dotted, from_ast  # noqa: F401 (dotted re-exported)
 from overlay.gate.source import TreeSource
 
 MAX_HOPS = 12  # re-export chains longer than this are treated as undecidable
@@ -115,18 +115,6 @@ def calls_in(root: ast.AST) -> Iterable[tuple[ast.Call, Signature | None]]:
             yield node, enclosing
         children = list(ast.iter_child_nodes(node))
         stack.extend((child, enclosing) for child in reversed(children))  # source order
-
-
-def dotted(node: ast.expr) -> str | None:
-    """`a.b.c` for a chain of Name/Attribute nodes, else None."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
 
 
 def absolute_module(current: str, is_package: bool, level: int, module: str | None) -> str:

@@ -80,6 +80,18 @@ def _replace(sig: Signature, **changes: object) -> Signature:
     return Signature(**fields)  # type: ignore[arg-type]
 
 
+def dotted(node: ast.expr) -> str | None:
+    """`a.b.c` for a chain of Name/Attribute nodes, else None."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
 def decorator_name(node: ast.expr) -> str:
     if isinstance(node, ast.Call):
         node = node.func
@@ -121,14 +133,7 @@ def _raises_only(body: list[ast.stmt]) -> str | None:
     exc = body[0].exc
     if isinstance(exc, ast.Call):
         exc = exc.func
-    parts: list[str] = []
-    while isinstance(exc, ast.Attribute):
-        parts.append(exc.attr)
-        exc = exc.value
-    if isinstance(exc, ast.Name):
-        parts.append(exc.id)
-        return ".".join(reversed(parts))
-    return ""
+    return (dotted(exc) if exc is not None else None) or ""
 
 
 @dataclass(frozen=True)
