@@ -50,12 +50,16 @@ BUILD_INFO = "# Auto-generated file\n__device_type__ = 'A2'\n"
 # their schemas first lets it import; the unit tests never run these operators.
 TORCHVISION_SHIM_MODULE = "composed_test_torchvision"  # import it (or `pytest -p` it) first
 TORCHVISION_SHIM = '''"""composed-test: define torchvision's operator schemas for CPU-only torch."""
-import torch
+try:
+    import torch
+except ImportError:  # no torch, no torchvision to prepare
+    torch = None
 
-_LIB = torch.library.Library("torchvision", "FRAGMENT")
-for _schema in ("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
-                "qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"):
-    _LIB.define(_schema)
+if torch is not None:
+    _LIB = torch.library.Library("torchvision", "FRAGMENT")
+    for _schema in ("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
+                    "qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"):
+        _LIB.define(_schema)
 '''
 PLUGIN_DIST = "vllm_ascend-0.0.0+composedtest.dist-info"
 HEARTBEAT_S = 15.0  # a progress line at least this often while pip is silent
