@@ -271,3 +271,14 @@ def test_run_that_selects_nothing_fails(tmp_path):
     tree = plugin_tree(tmp_path, {"tests/ut/test_a.py": "def test_ok():\n    pass\n"})
     r = run(tmp_path, tree, "-k", "nothing_matches")
     assert r.collected == 0 and not testrun.judge(r, (), floor=1, full_run=False).ok
+
+
+def test_unexpected_failures_are_reported_once_per_cause():
+    r = RunReport(1, 6, {f"tests/ut/a.py::t{i}": ("failed", "vllm/config/device.py:56: RuntimeError: no device")
+                         for i in range(5)} | {"tests/ut/b.py::u": ("error", "b.py:1: x")}, {})
+    v = testrun.judge(r, (), floor=1)
+    assert v.problems == (
+        "5 failures not on the known-failures list: tests/ut/a.py::t0, tests/ut/a.py::t1, tests/ut/a.py::t2 "
+        "and 2 more: vllm/config/device.py:56: RuntimeError: no device",
+        "failure not on the known-failures list: tests/ut/b.py::u: b.py:1: x")
+    assert len(v.unexpected) == 6

@@ -31,6 +31,7 @@ REPORT_ENV = "COMPOSED_TEST_REPORT"
 REPORT_PLUGIN = '''"""composed-test: record what pytest collected and each test's outcome, as JSON."""
 import json
 import os
+import sys
 
 _OUT = os.environ["%(env)s"]
 _STATE = {"collected": None, "outcomes": {}, "collect_errors": {}, "exitstatus": None}
@@ -40,13 +41,20 @@ _RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
 def _where(report):
     crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
     if crash is not None:
-        path = str(crash.path)
-        if path.startswith(os.getcwd() + os.sep):
-            path = os.path.relpath(path)
+        path = _short(str(crash.path))
         return "%%s:%%s: %%s" %% (path, crash.lineno, crash.message.splitlines()[-1] if crash.message else "")
     text = (getattr(report, "longreprtext", "") or "").strip().splitlines()
     errs = [t[4:] for t in text if t.startswith("E   ")]
     return (errs or text or [""])[-1].strip()
+
+
+def _short(path):
+    """A path relative to the tree or to the sys.path entry holding it (vllm/..., unittest/...)."""
+    if path.startswith(os.getcwd() + os.sep):
+        return os.path.relpath(path)
+    roots = [p for p in sys.path if p and os.path.isabs(p)]
+    best = max((r for r in roots if path.startswith(r.rstrip(os.sep) + os.sep)), key=len, default=None)
+    return os.path.relpath(path, best) if best else path
 
 
 def _dump():
@@ -262,13 +270,23 @@ def judge(report: RunReport, known: Iterable[KnownFailure], floor: int, *, full_
             unexpected[nodeid] = where
         else:
             matched[nodeid] = entry
-    for nodeid, where in unexpected.items():
-        kind = "collection error" if nodeid in report.collect_errors else "failure"
-        problems.append(f"{kind} not on the known-failures list: {nodeid}: {where}")
+    for where, nodeids in by_cause(unexpected):
+        kind = "collection error" if nodeids[0] in report.collect_errors else "failure"
+        shown = ", ".join(nodeids[:3]) + (f" and {len(nodeids) - 3} more" if len(nodeids) > 3 else "")
+        count = f"{len(nodeids)} {kind}s" if len(nodeids) > 1 else kind
+        problems.append(f"{count} not on the known-failures list: {shown}: {where}")
     stale = tuple(e for e in known if e not in matched.values()) if full_run else ()
     for e in stale:
         problems.append(f"known failure no longer fails: {e.test} (remove it from the list)")
     return Verdict(tuple(problems), unexpected, matched, stale)
+
+
+def by_cause(failures: dict[str, str]) -> list[tuple[str, list[str]]]:
+    """Failures grouped by their error (file:line: message), largest group first."""
+    groups: dict[str, list[str]] = {}
+    for nodeid, where in sorted(failures.items()):
+        groups.setdefault(where, []).append(nodeid)
+    return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
 
 
 # ----------------------------------------------------------------------------- which tests
