@@ -13,6 +13,8 @@ OVERLAY  := $(BIN)/overlay
 PIN_ARG   = $(if $(PIN),--pin $(PIN))
 TGT_ARG   = $(if $(TARGETS),--targets "$(TARGETS)")
 
+
+.PHONY: smoke
 .PHONY: apply check test refresh lock bench clean composed-test gate drift help evidence drift-scan drift-ci bench-drift
 
 help:
@@ -27,6 +29,7 @@ help:
 	@echo "make drift-ci MIRROR=DIR           what the nightly workflow runs (fails on conflict)"
 	@echo "make evidence [CLAIM=evidence/..]  decisions, analysis.md/.json and plots for a claim"
 	@echo "make composed-test PIN=v0.23.0     plugin CPU unit tests on the composed tree (needs a mirror)"
+	@echo "make smoke PIN=v0.25.0 [ARGS=--baseline]  CPU start-up smoke of the composed plugin (needs a mirror)"
 	@echo "make bench                         benchmarks (ratios, side by side)"
 	@echo "make clean                         remove composed trees and caches"
 
@@ -88,6 +91,9 @@ drift-ci: $(VENV)/.installed
 
 bench-drift: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_drift.py $(ARGS)
+
+smoke: $(VENV)/.installed
+	$(OVERLAY) smoke $(if $(PIN),--pin $(PIN),--pin v0.25.0) $(ARGS)
 
 composed-test: $(VENV)/.installed
 	$(BIN)/python scripts/composed-test $(if $(PIN),--pin $(PIN),--pin v0.23.0) $(ARGS)

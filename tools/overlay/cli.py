@@ -21,6 +21,7 @@ SUBSYSTEMS = (
     "overlay.gate.cli",
     "overlay.drift.cli",
     "overlay.evidence.cli",
+    "overlay.smoke.cli",
 )
 
 
