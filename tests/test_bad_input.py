@@ -49,6 +49,12 @@ DOTGIT = ("diff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout\nnew
           "index 0000000..5555555\n--- /dev/null\n+++ b/.git/hooks/post-checkout\n@@ -0,0 +1 @@\n+x\n")
 
 
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{n}: &{n} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+    for p, n in zip("abcdefgh", "bcdefghi")) + "series: *i\n"
+TOKEN = "ghp_s3cr3tTOKEN"  # must never be printed
+
+
 CASES = {
     # series.yaml
     "series-yaml-syntax": (lambda w: series(w).write_text("series:\n  - patch: [unclosed\n"),
@@ -117,6 +123,19 @@ CASES = {
                           "field 'target' of series entry 1: expected a target name such as plugin, got a list"),
     "build-is-a-file": (lambda w: (w.project / "build").write_text("not a folder\n"),
                         "the composed-trees folder is a file, not a directory"),
+    # hostile YAML (issue 13 item 5): bounded work for every YAML input
+    "series-alias-bomb": (lambda w: series(w).write_text(ALIAS_BOMB),
+                          "series.yaml:2: YAML alias '*a' is not allowed"),
+    "series-oversized": (lambda w: series(w).write_text(series(w).read_text() + ("# pad\n" * 200_000)),
+                         "series.yaml: file is larger than 1048576 bytes, the cap for YAML inputs"),
+    "pin-alias": (lambda w: edit(pin(w), "toolchain:\n  python: \"3.11\"\n",
+                                 "toolchain: &tc\n  python: \"3.11\"\nother: *tc\n"),
+                  "pins/p1.yaml:13: YAML alias '*tc' is not allowed"),
+    # credentials in a pin URL (item 6): refused, and the token is never printed
+    "pin-url-credentials": (lambda w: edit(pin(w), "repo: file://", f"repo: https://user:{TOKEN}@example.invalid/x/"),
+                            "field 'repo' of target 'core': the URL https://***@example.invalid/x/"),
+    "pin-url-token-user": (lambda w: edit(pin(w), "repo: file://", f"repo: https://{TOKEN}@example.invalid/x/"),
+                           "carries credentials, which a committed lockfile must never hold"),
     # pins
     "pin-yaml-syntax": (lambda w: pin(w).write_text("targets: {core: [\n"), "pins/p1.yaml:2: YAML syntax error"),
     "pin-short-sha": (lambda w: pin(w).write_text(SHA_RE.sub(lambda m: m.group(0)[:16], pin(w).read_text(), 1)),
@@ -163,6 +182,7 @@ def test_bad_input_one_clear_line(world, run, case):
     code, out, err = run("apply", "--mirror", world.mirror, root=world.project)
     assert code != 0
     assert "Traceback" not in err
+    assert TOKEN not in out + err
     lines = err.splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith("overlay: error: ")

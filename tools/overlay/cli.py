@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from overlay import __version__
-from overlay.errors import OverlayError
+from overlay.errors import OverlayError, redact
 from overlay.gitcmd import GitFailed
 
 # Each subsystem module exposes `register(subparsers)`; its parsers set `func`,
@@ -70,11 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     except OverlayError as exc:
         print(f"overlay: error: {exc.one_line()}", file=sys.stderr)
         if getattr(args, "json", False):  # machines get the error on stdout too
-            print(json.dumps({"ok": False, "error": exc.message, "path": exc.path,
+            print(json.dumps({"ok": False, "error": redact(exc.message), "path": exc.path,
                               "line": exc.line, "hint": exc.hint}))
         return exc.exit_code
     except GitFailed as exc:
-        last = (exc.stderr.strip().splitlines() or ["(no message)"])[-1]
+        last = redact((exc.stderr.strip().splitlines() or ["(no message)"])[-1])
         print(f"overlay: error: git {exc.args_[0]} failed: {last} (run again; if it persists, "
               f"report it with the command you ran)", file=sys.stderr)
         return 2

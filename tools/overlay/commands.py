@@ -9,7 +9,7 @@ from pathlib import Path
 
 from overlay import checks, compose, lockfile, paths, refresh
 from overlay.gate import cli as gate_cli
-from overlay.errors import OverlayError
+from overlay.errors import OverlayError, redact
 from overlay.model import Project
 
 
@@ -25,7 +25,7 @@ def _targets(value: str | None) -> list[str] | None:
 def _stderr_progress(json_mode: bool):
     if json_mode or not sys.stderr.isatty():
         return None
-    return lambda msg: print(f"overlay: {msg}", file=sys.stderr, flush=True)
+    return lambda msg: print(f"overlay: {redact(msg)}", file=sys.stderr, flush=True)
 
 
 def _out(json_mode: bool):

@@ -2,6 +2,23 @@
 
 from __future__ import annotations
 
+import re
+
+# user[:password]@ in a URL (https://user:TOKEN@host/..., https://TOKEN@host/...)
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]+@")
+
+
+def url_credentials(url: str) -> bool:
+    """Whether a URL carries credentials: any user info in an http(s)/ftp URL (a lone
+    user name there is how tokens are usually passed); ssh's `git@` is an account, not one."""
+    m = re.match(r"(?i)^(https?|ftps?)://([^/@]+)@", url.strip())
+    return bool(m)
+
+
+def redact(text: str) -> str:
+    """`text` with the user info of every URL in it replaced by `***`."""
+    return _URL_USERINFO.sub(lambda m: m.group(1) + "***@", text)
+
 
 class OverlayError(Exception):
     """A user-facing failure: one line naming the file and what to do.
@@ -31,4 +48,4 @@ class OverlayError(Exception):
         text = where + self.message
         if self.hint:
             text += f" ({self.hint})"
-        return " ".join(text.split())  # never more than one line
+        return redact(" ".join(text.split()))  # never more than one line, never a credential
