@@ -279,3 +279,71 @@ def test_round_trip_ignores_the_composed_repos_own_config(world, run):
     assert code == 0, err
     assert "(nothing to do)" in out
     assert project_bytes(world.project) == canonical
+
+
+def test_crlf_files_round_trip_byte_exact(world, run):
+    """Issue 13 item 1: a change to a CRLF file keeps its CR bytes in the patch, and apply
+    reproduces the exact blob the patch's index line names (new and modified CRLF files)."""
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    tree = plugin_tree(world)
+    cmake = tree / "csrc" / "CMakeLists.txt"
+    cmake.parent.mkdir()
+    cmake.write_bytes(b"project(x)\r\nset(A 1)\r\nset(B 2)\r\n")
+    commit_all(tree, "[Build] Add the kernel build file\n\nWhy: CRLF as upstream writes it.",
+               author=PATCH_AUTHOR)
+    cmake.write_bytes(b"project(x)\r\nset(A 10)\r\nset(B 2)\r\n")
+    commit_all(tree, "[Build] Raise A\n\nWhy: test.", author=PATCH_AUTHOR)
+    branch_tree = run_git(["rev-parse", "HEAD^{tree}"], tree)
+    code, out, err = run("refresh", root=world.project)
+    assert code == 0, err
+    added = sorted(p for p in (world.project / "patches").iterdir() if p.name.startswith(("0004", "0005")))
+    assert len(added) == 2
+    new_file, modified = (p.read_bytes() for p in added)
+    assert b"+set(A 1)\r\n" in new_file and b"+project(x)\r\n" in new_file
+    assert b"-set(A 1)\r\n+set(A 10)\r\n" in modified and b" set(B 2)\r\n" in modified
+    assert b"Subject: [PATCH] [Build] Raise A\n" in modified  # headers stay LF
+    code, out, _ = run("check", root=world.project)
+    assert "CRLF" not in out
+    code, out, err = run("apply", "--mirror", world.mirror, "--force", root=world.project)
+    assert code == 0, err
+    assert cmake.read_bytes() == b"project(x)\r\nset(A 10)\r\nset(B 2)\r\n"
+    assert run_git(["rev-parse", "HEAD^{tree}"], tree) == branch_tree
+    # and refreshing again changes no byte
+    before = project_bytes(world.project)
+    assert run("refresh", root=world.project)[0] == 0
+    assert project_bytes(world.project) == before
+
+
+def test_apply_verifies_the_blob_named_in_the_index_line(world, run):
+    """A patch that lost its CR bytes (the old refresh) still applies as a new file, but
+    the composed blob differs from the index line: apply says so instead of composing it."""
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    tree = plugin_tree(world)
+    (tree / "win.txt").write_bytes(b"one\r\ntwo\r\n")
+    commit_all(tree, "[Misc] Add a CRLF file\n\nWhy: test.", author=PATCH_AUTHOR)
+    assert run("refresh", root=world.project)[0] == 0
+    patch = next((world.project / "patches").glob("0004-*.patch"))
+    patch.write_bytes(patch.read_bytes().replace(b"\r\n", b"\n"))
+    code, out, err = run("apply", "--mirror", world.mirror, "--force", root=world.project)
+    assert code == 1
+    assert len(err.splitlines()) == 1
+    assert f"patches/{patch.name}: win.txt was composed as blob " in err
+    assert "the same text with CRLF line endings: the patch lost the CR bytes of its CRLF lines" in err
+    assert not list((world.project / "build").glob(".staging-*"))
+
+
+def test_a_patch_without_the_cr_bytes_of_a_crlf_file_is_not_blamed_on_upstream(world, run):
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    tree = plugin_tree(world)
+    (tree / "win.txt").write_bytes(b"one\r\ntwo\r\n")
+    commit_all(tree, "[Misc] Add a CRLF file\n\nWhy: test.", author=PATCH_AUTHOR)
+    (tree / "win.txt").write_bytes(b"one\r\nTWO\r\n")
+    commit_all(tree, "[Misc] Shout\n\nWhy: test.", author=PATCH_AUTHOR)
+    assert run("refresh", root=world.project)[0] == 0
+    patch = next((world.project / "patches").glob("0005-*.patch"))
+    patch.write_bytes(patch.read_bytes().replace(b"\r\n", b"\n"))
+    code, out, err = run("apply", "--mirror", world.mirror, "--force", root=world.project)
+    assert code == 1
+    assert ("win.txt: the file has CRLF line endings but the patch's lines carry no CR bytes: "
+            "the patch lost the CR bytes of its CRLF lines") in out
+    assert "not an upstream change" in err and "overlay drift" not in err

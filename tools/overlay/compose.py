@@ -171,6 +171,16 @@ def _span(start: int, length: int) -> str:
     return str(start) if length == 1 else f"{start},{length}"  # as git writes hunk headers
 
 
+def _lost_cr(work: Path, mail: PatchMail, path: str) -> bool:
+    """The pinned file is CRLF while the patch's hunks for it have no CR at all."""
+    try:
+        crlf_file = b"\r\n" in (work / path).read_bytes()
+    except OSError:
+        return False
+    hunks = "".join(str(h) for pf in mail.patchset() if pf.path == path for h in pf)
+    return crlf_file and bool(hunks) and "\r" not in hunks
+
+
 def explain_failure(work: Path, mail: PatchMail, shown: str) -> str:
     """Which file and hunk failed and why, from `git apply --check` on the same base."""
     proc = gitcmd.git(["apply", "--check", "-v", str(mail.path)], cwd=work, check=False)
@@ -178,6 +188,9 @@ def explain_failure(work: Path, mail: PatchMail, shown: str) -> str:
     m = _PATCH_FAILED.search(text)
     if m:
         path, line = m.group(1), int(m.group(2))
+        if _lost_cr(work, mail, path):
+            return (f"{path}: the file has CRLF line endings but the patch's lines carry no CR "
+                    f"bytes: {LOST_CR}")
         for pf in mail.patchset():
             if pf.path == path or pf.target_file.endswith("/" + path):
                 for i, hunk in enumerate(pf, 1):
@@ -202,7 +215,8 @@ def _apply_series(work: Path, mails: list[PatchMail], base: str,
     if not mails:
         return [], True
     env = {"GIT_COMMITTER_NAME": committer[0], "GIT_COMMITTER_EMAIL": committer[1]}
-    proc = gitcmd.git(["am", "-q", "--keep-non-patch", "--no-3way", "--committer-date-is-author-date",
+    # --keep-cr: the CR bytes of a CRLF file's lines are part of the change
+    proc = gitcmd.git(["am", "-q", "--keep-cr", "--keep-non-patch", "--no-3way", "--committer-date-is-author-date",
                        "--whitespace=nowarn", *[str(m.path) for m in mails]], cwd=work, env=env,
                       check=False)
     if proc.returncode != 0:
@@ -215,6 +229,49 @@ def _apply_series(work: Path, mails: list[PatchMail], base: str,
         raise OverlayError(f"git am made {len(commits)} commits from {len(mails)} patch files",
                            path="patches/", hint="each patch file must hold exactly one mail (overlay check)")
     return commits, proc.returncode == 0 and len(commits) == len(mails)
+
+
+def blob_mismatch(work: Path, commits: list[str], mails: list[PatchMail]) -> tuple[PatchMail, str] | None:
+    """The first file whose composed blob is not the one its patch's index line names.
+
+    Checked where the patch met the very blob it was made against (or created the
+    file): then git's result must be byte-identical. Applied with an offset onto a
+    different pre-image, the result legitimately differs and is not checked.
+    """
+    checks: list[tuple[PatchMail, str, bool, str, str]] = []  # mail, path, had a pre-image, blobs
+    names: list[str] = []  # for each check: its pre-image (when it had one), then its result
+    for commit, mail in zip(commits, mails):
+        for change in mail.files:
+            if change.blobs is None or change.target is None:
+                continue  # no index line, or a deletion
+            if change.source:
+                names.append(f"{commit}^:{change.source}")
+            names.append(f"{commit}:{change.target}")
+            checks.append((mail, change.target, change.source is not None, *change.blobs))
+    if not checks:
+        return None
+    proc = gitcmd.git(["cat-file", "--batch-check=%(objectname)"], cwd=work,
+                      input="".join(n + "\n" for n in names))
+    answers = iter(line.split()[0] for line in proc.stdout.splitlines())
+    for mail, path, had_pre_image, before, after in checks:
+        same_base = not had_pre_image or next(answers).startswith(before)
+        got = next(answers)
+        # A hand-edited patch has a stale index line and is fine; one that lost the
+        # CR bytes of a CRLF file is not: the composed file is not what was committed.
+        if same_base and not got.startswith(after) and _crlf_blob(work, got).startswith(after):
+            return mail, (f"{path} was composed as blob {got[:12]} but the patch's index line names "
+                          f"{after[:12]}, the same text with CRLF line endings: {LOST_CR}")
+    return None
+
+
+LOST_CR = "the patch lost the CR bytes of its CRLF lines"
+
+
+def _crlf_blob(work: Path, blob: str) -> str:
+    """The id the blob would have with every LF as CRLF."""
+    data = gitcmd.git(["cat-file", "blob", blob], cwd=work, text=False).stdout
+    crlf = re.sub(rb"\r?\n", b"\r\n", data)
+    return gitcmd.out(["hash-object", "--stdin"], cwd=work, input=crlf, text=False).decode()
 
 
 def compose(project: Project, pin: PinSet, *, targets: list[str] | None, into: Path | None,
@@ -275,6 +332,13 @@ def _compose_all(project: Project, pin: PinSet, chosen: list[PinnedTarget],
         for entry, commit in zip(entries, commits):
             results.append(PatchOutcome(entry.patch, target.name, "applied", commit))
             report(f"  applied  {target.name:<8} {entry.patch} -> {commit[:12]}")
+        mismatch = blob_mismatch(work, commits, target_mails)
+        if mismatch:
+            mail, detail = mismatch
+            name = mail.path.name
+            raise OverlayError(detail, path=f"patches/{name}", exit_code=1,
+                               hint="restore the CR bytes, or recreate the change on the composed "
+                                    "branch and `overlay refresh` (it keeps them)")
         composed.add_notes(work, {c: e.patch for c, e in zip(commits, entries)})
         failed = not ok
         if failed:
@@ -283,6 +347,9 @@ def _compose_all(project: Project, pin: PinSet, chosen: list[PinnedTarget],
             step = (f"the pinned {target.name} changed under this patch: run `overlay drift "
                     f"--pin {pin.name}` to classify it, then fix it on the composed branch and "
                     f"`overlay refresh --pin {pin.name}`")
+            if LOST_CR in detail:
+                step = ("not an upstream change: restore the CR bytes, or recreate the change on "
+                        f"the composed branch and `overlay refresh --pin {pin.name}` (it keeps them)")
             results.append(PatchOutcome(entry.patch, target.name, "failed", None, detail, step))
             report(f"  FAILED   {target.name:<8} {entry.patch}: {detail}")
             for later in entries[len(commits) + 1:]:

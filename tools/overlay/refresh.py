@@ -29,8 +29,19 @@ FORMAT_PATCH = ("format-patch", "-1", "--stdout", "--no-signature", "--zero-comm
 
 
 def export_patch(work: Path, commit: str) -> str:
-    """The canonical mail for one commit."""
-    return gitcmd.git([*FORMAT_PATCH, commit], cwd=work).stdout
+    """The canonical mail for one commit, byte for byte: lines of a CRLF file keep
+    their CR (text-mode pipes would translate them away). Bytes that are not UTF-8
+    survive as surrogates; `_write_exact` turns them back into the same bytes."""
+    raw = gitcmd.git([*FORMAT_PATCH, commit], cwd=work, text=False).stdout
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _read_exact(path: Path) -> str | None:
+    return path.read_bytes().decode("utf-8", "surrogateescape") if path.is_file() else None
+
+
+def _write_exact(path: Path, text: str) -> None:
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
 
 
 @dataclass
@@ -181,7 +192,7 @@ def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
             elif subjects.get(entry_name) and subjects[entry_name] != subject:
                 new_subjects[entry_name] = subject  # reworded on the branch
             dest = project.patches_dir / entry_name
-            old = dest.read_text(encoding="utf-8") if dest.is_file() else None
+            old = _read_exact(dest)
             if old != mail_text:
                 pending_writes[dest] = mail_text
                 if entry_name not in result.added:
@@ -202,7 +213,7 @@ def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
     # Side effects last, after everything was computed without error.
     project.patches_dir.mkdir(exist_ok=True)
     for dest, content in pending_writes.items():
-        dest.write_text(content, encoding="utf-8")
+        _write_exact(dest, content)
     for name in result.removed:
         (project.patches_dir / name).unlink(missing_ok=True)
     if new_text != text:
