@@ -409,3 +409,29 @@ def test_am_making_more_commits_than_patch_files_is_an_error(world, tmp_path):
     with pytest.raises(OverlayError, match="git am made 2 commits from 1 patch files"):
         compose_mod._apply_series(work, [dataclasses.replace(mail, path=both)], got.commit,
                                   ("C", "c@example.org"))
+
+
+@pytest.mark.parametrize("ignored", ["notes.log", ".venv/bin/python"])
+def test_refuses_git_ignored_files(world, run, ignored):
+    """Issue 13 item 2: apply replaces the whole folder, so ignored files (a .venv/, a log)
+    block it like untracked files; Python's own caches do not."""
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    plugin = composed(world, "plugin")
+    (plugin / ".git" / "info" / "exclude").write_text("*.log\n.venv/\n__pycache__/\n")
+    (plugin / "vllm_ascend" / "__pycache__").mkdir()
+    (plugin / "vllm_ascend" / "__pycache__" / "envs.cpython-311.pyc").write_bytes(b"\0")
+    code, _, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 0, err  # caches alone are no reason to refuse
+    (plugin / "vllm_ascend" / "__pycache__").mkdir()
+    (plugin / ".git" / "info" / "exclude").write_text("*.log\n.venv/\n__pycache__/\n")
+    (plugin / ignored).parent.mkdir(parents=True, exist_ok=True)
+    (plugin / ignored).write_text("mine\n")
+    code, _, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 2 and len(err.splitlines()) == 1
+    shown = ignored.split("/")[0] + ("/" if "/" in ignored else "")
+    assert f"refusing to replace the composed tree: it holds git-ignored files that replacing it " \
+           f"would delete ({shown})" in err
+    assert "move them out of the tree first, or pass --force to delete them" in err
+    assert (plugin / ignored).read_text() == "mine\n"
+    code, _, err = run("apply", "--mirror", world.mirror, "--force", root=world.project)
+    assert code == 0 and not (plugin / ignored).exists()
