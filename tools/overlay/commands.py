@@ -48,6 +48,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({
             "pin": pin.name,
+            "installed": True,  # the trees are in place even when one mismatches its lock
             "targets": [{
                 "target": o.target, "path": str(o.path), "base": o.base, "source": o.how,
                 "head": o.head, "tree": o.tree, "locked_tree": o.locked_tree,
@@ -64,10 +65,12 @@ def cmd_apply(args: argparse.Namespace) -> int:
             print(f"{o.target}: {o.path} on {paths.branch_name(pin.name)}, base {o.base[:12]} "
                   f"({o.how}), {n} patch(es), tree {o.tree}{lock}")
     for o in mismatched:
-        print(f"overlay: error: TREE MISMATCH for {o.target}: composed tree {o.tree} but "
-              f"pins/{pin.name}.yaml records {o.locked_tree} (if the series changed on purpose, "
-              f"run `overlay lock --pin {pin.name}`; otherwise your inputs differ from the lock)",
-              file=sys.stderr)
+        # The new tree is installed on purpose: `overlay lock` records the tree on disk,
+        # so refusing to install it would leave no way to lock an intended change.
+        print(f"overlay: error: TREE MISMATCH for {o.target}: the newly composed tree {o.tree} is "
+              f"now in place at {o.path}, but pins/{pin.name}.yaml records {o.locked_tree} (if the "
+              f"series changed on purpose, run `overlay lock --pin {pin.name}`; otherwise your "
+              f"inputs differ from the lock)", file=sys.stderr)
     if mismatched:
         return 3
     return gate_rc
