@@ -435,3 +435,79 @@ def test_refuses_git_ignored_files(world, run, ignored):
     assert (plugin / ignored).read_text() == "mine\n"
     code, _, err = run("apply", "--mirror", world.mirror, "--force", root=world.project)
     assert code == 0 and not (plugin / ignored).exists()
+
+
+def test_tree_mismatch_says_the_new_tree_is_in_place(world, run):
+    """Issue 13 item 4: a TREE MISMATCH installs the new tree (so it can be locked) and says so."""
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    assert run("lock", root=world.project)[0] == 0
+    p = world.patch_file("0003-plugin-switch.patch")
+    p.write_text(p.read_text().replace("'PLUGIN_FAST_PATH': '0'", "'PLUGIN_FAST_PATH': '1'"))
+    code, out, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 3 and len(err.splitlines()) == 1
+    plugin = composed(world, "plugin")
+    tree = git(plugin, "rev-parse", "HEAD^{tree}")
+    assert f"TREE MISMATCH for plugin: the newly composed tree {tree} is now in place at {plugin}" in err
+    assert "'PLUGIN_FAST_PATH': '1'" in (plugin / "vllm_ascend/envs.py").read_text()
+    code, out, err = run("apply", "--mirror", world.mirror, "--json", root=world.project)
+    data = json.loads(out)
+    assert code == 3 and data["installed"] is True
+    assert [t["tree_matches_lock"] for t in data["targets"]] == [True, False]
+
+
+def _overlay(world, fault: str, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OVERLAY_FAULT_INJECT=fault)
+    return subprocess.run([sys.executable, "-m", "overlay", "--root", str(world.project), *args],
+                          env=env, capture_output=True, text=True)
+
+
+def _change_the_series(world) -> None:
+    p = world.patch_file("0003-plugin-switch.patch")
+    p.write_text(p.read_text().replace("'PLUGIN_FAST_PATH': '0'", "'PLUGIN_FAST_PATH': '1'"))
+
+
+def _envs(world) -> str:
+    return (composed(world, "plugin") / "vllm_ascend/envs.py").read_text()
+
+
+@pytest.mark.parametrize("point", ["after-swap", "mid-swap"])
+def test_ctrl_c_after_or_during_the_swap_says_the_new_trees_are_in_place(world, run, point):
+    """Issue 13 item 3: Ctrl-C during the swap waits for the renames; after it, the message
+    says the new trees are installed, and the next run removes the replaced ones."""
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    _change_the_series(world)
+    proc = _overlay(world, f"{point}:INT", "apply", "--mirror", str(world.mirror))
+    assert proc.returncode == 130 and "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"overlay: error: interrupted after the new trees were installed in {world.project / 'build' / 'p1'} "
+        f"(composed); the replaced trees left in {world.project / 'build'}/.discard-{proc.stderr.split('.discard-')[1].split()[0]} "
+        f"are removed by the next run"]
+    assert "'PLUGIN_FAST_PATH': '1'" in _envs(world)
+    assert composed(world, "core").is_dir()
+    leftover = next((world.project / "build").glob(".discard-*"))
+    shutil.rmtree(leftover / "p1" / "plugin" / "vllm_ascend")  # as if half deleted
+    code, out, err = run("lock", root=world.project)  # the installed trees are good trees
+    assert code == 0, err
+    code, out, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 0, err
+    assert [q.name for q in (world.project / "build").iterdir() if q.name.startswith(".")] == [".overlay.lock"]
+    assert "'PLUGIN_FAST_PATH': '1'" in _envs(world)
+
+
+def test_ctrl_c_before_the_swap_leaves_the_old_trees(world, run):
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    good = snapshot(world.project / "build" / "p1")
+    _change_the_series(world)
+    proc = _overlay(world, "before-swap:INT", "apply", "--mirror", str(world.mirror))
+    assert proc.returncode == 130
+    assert proc.stderr.splitlines() == [
+        f"overlay: error: interrupted before the new trees were installed: {world.project / 'build' / 'p1'} "
+        f"is as it was (run the command again)"]
+    assert snapshot(world.project / "build" / "p1") == good
+    assert [q.name for q in (world.project / "build").iterdir() if q.name.startswith(".")] == [".overlay.lock"]
+
+
+def test_ctrl_c_at_start_up_is_one_line_not_a_traceback(world):
+    proc = _overlay(world, "startup:INT", "check")
+    assert proc.returncode == 130
+    assert proc.stderr == "overlay: error: interrupted (run the command again)\n"

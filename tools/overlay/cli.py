@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from overlay import __version__
-from overlay.errors import OverlayError, redact
+from overlay.errors import Interrupted, OverlayError, inject_fault, redact
 from overlay.gitcmd import GitFailed
 
 # Each subsystem module exposes `register(subparsers)`; its parsers set `func`,
@@ -51,6 +51,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except Interrupted as exc:  # it knows what state it left things in
+        print(f"overlay: error: {exc.message}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:  # also during start-up, while the subsystems import
+        print("overlay: error: interrupted (run the command again)", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
+    inject_fault("startup")
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -88,7 +100,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"overlay: error: {where}{exc.strerror or exc} (check the path and its permissions)",
               file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("overlay: error: interrupted; partial work was discarded (run the command again)",
-              file=sys.stderr)
-        return 130

@@ -21,13 +21,14 @@ from typing import Callable, Iterator
 from contextlib import contextmanager
 
 from overlay import composed, gitcmd, paths, sources
-from overlay.errors import OverlayError
+from overlay.errors import Interrupted, OverlayError, inject_fault
 from overlay.model import PinSet, PinnedTarget, Project, SeriesEntry
 from overlay.patchfile import PatchMail, read_patch, unsafe_reason
 
 Report = Callable[[str], None]
 STAGING_PREFIX = ".staging-"
-OLD_PREFIX = ".old-"
+OLD_PREFIX = ".old-"  # good trees moved aside mid-swap: put back if their replacement is missing
+DISCARD_PREFIX = ".discard-"  # replaced trees after a finished swap: only ever deleted
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def _remove_leftovers(where: Path) -> None:
     for p in where.iterdir():
         if not p.is_dir():
             continue
-        if p.name.startswith(STAGING_PREFIX):
+        if p.name.startswith((STAGING_PREFIX, DISCARD_PREFIX)):
             shutil.rmtree(p, ignore_errors=True)
         elif p.name.startswith(OLD_PREFIX):
             for tree in p.glob("*/*"):
@@ -119,12 +120,6 @@ def _remove_leftovers(where: Path) -> None:
                     final.parent.mkdir(parents=True, exist_ok=True)
                     os.replace(tree, final)
             shutil.rmtree(p, ignore_errors=True)
-
-
-def _fault(point: str) -> None:
-    """Test hook: OVERLAY_FAULT_INJECT=<point> kills the process there (atomicity tests)."""
-    if os.environ.get("OVERLAY_FAULT_INJECT") == point:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 _COMPOSED_CONFIG = """\
@@ -307,10 +302,29 @@ def compose(project: Project, pin: PinSet, *, targets: list[str] | None, into: P
                 first = failed[0]
                 raise OverlayError(f"patch {first.patch} ({first.target}) failed: {first.detail}",
                                    path=f"patches/{first.patch}", hint=first.next_step, exit_code=1)
-            _fault("before-swap")
-            _swap_into_place(staging, finals, where, pin.name)
-        finally:
+            inject_fault("before-swap")
+            # Ctrl-C and SIGTERM wait until the renames are done: an interrupt never lands
+            # between moving a good tree aside and moving its replacement in.
+            signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+        except KeyboardInterrupt:
             shutil.rmtree(staging, ignore_errors=True)
+            raise Interrupted(f"interrupted before the new trees were installed: {where / pin.name} "
+                              f"is as it was (run the command again)") from None
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        try:
+            discard = _swap_into_place(staging, finals, where, pin.name)
+            shutil.rmtree(staging, ignore_errors=True)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)  # one pressed meanwhile lands here
+            inject_fault("after-swap")
+            shutil.rmtree(discard, ignore_errors=True)
+        except KeyboardInterrupt:
+            raise Interrupted(f"interrupted after the new trees were installed in {where / pin.name} "
+                              f"(composed); the replaced trees left in {discard} are removed by the "
+                              f"next run") from None
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
     return [TargetOutcome(o.target, finals[o.target], o.base, o.how, o.head, o.tree,
                           o.locked_tree, o.patches) for o in outcomes]
 
@@ -355,7 +369,7 @@ def _compose_all(project: Project, pin: PinSet, chosen: list[PinnedTarget],
             for later in entries[len(commits) + 1:]:
                 results.append(PatchOutcome(later.patch, target.name, "not-attempted"))
                 report(f"  skipped  {target.name:<8} {later.patch} (an earlier patch failed)")
-        _fault(f"after-target-{target.name}")
+        inject_fault(f"after-target-{target.name}")
         head = composed.head(work)
         tree = composed.tree_of(work)
         if not failed:
@@ -370,14 +384,22 @@ def _compose_all(project: Project, pin: PinSet, chosen: list[PinnedTarget],
     return outcomes
 
 
-def _swap_into_place(staging: Path, finals: dict[str, Path], where: Path, pin: str) -> None:
+_HELD = {signal.SIGINT, signal.SIGTERM}
+
+
+def _swap_into_place(staging: Path, finals: dict[str, Path], where: Path, pin: str) -> Path:
+    """Move the staged trees into place; return the folder holding the replaced ones
+    (deleting them is slow and left to the caller; a killed run's next run does it)."""
     old_root = where / f"{OLD_PREFIX}{os.getpid()}"
+    discard = where / f"{DISCARD_PREFIX}{os.getpid()}"
     for name, final in finals.items():
         final.parent.mkdir(parents=True, exist_ok=True)
         if final.exists():
             old = old_root / pin / name
             old.parent.mkdir(parents=True, exist_ok=True)
             os.replace(final, old)
-            _fault("mid-swap")
+            inject_fault("mid-swap")
         os.replace(staging / name, final)
-    shutil.rmtree(old_root, ignore_errors=True)
+    if old_root.exists():
+        os.replace(old_root, discard)  # swap done: nothing in it is ever to be put back
+    return discard

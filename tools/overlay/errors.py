@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 
 # user[:password]@ in a URL (https://user:TOKEN@host/..., https://TOKEN@host/...)
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]+@")
@@ -49,3 +51,21 @@ class OverlayError(Exception):
         if self.hint:
             text += f" ({self.hint})"
         return redact(" ".join(text.split()))  # never more than one line, never a credential
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) with a sentence saying what state it left things in."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def inject_fault(point: str) -> None:
+    """Test hook: OVERLAY_FAULT_INJECT=<point> kills the process there (SIGKILL, no
+    cleanup runs); <point>:INT sends Ctrl-C instead (atomicity and interrupt tests)."""
+    wanted = os.environ.get("OVERLAY_FAULT_INJECT")
+    if wanted == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif wanted == point + ":INT":
+        os.kill(os.getpid(), signal.SIGINT)
