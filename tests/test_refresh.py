@@ -53,7 +53,7 @@ def test_apply_then_refresh_changes_no_byte(world, run):
     assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
     code, out, err = run("refresh", root=world.project)
     assert code == 0, err
-    assert "3 unchanged, 0 updated, 0 new, 0 dropped (nothing to do)" in out
+    assert "3 unchanged, 0 updated, 0 new, 0 dropped, 0 renamed (nothing to do)" in out
     assert project_bytes(world.project) == before
 
 
@@ -228,7 +228,13 @@ def test_commit_inserted_mid_series_keeps_its_place(world, run):
     code, out, err = run("refresh", root=world.project)
     assert code == 0, err
     text = (world.project / "series.yaml").read_text()
-    assert text.index("0001-plugin") < text.index("0004-add-the-fast-module") < text.index("0003-plugin")
+    # numbers follow the order: the new patch takes 0002, the ones after it move up
+    assert text.index("0001-plugin") < text.index("0002-add-the-fast-module") < text.index("0004-plugin-switch")
+    assert "renamed  0003-plugin-switch.patch -> 0004-plugin-switch.patch" in out
+    assert "renamed  0002-core-rename-helper.patch -> 0003-core-rename-helper.patch" in out
+    assert sorted(p.name for p in (world.project / "patches").iterdir()) == [
+        "0001-plugin-lora-args.patch", "0002-add-the-fast-module.patch",
+        "0003-core-rename-helper.patch", "0004-plugin-switch.patch"]
     before = project_bytes(world.project)
     assert run("refresh", root=world.project)[0] == 0  # settles in one run
     assert project_bytes(world.project) == before
@@ -347,3 +353,36 @@ def test_a_patch_without_the_cr_bytes_of_a_crlf_file_is_not_blamed_on_upstream(w
     assert ("win.txt: the file has CRLF line endings but the patch's lines carry no CR bytes: "
             "the patch lost the CR bytes of its CRLF lines") in out
     assert "not an upstream change" in err and "overlay drift" not in err
+
+
+def test_reorder_says_so_and_renumbers_the_files(world, run):
+    """Issue 13 item 13: after a reorder, refresh says the order changed, and the file
+    numbers follow the new order (no 0004 listed before 0003)."""
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    tree = plugin_tree(world)
+    base = world.plugin_commits[1]
+    first, second = run_git(["rev-list", "--reverse", f"{base}..HEAD"], tree).split()
+    run_git(["reset", "-q", "--hard", base], tree)  # swap the two plugin patches
+    for commit in (second, first):
+        run_git(["cherry-pick", commit], tree)
+        run_git(["notes", "--ref=refs/notes/overlay", "copy", "-f", commit, "HEAD"], tree)
+    lora = (world.project / "patches" / "0001-plugin-lora-args.patch").read_bytes()
+    code, out, err = run("refresh", root=world.project)
+    assert code == 0, err
+    # the plugin patches swap their slots; the core patch between them keeps its place
+    assert ("order    changed on the branch; series.yaml now reads: 0003-plugin-switch.patch, "
+            "0004-core-rename-helper.patch, 0005-plugin-lora-args.patch") in out
+    assert "renamed  0002-core-rename-helper.patch -> 0004-core-rename-helper.patch" in out
+    assert "renamed  0001-plugin-lora-args.patch -> 0005-plugin-lora-args.patch" in out
+    assert out.rstrip().endswith("1 unchanged, 0 updated, 0 new, 0 dropped, 2 renamed, order changed")
+    names = [line.split("patch: ")[1] for line in (world.project / "series.yaml").read_text().splitlines()
+             if "- patch: " in line]
+    assert names == ["0003-plugin-switch.patch", "0004-core-rename-helper.patch", "0005-plugin-lora-args.patch"]
+    assert sorted(p.name for p in (world.project / "patches").iterdir()) == names
+    assert (world.project / "patches" / "0005-plugin-lora-args.patch").read_bytes() == lora
+    assert run("check", root=world.project)[0] == 0
+    before = project_bytes(world.project)
+    code, out, err = run("refresh", root=world.project)
+    assert code == 0 and "(nothing to do)" in out  # the composed state follows the new names
+    assert project_bytes(world.project) == before
+    assert run("apply", "--mirror", world.mirror, "--force", root=world.project)[0] == 0
