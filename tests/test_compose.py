@@ -511,3 +511,40 @@ def test_ctrl_c_at_start_up_is_one_line_not_a_traceback(world):
     proc = _overlay(world, "startup:INT", "check")
     assert proc.returncode == 130
     assert proc.stderr == "overlay: error: interrupted (run the command again)\n"
+
+
+def test_lock_brings_along_the_pin_sets_it_made_stale_and_refresh_names_them(world, run):
+    """Issue 13 item 10: pin sets sharing the plugin commit share its composed tree; after a
+    refresh changes it, refresh names every stale lock, and lock updates the sharing ones."""
+    pins = world.project / "pins"
+    p1 = (pins / "p1.yaml").read_text().replace("default: true", "default: false")
+    (pins / "p2.yaml").write_text(p1)  # same commits as p1
+    (pins / "p3.yaml").write_text(p1.replace(world.plugin_commits[1], world.plugin_commits[2]))
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    assert run("lock", root=world.project)[0] == 0
+    assert run("apply", "--mirror", world.mirror, "--pin", "p2", root=world.project)[0] == 0
+    code, out, err = run("lock", "--pin", "p2", root=world.project)
+    assert code == 0 and "was" not in out  # p1 already records the same trees
+    (pins / "p3.yaml").write_text((pins / "p3.yaml").read_text().replace(
+        "  plugin:\n", "  plugin:\n    tree: " + "e" * 40 + "\n"))
+    plugin = composed(world, "plugin")
+    write(plugin, {"vllm_ascend/extra.py": "X = 1\n"})
+    commit_all(plugin, "[Misc] Add extra\n\nWhy: test.", author=PATCH_AUTHOR)
+    code, out, err = run("refresh", root=world.project)
+    assert code == 0, err
+    assert ("locks    now stale: p1/plugin, p2/plugin (run `overlay lock --pin p1`: it also updates "
+            "the pin sets that pin the same commit)") in out
+    assert "locks    may be stale: p3/plugin pin another commit" in out
+    (world.project / "series.yaml").write_text((world.project / "series.yaml").read_text().replace(
+        "origin: local  # added by refresh: set origin and provenance", "origin: local\n    forwarded: x"))
+    before_p3 = (pins / "p3.yaml").read_text()
+    code, out, err = run("lock", root=world.project)
+    assert code == 0, err
+    tree = git(plugin, "rev-parse", "HEAD^{tree}")
+    assert f"locked p1/plugin: tree {tree}" in out
+    assert f"locked p2/plugin: tree {tree} (was " in out and "so its lock was stale" in out
+    assert f"tree: {tree}" in (pins / "p2.yaml").read_text()
+    assert (pins / "p3.yaml").read_text() == before_p3  # another commit: not ours to guess
+    code, out, err = run("apply", "--mirror", world.mirror, "--pin", "p2", root=world.project)
+    assert code == 0, err
+    assert out.count("(matches lock)") == 2

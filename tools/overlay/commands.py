@@ -107,12 +107,17 @@ def cmd_refresh(args: argparse.Namespace) -> int:
 def cmd_lock(args: argparse.Namespace) -> int:
     project = Project.load(args.root)
     pin = project.pin(args.pin)
-    written = lockfile.lock(project, pin, targets=_targets(args.targets), into=args.into)
+    outcome = lockfile.lock_with_siblings(project, pin, targets=_targets(args.targets), into=args.into)
     if args.json:
-        print(json.dumps({"pin": pin.name, "trees": written}, indent=2))
+        print(json.dumps({"pin": pin.name, "trees": outcome.trees,
+                          "also_locked": [{"pin": s.pin, "target": s.target, "tree": s.tree,
+                                           "was": s.old_tree} for s in outcome.siblings]}, indent=2))
     else:
-        for target, tree in written.items():
+        for target, tree in outcome.trees.items():
             print(f"locked {pin.name}/{target}: tree {tree}")
+        for s in outcome.siblings:
+            print(f"locked {s.pin}/{s.target}: tree {s.tree} (was {s.old_tree[:12]}; it pins the same "
+                  f"{s.target} source as {pin.name}, so its lock was stale)")
     return 0
 
 

@@ -14,7 +14,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from overlay import composed, gitcmd, paths, sources, yamldoc
+from overlay import composed, gitcmd, lockfile, paths, sources, yamldoc
 from overlay.compose import select_targets
 from overlay.errors import OverlayError
 from overlay.model import PinSet, Project, SeriesEntry
@@ -56,6 +56,9 @@ class RefreshResult:
     order: list[str] = field(default_factory=list)  # the series order afterwards
     mentions: dict[str, list[str]] = field(default_factory=dict)  # renamed patch -> files naming it
     series_changed: bool = False  # series.yaml was rewritten
+    stale_locks: list[str] = field(default_factory=list)  # pin/target whose recorded tree is now wrong
+    unverified_locks: list[str] = field(default_factory=list)  # same target at another commit
+    pin: str = ""
 
     def lines(self) -> list[str]:
         out = [f"  updated  {p}" for p in self.written]
@@ -68,6 +71,12 @@ class RefreshResult:
             also = self.mentions.get(old)
             out.append(f"  renamed  {old} -> {new} (its number follows the series order)"
                        + (f"; still named in {', '.join(also)}: update it" if also else ""))
+        if self.stale_locks:
+            out.append(f"  locks    now stale: {', '.join(self.stale_locks)} (run `overlay lock --pin "
+                       f"{self.pin}`: it also updates the pin sets that pin the same commit)")
+        if self.unverified_locks:
+            out.append(f"  locks    may be stale: {', '.join(self.unverified_locks)} pin another commit "
+                       f"(compose each with `overlay apply --pin NAME`, then `overlay lock --pin NAME`)")
         changed = (self.written or self.added or self.removed or self.reordered or self.renamed
                    or self.series_changed)
         out.append(f"refresh: {len(self.unchanged)} unchanged, {len(self.written)} updated, "
@@ -79,7 +88,8 @@ class RefreshResult:
     def as_dict(self) -> dict:
         return {"written": self.written, "unchanged": self.unchanged, "added": self.added,
                 "removed": self.removed, "reordered": self.reordered,
-                "renamed": [{"from": a, "to": b} for a, b in self.renamed], "order": self.order}
+                "renamed": [{"from": a, "to": b} for a, b in self.renamed], "order": self.order,
+                "stale_locks": self.stale_locks, "unverified_locks": self.unverified_locks}
 
 
 # Letters NFKD does not take apart into an ASCII letter and accents.
@@ -205,7 +215,7 @@ def _upstream_commits(project: Project, pin: PinSet, target: str, commits: list[
 
 def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
             into: Path | None, mirror: Path | None = None) -> RefreshResult:
-    result = RefreshResult()
+    result = RefreshResult(pin=pin.name)
     series_path = project.root / "series.yaml"
     text = series_path.read_text(encoding="utf-8")
     order = [e.patch for e in project.series.entries]
@@ -267,6 +277,9 @@ def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
         for e in entries:
             if e.patch not in new_order_for_target:
                 result.removed.append(e.patch)
+        _note_stale_locks(result, project, pin, target.name, composed.tree_of(work),
+                          [e.patch for e in entries] != new_order_for_target
+                          or any(n in pending_writes for n in new_order_for_target))
         order = _reorder(order, target_of, target.name, new_order_for_target)
         for name in new_order_for_target:
             target_of[name] = target.name
@@ -313,6 +326,19 @@ def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
             tree=composed.tree_of(work), branch=state.branch, patches=names,
             series_digest=composed.series_digest(project.patches_dir, names)))
     return result
+
+
+def _note_stale_locks(result: RefreshResult, project: Project, pin: PinSet, target: str,
+                      tree: str, series_changed: bool) -> None:
+    """Which recorded trees the refreshed branch makes wrong (or may make wrong)."""
+    mine = pin.target(target).tree
+    if mine and mine != tree:
+        result.stale_locks.append(f"{pin.name}/{target}")
+    for other, same in lockfile.other_locks(project.root, pin, target):
+        if same and other.target(target).tree != tree:
+            result.stale_locks.append(f"{other.name}/{target}")
+        elif not same and series_changed:
+            result.unverified_locks.append(f"{other.name}/{target}")
 
 
 def _map_commits(project: Project, work: Path, base: str,
