@@ -548,3 +548,41 @@ def test_lock_brings_along_the_pin_sets_it_made_stale_and_refresh_names_them(wor
     code, out, err = run("apply", "--mirror", world.mirror, "--pin", "p2", root=world.project)
     assert code == 0, err
     assert out.count("(matches lock)") == 2
+
+
+def _pin_core_to_an_archive(world, tmp_path) -> None:
+    import hashlib
+    import tarfile
+
+    src = tmp_path / "pkg" / "core-1.0"
+    write(src, {"vllm/__init__.py": "__version__ = '1.0'\n", "vllm/graph.py": "X = 1\n"})
+    (world.mirror / "pypi").mkdir()
+    archive = world.mirror / "pypi" / "core-1.0.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(src, arcname="core-1.0")
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    pin = world.project / "pins" / "p1.yaml"
+    text = pin.read_text()
+    core_block = text[text.index("  core:"):text.index("  plugin:")]
+    pin.write_text(text.replace(core_block, f"  core:\n    pypi: core==1.0\n    sha256: {digest}\n"))
+    series = world.project / "series.yaml"
+    s = series.read_text()
+    series.write_text(s[:s.index("  - patch: 0002")] + s[s.index("  - patch: 0003"):])
+    world.patch_file("0002-core-rename-helper.patch").unlink()
+
+
+def test_composing_from_an_archive_shows_progress_on_a_terminal_only(world, run, tmp_path, monkeypatch):
+    """Issue 13 item 11: each slow step of an archive compose says what it is doing on a
+    terminal; --json (and a pipe) stay quiet."""
+    _pin_core_to_an_archive(world, tmp_path)
+    code, out, err = run("apply", "--mirror", world.mirror, "--json", root=world.project)
+    assert code == 0 and err == "" and json.loads(out)["pin"] == "p1"
+    shutil.rmtree(world.project / ".overlay")
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    code, out, err = run("apply", "--mirror", world.mirror, "--force", root=world.project)
+    assert code == 0, err
+    steps = [line for line in err.splitlines() if line.startswith("overlay: core: ")]
+    assert [s.split(": ", 2)[2].split(" ")[0] for s in steps] == ["verifying", "extracting", "importing",
+                                                                   "checking"]
+    assert "overlay: core: importing 2 files into the object cache" in steps
+    assert "overlay: plugin: checking out " in err and "applying 2 patch(es)" in err

@@ -296,7 +296,8 @@ def compose(project: Project, pin: PinSet, *, targets: list[str] | None, into: P
         obtained = {t.name: sources.obtain(project.root, t, mirror, progress) for t in chosen}
         staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{pin.name}-", dir=where))
         try:
-            outcomes = _compose_all(project, pin, chosen, plan, mails, obtained, staging, report)
+            outcomes = _compose_all(project, pin, chosen, plan, mails, obtained, staging, report,
+                                    progress)
             failed = [p for o in outcomes for p in o.patches if p.status == "failed"]
             if failed:
                 first = failed[0]
@@ -332,15 +333,18 @@ def compose(project: Project, pin: PinSet, *, targets: list[str] | None, into: P
 def _compose_all(project: Project, pin: PinSet, chosen: list[PinnedTarget],
                  plan: dict[str, tuple[SeriesEntry, ...]], mails: dict[str, list[PatchMail]],
                  obtained: dict[str, sources.Obtained], staging: Path,
-                 report: Report) -> list[TargetOutcome]:
+                 report: Report, progress: sources.Progress | None = None) -> list[TargetOutcome]:
     committer = gitcmd.user_identity()
     branch = paths.branch_name(pin.name)
     outcomes = []
     for target in chosen:
         got = obtained[target.name]
         work = staging / target.name
-        _init_tree(work, got, branch)
         entries, target_mails = plan[target.name], mails[target.name]
+        if progress:
+            progress(f"{target.name}: checking out {got.commit[:12]} and applying "
+                     f"{len(target_mails)} patch(es)")
+        _init_tree(work, got, branch)
         commits, ok = _apply_series(work, target_mails, got.commit, committer)
         results: list[PatchOutcome] = []
         for entry, commit in zip(entries, commits):
