@@ -298,3 +298,47 @@ def test_json_mode_reports_the_error_on_stdout_too(world, run):
     assert code == 2 and len(err.splitlines()) == 1
     data = json.loads(out)
     assert data["ok"] is False and data["error"] == "unknown pin 'zzz'" and data["path"] == "pins/zzz.yaml"
+
+
+# Bad input met by a second `apply` over composed trees: what it would destroy. Each
+# case: (mutation of the composed world, the one error line's text, exit code).
+def _in_plugin(w, rel: str, text: str, exclude: str | None = None) -> None:
+    tree = w.project / "build" / "p1" / "plugin"
+    if exclude:
+        (tree / ".git" / "info" / "exclude").write_text(exclude)
+    (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+    (tree / rel).write_text(text)
+
+
+COMPOSED_CASES = {
+    "ignored-venv": (lambda w: _in_plugin(w, ".venv/pyvenv.cfg", "home = x\n", ".venv/\n"),
+                     "it holds git-ignored files that replacing it would delete (.venv/)", 2),
+    "ignored-log": (lambda w: _in_plugin(w, "notes.log", "mine\n", "*.log\n"),
+                    "it holds git-ignored files that replacing it would delete (notes.log)", 2),
+    "untracked-file": (lambda w: _in_plugin(w, "scratch.py", "x = 1\n"),
+                       "it holds uncommitted edits (scratch.py)", 2),
+    "edited-file": (lambda w: _in_plugin(w, "README.md", "edited\n"),
+                    "it holds uncommitted edits (README.md)", 2),
+    "lost-cr-patch": (add_lost_cr_patch, "win.txt was composed as blob 814f4a422927", 1),
+}
+
+
+def _everything(project: Path) -> dict[str, bytes]:
+    """Every file under the project, composed trees and their git directories included."""
+    return {str(p.relative_to(project)): p.read_bytes() for p in sorted(project.rglob("*"))
+            if p.is_file() and ".overlay" not in p.relative_to(project).parts
+            and p.name not in (".overlay.lock", "index")}
+
+
+@pytest.mark.parametrize("case", sorted(COMPOSED_CASES))
+def test_bad_input_over_composed_trees(world, run, case):
+    mutate, expected, exit_code = COMPOSED_CASES[case]
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    mutate(world)
+    before = _everything(world.project)
+    code, out, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == exit_code
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith("overlay: error: ") and expected in err, err
+    assert _everything(world.project) == before  # the composed trees are untouched
+    assert [p.name for p in (world.project / "build").iterdir() if p.name.startswith(".")] == [".overlay.lock"]
