@@ -586,3 +586,9 @@ def test_composing_from_an_archive_shows_progress_on_a_terminal_only(world, run,
                                                                    "checking"]
     assert "overlay: core: importing 2 files into the object cache" in steps
     assert "overlay: plugin: checking out " in err and "applying 2 patch(es)" in err
+
+
+def test_ctrl_c_while_the_modules_import_is_one_line_not_a_traceback(world):
+    proc = _overlay(world, "import:INT", "check")
+    assert proc.returncode == 130
+    assert proc.stderr == "overlay: error: interrupted (run the command again)\n"
