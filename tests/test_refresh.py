@@ -386,3 +386,31 @@ def test_reorder_says_so_and_renumbers_the_files(world, run):
     assert code == 0 and "(nothing to do)" in out  # the composed state follows the new names
     assert project_bytes(world.project) == before
     assert run("apply", "--mirror", world.mirror, "--force", root=world.project)[0] == 0
+
+
+def test_renames_keep_other_composed_trees_current(world, run):
+    """A refresh of the plugin that renumbers the core patch leaves the composed core
+    tree (and another pin set's trees) lockable: their state follows the new names."""
+    import shutil as _shutil
+
+    pins = world.project / "pins"
+    (pins / "p2.yaml").write_text((pins / "p1.yaml").read_text().replace("default: true", "default: false"))
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    assert run("apply", "--mirror", world.mirror, "--pin", "p2", root=world.project)[0] == 0
+    tree = plugin_tree(world)
+    base = world.plugin_commits[1]
+    first, second = run_git(["rev-list", "--reverse", f"{base}..HEAD"], tree).split()
+    run_git(["reset", "-q", "--hard", base], tree)
+    for commit in (second, first):
+        run_git(["cherry-pick", commit], tree)
+        run_git(["notes", "--ref=refs/notes/overlay", "copy", "-f", commit, "HEAD"], tree)
+    code, out, err = run("refresh", "--targets", "plugin", root=world.project)
+    assert code == 0, err
+    assert "0002-core-rename-helper.patch -> 0004-core-rename-helper.patch" in out
+    code, out, err = run("lock", "--targets", "core", root=world.project)
+    assert code == 0, err
+    code, out, err = run("lock", "--pin", "p2", "--targets", "core", root=world.project)
+    assert code == 0, err
+    _shutil.rmtree(world.project / "build" / "p2" / "plugin")
+    code, out, err = run("refresh", "--pin", "p2", root=world.project)
+    assert code == 0 and "(nothing to do)" in out, out + err

@@ -8,6 +8,7 @@ result does not depend on the user's git config; series.yaml is edited as text
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import unicodedata
@@ -17,6 +18,7 @@ from pathlib import Path
 from overlay import composed, gitcmd, lockfile, paths, sources, yamldoc
 from overlay.compose import select_targets
 from overlay.errors import OverlayError
+from overlay import model
 from overlay.model import PinSet, Project, SeriesEntry
 from overlay.patchfile import read_patch
 
@@ -309,12 +311,15 @@ def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
                                    {new_name(p): s_ for p, s_ in new_subjects.items()},
                                    {old: new for old, new in renames.items() if old not in new_blocks})
     result.series_changed = new_text != text
+    refreshed = {work for work, _, _ in updates}
+    followers = _trees_following_renames(project, into, renames, refreshed) if result.renamed else []
     # Side effects last, after everything was computed without error.
     project.patches_dir.mkdir(exist_ok=True)
     for name, content in pending_writes.items():
         _write_exact(project.patches_dir / name, content)
-    for name in result.removed + [p for p in renamed_away if p not in pending_writes]:
-        (project.patches_dir / name).unlink(missing_ok=True)
+    for name in result.removed + renamed_away:
+        if name not in pending_writes:  # a renamed patch may have taken over the name
+            (project.patches_dir / name).unlink(missing_ok=True)
     if new_text != text:
         series_path.write_text(new_text, encoding="utf-8")
     for work, state, notes in updates:
@@ -325,7 +330,27 @@ def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
             pin=state.pin, target=state.target, base=state.base, head=composed.head(work),
             tree=composed.tree_of(work), branch=state.branch, patches=names,
             series_digest=composed.series_digest(project.patches_dir, names)))
+    for work, state in followers:  # same commits, new file names: still current
+        names = tuple(renames.get(n, n) for n in state.patches)
+        composed.write_state(work, dataclasses.replace(
+            state, patches=names, series_digest=composed.series_digest(project.patches_dir, names)))
     return result
+
+
+def _trees_following_renames(project: Project, into: Path | None, renames: dict[str, str],
+                             refreshed: set[Path]) -> list[tuple[Path, composed.ComposedState]]:
+    """Composed trees (any pin set) that were current and name a renamed patch: their
+    recorded state follows the rename, so `lock` and `refresh` still accept them."""
+    out = []
+    for pin_name in model.pin_names(project.root):
+        for work in sorted(paths.composed_root(project.root, into).joinpath(pin_name).glob("*")):
+            state = composed.read_state(work)
+            if work in refreshed or state is None or not set(state.patches) & set(renames):
+                continue
+            names = [e.patch for e in project.series.for_target(state.target)]
+            if not composed.series_moved_on(state, project.patches_dir, names):
+                out.append((work, state))
+    return out
 
 
 def _note_stale_locks(result: RefreshResult, project: Project, pin: PinSet, target: str,
