@@ -33,10 +33,14 @@ help:
 	@echo "make bench                         benchmarks (ratios, side by side)"
 	@echo "make clean                         remove composed trees and caches"
 
+# Slow once (about a minute): each step says so, and pip lists each package as it goes.
 $(VENV)/.installed: pyproject.toml
+	@echo "make: [1/2] creating $(VENV) (first run only)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -e '.[test]'
-	touch $@
+	@echo "make: [2/2] installing the tool and its dependencies into $(VENV) (about a minute; pip lists each package)"
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e '.[test]'
+	@touch $@
+	@echo "make: $(VENV) is ready"
 
 apply: $(VENV)/.installed
 	$(OVERLAY) apply $(PIN_ARG) $(TGT_ARG) $(ARGS)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping, Union
 
 from overlay import yamldoc
-from overlay.errors import OverlayError
+from overlay.errors import OverlayError, redact, url_credentials
 from overlay.yamldoc import Node
 
 FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -304,6 +304,11 @@ def load_pinset(path: Path, root: Path | None = None) -> PinSet:
         else:
             url = tf.str("repo", required=True, expect="a git URL or path")
             assert url
+            if url_credentials(url):
+                raise tf.error("repo", f"the URL {redact(url)} carries credentials, which a "
+                                       f"committed lockfile must never hold",
+                               hint="remove them: use a git credential helper or a mirror "
+                                    "(--mirror), and revoke the token if it was pushed")
             source = GitSource(url, _commit(tf, "commit"))
         tree = None
         if tf.has("tree"):
