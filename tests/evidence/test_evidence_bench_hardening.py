@@ -230,3 +230,15 @@ def test_throttled_progress_drops_lines_within_the_interval():
     for i in range(5):
         p(f"line {i}")
     assert seen == ["line 0"]
+
+
+def test_run_json_paths_are_written_relative_to_results_and_root(tmp_path):
+    root = tmp_path / "proj"
+    results = root / "evidence" / "claim"
+    meta = {"argv": ["vllm", "bench", "--result-dir", f"{results}/runs/a-r1.partial", "--model", f"{root}/m"],
+            "dirs": {"plugin": str(results / "trees" / "a")}, "exact": str(results), "n": 3,
+            "other": f"{tmp_path}/elsewhere"}
+    out = orchestrate.portable_paths(meta, {"<results>": results, "<root>": root})
+    assert out == {"argv": ["vllm", "bench", "--result-dir", "<results>/runs/a-r1.partial", "--model", "<root>/m"],
+                   "dirs": {"plugin": "<results>/trees/a"}, "exact": "<results>", "n": 3,
+                   "other": f"{tmp_path}/elsewhere"}

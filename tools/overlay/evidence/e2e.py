@@ -138,8 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     env = ensure_env(args.env.expanduser().resolve(), step)
     (root / WORK).mkdir(parents=True, exist_ok=True)
     ensure_model(env, root, step)
+    # The client (and anything vLLM starts without the variant's env) also keeps its
+    # cache in the work folder and never reaches for a model hub.
     run_env = {**os.environ, "PATH": f"{env / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-               "HF_HUB_OFFLINE": "1"}
+               "HF_HUB_OFFLINE": "1", "VLLM_CACHE_ROOT": str(root / WORK / "vllm-cache")}
     overlay = [sys.executable, "-m", "overlay", "--root", str(root)]
     results = args.results if args.results.is_absolute() else root / args.results
     bench = step.run("overlay bench ab", lambda: subprocess.call(

@@ -511,6 +511,29 @@ def _run_all(protocol: Protocol, root: Path, results: Path, planned: tuple[Plann
         progress(eta_line(len(ran), todo, time.monotonic() - began))
 
 
+def portable_paths(obj: object, prefixes: dict[str, Path]) -> object:
+    """The same record with this machine's folders written as <results>/... and <root>/...:
+    run.json is committed with the evidence, and a path of one machine means nothing on
+    another (and must not be published). The run's own folder is <results>/runs/<id>.partial
+    while it runs. Pure."""
+    order = sorted(prefixes.items(), key=lambda kv: -len(str(kv[1])))  # the deepest folder first
+
+    def fix(s: str) -> str:
+        for token, folder in order:
+            s = s.replace(str(folder) + os.sep, token + "/")
+            if s == str(folder):
+                return token
+        return s
+
+    if isinstance(obj, str):
+        return fix(obj)
+    if isinstance(obj, list):
+        return [portable_paths(x, prefixes) for x in obj]
+    if isinstance(obj, dict):
+        return {k: portable_paths(v, prefixes) for k, v in obj.items()}
+    return obj
+
+
 def eta_line(ran: int, todo: int, elapsed_s: float) -> str:
     """'3/9 new runs done in 7m30s, about 15m left'; pure."""
     def mins(x: float) -> str:
@@ -546,7 +569,8 @@ def _one_run(protocol: Protocol, root: Path, results: Path, run: PlannedRun, pro
             "composed_dirs": {t: str(p) for t, p in tree.dirs} if tree else {}, "scenarios": {}}
 
     def save() -> None:
-        (partial / "run.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        portable = portable_paths(meta, {"<results>": results.resolve(), "<root>": root.resolve()})
+        (partial / "run.json").write_text(json.dumps(portable, indent=2) + "\n", encoding="utf-8")
 
     proc: subprocess.Popen | None = None
     log = None

@@ -116,6 +116,43 @@ def _number(value: object, what: str, where: str, *, integer: bool = False) -> f
     return float(value)
 
 
+def _numbers(values: list, rows: np.ndarray, name: str, where: str, *, integer: bool = False) -> np.ndarray:
+    """values[rows] as floats, each finite and >= 0 (whole with `integer`); vectorised, the
+    first bad entry named by its index in the file (`ttfts[3]`)."""
+    picked = [values[i] for i in rows]
+    arr = np.array(picked) if picked else np.zeros(0)
+    if arr.dtype.kind not in "iuf" or arr.ndim != 1:
+        for i, v in zip(rows, picked):  # find the culprit: a string, None, a list, a bool
+            _number(v, f"{name}[{i}]", where, integer=integer)
+    arr = arr.astype(float)
+    bad = ~np.isfinite(arr) | (arr < 0) | ((arr != np.floor(arr)) if integer else False)
+    if bad.any():
+        k = int(np.argmax(bad))
+        _number(picked[k], f"{name}[{rows[k]}]", where, integer=integer)
+    return arr
+
+
+def _flat_gaps(gaps: list[list], rows: np.ndarray, lengths: np.ndarray, where: str) -> np.ndarray:
+    """Every inter-token gap of the given requests in one array, checked like _numbers."""
+    flat_list = [x for g in gaps for x in g]
+    arr = np.array(flat_list) if flat_list else np.zeros(0)
+    ends = np.cumsum(lengths)
+
+    def name(k: int) -> str:
+        r = int(np.searchsorted(ends, k, side="right"))
+        return f"itls[{rows[r]}][{k - (ends[r - 1] if r else 0)}]"
+
+    if arr.dtype.kind not in "iuf" or arr.ndim != 1:
+        for k, v in enumerate(flat_list):
+            _number(v, name(k), where)
+    arr = arr.astype(float)
+    bad = ~np.isfinite(arr) | (arr < 0)
+    if bad.any():
+        k = int(np.argmax(bad))
+        _number(flat_list[k], name(k), where)
+    return arr
+
+
 def load_result(path: Path, run_id: str, variant: str, start: int, scenario: str,
                 shown: str | None = None) -> ScenarioResult:
     where = shown or str(path)
@@ -139,32 +176,29 @@ def load_result(path: Path, run_id: str, variant: str, start: int, scenario: str
     for key in per_request:
         if not isinstance(data[key], list) or len(data[key]) != n:
             raise OverlayError(f"field '{key}' must list one entry per request ({n})", path=where)
-    ttft, tpot, e2el, itl = [], [], [], []
-    completed = 0
-    for i in range(n):
-        err = data["errors"][i]
-        if err:  # the real client stores "" for success and a message otherwise
-            continue
-        completed += 1
-        t = _number(data["ttfts"][i], f"ttfts[{i}]", where)
-        out = int(_number(data["output_lens"][i], f"output_lens[{i}]", where, integer=True))
-        gaps = data["itls"][i]
-        if not isinstance(gaps, list):
-            raise OverlayError(f"itls[{i}] is {gaps!r}, expected a list of gaps", path=where)
-        gaps_s = [_number(x, f"itls[{i}][{j}]", where) for j, x in enumerate(gaps)]
-        lat = (_number(data[E2EL_MEASURED][i], f"latencies[{i}]", where) if measured
-               else t + sum(gaps_s))
-        ttft.append(t * 1000.0)
-        e2el.append(lat * 1000.0)
-        if out > 1:
-            tpot.append((lat - t) / (out - 1) * 1000.0)
-        itl.extend(x * 1000.0 for x in gaps_s)
+    ok = np.array([not e for e in data["errors"]], dtype=bool)  # "" = success, a message = failure
+    okx = np.flatnonzero(ok)
+    t = _numbers(data["ttfts"], okx, "ttfts", where)
+    out = _numbers(data["output_lens"], okx, "output_lens", where, integer=True)
+    gaps = [data["itls"][i] for i in okx]
+    for i, g in zip(okx, gaps):
+        if not isinstance(g, list):
+            raise OverlayError(f"itls[{i}] is {g!r}, expected a list of gaps", path=where)
+    lengths = np.array([len(g) for g in gaps], dtype=int)
+    flat = _flat_gaps(gaps, okx, lengths, where)
+    sums = np.bincount(np.repeat(np.arange(len(okx)), lengths), weights=flat, minlength=len(okx))
+    lat = _numbers(data[E2EL_MEASURED], okx, "latencies", where) if measured else t + sums
+    many = out > 1
+    tpot = (lat[many] - t[many]) / (out[many] - 1)
+    completed = int(ok.sum())
+    ttft, e2el, itl = t * 1000.0, lat * 1000.0, flat * 1000.0
+    tpot = tpot * 1000.0
     conc = data.get("max_concurrency")
     return ScenarioResult(
         run_id=run_id, variant=variant, start=start, scenario=scenario, path=path,
         throughput=_number(data["output_throughput"], "output_throughput", where),
         request_throughput=_number(data["request_throughput"], "request_throughput", where),
-        ttft=np.array(ttft), tpot=np.array(tpot), e2el=np.array(e2el), itl=np.array(itl),
+        ttft=ttft, tpot=tpot, e2el=e2el, itl=itl,
         completed=completed, failed=n - completed,
         num_prompts=data.get("num_prompts"), max_concurrency=None if conc is None else int(conc),
         request_rate=_rate(data.get("request_rate")),
