@@ -221,15 +221,38 @@ def classify_series(patches: tuple[DriftPatch, ...], base: Mapping[str, Key | No
 _RANK = {CLEAN: 0, OFFSET: 1, FUZZ: 2, FAIL: 3}
 
 
+def _apply_sections(files: tuple[FilePatch, ...], inputs: Mapping[str, Key | None],
+                    text_of: Reader, max_fuzz: int) -> list[tuple[FilePatch, FileResult]]:
+    """Apply a patch's file sections in order. A section applies to the text the
+    sections before it produced for its path (a patch may hold two `diff --git`
+    sections for one file, as `git apply` accepts), else to the upstream input."""
+    produced: dict[str, str | None] = {}
+
+    def current(path: str | None) -> str | None:
+        if path is None:
+            return None
+        if path in produced:
+            return produced[path]
+        key = inputs.get(path)
+        return text_of(key) if key is not None else None
+
+    out = []
+    for fp in files:
+        moves = fp.new_path is not None and fp.new_path != fp.old_path
+        target_exists = moves and current(fp.new_path) is not None
+        result = apply_file(current(fp.old_path), fp, max_fuzz, target_exists)
+        out.append((fp, result))
+        if result.status != FAIL:
+            if fp.old_path and fp.old_path != fp.new_path:
+                produced[fp.old_path] = None
+            if fp.new_path:
+                produced[fp.new_path] = result.text
+    return out
+
+
 def _forward(patch: DriftPatch, inputs: Mapping[str, Key | None], text_of: Reader,
              max_fuzz: int) -> list[tuple[FilePatch, FileResult]]:
-    out = []
-    for fp in patch.files:
-        current = text_of(inputs[fp.old_path]) if fp.old_path and inputs.get(fp.old_path) else None
-        moves = fp.new_path is not None and fp.new_path != fp.old_path
-        target_exists = moves and inputs.get(fp.new_path) is not None  # type: ignore[arg-type]
-        out.append((fp, apply_file(current, fp, max_fuzz, target_exists)))
-    return out
+    return _apply_sections(patch.files, inputs, text_of, max_fuzz)
 
 
 def _check_patch(patch: DriftPatch, inputs: Mapping[str, Key | None], text_of: Reader,
@@ -281,14 +304,8 @@ def _check_patch(patch: DriftPatch, inputs: Mapping[str, Key | None], text_of: R
 
 def _reverse_applies(patch: DriftPatch, inputs: Mapping[str, Key | None],
                      text_of: Reader) -> bool:
-    for fp in patch.files:
-        rfp = fp.reversed()
-        current = text_of(inputs[rfp.old_path]) if rfp.old_path and inputs.get(rfp.old_path) else None
-        moves = rfp.new_path is not None and rfp.new_path != rfp.old_path
-        target_exists = moves and inputs.get(rfp.new_path) is not None  # type: ignore[arg-type]
-        if apply_file(current, rfp, 0, target_exists).status == FAIL:
-            return False
-    return True
+    undo = tuple(fp.reversed() for fp in reversed(patch.files))
+    return all(r.status != FAIL for _, r in _apply_sections(undo, inputs, text_of, 0))
 
 
 def _window(lines: list[str], h: Hunk) -> list[str]:

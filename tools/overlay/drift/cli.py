@@ -12,15 +12,14 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay import gitcmd, paths
+from overlay import compose, gitcmd, paths
 from overlay.drift.classify import CLASSES, DriftPatch
 from overlay.drift.inmem_apply import parse_diff
-from overlay.drift.mirror import fetch_heads, stderr_note
+from overlay.drift.mirror import fetch_heads, mirror_repo, stderr_note
 from overlay.drift.report import DEFAULT_FAIL_ON, DriftReport, junit, markdown, terminal, to_json
 from overlay.drift.scan import Drift, TargetRun, commit_log, stderr_progress, timed_scan
 from overlay.errors import OverlayError
 from overlay.model import GitSource, PinSet, Project
-from overlay.patchfile import read_patch
 
 HELP = "classify each patch against newer upstream commits (clean/offset/fuzz/merged/...)"
 
@@ -109,7 +108,7 @@ def target_repo(root: Path, pin: PinSet, name: str, mirror: Path | None) -> tupl
             raise OverlayError(f"mirror directory {mirror} does not exist",
                                hint="pass --mirror DIR (or OVERLAY_MIRROR) naming a directory "
                                     "of <owner+name> clones")
-        repo = paths.find_mirror_repo(mirror, src.mirror_name)
+        repo = mirror_repo(mirror, src.mirror_name)
     if repo is None:
         cached = paths.cache_dir(root) / "git" / f"{src.mirror_name}.git"
         if (cached / "HEAD").is_file():
@@ -172,11 +171,13 @@ def check_output(path: Path | None, option: str) -> None:
 
 
 def load_patches(project: Project, target: str) -> tuple[tuple[DriftPatch, ...], dict[str, str]]:
+    """The target's series as drift reads it, vetted as `apply` and `check` vet it
+    (an unsafe path is refused with their words, before git ever sees it)."""
+    entries = project.series.for_target(target)
     patches = []
     diffs = {}
-    for entry in project.series.for_target(target):
+    for entry, mail in zip(entries, compose.load_patches(project, entries)):
         shown = f"patches/{entry.patch}"
-        mail = read_patch(project.patches_dir / entry.patch, shown)
         refs = entry.provenance.upstream + ((entry.provenance.applied_upstream,)
                                             if entry.provenance.applied_upstream else ())
         patches.append(DriftPatch(entry.patch, target, parse_diff(mail.diff, shown), mail.subject,
