@@ -37,6 +37,7 @@ from typing import Callable, Hashable, Mapping
 
 from overlay.drift.inmem_apply import (CLEAN, FAIL, FUZZ, OFFSET, FilePatch, FileResult, Hunk,
                                        apply_file, normalized, split_lines)
+from overlay.drift.lines import rebased
 
 CLASSES = ("clean", "offset", "fuzz", "merged", "conflict", "missing", "blocked")
 APPLIES = frozenset({"clean", "offset", "fuzz"})
@@ -96,6 +97,21 @@ class Verdict:
     moved_to: tuple[tuple[str, str], ...] = ()  # (old path, where it went)
     upstream_commit: str | None = None  # merged by patch-id: the matching commit
     landed: str | None = None  # the upstream commit that landed the change it carries
+    # blocked: the class it gets on its own, checked as if the failed patches it builds
+    # on were dropped (upstream's text in their place, which is upstream's own version
+    # where upstream carries them)
+    alone: str | None = None
+    alone_rule: str | None = None
+    alone_detail: str | None = None
+
+    @property
+    def key(self) -> tuple:
+        """What a scan reports a transition of: the class, the merged rule, and for a
+        blocked patch its class alone. Alone, clean and offset count as one (it applies
+        exactly either way): a blocked patch's hunks move whenever upstream edits
+        around them, and each move would bury the changes that matter."""
+        alone = "clean" if self.alone == "offset" else self.alone
+        return (self.cls, self.rule, alone, self.alone_rule)
 
     def to_json(self) -> dict:
         out: dict = {"patch": self.patch, "class": self.cls, "detail": self.detail}
@@ -115,6 +131,10 @@ class Verdict:
             out["upstream_commit"] = self.upstream_commit
         if self.landed:
             out["landed"] = self.landed
+        if self.alone:
+            out["alone"] = {"class": self.alone, "detail": self.alone_detail or ""}
+            if self.alone_rule:
+                out["alone"]["rule"] = self.alone_rule
         return out
 
 
@@ -172,6 +192,7 @@ def classify_series(patches: tuple[DriftPatch, ...], base: Mapping[str, Key | No
     renames = renames or {}
     state: dict[str, Key | None] = dict(base)
     poisoned: dict[str, str] = {}  # path -> name of the failed patch that owns it
+    failed: list[int] = []  # indexes of the patches that failed or were blocked
     verdicts: list[Verdict] = []
 
     def text_of(key: Key) -> str:
@@ -179,25 +200,34 @@ def classify_series(patches: tuple[DriftPatch, ...], base: Mapping[str, Key | No
         return derived if derived is not None else read(key)
 
     for index, patch in enumerate(patches):
-        blockers = [poisoned[p] for p in patch.paths if p in poisoned]
-        if blockers:
-            blocker = blockers[0]
-            verdicts.append(Verdict(patch.name, "blocked",
-                                    f"not checked: builds on {blocker}, which failed",
-                                    blocked_by=blocker))
-            for p in patch.paths:
-                poisoned[p] = patch.name  # the nearest failed patch is the one to name
-            continue
         inputs = tuple(state.get(p) for p in patch.paths)
         upstream = merged_by_id.get(patch.name)
-        memo_key = (index, patch.name, inputs, upstream)
+        blockers = [poisoned[p] for p in patch.paths if p in poisoned]
+        # Blocked: check it alone, where it sits without the failed patches before it.
+        dropped = tuple(patches[k].name for k in failed) if blockers else ()
+        memo_key = (index, patch.name, inputs, upstream, dropped)
         check = memo.checks.get(memo_key)
         if check is None:
             memo.misses += 1
-            check = _check_patch(patch, dict(zip(patch.paths, inputs)), text_of, upstream, memo)
+            checked = rebased(patch, [patches[k] for k in failed]) if blockers else patch
+            check = _check_patch(checked, dict(zip(patch.paths, inputs)), text_of, upstream, memo)
             memo.checks[memo_key] = check
         else:
             memo.hits += 1
+        if blockers:
+            # The series verdict stays `blocked` (its input is not what it was written
+            # against), but the check above ran on the state without the failed
+            # patches: that is its class alone.
+            blocker = blockers[0]
+            verdicts.append(Verdict(patch.name, "blocked",
+                                    f"not checked in series: builds on {blocker}, which failed; "
+                                    f"alone: {_alone_label(check)}",
+                                    blocked_by=blocker, alone=check.cls, alone_rule=check.rule,
+                                    alone_detail=check.detail))
+            for p in patch.paths:
+                poisoned[p] = patch.name  # the nearest failed patch is the one to name
+            failed.append(index)
+            continue
         verdict = Verdict(patch.name, check.cls, check.detail, rule=check.rule, shift=check.shift,
                           fuzz=check.fuzz, missing=check.missing,
                           upstream_commit=check.upstream_commit)
@@ -213,7 +243,13 @@ def classify_series(patches: tuple[DriftPatch, ...], base: Mapping[str, Key | No
         elif check.cls in FAILED:
             for p in patch.paths:
                 poisoned[p] = patch.name
+            failed.append(index)
     return tuple(verdicts)
+
+
+def _alone_label(check: "_Check") -> str:
+    text = f"{check.cls} ({check.rule})" if check.rule else check.cls
+    return text if check.cls in ("clean",) else f"{text}, {check.detail}"
 
 
 # ----------------------------------------------------------------------------- one patch

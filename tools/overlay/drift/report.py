@@ -52,12 +52,20 @@ def _counts(verdicts) -> str:
     return ", ".join(f"{c[k]} {k}" for k in CLASSES if c[k]) or "no patches"
 
 
+def _class_text(cls: str, rule: str | None, alone: str | None = None,
+                alone_rule: str | None = None) -> str:
+    """`merged (reverse)`, `blocked (alone: clean)`, `blocked (alone: merged, likely)`."""
+    if alone:
+        return f"{cls} (alone: {alone}{', ' + alone_rule if alone_rule else ''})"
+    return f"{cls} ({rule})" if rule else cls
+
+
 def _label(v: Verdict) -> str:
-    return f"{v.cls} ({v.rule})" if v.rule else v.cls
+    return _class_text(v.cls, v.rule, v.alone, v.alone_rule)
 
 
 def _before(t: Transition) -> str:
-    return f"{t.before} ({t.before_rule})" if t.before_rule else t.before
+    return _class_text(t.before, t.before_rule, t.before_alone, t.before_alone_rule)
 
 
 def _commit_ref(c: CommitInfo) -> str:

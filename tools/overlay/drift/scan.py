@@ -29,6 +29,7 @@ class CommitInfo:
     sha: str
     date: str  # committer date, ISO 8601
     subject: str
+    author: str = ""
 
     @property
     def pr(self) -> int | None:
@@ -41,7 +42,8 @@ class CommitInfo:
         return int(found[-1]) if found else None
 
     def to_json(self) -> dict:
-        return {"commit": self.sha, "date": self.date, "subject": self.subject, "pr": self.pr}
+        return {"commit": self.sha, "date": self.date, "subject": self.subject, "pr": self.pr,
+                "author": self.author}
 
 
 @dataclass(frozen=True)
@@ -54,12 +56,18 @@ class Transition:
     commit: CommitInfo
     index: int  # position in the first-parent walk (1 = first commit after the pin)
     before_rule: str | None = None  # merged rule before this commit
+    before_alone: str | None = None  # blocked before this commit: its class alone
+    before_alone_rule: str | None = None
 
     def to_json(self) -> dict:
         out = {"from": self.before, "to": self.after.cls, "index": self.index,
                **self.commit.to_json(), "verdict": self.after.to_json()}
         if self.before_rule:
             out["from_rule"] = self.before_rule
+        if self.before_alone:
+            out["from_alone"] = self.before_alone
+        if self.before_alone_rule:
+            out["from_alone_rule"] = self.before_alone_rule
         return out
 
 
@@ -104,13 +112,13 @@ class TargetRun:
 
 def range_log(git_dir: Path, base: str, head: str, first_parent: bool = True) -> list[CommitInfo]:
     """Commits after `base` up to `head`, oldest first."""
-    fmt = "%H%x00%cI%x00%s"
+    fmt = "%H%x00%cI%x00%an%x00%s"
     text = gitcmd.git(["log", *(["--first-parent"] if first_parent else []), "--reverse",
                        f"--format={fmt}", f"{base}..{head}"], git_dir=git_dir).stdout
     commits = []
     for line in text.splitlines():
-        sha, date, subject = line.split("\0", 2)
-        commits.append(CommitInfo(sha, date, subject))
+        sha, date, author, subject = line.split("\0", 3)
+        commits.append(CommitInfo(sha, date, subject, author))
     return commits
 
 
@@ -131,9 +139,9 @@ def commit_log(git_dir: Path, base: str, head: str) -> list[CommitInfo]:
 
 
 def commit_info(git_dir: Path, sha: str) -> CommitInfo:
-    line = gitcmd.out(["log", "-1", "--format=%H%x00%cI%x00%s", sha], git_dir=git_dir)
-    a, b, c = line.split("\0", 2)
-    return CommitInfo(a, b, c)
+    line = gitcmd.out(["log", "-1", "--format=%H%x00%cI%x00%an%x00%s", sha], git_dir=git_dir)
+    a, b, author, c = line.split("\0", 3)
+    return CommitInfo(a, b, c, author)
 
 
 def patch_ids(diffs: Sequence[tuple[str, str]]) -> dict[str, str]:
@@ -433,16 +441,18 @@ def _first_at(commits: Sequence[str], index_of: dict[str, int], i: int) -> str |
 
 def histories(patches: tuple[DriftPatch, ...], at_pin: tuple[Verdict, ...],
               walk: Sequence[tuple[Verdict, ...]], commits: Sequence[CommitInfo]) -> tuple[PatchHistory, ...]:
-    """Per patch, each commit where its class, or its merged rule, changed."""
+    """Per patch, each commit where its class, its merged rule, or (blocked) its class
+    alone changed."""
     out = []
     for j, patch in enumerate(patches):
         before = at_pin[j]
         changes = []
         for i, verdicts in enumerate(walk):
             v = verdicts[j]
-            if (v.cls, v.rule) != (before.cls, before.rule):
-                changes.append(Transition(before.cls, v, commits[i], i + 1, before.rule))
-            before = v
+            if v.key != before.key:
+                changes.append(Transition(before.cls, v, commits[i], i + 1, before.rule,
+                                          before.alone, before.alone_rule))
+                before = v  # "from" names what the last transition reported
         out.append(PatchHistory(patch.name, at_pin[j], walk[-1][j] if walk else at_pin[j],
                                 tuple(changes)))
     return tuple(out)
