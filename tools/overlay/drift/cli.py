@@ -17,7 +17,8 @@ from overlay.drift.classify import CLASSES, DriftPatch
 from overlay.drift.inmem_apply import parse_diff
 from overlay.drift.mirror import fetch_heads, mirror_repo, stderr_note
 from overlay.drift.report import DEFAULT_FAIL_ON, DriftReport, junit, markdown, terminal, to_json
-from overlay.drift.scan import Drift, TargetRun, commit_log, stderr_progress, timed_scan
+from overlay.drift.scan import (Drift, TargetRun, commit_log, stderr_progress, timed_onto,
+                                timed_scan)
 from overlay.errors import OverlayError
 from overlay.model import GitSource, PinSet, Project
 
@@ -243,11 +244,7 @@ def run(args: argparse.Namespace) -> int:
                 runs.append(timed_scan(engine, r.target, r.ref, r.head, commits, args.bisect,
                                        progress))
             else:
-                started = time.perf_counter()
-                verdicts = engine.onto(r.head)
-                runs.append(TargetRun(r.target, r.ref, r.base, r.head, verdicts,
-                                      seconds=time.perf_counter() - started,
-                                      snapshots=engine.snapshots))
+                runs.append(timed_onto(engine, r.target, r.ref, r.head))
         finally:
             engine.close()
     mode = "bisect" if args.bisect else "scan" if args.scan else "onto"

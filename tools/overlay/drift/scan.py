@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 from overlay import gitcmd
 from overlay.drift.blobs import BlobReader
 from overlay.drift.classify import (APPLIES, DriftPatch, Memo, Verdict, classify_series)
+from overlay.drift.overlap import overlaps, parse_log
 from overlay.errors import OverlayError
 
 Progress = Callable[[str], None]
@@ -72,6 +73,27 @@ class Transition:
 
 
 @dataclass(frozen=True)
+class Overlap:
+    """An upstream commit that changed lines one patch's hunks touch."""
+
+    patch: str
+    commit: CommitInfo
+    index: int  # position in the first-parent walk
+    hunks: tuple[int, ...]  # the patch's hunks it touched (1-based, over the whole patch)
+    files: tuple[str, ...]
+    resembles: bool  # "upstream did this too": same lines, similar added text
+    shared: int = 0  # the patch's distinctive added lines it also adds
+    of: int = 0
+    same_lines: bool = False  # it rewrote a line the patch removes
+
+    def to_json(self) -> dict:
+        return {**self.commit.to_json(), "index": self.index, "hunks": list(self.hunks),
+                "files": list(self.files), "upstream_did_this_too": self.resembles,
+                "rewrote_the_same_lines": self.same_lines,
+                "shared_added_lines": self.shared, "patch_added_lines": self.of}
+
+
+@dataclass(frozen=True)
 class PatchHistory:
     patch: str
     at_pin: Verdict
@@ -105,6 +127,7 @@ class TargetRun:
     seconds: float = 0.0
     snapshots: int = 0  # upstream snapshots classified
     stats: dict = field(default_factory=dict)
+    overlap: tuple[Overlap, ...] = ()  # upstream commits on the patches' lines, pin..head
 
 
 # ----------------------------------------------------------------------------- git helpers
@@ -162,16 +185,24 @@ def patch_ids(diffs: Sequence[tuple[str, str]]) -> dict[str, str]:
     return result
 
 
-def upstream_patch_ids(git_dir: Path, base: str, head: str, paths: Sequence[str]) -> list[tuple[str, str]]:
+def upstream_log(git_dir: Path, base: str, head: str, paths: Sequence[str]) -> str:
+    """The first-parent diffs of base..head limited to `paths` (newest first): the blob
+    diffs of the touched files between consecutive commits, where a blob changed."""
+    if not paths:
+        return ""
+    return gitcmd.git(["log", "--first-parent", "-p", "--no-color", "--no-renames", "--format=commit %H",
+                       f"{base}..{head}", "--", *paths], git_dir=git_dir).stdout
+
+
+def upstream_patch_ids(git_dir: Path, base: str, head: str, paths: Sequence[str],
+                       log: str | None = None) -> list[tuple[str, str]]:
     """(patch-id, commit) of first-parent commits in base..head, diffs limited to `paths`.
 
     Limiting the diff to the patch's paths lets a patch match an upstream commit
     that also changed other files (a squash of a larger PR).
     """
-    if not paths:
-        return []
-    log = gitcmd.git(["log", "--first-parent", "-p", "--no-color", "--no-renames", "--format=commit %H",
-                      f"{base}..{head}", "--", *paths], git_dir=git_dir).stdout
+    if log is None:
+        log = upstream_log(git_dir, base, head, paths)
     if not log.strip():
         return []
     out = gitcmd.git(["patch-id", "--stable"], input=log).stdout
@@ -262,9 +293,34 @@ class Drift:
         self.memo = Memo()
         self.own_ids = patch_ids([(p.name, diffs[p.name]) for p in patches])
         self.snapshots = 0
+        self._logs: dict[str, str] = {}
 
     def close(self) -> None:
         self.reader.close()
+
+    def log(self, head: str) -> str:
+        """`upstream_log` from the pin to `head`, read once per head (patch-ids and
+        overlap both read it)."""
+        if head not in self._logs:
+            self._logs[head] = upstream_log(self.git_dir, self.base, head, self.paths)
+        return self._logs[head]
+
+    def overlap(self, head: str, commits: Sequence[CommitInfo]) -> tuple[Overlap, ...]:
+        """Upstream commits among `commits` (the first-parent walk from the pin to
+        `head`) that changed the lines each patch's hunks touch."""
+        if not commits:
+            return ()
+        walk = list(reversed(parse_log(self.log(head))))
+        at_pin = self.reader.oids(self.base, self.paths)
+        info = {c.sha: (i, c) for i, c in enumerate(commits, 1)}
+        found = []
+        for hit in overlaps(self.patches, at_pin, walk):
+            if hit.commit not in info:
+                continue
+            index, commit = info[hit.commit]
+            found.append(Overlap(hit.patch, commit, index, hit.hunks, hit.files, hit.resembles,
+                                 hit.shared, hit.of, hit.same_lines))
+        return tuple(found)
 
     def merged_ids(self, head: str) -> dict[str, list[str]]:
         """Per patch, the upstream commits in base..head (oldest first) with its patch-id."""
@@ -274,7 +330,8 @@ class Drift:
             by_id.setdefault(pid, []).append(name)
         if not by_id:
             return found
-        for pid, commit in reversed(upstream_patch_ids(self.git_dir, self.base, head, self.paths)):
+        for pid, commit in reversed(upstream_patch_ids(self.git_dir, self.base, head, self.paths,
+                                                       self.log(head))):
             for name in by_id.get(pid, ()):
                 found.setdefault(name, []).append(commit)
         return found
@@ -474,16 +531,33 @@ def timed_scan(engine: Drift, target: str, ref: str, head: str, commits: Sequenc
     started = time.perf_counter()
     if bisect:
         found, at_head = engine.bisect(commits, head, progress)
+        overlap = engine.overlap(head, commits)
         seconds = time.perf_counter() - started
         return TargetRun(target, ref, engine.base, head, at_head, len(commits), (), tuple(found),
-                         seconds, engine.snapshots, _stats(engine))
+                         seconds, engine.snapshots, _stats(engine), overlap)
     at_pin, walk = engine.scan(commits, head, progress)
+    overlap = engine.overlap(head, commits)
     seconds = time.perf_counter() - started
     if progress:
         print(file=sys.stderr)
     hist = histories(engine.patches, at_pin, walk, commits)
     return TargetRun(target, ref, engine.base, head, walk[-1] if walk else at_pin, len(commits),
-                     hist, (), seconds, engine.snapshots, _stats(engine))
+                     hist, (), seconds, engine.snapshots, _stats(engine), overlap)
+
+
+def timed_onto(engine: Drift, target: str, ref: str, head: str) -> TargetRun:
+    """One snapshot at `head`; the overlap too when `head` descends from the pin along
+    first parents (otherwise there is no single line of history to walk)."""
+    started = time.perf_counter()
+    verdicts = engine.onto(head)
+    try:
+        commits = commit_log(engine.git_dir, engine.base, head)
+    except OverlayError:
+        commits = []
+    overlap = engine.overlap(head, commits)
+    return TargetRun(target, ref, engine.base, head, verdicts,
+                     seconds=time.perf_counter() - started, snapshots=engine.snapshots,
+                     overlap=overlap)
 
 
 def _stats(engine: Drift) -> dict:
