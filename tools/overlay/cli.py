@@ -20,6 +20,7 @@ SUBSYSTEMS = (
     "overlay.commands",
     "overlay.gate.cli",
     "overlay.drift.cli",
+    "overlay.rebase",
     "overlay.evidence.cli",
 )
 

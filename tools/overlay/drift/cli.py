@@ -171,10 +171,12 @@ def check_output(path: Path | None, option: str) -> None:
                            hint="create it first or write elsewhere")
 
 
-def load_patches(project: Project, target: str) -> tuple[tuple[DriftPatch, ...], dict[str, str]]:
-    """The target's series as drift reads it, vetted as `apply` and `check` vet it
-    (an unsafe path is refused with their words, before git ever sees it)."""
-    entries = project.series.for_target(target)
+def load_patches(project: Project, target: str,
+                 pin: str | None = None) -> tuple[tuple[DriftPatch, ...], dict[str, str]]:
+    """The target's series as drift reads it (what pin set `pin` carries), vetted as
+    `apply` and `check` vet it (an unsafe path is refused with their words, before git
+    ever sees it)."""
+    entries = project.series.for_target(target, pin)
     patches = []
     diffs = {}
     for entry, mail in zip(entries, compose.load_patches(project, entries)):
@@ -230,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
         git_dir, base = target_repo(args.root, pin, target, mirror)
         resolved.append(Resolved(target, ref, git_dir, base, resolve_ref(git_dir, target, ref)))
     gate_plan = plan_gate(args.root, pin, resolved) if args.gate else None
-    loaded = {r.target: load_patches(project, r.target) for r in resolved}
+    loaded = {r.target: load_patches(project, r.target, pin.name) for r in resolved}
     progress = stderr_progress(not args.json)
 
     runs: list[TargetRun] = []
