@@ -23,6 +23,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from overlay.refresh import export_patch
 from tests.drift.conftest import Repo, git, numbered
 
 URL = "https://git.example.invalid/acme/plugin"
@@ -62,8 +63,12 @@ def build(root: Path) -> SeriesHistory:
              "Signed-off-by: Overlay Dev <overlay@example.org>"], work, 100 + n)
     project = root / "project"
     (project / "patches").mkdir(parents=True)
-    git(["format-patch", "-q", "--zero-commit", "--full-index", "--no-signature", "--no-stat",
-         "-o", str(project / "patches"), "u0"], work)
+    git(["format-patch", "-q", "-o", str(project / "patches"), "u0"], work)
+    # Contents as `overlay refresh` writes them (its pinned format-patch options), so a
+    # rebase that changes nothing rewrites no byte.
+    commits = git(["rev-list", "--reverse", "u0..HEAD"], work).split()
+    for name, commit in zip(sorted(p.name for p in (project / "patches").iterdir()), commits):
+        (project / "patches" / name).write_text(export_patch(work, commit))
     lines = ["series:"]
     for name in sorted(p.name for p in (project / "patches").iterdir()):
         lines += [f"  - patch: {name}", "    target: plugin", "    origin: local",

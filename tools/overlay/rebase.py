@@ -127,8 +127,8 @@ def decide(verdicts, overlap, landed_pr, slug: str = "") -> list[PatchPlan]:
             why = {"reverse": "the patch reverse-applies at REF: its change is there",
                    "patch-id": "an upstream commit has the same patch-id",
                    "likely": "its added lines are there, reformatted (likely merged: verify)"}[v.rule]
-            plans.append(PatchPlan(v.patch, label, v.detail, "dropped", lines, record, DROPPED,
-                                   f"{why}; carried by {carrier['ref']}"))
+            plans.append(PatchPlan(v.patch, label, v.detail, "dropped", lines, applied_upstream=record,
+                                   outcome=DROPPED, why=f"{why}; carried by {carrier['ref']}"))
         else:
             own = _own_version(overlap.get(v.patch, []), landed_pr.get(v.patch), slug)
             plans.append(PatchPlan(v.patch, label, v.detail, "apply", lines, upstream_version=own))
