@@ -13,7 +13,7 @@ OVERLAY  := $(BIN)/overlay
 PIN_ARG   = $(if $(PIN),--pin $(PIN))
 TGT_ARG   = $(if $(TARGETS),--targets "$(TARGETS)")
 
-.PHONY: apply check test refresh lock bench clean composed-test gate drift help evidence drift-scan drift-ci bench-drift
+.PHONY: apply check test refresh lock bench clean composed-test gate drift help evidence drift-scan drift-ci bench-drift rebase
 
 help:
 	@echo "make apply [PIN=..] [TARGETS=..]  compose the pinned trees with the series (default pin set)"
@@ -25,6 +25,7 @@ help:
 	@echo "make drift PIN=.. ONTO=plugin=main rebase-drift report for the given upstream refs"
 	@echo "make drift-scan [DRIFT_SCAN=plugin=main] [BISECT=1]  where along history each patch changed class"
 	@echo "make drift-ci MIRROR=DIR [OFFLINE=1] what the nightly workflow runs (fails on conflict); OFFLINE=1 skips the fetch"
+	@echo "make rebase PIN=.. ONTO=plugin=REF [AS=..]  move the series onto newer upstream as a new pin set"
 	@echo "make evidence [CLAIM=evidence/..]  decisions, analysis.md/.json and plots for a claim"
 	@echo "make composed-test PIN=v0.23.0     plugin CPU unit tests on the composed tree (needs a mirror)"
 	@echo "make bench                         benchmarks (ratios, side by side)"
@@ -87,6 +88,11 @@ drift-ci: $(VENV)/.installed
 	    --markdown $(REPORTS)/drift-scan.md --junit $(REPORTS)/drift-scan.xml
 	$(OVERLAY) drift $(PIN_ARG) $(MIRROR_ARG) $(FETCH_ARG) --onto $(DRIFT_ONTO) --fail-on $(DRIFT_FAIL_ON) \
 	    --markdown $(REPORTS)/drift.md --junit $(REPORTS)/drift.xml $(ARGS)
+
+# overlay rebase (docs/rebase.md): make rebase PIN=1f486d96 ONTO=plugin=REF [AS=NEWPIN]
+AS ?=
+rebase: $(VENV)/.installed
+	$(OVERLAY) rebase $(PIN_ARG) $(MIRROR_ARG) --onto $(ONTO) $(if $(AS),--as $(AS)) $(ARGS)
 
 bench-drift: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_drift.py $(ARGS)
