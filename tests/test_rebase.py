@@ -11,6 +11,7 @@ with every outcome (tests/drift/series_history.py):
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -22,6 +23,8 @@ from overlay import lockfile
 from overlay.cli import main
 from overlay.model import Project
 from tests.drift.series_history import build
+
+REAL_MIRROR = os.environ.get("OVERLAY_MIRROR")  # read before the autouse fixture clears it
 
 
 @pytest.fixture(scope="session")
@@ -198,7 +201,32 @@ def test_a_second_rebase_waits_for_the_first(capsys, project):
 
 
 def _commit(project: Path, tag: str) -> str:
-    import os
     mirror = Path(os.environ["OVERLAY_MIRROR"]) / "acme+plugin"
     return subprocess.run(["git", "rev-parse", tag], cwd=mirror, capture_output=True, text=True,
                           check=True).stdout.strip()
+
+
+@pytest.mark.mirror
+def test_real_rebase_onto_cd76505e_stops_at_0001_and_aborts_cleanly(capsys, tmp_path, monkeypatch):
+    """The real series on the real mirror (OVERLAY_MIRROR): at cd76505e upstream carries its
+    own versions of 0001-0003, so 0001 conflicts first, naming #10935; --abort restores."""
+    real = REAL_MIRROR
+    if not real:
+        pytest.fail("OVERLAY_MIRROR was not set when the session started")
+    root = Path(__file__).resolve().parents[1]
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("series.yaml", "pins", "patches", "evidence", "gate-allowlist.yaml"):
+        src = root / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, project / name)
+    monkeypatch.setenv("OVERLAY_MIRROR", real)
+    monkeypatch.setenv("OVERLAY_CACHE", str(tmp_path / "cache"))
+    before = snapshot(project)
+    rc, out, err = rebase(capsys, project, "--pin", "1f486d96", "--onto", "plugin=cd76505e",
+                          "--as", "cd76505e", "--json")
+    assert rc == 1, err
+    stop = json.loads(out)
+    assert stop["status"] == "conflict" and stop["patch"] == "0001-mrv2-lora-graph-args.patch"
+    assert any("(#10935)" in line and "upstream did this too" in line for line in stop["overlap"])
+    assert rebase(capsys, project, "--abort")[0] == 0
+    assert snapshot(project) == before

@@ -13,17 +13,8 @@ import shutil
 from pathlib import Path
 
 from overlay.cli import main
-from tests.drift.conftest import git, numbered
-
-
-def run_cli(capsys, project: Path, *args: str) -> tuple[int, str, str]:
-    rc = main(["--root", str(project), "drift", *args])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def listing(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+from tests.drift.conftest import git
+from tests.drift.test_drift_bad_input import listing, run_cli
 
 
 def _one_patch_project(project: Path, mail: str) -> None:
