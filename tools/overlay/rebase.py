@@ -280,6 +280,13 @@ def run(args: argparse.Namespace) -> int:
     return start(root, args)
 
 
+def _progress(json_mode: bool):
+    """Progress lines (fetching upstream) on a terminal only."""
+    if json_mode or not sys.stderr.isatty():
+        return None
+    return lambda message: print(f"overlay rebase: {message}", file=sys.stderr, flush=True)
+
+
 def _say(json_mode: bool, text: str) -> None:
     if not json_mode:
         print(text, flush=True)
@@ -341,7 +348,8 @@ def start(root: Path, args: argparse.Namespace) -> int:
     scratch.mkdir(parents=True, exist_ok=True)
     (scratch / f"{new_name}.yaml").write_text(state.pin_text, encoding="utf-8")
     new_pin = load_pinset(scratch / f"{new_name}.yaml", root)
-    obtained = sources.obtain(root, new_pin.target(target), mirror, None)
+    obtained = sources.obtain(root, new_pin.target(target), mirror, _progress(args.json))
+    _save_state(root, state)  # first: an interrupted start is then undone by --abort
     try:
         work.parent.mkdir(parents=True, exist_ok=True)
         compose._init_tree(work, obtained, paths.branch_name(new_name))
@@ -351,8 +359,8 @@ def start(root: Path, args: argparse.Namespace) -> int:
         alternates.write_text(alternates.read_text() + str((git_dir / "objects").resolve()) + "\n")
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
+        _state_path(root).unlink(missing_ok=True)
         raise
-    _save_state(root, state)
     mails = [project.patches_dir / name for name in order]
     proc = _am(work, ["-3", "--keep-non-patch", "--committer-date-is-author-date",
                       "--whitespace=nowarn", *map(str, mails)]) if mails else None

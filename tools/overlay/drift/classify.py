@@ -25,6 +25,9 @@ touches one of its files failed (conflict, missing, or itself blocked): its inpu
 would not be the text it was written against. Patches on other files are checked
 normally: one failure must not hide the state of the rest of the series.
 A merged patch does not block: upstream's text already carries its change.
+A blocked patch is still checked *alone*: on the state without the failed patches
+(upstream's text where they would have written), with its hunks moved to where they
+sit without them (`lines.rebased`); the verdict carries that class as `alone`.
 """
 
 from __future__ import annotations
