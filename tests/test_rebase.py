@@ -100,6 +100,9 @@ def test_conflict_then_continue_drops_merged_refreshes_and_locks(capsys, project
     assert pin.target("plugin").tree == result["tree"] and not pin.default
     assert "0003-o-ours-at-o_10.patch" in "".join(result["refresh"]["written"])
     assert (project / "pins" / "base.yaml").read_bytes() == before["pins/base.yaml"]
+    # refresh at the new pin set kept the entry it leaves out, and its file, as they were
+    dropped = "patches/0001-m-add-m_05b-and-raise-m_06.patch"
+    assert (project / dropped).read_bytes() == before[dropped]
     assert not (project / ".overlay" / "rebase.json").exists()
 
     # the new pin set composes from the files alone, to the locked tree
@@ -230,3 +233,35 @@ def test_real_rebase_onto_cd76505e_stops_at_0001_and_aborts_cleanly(capsys, tmp_
     assert any("(#10935)" in line and "upstream did this too" in line for line in stop["overlap"])
     assert rebase(capsys, project, "--abort")[0] == 0
     assert snapshot(project) == before
+
+
+@pytest.mark.parametrize("block, message", [
+    ("    applied-upstream:\n      commit: " + "a" * 40 + "\n", "field 'ref' of 'applied-upstream' of series entry 1: missing"),
+    ("    applied-upstream:\n      ref: x#1\n      commit: abc123\n", "is not a full 40-hex commit id"),
+    ("    applied-upstream:\n      ref: x#1\n      pins: ['../evil']\n", "'../evil' is not a pin set name"),
+    ("    applied-upstream:\n      ref: x#1\n      when: now\n", "unknown field 'when'"),
+])
+def test_a_bad_applied_upstream_record_is_one_line(capsys, project, block, message):
+    series = project / "series.yaml"
+    lines = series.read_text().splitlines(keepends=True)
+    lines.insert(5, block)  # inside the first entry
+    series.write_text("".join(lines))
+    rc = main(["--root", str(project), "apply", "--pin", "base"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and message in err and "series.yaml:" in err
+    assert not (project / "build").exists()
+
+
+def test_apply_leaves_out_what_a_pin_sets_upstream_carries(capsys, project):
+    series = project / "series.yaml"
+    lines = series.read_text().splitlines(keepends=True)
+    lines.insert(5, "    applied-upstream:\n      ref: acme/plugin#203\n      pins: [\"other\"]\n")
+    series.write_text("".join(lines))
+    (project / "pins" / "other.yaml").write_text(
+        (project / "pins" / "base.yaml").read_text().replace("default: true\n", ""))
+    assert main(["--root", str(project), "apply", "--pin", "other", "--json"]) == 0
+    patches = [p["patch"][:4] for p in json.loads(capsys.readouterr().out)["targets"][0]["patches"]]
+    assert patches == ["0002", "0003", "0004"]
+    assert main(["--root", str(project), "apply", "--pin", "base", "--json"]) == 0
+    patches = [p["patch"][:4] for p in json.loads(capsys.readouterr().out)["targets"][0]["patches"]]
+    assert patches == ["0001", "0002", "0003", "0004"]
