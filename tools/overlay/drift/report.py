@@ -261,7 +261,7 @@ def markdown(report: DriftReport) -> str:
             out.append("")
             out.append("| Patch | Commit | Date | PR | Author | Subject | Hunks | Note |")
             out.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
-            for o in r.overlap:
+            for o in (o for v in r.verdicts for o in overlap_of(r, v.patch)):
                 pr = f"#{o.commit.pr}" if o.commit.pr else ""
                 out.append(f"| `{o.patch}` | `{o.commit.sha[:12]}` | {o.commit.date[:10]} | {pr} | "
                            f"{_md(o.commit.author)} | {_md(o.commit.subject)} | "
