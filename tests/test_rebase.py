@@ -265,3 +265,17 @@ def test_apply_leaves_out_what_a_pin_sets_upstream_carries(capsys, project):
     assert main(["--root", str(project), "apply", "--pin", "base", "--json"]) == 0
     patches = [p["patch"][:4] for p in json.loads(capsys.readouterr().out)["targets"][0]["patches"]]
     assert patches == ["0001", "0002", "0003", "0004"]
+
+
+def test_recording_applied_upstream_keeps_every_other_byte():
+    from overlay.rebase import record_applied_upstream
+
+    text = ("# header\nseries:\n  - patch: a.patch\n    target: plugin\n    applied-upstream: old#1\n"
+            "    tests:\n      - t.py\n\n  # about b\n  - patch: b.patch\n    target: plugin\n")
+    out = record_applied_upstream(text, 3, {"ref": "x/y#2", "commit": "c" * 40, "rule": "reverse"},
+                                  "new", ("older",))
+    assert out == ("# header\nseries:\n  - patch: a.patch\n    target: plugin\n"
+                   "    tests:\n      - t.py\n"
+                   "    applied-upstream:  # recorded by overlay rebase\n      ref: \"x/y#2\"\n"
+                   f"      commit: {'c' * 40}\n      rule: \"reverse\"\n      pins: [\"older\", \"new\"]\n"
+                   "\n  # about b\n  - patch: b.patch\n    target: plugin\n")

@@ -222,8 +222,9 @@ def record_applied_upstream(text: str, entry_line: int, record: dict, pin: str,
             continue
         out.append(line)
         k += 1
+    gap: list[str] = []  # blank lines before the next entry stay after the record
     while out and not out[-1].strip():
-        out.pop()
+        gap.insert(0, out.pop())
     if out and not out[-1].endswith("\n"):
         out[-1] += "\n"
     pad = " " * field_indent
@@ -235,7 +236,7 @@ def record_applied_upstream(text: str, entry_line: int, record: dict, pin: str,
     if record.get("rule"):
         out.append(f"{pad}  rule: {json.dumps(record['rule'])}\n")
     out.append(f"{pad}  pins: [{', '.join(json.dumps(p) for p in pins)}]\n")
-    return "".join(lines[:start] + out + lines[end:])
+    return "".join(lines[:start] + out + gap + lines[end:])
 
 
 # ----------------------------------------------------------------------------- the command
