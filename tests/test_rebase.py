@@ -268,7 +268,7 @@ def test_apply_leaves_out_what_a_pin_sets_upstream_carries(capsys, project):
 
 
 def test_recording_applied_upstream_keeps_every_other_byte():
-    from overlay.rebase import record_applied_upstream
+    from overlay.rebase.plan import record_applied_upstream
 
     text = ("# header\nseries:\n  - patch: a.patch\n    target: plugin\n    applied-upstream: old#1\n"
             "    tests:\n      - t.py\n\n  # about b\n  - patch: b.patch\n    target: plugin\n")

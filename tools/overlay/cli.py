@@ -20,7 +20,7 @@ SUBSYSTEMS = (
     "overlay.commands",
     "overlay.gate.cli",
     "overlay.drift.cli",
-    "overlay.rebase",
+    "overlay.rebase.cli",
     "overlay.evidence.cli",
 )
 

@@ -1,23 +1,5 @@
-"""`overlay rebase`: move the series of a pin set onto newer upstream, as a new pin set.
-
-    overlay rebase --pin OLD --onto plugin=REF [--as NEW]
-    overlay rebase --continue | --skip | --abort
-
-1. drift classifies the series at REF (no checkout) and lists the upstream overlap;
-2. patches drift shows merged upstream are dropped at NEW and recorded in series.yaml
-   (`applied-upstream:` with the commit, the rule that fired and the pin sets that
-   leave the patch out: DEP-3's Applied-Upstream, Yocto's Upstream-Status);
-3. the rest are applied on REF with `git am -3` in the composed tree build/NEW/TARGET;
-   a conflict stops there, in git's own resolution state, for the user to resolve
-   (then --continue), drop (--skip) or give up (--abort);
-4. at the end: pins/NEW.yaml is written, `refresh` turns the branch back into
-   patches, then `check`, `lock` and the contract gate run, and a summary fit for a
-   pull request says per patch what happened and why.
-
-Atomic like `apply`: nothing under pins/, patches/ or series.yaml changes before the
-end, and a failure there puts back every byte it changed. --abort removes only the
-composed tree the rebase made. The in-progress state lives in .overlay/rebase.json.
-"""
+"""The side effects of a rebase: drift at REF, the composed tree, `git am -3` and its
+resolution state, and the end (pin file, series records, refresh, lock, check, gate)."""
 
 from __future__ import annotations
 
@@ -25,260 +7,16 @@ import argparse
 import json
 import shutil
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from overlay import checks, compose, composed, gitcmd, lockfile, paths, refresh, sources
 from overlay.errors import OverlayError
-from overlay.model import PIN_NAME, GitSource, PinSet, Project, load_all_pins, load_pinset
+from overlay.model import PIN_NAME, GitSource, Project, load_all_pins, load_pinset
 from overlay.patchfile import read_patch
-
-STATE = "rebase.json"  # under .overlay/
-
-# What happened to each patch (the summary's words).
-DROPPED, KEPT, REFRESHED, CONFLICTED, SKIPPED = "dropped", "kept", "refreshed", "conflicted", "skipped"
-
-
-@dataclass
-class PatchPlan:
-    patch: str
-    drift: str  # the drift class at REF, with its rule: "merged (reverse)", "fuzz"
-    detail: str
-    action: str  # dropped | apply
-    overlap: list[str] = field(default_factory=list)  # one line per upstream commit
-    applied_upstream: dict | None = None  # what series.yaml records for a dropped patch
-    upstream_version: dict | None = None  # upstream's own version, if drift saw one
-    outcome: str = ""  # kept | refreshed | conflicted | skipped | dropped (at the end)
-    why: str = ""
-
-
-@dataclass
-class RebaseState:
-    old_pin: str
-    new_pin: str
-    target: str
-    ref: str
-    head: str
-    git_dir: str  # where drift read upstream history (its objects serve git am -3)
-    work: str  # the composed tree being rebased
-    pin_text: str  # pins/NEW.yaml, written at the end
-    plans: list[PatchPlan]
-    apply_order: list[str]  # patches handed to git am, in order
-    conflicts: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-
-    def plan(self, patch: str) -> PatchPlan:
-        return next(p for p in self.plans if p.patch == patch)
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2) + "\n"
-
-    @classmethod
-    def from_json(cls, text: str) -> "RebaseState":
-        data = json.loads(text)
-        data["plans"] = [PatchPlan(**p) for p in data["plans"]]
-        return cls(**data)
-
-
-def _state_path(root: Path) -> Path:
-    return root / ".overlay" / STATE
-
-
-def _load_state(root: Path) -> RebaseState:
-    path = _state_path(root)
-    if not path.is_file():
-        raise OverlayError("no rebase is in progress", path=".overlay/" + STATE,
-                           hint="start one with overlay rebase --pin NAME --onto TARGET=REF")
-    try:
-        return RebaseState.from_json(path.read_text(encoding="utf-8"))
-    except (ValueError, TypeError, KeyError) as exc:
-        raise OverlayError(f"the rebase state is unreadable ({exc})", path=".overlay/" + STATE,
-                           hint="remove it and the composed tree it names, then start again") from None
-
-
-def _save_state(root: Path, state: RebaseState) -> None:
-    path = _state_path(root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(state.to_json(), encoding="utf-8")
-    tmp.replace(path)
-
-
-# ----------------------------------------------------------------------------- planning (pure)
-
-
-def decide(verdicts, overlap, landed_pr, slug: str = "") -> list[PatchPlan]:
-    """Per patch: drop it when drift shows upstream merged it, else apply it with 3-way.
-
-    `overlap[patch]` lists `(line, Overlap)`; `landed_pr[patch]` is the CommitInfo of the
-    commit that landed the upstream change the entry names, if any.
-    """
-    plans = []
-    from overlay.drift.report import _label
-
-    for v in verdicts:
-        label = _label(v)
-        lines = [line for line, _ in overlap.get(v.patch, [])]
-        if v.cls == "merged":
-            carrier = _carrier(v, overlap.get(v.patch, []), landed_pr.get(v.patch), slug)
-            record = {"ref": carrier["ref"], "rule": v.rule}
-            if carrier["commit"]:
-                record["commit"] = carrier["commit"]
-            why = {"reverse": "the patch reverse-applies at REF: its change is there",
-                   "patch-id": "an upstream commit has the same patch-id",
-                   "likely": "its added lines are there, reformatted (likely merged: verify)"}[v.rule]
-            plans.append(PatchPlan(v.patch, label, v.detail, "dropped", lines, applied_upstream=record,
-                                   outcome=DROPPED, why=f"{why}; carried by {carrier['ref']}"))
-        else:
-            own = _own_version(overlap.get(v.patch, []), landed_pr.get(v.patch), slug)
-            plans.append(PatchPlan(v.patch, label, v.detail, "apply", lines, upstream_version=own))
-    return plans
-
-
-def _own_version(overlap, landed, slug: str) -> dict | None:
-    """Upstream's own version of a patch that is not merged: the commit that landed
-    the change its entry names, else the last overlap that did the same or rewrote
-    the same lines."""
-    info = landed
-    if info is None:
-        mine = [o for _, o in overlap if o.resembles or o.same_lines]
-        info = mine[-1].commit if mine else None
-    if info is None:
-        return None
-    return {"ref": f"{slug}#{info.pr}" if info.pr else info.sha, "commit": info.sha}
-
-
-def _carrier(v, overlap, landed, slug: str) -> dict:
-    """The upstream commit that carries a merged patch: patch-id's match, else the
-    commit the entry names as landed, else the last overlap that did the same."""
-    commit = v.upstream_commit
-    info = None
-    for _, o in overlap:
-        if commit and o.commit.sha == commit:
-            info = o.commit
-    if info is None and landed is not None:
-        info = landed
-    if info is None:
-        alike = [o for _, o in overlap if o.resembles]
-        if alike:
-            info = alike[-1].commit
-    if info is not None:
-        ref = f"{slug}#{info.pr}" if info.pr else info.sha
-        return {"ref": ref, "commit": info.sha}
-    return {"ref": commit or "upstream at REF", "commit": commit}
-
-
-def new_pin_text(old: PinSet, target: str, head: str, ref: str) -> str:
-    """pins/NEW.yaml: the old pin set with `target` at `head`. Other targets keep their
-    commit and locked tree (their series did not move); not the default."""
-    lines = [f"# Written by `overlay rebase` from pin set {old.name}: {target} moved to {ref}.",
-             f"description: {json.dumps(f'{old.description} ({target} rebased onto {ref} {head[:12]})')}",
-             "targets:"]
-    for t in old.targets:
-        lines.append(f"  {t.name}:")
-        src = t.source
-        if isinstance(src, GitSource):
-            lines.append(f"    repo: {json.dumps(src.url)}")
-            lines.append(f"    commit: {head if t.name == target else src.commit}")
-        else:
-            lines.append(f"    pypi: {json.dumps(src.requirement)}")
-            lines.append(f"    sha256: {src.sha256}")
-        if t.tree and t.name != target:
-            lines.append(f"    tree: {t.tree}")
-    if old.toolchain:
-        lines.append("toolchain:")
-        lines += [f"  {k}: {json.dumps(v)}" for k, v in old.toolchain.items()]
-    return "\n".join(lines) + "\n"
-
-
-def record_applied_upstream(text: str, entry_line: int, record: dict, pin: str,
-                            existing_pins: tuple[str, ...]) -> str:
-    """series.yaml text with the entry at `entry_line` carrying `applied-upstream:` as
-    a mapping (ref, commit, rule, pins); an older applied-upstream field is replaced
-    (its pins kept). Every other byte is kept."""
-    lines = text.splitlines(keepends=True)
-    start = entry_line - 1
-    while start > 0 and not lines[start].lstrip().startswith("-"):
-        start -= 1
-    item_indent = len(lines[start]) - len(lines[start].lstrip())
-    field_indent = item_indent + 2
-    end = start + 1
-    while end < len(lines):
-        stripped = lines[end].strip()
-        indent = len(lines[end]) - len(lines[end].lstrip())
-        if stripped and (indent <= item_indent):
-            break
-        end += 1
-    block = lines[start:end]
-    out: list[str] = []
-    k = 0
-    while k < len(block):
-        line = block[k]
-        if line.strip().startswith("applied-upstream:") and k > 0:
-            k += 1
-            while k < len(block) and (not block[k].strip() or
-                                      len(block[k]) - len(block[k].lstrip()) > field_indent):
-                k += 1
-            continue
-        out.append(line)
-        k += 1
-    gap: list[str] = []  # blank lines before the next entry stay after the record
-    while out and not out[-1].strip():
-        gap.insert(0, out.pop())
-    if out and not out[-1].endswith("\n"):
-        out[-1] += "\n"
-    pad = " " * field_indent
-    pins = list(dict.fromkeys([*existing_pins, pin]))
-    out.append(f"{pad}applied-upstream:  # recorded by overlay rebase\n")
-    out.append(f"{pad}  ref: {json.dumps(record['ref'])}\n")
-    if record.get("commit"):
-        out.append(f"{pad}  commit: {record['commit']}\n")
-    if record.get("rule"):
-        out.append(f"{pad}  rule: {json.dumps(record['rule'])}\n")
-    out.append(f"{pad}  pins: [{', '.join(json.dumps(p) for p in pins)}]\n")
-    return "".join(lines[:start] + out + gap + lines[end:])
-
-
-# ----------------------------------------------------------------------------- the command
-
-
-def register(sub) -> None:
-    p = sub.add_parser("rebase", help="move the series of a pin set onto newer upstream as a new pin set",
-                       description=__doc__.split("\n\n")[0])
-    p.add_argument("--pin", metavar="NAME", help="the pin set to move (default: the default one)")
-    p.add_argument("--onto", metavar="TARGET=REF", help="the target and the upstream ref to move to")
-    p.add_argument("--as", dest="new_pin", metavar="NEWPIN",
-                   help="name of the new pin set (default: the first 8 hex digits of REF's commit)")
-    p.add_argument("--mirror", type=Path, metavar="DIR",
-                   help="directory of upstream clones <owner+name> (default: $OVERLAY_MIRROR)")
-    group = p.add_mutually_exclusive_group()
-    group.add_argument("--continue", dest="cont", action="store_true",
-                       help="after resolving a conflict (git add), go on")
-    group.add_argument("--skip", action="store_true",
-                       help="drop the patch that conflicts and go on")
-    group.add_argument("--abort", action="store_true",
-                       help="give up: remove the new composed tree; pins and series stay as they were")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    root = args.root
-    resuming = args.cont or args.skip or args.abort
-    if resuming and (args.onto or args.pin or args.new_pin):
-        raise OverlayError("--continue, --skip and --abort take no --pin, --onto or --as",
-                           hint="overlay rebase --continue")
-    if args.abort:
-        return abort(root, args.json)
-    if resuming:
-        state = _load_state(root)
-        return resume(root, state, skip=args.skip, json_mode=args.json)
-    if not args.onto:
-        raise OverlayError("give --onto TARGET=REF", hint="overlay rebase --pin NAME --onto plugin=main")
-    if _state_path(root).is_file():
-        raise OverlayError("a rebase is already in progress", path=".overlay/" + STATE,
-                           hint="overlay rebase --continue, --skip or --abort")
-    return start(root, args)
+from overlay.rebase.plan import decide, new_pin_text, record_applied_upstream, summary, skip_record
+from overlay.rebase.state import (CONFLICTED, DROPPED, KEPT, REFRESHED, SKIPPED, RebaseState,
+                                  load_state, save_state, state_path)
 
 
 def _progress(json_mode: bool):
@@ -350,7 +88,7 @@ def start(root: Path, args: argparse.Namespace) -> int:
     (scratch / f"{new_name}.yaml").write_text(state.pin_text, encoding="utf-8")
     new_pin = load_pinset(scratch / f"{new_name}.yaml", root)
     obtained = sources.obtain(root, new_pin.target(target), mirror, _progress(args.json))
-    _save_state(root, state)  # first: an interrupted start is then undone by --abort
+    save_state(root, state)  # first: an interrupted start is then undone by --abort
     try:
         work.parent.mkdir(parents=True, exist_ok=True)
         compose._init_tree(work, obtained, paths.branch_name(new_name))
@@ -360,7 +98,7 @@ def start(root: Path, args: argparse.Namespace) -> int:
         alternates.write_text(alternates.read_text() + str((git_dir / "objects").resolve()) + "\n")
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
-        _state_path(root).unlink(missing_ok=True)
+        state_path(root).unlink(missing_ok=True)
         raise
     mails = [project.patches_dir / name for name in order]
     proc = _am(work, ["-3", "--keep-non-patch", "--committer-date-is-author-date",
@@ -392,7 +130,7 @@ def _after_am(root: Path, state: RebaseState, proc, json_mode: bool) -> int:
     if stopped is not None:
         if stopped not in state.conflicts:
             state.conflicts.append(stopped)
-        _save_state(root, state)
+        save_state(root, state)
         files = gitcmd.git(["diff", "--name-only", "--diff-filter=U"], cwd=Path(state.work),
                            check=False).stdout.split()
         where = ", ".join(files) if files else "see git status"
@@ -424,7 +162,7 @@ def resume(root: Path, state: RebaseState, *, skip: bool, json_mode: bool) -> in
             raise OverlayError("nothing to skip: git am is not stopped on a patch", path=str(work),
                                hint="overlay rebase --continue finishes the rebase")
         state.skipped.append(stopped)
-        _save_state(root, state)
+        save_state(root, state)
         proc = _am(work, ["--skip"])
         return _after_am(root, state, proc, json_mode)
     if stopped is not None:
@@ -439,7 +177,7 @@ def resume(root: Path, state: RebaseState, *, skip: bool, json_mode: bool) -> in
 
 
 def abort(root: Path, json_mode: bool) -> int:
-    state = _load_state(root)
+    state = load_state(root)
     work = Path(state.work)
     if work.exists():
         shutil.rmtree(work)
@@ -448,7 +186,7 @@ def abort(root: Path, json_mode: bool) -> int:
     except OSError:
         pass
     shutil.rmtree(root / ".overlay" / "rebase-pins", ignore_errors=True)
-    _state_path(root).unlink()
+    state_path(root).unlink()
     if json_mode:
         print(json.dumps({"ok": True, "status": "aborted", "pin": state.old_pin}))
     else:
@@ -510,7 +248,7 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
         plan = state.plan(name)
         if name in state.skipped:
             plan.outcome, plan.why = SKIPPED, "its conflict was skipped (overlay rebase --skip)"
-            plan.applied_upstream = _skip_record(plan)
+            plan.applied_upstream = skip_record(plan)
             if plan.upstream_version:
                 plan.why += f"; upstream's own version: {plan.upstream_version['ref']}"
         elif name not in carried:
@@ -563,7 +301,7 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
     gate = _gate(root, state)
     others = _other_pins(root, project, state)
     shutil.rmtree(root / ".overlay" / "rebase-pins", ignore_errors=True)
-    _state_path(root).unlink(missing_ok=True)
+    state_path(root).unlink(missing_ok=True)
     result = {"ok": not findings and (gate is None or gate["ok"]), "status": "done",
               "pin": state.old_pin, "new_pin": state.new_pin, "target": state.target,
               "ref": state.ref, "head": state.head, "tree": trees.get(state.target),
@@ -575,14 +313,6 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
     else:
         sys.stdout.write(summary(state, result))
     return 0 if result["ok"] else 1
-
-
-def _skip_record(plan: PatchPlan) -> dict:
-    """A skipped patch is left out at the new pin set: by the maintainer's judgement that
-    upstream's own version suffices, when drift saw one."""
-    if plan.upstream_version:
-        return {**plan.upstream_version, "rule": "skipped (upstream's own version)"}
-    return {"ref": "none found: dropped by the maintainer (overlay rebase --skip)", "rule": "skipped"}
 
 
 def _gate(root: Path, state: RebaseState) -> dict | None:
@@ -630,40 +360,3 @@ def _other_pins(root: Path, project: Project, state: RebaseState) -> list[dict]:
         bad = [f"{v.patch} {v.cls}" for v in verdicts if v.cls not in ("clean", "offset")]
         out.append({"pin": other.name, "commit": src.commit, "applies": not bad, "problems": bad})
     return out
-
-
-def summary(state: RebaseState, result: dict) -> str:
-    """Markdown for a pull request description."""
-    out = [f"## Rebase of pin set `{state.old_pin}` onto {state.target} `{state.ref}` "
-           f"(`{state.head[:12]}`) as `{state.new_pin}`", ""]
-    counts: dict[str, int] = {}
-    for p in state.plans:
-        counts[p.outcome] = counts.get(p.outcome, 0) + 1
-    out.append(", ".join(f"{n} {k}" for k, n in counts.items()) + "; "
-               f"composed tree `{result['tree']}` locked in `pins/{state.new_pin}.yaml`.")
-    out += ["", "| Patch | Outcome | Drift at REF | Why |", "| --- | --- | --- | --- |"]
-    for p in state.plans:
-        out.append(f"| `{p.patch}` | {p.outcome} | {p.drift} | {p.why.replace('|', '/')} |")
-    notes = [(p.patch, line) for p in state.plans for line in p.overlap]
-    if notes:
-        out += ["", "Upstream commits on the lines each patch touches:", ""]
-        out += [f"- `{patch}`: {line}" for patch, line in notes]
-    out += ["", "After the rebase:", ""]
-    r = result["refresh"]
-    out.append(f"- refresh: {len(r['written'])} patch file(s) rewritten, {len(r['unchanged'])} unchanged")
-    out.append(f"- check: {'ok' if not result['check'] else str(len(result['check'])) + ' problem(s)'}")
-    for f in result["check"]:
-        out.append(f"  - {f['path']}: {f['message']}")
-    g = result["gate"]
-    if g is not None:
-        out.append(f"- gate: {'ok' if g['ok'] else 'FAIL'} ({g['findings']} finding(s))"
-                   if g.get("ran") else f"- gate: not run: {g['why']}")
-    dropped = [p for p in state.plans if p.applied_upstream is not None]
-    if dropped:
-        out.append(f"- series.yaml records `applied-upstream` (pins: `{state.new_pin}`) for "
-                   + ", ".join(f"`{p.patch}`" for p in dropped))
-    for o in result["other_pins"]:
-        out.append(f"- pin set `{o['pin']}` ({state.target} `{o['commit'][:12]}`): the series "
-                   + ("still applies there" if o["applies"] else
-                      "no longer applies exactly there: " + ", ".join(o["problems"])))
-    return "\n".join(out) + "\n"
