@@ -279,3 +279,20 @@ def test_recording_applied_upstream_keeps_every_other_byte():
                    "    applied-upstream:  # recorded by overlay rebase\n      ref: \"x/y#2\"\n"
                    f"      commit: {'c' * 40}\n      rule: \"reverse\"\n      pins: [\"older\", \"new\"]\n"
                    "\n  # about b\n  - patch: b.patch\n    target: plugin\n")
+
+
+def test_a_failure_while_starting_leaves_no_rebase_behind(capsys, project, monkeypatch):
+    from overlay import sources
+    from overlay.errors import OverlayError
+
+    def unreachable(*args, **kwargs):
+        raise OverlayError("target 'plugin' is unreachable: no network", path="pins/next.yaml")
+
+    monkeypatch.setattr(sources, "obtain", unreachable)
+    before = snapshot(project)
+    rc, out, err = rebase(capsys, project, "--pin", "base", "--onto", "plugin=u4", "--as", "next")
+    assert rc == 2 and "unreachable" in err and err.count("\n") == 1
+    assert snapshot(project) == before
+    assert not (project / "build" / "next").exists()
+    assert not (project / ".overlay" / "rebase.json").exists()
+    assert not (project / ".overlay" / "rebase-pins").exists()

@@ -188,7 +188,7 @@ def load_patches(project: Project, target: str,
     return tuple(patches), diffs
 
 
-def _slug(source) -> str:
+def target_slug(source) -> str:
     """`owner/name` of a git target, as series.yaml writes upstream references."""
     return source.mirror_name.replace("+", "/") if isinstance(source, GitSource) else ""
 
@@ -238,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
     for r in resolved:
         patches, diffs = loaded[r.target]
         engine = Drift(r.git_dir, r.base, patches, diffs,
-                       slug=_slug(pin.target(r.target).source))
+                       slug=target_slug(pin.target(r.target).source))
         try:
             if args.scan:
                 commits = commit_log(r.git_dir, r.base, r.head)

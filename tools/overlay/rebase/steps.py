@@ -32,7 +32,7 @@ def _say(json_mode: bool, text: str) -> None:
 
 
 def start(root: Path, args: argparse.Namespace) -> int:
-    from overlay.drift.cli import _slug, load_patches, parse_pairs, resolve_ref, target_repo
+    from overlay.drift.cli import load_patches, parse_pairs, resolve_ref, target_repo, target_slug
     from overlay.drift.report import overlap_line
     from overlay.drift.scan import Drift, commit_info, timed_onto
 
@@ -61,7 +61,7 @@ def start(root: Path, args: argparse.Namespace) -> int:
                            path=f"pins/{old.name}.yaml", hint="give a newer REF")
 
     patches, diffs = load_patches(project, target, old.name)
-    engine = Drift(git_dir, base, patches, diffs, slug=_slug(old.target(target).source))
+    engine = Drift(git_dir, base, patches, diffs, slug=target_slug(old.target(target).source))
     try:
         run_ = timed_onto(engine, target, ref, head)
     finally:
@@ -73,7 +73,7 @@ def start(root: Path, args: argparse.Namespace) -> int:
     for v in run_.verdicts:
         if v.landed:
             landed[v.patch] = commit_info(git_dir, v.landed)
-    plans = decide(run_.verdicts, overlap, landed, _slug(old.target(target).source))
+    plans = decide(run_.verdicts, overlap, landed, target_slug(old.target(target).source))
     order = [p.patch for p in plans if p.action == "apply"]
     state = RebaseState(old.name, new_name, target, ref, head, str(git_dir), str(work),
                         new_pin_text(old, target, head, ref), plans, order)
@@ -82,14 +82,14 @@ def start(root: Path, args: argparse.Namespace) -> int:
         _say(args.json, f"  {p.patch}: drift says {p.drift}; "
                         + ("drop it (" + p.why + ")" if p.action == DROPPED else "apply it with 3-way"))
 
-    # The new pin set, loaded from a scratch file: pins/ is written only at the end.
-    scratch = root / ".overlay" / "rebase-pins"
-    scratch.mkdir(parents=True, exist_ok=True)
-    (scratch / f"{new_name}.yaml").write_text(state.pin_text, encoding="utf-8")
-    new_pin = load_pinset(scratch / f"{new_name}.yaml", root)
-    obtained = sources.obtain(root, new_pin.target(target), mirror, _progress(args.json))
     save_state(root, state)  # first: an interrupted start is then undone by --abort
+    scratch = root / ".overlay" / "rebase-pins"
     try:
+        # The new pin set, loaded from a scratch file: pins/ is written only at the end.
+        scratch.mkdir(parents=True, exist_ok=True)
+        (scratch / f"{new_name}.yaml").write_text(state.pin_text, encoding="utf-8")
+        new_pin = load_pinset(scratch / f"{new_name}.yaml", root)
+        obtained = sources.obtain(root, new_pin.target(target), mirror, _progress(args.json))
         work.parent.mkdir(parents=True, exist_ok=True)
         compose._init_tree(work, obtained, paths.branch_name(new_name))
         # git am -3 finds each patch's preimage by the blob ids in its index lines:
@@ -98,6 +98,7 @@ def start(root: Path, args: argparse.Namespace) -> int:
         alternates.write_text(alternates.read_text() + str((git_dir / "objects").resolve()) + "\n")
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
         state_path(root).unlink(missing_ok=True)
         raise
     mails = [project.patches_dir / name for name in order]
