@@ -13,7 +13,7 @@ OVERLAY  := $(BIN)/overlay
 PIN_ARG   = $(if $(PIN),--pin $(PIN))
 TGT_ARG   = $(if $(TARGETS),--targets "$(TARGETS)")
 
-.PHONY: apply check test refresh lock bench clean composed-test gate drift help evidence drift-scan drift-ci bench-drift evidence-e2e smoke
+.PHONY: apply check test refresh lock bench clean composed-test gate drift help evidence drift-scan drift-ci bench-drift evidence-e2e smoke rebase
 
 help:
 	@echo "make apply [PIN=..] [TARGETS=..]  compose the pinned trees with the series (default pin set)"
@@ -24,7 +24,8 @@ help:
 	@echo "make gate [PIN=..]                 contract gate on the composed trees"
 	@echo "make drift PIN=.. ONTO=plugin=main rebase-drift report for the given upstream refs"
 	@echo "make drift-scan [DRIFT_SCAN=plugin=main] [BISECT=1]  where along history each patch changed class"
-	@echo "make drift-ci MIRROR=DIR           what the nightly workflow runs (fails on conflict)"
+	@echo "make drift-ci MIRROR=DIR [OFFLINE=1] what the nightly workflow runs (fails on conflict); OFFLINE=1 skips the fetch"
+	@echo "make rebase PIN=.. ONTO=plugin=REF [AS=..]  move the series onto newer upstream as a new pin set"
 	@echo "make evidence [CLAIM=evidence/..]  decisions, analysis.md/.json and plots for a claim"
 	@echo "make evidence-e2e [E2E_RESULTS=..] bench ab + analyze on the real vLLM CPU engine (opt-in, ~20 min)"
 	@echo "make composed-test PIN=v0.23.0     plugin CPU unit tests on the composed tree (needs a mirror)"
@@ -87,6 +88,8 @@ DRIFT_SCAN    ?= plugin=main
 DRIFT_FAIL_ON ?= conflict,missing
 REPORTS       ?= reports
 MIRROR_ARG     = $(if $(MIRROR),--mirror $(MIRROR))
+# OFFLINE=1: use the mirror as it is (no fetch), e.g. on a machine without network.
+FETCH_ARG      = $(if $(OFFLINE),,--fetch)
 
 drift-scan: $(VENV)/.installed
 	$(OVERLAY) drift $(PIN_ARG) $(MIRROR_ARG) --scan $(DRIFT_SCAN) $(if $(BISECT),--bisect) $(ARGS)
@@ -94,10 +97,15 @@ drift-scan: $(VENV)/.installed
 drift-ci: $(VENV)/.installed
 	@test -n "$(MIRROR)" || { echo "make drift-ci: set MIRROR=DIR (or OVERLAY_MIRROR)" >&2; exit 2; }
 	mkdir -p $(REPORTS)
-	$(OVERLAY) drift $(PIN_ARG) $(MIRROR_ARG) --fetch --scan $(DRIFT_SCAN) --fail-on none \
+	$(OVERLAY) drift $(PIN_ARG) $(MIRROR_ARG) $(FETCH_ARG) --scan $(DRIFT_SCAN) --fail-on none \
 	    --markdown $(REPORTS)/drift-scan.md --junit $(REPORTS)/drift-scan.xml
-	$(OVERLAY) drift $(PIN_ARG) $(MIRROR_ARG) --fetch --onto $(DRIFT_ONTO) --fail-on $(DRIFT_FAIL_ON) \
+	$(OVERLAY) drift $(PIN_ARG) $(MIRROR_ARG) $(FETCH_ARG) --onto $(DRIFT_ONTO) --fail-on $(DRIFT_FAIL_ON) \
 	    --markdown $(REPORTS)/drift.md --junit $(REPORTS)/drift.xml $(ARGS)
+
+# overlay rebase (docs/rebase.md): make rebase PIN=1f486d96 ONTO=plugin=REF [AS=NEWPIN]
+AS ?=
+rebase: $(VENV)/.installed
+	$(OVERLAY) rebase $(PIN_ARG) $(MIRROR_ARG) --onto $(ONTO) $(if $(AS),--as $(AS)) $(ARGS)
 
 bench-drift: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_drift.py $(ARGS)

@@ -37,6 +37,7 @@ SUBSYSTEMS = (
     "overlay.commands",
     "overlay.gate.cli",
     "overlay.drift.cli",
+    "overlay.rebase.cli",
     "overlay.evidence.cli",
     "overlay.smoke.cli",
 )

@@ -284,7 +284,7 @@ def compose(project: Project, pin: PinSet, *, targets: list[str] | None, into: P
         if unknown:
             raise OverlayError(f"patch {unknown[0]} is not in the series", path="series.yaml",
                                hint="name patch files listed in series.yaml")
-    plan = {t.name: tuple(e for e in project.series.for_target(t.name)
+    plan = {t.name: tuple(e for e in project.series.for_target(t.name, pin.name)
                           if only is None or e.patch in only) for t in chosen}
     mails = {name: load_patches(project, entries) for name, entries in plan.items()}
     where = paths.composed_root(project.root, into)
@@ -382,7 +382,7 @@ def _compose_all(project: Project, pin: PinSet, chosen: list[PinnedTarget],
                 branch=branch, patches=tuple(e.patch for e in plan[target.name]),
                 series_digest=composed.series_digest(project.patches_dir,
                                                      [e.patch for e in plan[target.name]])))
-        full = len(plan[target.name]) == len(project.series.for_target(target.name))
+        full = len(plan[target.name]) == len(project.series.for_target(target.name, pin.name))
         outcomes.append(TargetOutcome(target.name, work, got.commit, got.how, head, tree,
                                       target.tree if full else None, tuple(results)))
     return outcomes

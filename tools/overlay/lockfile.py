@@ -98,7 +98,7 @@ def lock_with_siblings(project: Project, pin: PinSet, *, targets: list[str] | No
         if reason:
             raise OverlayError(f"cannot lock {target.name}: {reason}", path=str(work),
                                hint=f"run `overlay refresh --pin {pin.name}` or re-apply first")
-        names = [e.patch for e in project.series.for_target(target.name)]
+        names = [e.patch for e in project.series.for_target(target.name, pin.name)]
         if composed.series_moved_on(state, project.patches_dir, names):
             raise OverlayError(f"cannot lock {target.name}: the series changed since it was composed",
                                path=str(work), hint=f"run `overlay apply --pin {pin.name}` first")

@@ -181,7 +181,7 @@ def _readable_state(project: Project, pin: PinSet, target: str, work: Path) -> c
     reason = composed.why_not_readable(work, state)
     if reason:
         raise OverlayError(f"cannot read {target} back as patches: {reason}", path=str(work))
-    names = [e.patch for e in project.series.for_target(target)]
+    names = [e.patch for e in project.series.for_target(target, pin.name)]
     if composed.series_moved_on(state, project.patches_dir, names):
         raise OverlayError(
             f"patches/ or series.yaml changed for {target} since {work} was composed "
@@ -223,7 +223,8 @@ def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
     order = [e.patch for e in project.series.entries]
     new_blocks: dict[str, str] = {}
     new_subjects: dict[str, str] = {}
-    target_of = {e.patch: e.target for e in project.series.entries}
+    # entries this pin set leaves out (upstream carries them) keep their place
+    target_of = {e.patch: e.target if e.carried_at(pin.name) else "" for e in project.series.entries}
     pending_writes: dict[str, str] = {}  # patch file name -> new mail text
     updates: list[tuple[Path, composed.ComposedState, list[tuple[str, str]]]] = []
     chosen = select_targets(pin, targets)
@@ -240,7 +241,7 @@ def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
         raise OverlayError(f"nothing is composed for pin set '{pin.name}'",
                            hint=f"run `overlay apply --pin {pin.name}` first")
     for target, work, state in composed_targets:
-        entries = list(project.series.for_target(target.name))
+        entries = list(project.series.for_target(target.name, pin.name))
         mapping = _map_commits(project, work, state.base, entries)
         upstream = _upstream_commits(project, pin, target.name,
                                      [c for c, name in mapping if name is None], mirror)

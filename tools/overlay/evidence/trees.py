@@ -87,8 +87,10 @@ def _patches(root: Path, pin: PinSet, only: frozenset[str] | None) -> tuple[str,
     return tuple(e.patch for e in series.entries if e.patch in only and e.target in pin.target_names)
 
 
-def _expected(project: Project, target: str, only: frozenset[str] | None) -> tuple[str, ...]:
-    return tuple(e.patch for e in project.series.for_target(target) if only is None or e.patch in only)
+def _expected(project: Project, pin: PinSet, target: str,
+              only: frozenset[str] | None) -> tuple[str, ...]:
+    return tuple(e.patch for e in project.series.for_target(target, pin.name)
+                 if only is None or e.patch in only)
 
 
 def _base_commit(pin: PinSet, target: str) -> str | None:
@@ -101,7 +103,7 @@ def _still_matches(project: Project, pin: PinSet, target: str, work: Path,
     state = composed.read_state(work)
     if state is None or state.pin != pin.name or state.target != target:
         return None
-    expected = _expected(project, target, only)
+    expected = _expected(project, pin, target, only)
     if tuple(state.patches) != expected:
         return None
     base = _base_commit(pin, target)
