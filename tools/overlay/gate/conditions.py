@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from overlay.gate.index import ModuleInfo, TreeIndex, dotted, qualify
@@ -66,6 +66,60 @@ class Env:
     world: TreeIndex  # resolves plugin and core names
     is_core: Callable[[str], bool]
     version: str | None
+    # module name -> {flag name: verdict} for module-level flags (see module_flags)
+    flags: dict = field(default_factory=dict)
+
+
+def module_flags(mod: ModuleInfo, env: Env) -> dict[str, Verdict]:
+    """Simple module-level flags that hold a condition on core, such as
+    `_V2_SUPPORTED = not vllm_version_is("0.24.0")` or `HAS_X = hasattr(core_mod, "X")`:
+    assigned once, at the top level of the module, from a test the gate can evaluate.
+    An `if _V2_SUPPORTED:` then runs (or skips) exactly as the test would."""
+    cached = env.flags.get(mod.name)
+    if cached is not None:
+        return cached
+    env.flags[mod.name] = {}  # a cycle through imported flags ends here
+    out: dict[str, Verdict] = {}
+    if mod.tree is not None:
+        for stmt in mod.tree.body:
+            if not (isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None):
+                continue
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            if len(targets) != 1 or not isinstance(targets[0], ast.Name):
+                continue
+            name = targets[0].id
+            if len(mod.bindings.get(name, [])) != 1:
+                continue  # reassigned somewhere: not a simple flag
+            v = evaluate(stmt.value, mod, {}, env)
+            if v.kind in (DECIDED, UNDECIDABLE):
+                out[name] = v
+    env.flags[mod.name] = out
+    return out
+
+
+def _flag(name: str, mod: ModuleInfo, local: dict[str, str], env: Env) -> Verdict | None:
+    """The verdict a module-level flag holds (in this module or imported from another
+    module of the plugin), or None when `name` is not such a flag."""
+    if name in local:
+        target = local[name]
+    elif "." not in name and name in mod.bindings:
+        b = mod.bindings[name]
+        if len(b) != 1:
+            return None
+        if b[0].kind == "assign":
+            return module_flags(mod, env).get(name)
+        if b[0].kind != "from" or not b[0].target or not b[0].attr:
+            return None
+        target = f"{b[0].target}.{b[0].attr}"
+    else:
+        return None
+    owner, _, attr = target.rpartition(".")
+    if not owner or env.is_core(owner):
+        return None
+    other = env.world.module(owner)
+    if other is None or other is mod:
+        return None
+    return module_flags(other, env).get(attr)
 
 
 def _core_target(expr: ast.expr, mod: ModuleInfo, local: dict[str, str], env: Env) -> str | None:
@@ -144,6 +198,9 @@ def evaluate(test: ast.expr, mod: ModuleInfo, local: dict[str, str], env: Env) -
     name = dotted(test) or ""
     if name in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
         return Verdict(TYPE_CHECKING)
+    if isinstance(test, ast.Name):
+        flag = _flag(test.id, mod, local, env)
+        return flag if flag is not None else Verdict(PLAIN)
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.comparators[0], ast.Constant) \
             and test.comparators[0].value is None and isinstance(test.ops[0], (ast.Is, ast.IsNot)):
         inner = evaluate(test.left, mod, local, env)

@@ -149,20 +149,32 @@ class CallShape:
     # own **kwargs (and nothing else), every parameter that function names binds its
     # argument itself and never lands in the mapping
     cannot_hold: frozenset[str] = frozenset()
+    # a kernel launch `kernel[grid](...)`: the launcher takes options of its own
+    # (num_warps, ...) and decorators (`triton.heuristics`, `autotune`) fill parameters
+    launch: bool = False
+
+
+# Options a Triton launcher `kernel[grid](...)` takes besides the kernel's parameters.
+LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion",
+                            "warmup", "grid", "stream", "device", "enable_warp_specialization",
+                            "num_buffers_warp_spec", "num_consumer_groups", "reg_dec_producer",
+                            "reg_inc_consumer", "launch_cooperative_grid", "launch_pdl"})
 
 
 def call_shape(call: ast.Call, enclosing: Signature | None = None) -> CallShape:
     """The shape of one call; `enclosing`: the innermost function it sits in, if known."""
     star = any(isinstance(a, ast.Starred) for a in call.args)
     npos = sum(1 for a in call.args if not isinstance(a, ast.Starred))
-    keywords = tuple(k.arg for k in call.keywords if k.arg is not None)
+    launch = isinstance(call.func, ast.Subscript)
+    keywords = tuple(k.arg for k in call.keywords
+                     if k.arg is not None and not (launch and k.arg in LAUNCH_OPTIONS))
     mappings = [k.value for k in call.keywords if k.arg is None]
     cannot_hold: frozenset[str] = frozenset()
     if (enclosing is not None and enclosing.kwarg is not None and len(mappings) == 1
             and isinstance(mappings[0], ast.Name) and mappings[0].id == enclosing.kwarg):
         cannot_hold = frozenset(p.name for p in enclosing.args + enclosing.kwonly)
     return CallShape(line=call.lineno, npos=npos, keywords=keywords, star=star, dstar=bool(mappings),
-                     cannot_hold=cannot_hold)
+                     cannot_hold=cannot_hold, launch=launch)
 
 
 def accepts_call(sig: Signature, call: CallShape) -> list[str]:
@@ -181,7 +193,7 @@ def accepts_call(sig: Signature, call: CallShape) -> list[str]:
             problems.append(f"got an unexpected keyword argument '{kw}'")
         else:
             filled.add(kw)
-    if not call.star and not call.dstar:
+    if not call.star and not call.dstar and not call.launch:
         missing = [p.name for p in positional + sig.kwonly
                    if not p.has_default and p.name not in filled]
         if missing:
