@@ -441,7 +441,7 @@ class Callers:
             elif self.passed_as_value(func):
                 result = (True, f"{func} is passed around as a value")
             elif not callers:
-                result = (False, f"nothing calls {func}")
+                result = (True, f"no caller of {func} found by name (it may be called dynamically)")
             else:
                 where = ", ".join(sorted({s.where() for s in callers})[:3])
                 result = (False, f"{func} is only called from code the plugin overrides or replaces ({where})")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from overlay.gate.callers import COMMON, Callers, Site
+from overlay.gate.conditions import unknown_bases_in_core
 from overlay.gate.findings import Finding
 from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, class_info, dotted, qualify
 from overlay.gate.scan import Context, ImportUse, PluginFacts, Replacement
@@ -34,6 +35,7 @@ class Evidence:
     callers: Callers
     is_core: Callable[[str], bool]
     replaced: dict  # core module -> names the plugin replaces there (module attributes)
+    env: object = None  # conditions.Env
 
 
 def _severity(ctx: Context, ev: Evidence, module: str, error: bool = True) -> str:
@@ -330,6 +332,8 @@ class _PluginObject:
         if callers.passed_as_value(meth):
             return True, f"{meth} is passed around as a value", False
         where = sorted({s.where() for s in sites})[:2]
+        if not where and not any(cls.self_calls(meth) for _, cls in self.core_classes):
+            return True, f"no caller of {meth} found by name (it may be called dynamically)", False
         return False, f"nothing live calls {meth}" + (f" (callers: {', '.join(where)})" if where else ""), True
 
     def _holds_core_object(self, s: Site) -> bool:
@@ -359,8 +363,10 @@ def _contract(plugin_sig: Signature, core_sig: Signature, core_classes: list[tup
     dead_calls: list[str] = []
     names = plugin_names | {c.name for _, c in core_classes}
     obj = _PluginObject(core_classes, plugin_defined, names, ev)
+    seen_call = False
     for mod, cls in core_classes:
-        for enclosing, call in cls.self_calls(meth):
+        for enclosing, call in cls.self_calls(meth, include_super=False):
+            seen_call = True  # core has callers: those that can run are the whole contract
             if enclosing in plugin_defined:
                 continue  # the plugin's own method runs instead: this call never does
             ok, why, certain = obj.live(enclosing)
@@ -381,7 +387,7 @@ def _contract(plugin_sig: Signature, core_sig: Signature, core_classes: list[tup
         if problems:
             out.append(Problem(s.path, s.shape.line, tuple(problems),
                                f"core calls it as {s.spelled(meth)} at {s.where()}", True))
-    if live_call:
+    if live_call or seen_call:
         return out
     if meth.startswith("_") and not meth.startswith("__"):
         return out
@@ -421,11 +427,12 @@ def check_overrides(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[
         core_classes = [b for b in mro if b is not None and is_core(b[0].name)]
         if not core_classes:
             continue
-        plugin_defined = set(cls.methods)
+        from overlay.gate.engine import super_calls
+        plugin_defined = set(cls.methods) - super_calls(pc.node)
         for b in mro:
             if b is None or is_core(b[0].name):
                 break
-            plugin_defined |= set(b[1].methods)
+            plugin_defined |= set(b[1].methods) - (super_calls(b[1].node) if b[1].node else set())
         for meth, sig in cls.methods.items():
             if meth in CONSTRUCTORS or SKIP_METHOD_DECORATORS & set(sig.decorators):
                 continue
@@ -521,7 +528,7 @@ def _module_replacement(r: Replacement, mod: ModuleInfo, symbol: str, world: Tre
             message = (f"{shown} replaces {r.owner}.{r.attr}, but core calls it at {mod.path}:{site.shape.line}"
                        f" and it " + "; ".join(problems))
             out.append(_replacement_finding(r, symbol, f"{vname} (for {r.attr})", message, p, ev))
-    if not live and core_sig is not None and not core_sig.never_called:
+    if not live and not dead_calls and core_sig is not None and not core_sig.never_called:
         problems = covers(vsig, core_sig, receiver=False, names=False)
         if problems:
             evidence = "no core call site in the module is visible; checked against the declared signature"
@@ -714,7 +721,8 @@ def _missing_attribute(world: TreeIndex, expr: str, ev: Evidence) -> tuple[str, 
             nxt = world.class_member(cmod, ccls, attr)
             if nxt is None:
                 bases = _linearize(world, cmod, ccls)
-                if any(b is None for b in bases) and ev.callers.mentions(attr):
+                if any(b is None for b in bases) and (ev.callers.mentions(attr) or not unknown_bases_in_core(
+                        ev.env, cmod, ccls)):
                     return None  # a base the gate cannot read may define it
                 why = f"class {ccls.name} has no attribute '{attr}'"
                 if any(b is None for b in bases):

@@ -68,6 +68,9 @@ class Env:
     version: str | None
     # module name -> {flag name: verdict} for module-level flags (see module_flags)
     flags: dict = field(default_factory=dict)
+    # whether any core file mentions an identifier at all (text search): a class whose
+    # bases are built at run time still cannot have an attribute no core file names
+    core_mentions: Callable[[str], bool] | None = None
 
 
 def module_flags(mod: ModuleInfo, env: Env) -> dict[str, Verdict]:
@@ -152,6 +155,9 @@ def _has(env: Env, target: str, attr: str) -> Verdict:
         if env.world.class_member(mod, cls, attr) is not None:
             return Verdict(DECIDED, True)
         if any(b is None for b in _all_bases(env.world, mod, cls)):
+            if env.core_mentions is not None and unknown_bases_in_core(env, mod, cls) \
+                    and not env.core_mentions(attr):
+                return Verdict(DECIDED, False)  # no core file names it: no base can define it
             return Verdict(UNDECIDABLE, why=f"{target} has a base class outside the core tree")
         return Verdict(DECIDED, False)
     return Verdict(UNDECIDABLE, why=f"{target} is not a module or class")
@@ -160,6 +166,22 @@ def _has(env: Env, target: str, attr: str) -> Verdict:
 # Bases that add no attributes a plugin would probe for.
 NEUTRAL_BASES = frozenset({"object", "ABC", "abc.ABC", "Protocol", "typing.Protocol", "Generic",
                            "typing.Generic", "NamedTuple", "typing.NamedTuple", "enum.Enum", "Enum"})
+
+
+def unknown_bases_in_core(env: Env, mod: ModuleInfo, cls, depth: int = 0) -> bool:
+    """Every base the gate cannot read is still a core name (a class core builds at run
+    time, `Adapter = make_adapter(...)`), not a third-party class (`torch.nn.Module`),
+    which may define anything."""
+    for expr, b in zip(cls.bases, env.world.bases(mod, cls)):
+        if b is None:
+            if expr in NEUTRAL_BASES:
+                continue
+            target = qualify(mod, expr) if expr else None
+            if target is None or not env.is_core(target):
+                return False
+        elif depth < 12 and not unknown_bases_in_core(env, b[0], b[1], depth + 1):
+            return False
+    return True
 
 
 def _all_bases(world: TreeIndex, mod: ModuleInfo, cls, depth: int = 0) -> list:

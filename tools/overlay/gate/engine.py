@@ -70,7 +70,10 @@ def gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str |
         return name.split(".")[0] in core_packages
 
     version = version or core_version(core, next(iter(sorted(core_packages)), "vllm"))
-    env = Env(world=world, is_core=is_core, version=version)
+    # who calls what, from the text of both trees (the dead code is known after the scan)
+    callers = Callers([(core_src, core_packages, core, False), (plugin_src, plugin_packages, world, True)],
+                      frozenset(), cache.text)
+    env = Env(world=world, is_core=is_core, version=version, core_mentions=lambda n: bool(callers.mentions(n)))
     facts = PluginFacts()
     notes: list[str] = []
     for pkg in sorted(plugin_packages):
@@ -87,12 +90,11 @@ def gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str |
         raise no_core_package(core_src, facts.imported_tops, plugin_packages)
     startup = reach(entry_points(plugin_src), facts.refs, plugin_packages,
                     lambda name: world.module(name) is not None)
-    callers = Callers([(core_src, core_packages, core, False), (plugin_src, plugin_packages, world, True)],
-                      dead_code(facts, world, is_core), cache.text)
+    callers.dead = dead_code(facts, world, is_core)
     replaced: dict[str, set[str]] = {}
     for r in facts.replacements:
         replaced.setdefault(r.owner, set()).add(r.attr)
-    ev = checks.Evidence(startup, callers, is_core, replaced)
+    ev = checks.Evidence(startup, callers, is_core, replaced, env)
     found = (checks.check_imports(facts, core, ev) + checks.check_overrides(facts, world, ev)
              + checks.check_replacements(facts, world, core, ev) + checks.check_constructors(facts, world, ev)
              + checks.check_attributes(facts, world, ev))
@@ -100,6 +102,24 @@ def gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str |
     return RawResult(findings=tuple(unique), core_version=version,
                      core_files_read=tuple(sorted(core.files_read)), plugin_files=facts.files,
                      seconds=time.perf_counter() - started, notes=tuple(notes))
+
+
+def super_calls(node) -> set[str]:
+    """Methods of a class whose body calls the same method of a base (`super().m(...)`,
+    `Base.m(self, ...)`): the core method still runs, through the override."""
+    import ast
+    out = set()
+    for stmt in node.body:
+        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == stmt.name:
+                recv = n.func.value
+                if (isinstance(recv, ast.Call) and isinstance(recv.func, ast.Name) and recv.func.id == "super") \
+                        or (isinstance(recv, (ast.Name, ast.Attribute)) and n.args
+                            and isinstance(n.args[0], ast.Name) and n.args[0].id == "self"):
+                    out.add(stmt.name)
+    return out
 
 
 def dead_code(facts: PluginFacts, world: TreeIndex, is_core) -> frozenset[tuple[str, str | None, str]]:
@@ -114,7 +134,7 @@ def dead_code(facts: PluginFacts, world: TreeIndex, is_core) -> frozenset[tuple[
         for base in checks._linearize(world, pc.module, cls, pc.scope.local_imports):
             if base is None or not is_core(base[0].name):
                 continue
-            for meth in set(cls.methods) & set(base[1].methods):
+            for meth in (set(cls.methods) & set(base[1].methods)) - super_calls(pc.node):
                 dead.add((base[0].name, base[1].name, meth))
     for r in facts.replacements:
         owner = world.resolve_dotted(r.owner)
