@@ -250,6 +250,12 @@ def _call_problems(sig: Signature, declared: Signature | None, call: CallShape) 
     problems = accepts_call(sig, call)
     if declared is not None and (call.star or call.dstar):
         problems += accepts_open_call(sig, declared, call)
+    if declared is not None and problems and problems[0].startswith("takes "):
+        # name what changed: the parameters core declares that the plugin's callable lacks
+        have = {p.name for p in sig.positional + sig.kwonly}
+        absent = [p.name for p in declared.positional if p.name not in have]
+        if absent:
+            problems[0] += " (it lacks core parameter(s) " + ", ".join(f"'{n}'" for n in absent) + ")"
     return problems
 
 

@@ -240,10 +240,27 @@ def covers(plugin: Signature, core: Signature, receiver: bool = True,
     problems: list[str] = []
     pp, cp = plugin.positional, core.positional
     plugin_kw = {p.name: p for p in plugin.args + plugin.kwonly}
+    skip = 1 if receiver and not core.is_static else 0
+    # Name what really changed: when core has more positions and the plugin's names are
+    # core's with some left out (core inserted a parameter), report the missing ones
+    # where core put them, not the last position that no longer fits.
+    plugin_names = [p.name for p in pp[skip:]]
+    core_names = [c.name for c in cp[skip:]]
+    absent = [n for n in core_names if n not in plugin_names and n not in plugin_kw]
+    inserted = (len(cp) > len(pp) and plugin.vararg is None and absent
+                and len(core_names) - len(absent) == len(plugin_names)
+                and [n for n in core_names if n not in absent] == plugin_names)
+    if inserted:
+        for n in absent:
+            i = core_names.index(n) + skip
+            later = "; every later argument lands one position off" if i - skip < len(plugin_names) else ""
+            problems.append(f"lacks core parameter '{n}' (position {i}){later}")
     for i, c in enumerate(cp):
         if i == 0 and receiver and not core.is_static:
             continue  # self/cls: always passed positionally, name irrelevant
         positional_ok = i < len(pp) or plugin.vararg is not None
+        if inserted and (c.name in absent or not positional_ok or pp[i].name != c.name):
+            continue  # explained by the inserted parameter(s) above
         if not positional_ok:
             problems.append(f"does not accept core parameter '{c.name}' (position {i})")
             continue
