@@ -141,7 +141,15 @@ def module_sites(mod: ModuleInfo, plugin: bool, name: str, data: bytes,
     if mod.tree is None:
         return []
     word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\s*[(\[]")
-    lines = sorted({data.count(b"\n", 0, m.start()) + 1 for m in word.finditer(data)})
+    starts = [m.start() for m in word.finditer(data)]
+    if not starts:
+        return []
+    newlines = [i for i, ch in enumerate(data) if ch == 10] if len(starts) > 8 else None
+    if newlines is not None:
+        import bisect
+        lines = sorted({bisect.bisect_left(newlines, pos) + 1 for pos in starts})
+    else:
+        lines = sorted({data.count(b"\n", 0, pos) + 1 for pos in starts})
     if not lines:
         return []
     scopes = scopes if scopes is not None else _scopes(mod.tree)
@@ -281,14 +289,19 @@ class Callers:
         if len(files) > limit:
             return []
         alt = b"|".join(re.escape(n.encode()) for n in sorted(class_names))
-        calls = re.compile(rb"([A-Za-z_][\w.]*)\.%s\s*\(" % re.escape(name.encode()))
+        calls = re.compile(rb"\.%s\s*\(" % re.escape(name.encode()))
+        tail = re.compile(rb"([A-Za-z_][\w.]*)$")
         out = []
         for path, tree in files:
             data = self.text(path, tree)
             if self.trees[tree][3] or not re.search(rb"\b(%s)\b" % alt, data):
                 continue
             # parse only when a receiver is typed or built as one of the classes in the text
-            receivers = {m.group(1).split(b".")[-1] for m in calls.finditer(data)}
+            receivers = set()
+            for m in calls.finditer(data):
+                before = tail.search(data, max(0, m.start() - 120), m.start())
+                if before:
+                    receivers.add(before.group(1).split(b".")[-1])
             if not any(re.search(rb"\b%s\s*(:[^=\n]*\b(%s)\b|=\s*(%s)\s*\()" % (re.escape(r), alt, alt), data)
                        for r in receivers):
                 continue

@@ -329,7 +329,7 @@ class _PluginObject:
                 continue
             typed = {n for n in callers.receiver_types(s.path, 1 if s.plugin else 0).get(s.receiver, set())
                      if n[:1].isupper() and n not in NOT_TYPES}
-            if typed and typed <= self.names:
+            if (typed and typed <= self.names) or s.narrowed & self.names:
                 return True, f"called at {s.where()}", True
             how = "a receiver typed as one of several classes" if typed & self.names else "an untyped receiver"
             uncertain = uncertain or (True, f"called through {how} at {s.where()}", False)

@@ -269,12 +269,17 @@ class _Scanner:
         return Verdict(DECIDED, negate)
 
     def _forced_off(self, cls: ast.ClassDef, name: str, scope: Scope) -> bool:
-        for node in ast.walk(cls):
-            if not isinstance(node, ast.If):
-                continue
-            if not any(isinstance(b, ast.Assign) and len(b.targets) == 1 and dotted(b.targets[0]) == name
-                       and isinstance(b.value, ast.Constant) and b.value.value is False for b in node.body):
-                continue
+        offs = self.off_switches.get(id(cls))
+        if offs is None:  # every `if ...: self.x = False` in the class, walked once
+            offs = {}
+            for node in ast.walk(cls):
+                if isinstance(node, ast.If):
+                    for b in node.body:
+                        if (isinstance(b, ast.Assign) and len(b.targets) == 1 and isinstance(b.value, ast.Constant)
+                                and b.value.value is False and dotted(b.targets[0])):
+                            offs.setdefault(dotted(b.targets[0]), []).append(node)
+            self.off_switches[id(cls)] = offs
+        for node in offs.get(name, []):
             parts = node.test.values if isinstance(node.test, ast.BoolOp) and isinstance(node.test.op, ast.And) \
                 else [node.test]
             rest = [p for p in parts if dotted(p) != name]
@@ -341,11 +346,13 @@ class _Scanner:
         if ctx.type_checking:
             return
         name = dotted(owner_expr)
-        if name is None or name.split(".")[0] in ("self", "cls"):
+        if name is None:
             return
         head, dot, rest = name.partition(".")
         if head in scope.aliases and head not in scope.local_imports:
             name = scope.aliases[head] + dot + rest
+        elif head in ("self", "cls"):
+            return
         owner = qualify(self.mod, name, scope.local_imports)
         if owner is None or not self.is_core(owner):
             return
@@ -357,6 +364,7 @@ class _Scanner:
         self.top = Scope()
         self.class_stack: list[ast.ClassDef] = []
         self.flag_memo: dict = {}
+        self.off_switches: dict = {}
         self.block(self.mod.tree.body, Context(), self.top)
 
 
