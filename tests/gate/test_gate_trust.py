@@ -588,3 +588,23 @@ def test_the_default_allowlist_is_found_from_the_project_root_not_the_cwd(tmp_pa
         outputs.append((code, [ln for ln in out.splitlines() if ln.startswith(("accepted", "warning", "error"))]))
     assert outputs[0] == outputs[1]
     assert any(ln.startswith("accepted:") and "NPUWorker.load_model" in ln for ln in outputs[0][1])
+
+
+def test_entry_points_from_setup_py_pyproject_and_setup_cfg(tmp_path):
+    from overlay.gate.source import DirSource
+    from overlay.gate.startup import entry_points
+
+    root = gatekit.tree(tmp_path / "a", {"setup.py": SETUP})
+    assert [(e.group, e.module, e.attr) for e in entry_points(DirSource(root))] == [
+        ("vllm.platform_plugins", "vllm_ascend", "register")]
+    root = gatekit.tree(tmp_path / "b", {"pyproject.toml": """
+        [project.entry-points."vllm.general_plugins"]
+        ascend_model = "vllm_ascend:register_model"
+    """})
+    assert [(e.module, e.attr) for e in entry_points(DirSource(root))] == [("vllm_ascend", "register_model")]
+    root = gatekit.tree(tmp_path / "c", {"setup.cfg": """
+        [options.entry_points]
+        vllm.platform_plugins =
+            ascend = vllm_ascend.plugin:register
+    """})
+    assert [(e.module, e.attr) for e in entry_points(DirSource(root))] == [("vllm_ascend.plugin", "register")]
