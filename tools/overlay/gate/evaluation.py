@@ -73,14 +73,18 @@ def _text(fields: dict, key: str, shown: str, line: int) -> str:
     return item.value.strip()
 
 
+def _known_keys(fields: dict, keys: set[str], shown: str) -> None:
+    unknown = sorted(set(fields) - keys)
+    if unknown:
+        raise OverlayError(f"unknown key '{unknown[0]}'", path=shown, line=fields[unknown[0]].line,
+                           hint="keys: " + ", ".join(sorted(keys)))
+
+
 def _pairing(node: yamldoc.Node, shown: str) -> Pairing:
     if not isinstance(node.value, dict):
         raise OverlayError("each pairing is a mapping", path=shown, line=node.line)
     fields = node.value
-    unknown = sorted(set(fields) - PAIRING_KEYS)
-    if unknown:
-        raise OverlayError(f"unknown key '{unknown[0]}'", path=shown, line=fields[unknown[0]].line,
-                           hint="keys: " + ", ".join(sorted(PAIRING_KEYS)))
+    _known_keys(fields, PAIRING_KEYS, shown)
     name = _text(fields, "name", shown, node.line)
     plugin = str(fields["plugin"].value) if "plugin" in fields else ""
     core = str(fields["core"].value) if "core" in fields else ""
@@ -93,10 +97,7 @@ def _pairing(node: yamldoc.Node, shown: str) -> Pairing:
         if not isinstance(item.value, dict):
             raise OverlayError("each classified finding is a mapping", path=shown, line=item.line)
         f = item.value
-        unknown = sorted(set(f) - VERDICT_KEYS)
-        if unknown:
-            raise OverlayError(f"unknown key '{unknown[0]}'", path=shown, line=f[unknown[0]].line,
-                               hint="keys: key, verdict, reason")
+        _known_keys(f, VERDICT_KEYS, shown)
         key = _text(f, "key", shown, item.line)
         verdict = f.get("verdict")
         if verdict is None or not isinstance(verdict.value, bool):
