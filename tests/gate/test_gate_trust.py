@@ -608,3 +608,42 @@ def test_entry_points_from_setup_py_pyproject_and_setup_cfg(tmp_path):
             ascend = vllm_ascend.plugin:register
     """})
     assert [(e.module, e.attr) for e in entry_points(DirSource(root))] == [("vllm_ascend.plugin", "register")]
+
+
+def test_a_typed_call_core_itself_could_not_take_is_meant_for_another_class(tmp_path):
+    core = {"vllm/quant.py": """
+        class QuantizeMethodBase:
+            def create_weights(self, layer, *args, **kwargs):
+                raise NotImplementedError
+
+
+        class BaseKVCacheMethod(QuantizeMethodBase):
+            def create_weights(self, layer):
+                pass
+
+
+        class LinearBase:
+            def __init__(self, method):
+                self.quant_method: QuantizeMethodBase = method
+
+            def build(self):
+                self.quant_method.create_weights(self, 1, 2, 3)
+
+
+        def make(method: QuantizeMethodBase):
+            return LinearBase(method).build()
+    """}
+    plugin = {"vllm_ascend/quant.py": """
+        from vllm.quant import BaseKVCacheMethod
+
+
+        class AscendKVCacheMethod(BaseKVCacheMethod):
+            def create_weights(self):
+                pass
+    """}
+    # core's own BaseKVCacheMethod.create_weights(layer) could not take (self, 1, 2, 3):
+    # that call is for linear methods; the override is judged by its declaration (warning)
+    assert [f.severity for f in gate(tmp_path, core, plugin).findings] == ["warning"]
+    core["vllm/quant.py"] = core["vllm/quant.py"].replace("create_weights(self, 1, 2, 3)", "create_weights(self)")
+    (f,) = gate(tmp_path / "b", core, plugin).findings
+    assert f.severity == "error" and "self.quant_method.create_weights(...)" in f.reason
