@@ -496,6 +496,11 @@ def check_replacements(facts: PluginFacts, world: TreeIndex, core: TreeIndex, ev
     return findings
 
 
+def _subject(value: str, replaced: str) -> str:
+    """`factory (for ModelCudaGraphManager)`; just the name when it is the same."""
+    return value if replaced.split(".")[-1] == value else f"{value} (for {replaced})"
+
+
 def _replacement_finding(r: Replacement, symbol: str, subject: str, message: str, p: Problem,
                          ev: Evidence) -> Finding:
     return Finding(_kind(r.ctx, "replacement"), symbol, r.path, r.line, p.core_path, p.core_line,
@@ -535,7 +540,7 @@ def _module_replacement(r: Replacement, mod: ModuleInfo, symbol: str, world: Tre
             p = Problem(mod.path, site.shape.line, tuple(problems), f"core calls it at {site.where()}", True)
             message = (f"{shown} replaces {r.owner}.{r.attr}, but core calls it at {mod.path}:{site.shape.line}"
                        f" and it " + "; ".join(problems))
-            out.append(_replacement_finding(r, symbol, f"{vname} (for {r.attr})", message, p, ev))
+            out.append(_replacement_finding(r, symbol, _subject(vname, r.attr), message, p, ev))
     if not live and not dead_calls and core_sig is not None and not core_sig.never_called:
         problems = covers(vsig, core_sig, receiver=False, names=False)
         if problems:
@@ -545,7 +550,7 @@ def _module_replacement(r: Replacement, mod: ModuleInfo, symbol: str, world: Tre
             p = Problem(mod.path, core_sig.line, tuple(problems), evidence, False)
             message = (f"{shown} replaces {r.owner}.{r.attr}{core_sig.render()[len(core_sig.name):]} but "
                        + "; ".join(problems))
-            out.append(_replacement_finding(r, symbol, f"{vname} (for {r.attr})", message, p, ev))
+            out.append(_replacement_finding(r, symbol, _subject(vname, r.attr), message, p, ev))
     return out
 
 
@@ -569,7 +574,7 @@ def _method_replacement(r: Replacement, owner: tuple[ModuleInfo, ClassInfo], sym
     for p in _contract(vsig, core_sig, core_classes, r.attr, replaced, ev, set()):
         message = (f"{vname}{vsig.render()[len(vsig.name):]} replaces {core_cls.name}.{core_sig.render()} "
                    f"({core_mod.name}) but {p.evidence.split(';')[0]} and it " + "; ".join(p.problems))
-        out.append(_replacement_finding(r, symbol, f"{vname} (for {core_cls.name}.{r.attr})", message, p, ev))
+        out.append(_replacement_finding(r, symbol, _subject(vname, f"{core_cls.name}.{r.attr}"), message, p, ev))
     return out
 
 

@@ -24,7 +24,8 @@ def register(sub) -> None:
         "gate", help="check the plugin against core's API statically (imports, overrides, replacements)",
         description="Contract gate: every name the plugin imports from core exists there, and every "
                     "plugin override or monkeypatched replacement of a core callable accepts what "
-                    "core passes to it. Exit 0: clean; 1: findings; 2: bad input.")
+                    "core passes to it. Findings are errors (core reaches the break), warnings or info; "
+                    "exit 0: no errors; 1: errors (see --fail-on); 2: bad input.")
     trees = p.add_argument_group("trees (either --pin, or --core and --plugin)")
     trees.add_argument("--pin", default=None, metavar="NAME",
                        help="gate the composed trees of this pin set (build/<pin>/core and /plugin); "
