@@ -81,7 +81,9 @@ def main(argv: list[str] | None = None) -> int:
                 report = run_gate(core, plugin, allowlist if allowlist.is_file() else None, note_unused=False)
                 scores.append(evaluation.score(p, report.findings))
     except OverlayError as exc:
-        print(f"gate-eval: error: {exc}", file=sys.stderr)
+        where = f"{exc.path}{':' + str(exc.line) if exc.line else ''}: " if exc.path else ""
+        hint = f" ({exc.hint})" if exc.hint else ""
+        print(f"gate-eval: error: {where}{exc}{hint}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps([{"pairing": s.pairing, "errors": s.errors, "true_errors": s.true_errors,
