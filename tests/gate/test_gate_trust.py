@@ -130,6 +130,10 @@ def test_no_visible_core_caller_is_a_warning_and_does_not_fail(tmp_path, run):
             def add_lora_fused_moe(self, y, x, lora_a, lora_b):
                 pass
     """}
+    report = gate(tmp_path / "interface", core, plugin)
+    (f,) = report.findings
+    assert f.severity == "info" and report.ok and "NotImplementedError" in f.reason
+    core["vllm/punica.py"] = core["vllm/punica.py"].replace("raise NotImplementedError", "return y")
     report = gate(tmp_path, core, plugin)
     (f,) = report.findings
     assert f.severity == "warning" and report.ok

@@ -242,6 +242,9 @@ class Problem:
     problems: tuple[str, ...]
     evidence: str  # which core caller (or why none is visible)
     visible: bool  # a core call site that can run: the break is real when it runs
+    # only an interface declaration differs (the core method raises NotImplementedError
+    # and nothing calls it in sight): worth knowing, not a break
+    interface: bool = False
 
 
 def _call_problems(sig: Signature, declared: Signature | None, call: CallShape) -> list[str]:
@@ -411,13 +414,17 @@ def _contract(plugin_sig: Signature, core_sig: Signature, core_classes: list[tup
         evidence = "no core call site is visible; checked against the declared signature"
         if dead_calls:
             evidence += "; core's own calls cannot run: " + ", ".join(dead_calls[:3])
-        out.append(Problem(core_path, core_sig.line, tuple(problems), evidence, False))
+        interface = (core_sig.raises or "").split(".")[-1] == "NotImplementedError"
+        if interface:
+            evidence += " (an interface core declares by raising NotImplementedError)"
+        out.append(Problem(core_path, core_sig.line, tuple(problems), evidence, False, interface))
     return out
 
 
 def _summary(subject: str, p: Problem) -> str:
     more = f" (+{len(p.problems) - 1} more)" if len(p.problems) > 1 else ""
-    where = "" if p.visible else " (declared; no core caller seen)"
+    where = "" if p.visible else " (declared interface; no core caller seen)" if p.interface \
+        else " (declared; no core caller seen)"
     return f"{subject} {p.problems[0]}{more}{where}"
 
 
@@ -468,7 +475,7 @@ def check_overrides(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[
                     findings.append(Finding(
                         _kind(pc.ctx, "override"), f"override:{pc.module.name}.{cls.name}.{meth}",
                         pc.path, sig.line, p.core_path, p.core_line, _why(pc.ctx, message),
-                        severity=_severity(pc.ctx, ev, pc.module.name, p.visible),
+                        severity="info" if p.interface else _severity(pc.ctx, ev, pc.module.name, p.visible),
                         reason=_reason(pc.ctx, ev, pc.module.name, p.evidence),
                         summary=_summary(f"{cls.name}.{meth}", p)))
                 break
@@ -504,7 +511,8 @@ def _subject(value: str, replaced: str) -> str:
 def _replacement_finding(r: Replacement, symbol: str, subject: str, message: str, p: Problem,
                          ev: Evidence) -> Finding:
     return Finding(_kind(r.ctx, "replacement"), symbol, r.path, r.line, p.core_path, p.core_line,
-                   _why(r.ctx, message), severity=_severity(r.ctx, ev, r.module.name, p.visible),
+                   _why(r.ctx, message),
+                   severity="info" if p.interface else _severity(r.ctx, ev, r.module.name, p.visible),
                    reason=_reason(r.ctx, ev, r.module.name, p.evidence), summary=_summary(subject, p))
 
 
