@@ -651,3 +651,35 @@ def test_a_typed_call_core_itself_could_not_take_is_meant_for_another_class(tmp_
     core["vllm/quant.py"] = core["vllm/quant.py"].replace("create_weights(self, 1, 2, 3)", "create_weights(self)")
     (f,) = gate(tmp_path / "b", core, plugin).findings
     assert f.severity == "error" and "self.quant_method.create_weights(...)" in f.reason
+
+
+def test_capability_flags_with_find_spec_and_hasattr_are_followed(tmp_path):
+    # The parser-patch idiom: flags in one plugin module, imports guarded in another.
+    core = {"vllm/parsers/glm.py": "class Glm:\n    def _regions(self):\n        pass\n",
+            "vllm/parsers/old_ds.py": "class OldDs:\n    pass\n"}
+    plugin = {
+        "vllm_ascend/targets.py": """
+            import importlib.util
+
+            from vllm.parsers import glm
+
+            GLM_PATCHABLE = hasattr(glm.Glm, "_regions")
+            GLM_NEW = hasattr(glm.Glm, "_new_regions")
+            OLD_DS_PATCHABLE = importlib.util.find_spec("vllm.parsers.old_ds") is not None
+            NEW_DS_PATCHABLE = importlib.util.find_spec("vllm.parsers.new_ds") is not None
+        """,
+        "vllm_ascend/patches.py": """
+            from vllm_ascend.targets import GLM_NEW, GLM_PATCHABLE, NEW_DS_PATCHABLE, OLD_DS_PATCHABLE
+
+            if GLM_PATCHABLE:
+                from vllm.parsers.glm import Missing1
+            if GLM_NEW:
+                from vllm.parsers.glm import Skipped1
+            if OLD_DS_PATCHABLE:
+                from vllm.parsers.old_ds import Missing2
+            if NEW_DS_PATCHABLE:
+                from vllm.parsers.new_ds import Skipped2
+        """,
+    }
+    names = sorted(f.symbol for f in gate(tmp_path, core, plugin).findings)
+    assert names == ["import:vllm.parsers.glm:Missing1", "import:vllm.parsers.old_ds:Missing2"]

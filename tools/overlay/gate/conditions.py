@@ -1,7 +1,7 @@
 """Evaluating the plugin's conditions on core, where they can be read statically.
 
 An `if` whose test asks about core (`vllm_version_is(...)`, `hasattr/getattr` on a
-core module or class) decides which branch runs against a given core. The gate
+core module or class, `importlib.util.find_spec("vllm.x") is not None`) decides which branch runs against a given core. The gate
 evaluates it against the core tree under test: a decided test checks only the
 branch that runs; a test it cannot decide checks both branches and reports any
 failure there as *undecidable*, never as a pass. Any other test (`is_310p()`,
@@ -202,6 +202,10 @@ def _str_arg(call: ast.Call, i: int) -> str | None:
     return None
 
 
+def _is_find_spec(call: ast.Call) -> bool:
+    return (dotted(call.func) or "").split(".")[-1] == "find_spec"
+
+
 def evaluate(test: ast.expr, mod: ModuleInfo, local: dict[str, str], env: Env) -> Verdict:
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         v = evaluate(test.operand, mod, local, env)
@@ -226,7 +230,8 @@ def evaluate(test: ast.expr, mod: ModuleInfo, local: dict[str, str], env: Env) -
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.comparators[0], ast.Constant) \
             and test.comparators[0].value is None and isinstance(test.ops[0], (ast.Is, ast.IsNot)):
         inner = evaluate(test.left, mod, local, env)
-        if inner.kind == DECIDED and isinstance(test.left, ast.Call) and dotted(test.left.func) == "getattr":
+        if inner.kind == DECIDED and isinstance(test.left, ast.Call) \
+                and (dotted(test.left.func) == "getattr" or _is_find_spec(test.left)):
             return Verdict(DECIDED, inner.value if isinstance(test.ops[0], ast.IsNot) else not inner.value)
         return inner if inner.kind == UNDECIDABLE else Verdict(PLAIN)
     if not isinstance(test, ast.Call):
@@ -240,6 +245,12 @@ def evaluate(test: ast.expr, mod: ModuleInfo, local: dict[str, str], env: Env) -
             return Verdict(UNDECIDABLE, why=f"vllm_version_is({want!r}): the core tree's version "
                                             "is unknown (pass --core-version)")
         return Verdict(DECIDED, normalize_version(env.version) == normalize_version(want))
+    if _is_find_spec(test):
+        # importlib.util.find_spec("core.module"): truthy when core has that module
+        name = _str_arg(test, 0)
+        if name is None or not env.is_core(name):
+            return Verdict(PLAIN)
+        return Verdict(DECIDED, env.world.module(name) is not None)
     if fn in ("hasattr", "getattr") and len(test.args) >= 2:
         attr = _str_arg(test, 1)
         target = _core_target(test.args[0], mod, local, env)
