@@ -13,7 +13,7 @@ OVERLAY  := $(BIN)/overlay
 PIN_ARG   = $(if $(PIN),--pin $(PIN))
 TGT_ARG   = $(if $(TARGETS),--targets "$(TARGETS)")
 
-.PHONY: apply check test refresh lock bench clean composed-test gate drift help evidence drift-scan drift-ci bench-drift
+.PHONY: apply check test refresh lock bench clean composed-test mutation-check gate drift help evidence drift-scan drift-ci bench-drift
 
 help:
 	@echo "make apply [PIN=..] [TARGETS=..]  compose the pinned trees with the series (default pin set)"
@@ -27,6 +27,7 @@ help:
 	@echo "make drift-ci MIRROR=DIR           what the nightly workflow runs (fails on conflict)"
 	@echo "make evidence [CLAIM=evidence/..]  decisions, analysis.md/.json and plots for a claim"
 	@echo "make composed-test PIN=v0.23.0     plugin CPU unit tests on the composed tree (needs a mirror)"
+	@echo "make mutation-check PIN=v0.25.0    revert each patch's change: its tests must fail (needs a mirror)"
 	@echo "make bench                         benchmarks (ratios, side by side)"
 	@echo "make clean                         remove composed trees and caches"
 
@@ -91,6 +92,9 @@ bench-drift: $(VENV)/.installed
 
 composed-test: $(VENV)/.installed
 	$(BIN)/python scripts/composed-test $(if $(PIN),--pin $(PIN),--pin v0.23.0) $(ARGS)
+
+mutation-check: $(VENV)/.installed
+	$(BIN)/python scripts/mutation-check $(if $(PIN),--pin $(PIN),--pin v0.25.0) $(ARGS)
 
 clean:
 	rm -rf build .overlay .pytest_cache reports

@@ -42,7 +42,7 @@ def _where(report):
     crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
     if crash is not None:
         path = _short(str(crash.path))
-        return "%%s:%%s: %%s" %% (path, crash.lineno, crash.message.splitlines()[-1] if crash.message else "")
+        return "%%s:%%s: %%s" %% (path, crash.lineno, crash.message.splitlines()[0] if crash.message else "")
     text = (getattr(report, "longreprtext", "") or "").strip().splitlines()
     errs = [t[4:] for t in text if t.startswith("E   ")]
     return (errs or text or [""])[-1].strip()
@@ -357,7 +357,22 @@ def run_pytest(python: Path, tree: Path, core_dir: Path, scratch: Path, args: li
             data = json.loads(report_file.read_text())
         except ValueError:
             data = None
-    return parse_report(data, code, tail)
+    return parse_report(_relative(data, (f"{tree}{os.sep}", f"{core_dir}{os.sep}")), code, tail)
+
+
+def _relative(data: dict | None, prefixes: tuple[str, ...]) -> dict | None:
+    """Error texts with the scratch tree and the installed core shown relative."""
+    if not data:
+        return data
+
+    def rel(text: str) -> str:
+        for prefix in prefixes:
+            text = text.replace(prefix, "")
+        return text
+
+    data["outcomes"] = {n: [o, rel(w)] for n, (o, w) in (data.get("outcomes") or {}).items()}
+    data["collect_errors"] = {n: rel(w) for n, w in (data.get("collect_errors") or {}).items()}
+    return data
 
 
 def echo_to_terminal(line: str) -> None:
