@@ -9,7 +9,8 @@
       id look-up for the touched paths, each touched blob read, hunks applied in
       memory, with series semantics and merged detection on top;
   ours, scan:   what `overlay drift --scan` does (reuses checks while no touched
-      blob changed).
+      blob changed; blocked patches classified alone; the upstream overlap of
+      every patch from the same path-limited log the patch-ids read).
 
 The baselines only answer "applies or not" per patch, independently; ours answers
 the full class with series semantics, so the comparison favours the baselines.
@@ -177,6 +178,7 @@ def ours_scan(git_dir, base, patches, diffs, commits, head) -> tuple[float, int,
     engine = Drift(git_dir, base, patches, diffs, reader)
     t = time.perf_counter()
     engine.scan(commits, head)
+    engine.overlap(head, commits)  # --scan reports the upstream overlap too
     seconds = time.perf_counter() - t
     engine.close()
     return seconds, len(commits) + 1, reader

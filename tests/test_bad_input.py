@@ -49,6 +49,32 @@ DOTGIT = ("diff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout\nnew
           "index 0000000..5555555\n--- /dev/null\n+++ b/.git/hooks/post-checkout\n@@ -0,0 +1 @@\n+x\n")
 
 
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{n}: &{n} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+    for p, n in zip("abcdefgh", "bcdefghi")) + "series: *i\n"
+TOKEN = "ghp_s3cr3tTOKEN"  # must never be printed
+
+
+def _blob_id(data: bytes) -> str:
+    import hashlib
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+CRLF_TEXT = b"one\r\ntwo\r\n"
+
+
+def add_lost_cr_patch(w) -> None:
+    """A new patch creating a CRLF file whose CR bytes were lost (what refresh used to write)."""
+    mail = patch(w).read_text().split("diff --git", 1)[0].replace(
+        "Accept lora_capture_cases in factory", "Add a CRLF file")
+    mail += ("diff --git a/win.txt b/win.txt\nnew file mode 100644\n"
+             f"index {'0' * 40}..{_blob_id(CRLF_TEXT)}\n"
+             "--- /dev/null\n+++ b/win.txt\n@@ -0,0 +1,2 @@\n+one\n+two\n-- \n2.39.5\n\n")
+    (w.project / "patches" / "0004-crlf.patch").write_text(mail)
+    series(w).write_text(series(w).read_text() + "  - patch: 0004-crlf.patch\n    target: plugin\n"
+                         "    origin: local\n    forwarded: nowhere\n")
+
+
 CASES = {
     # series.yaml
     "series-yaml-syntax": (lambda w: series(w).write_text("series:\n  - patch: [unclosed\n"),
@@ -117,6 +143,23 @@ CASES = {
                           "field 'target' of series entry 1: expected a target name such as plugin, got a list"),
     "build-is-a-file": (lambda w: (w.project / "build").write_text("not a folder\n"),
                         "the composed-trees folder is a file, not a directory"),
+    # a patch that lost the CR bytes of a new CRLF file (issue 13 item 1)
+    "patch-lost-cr": (add_lost_cr_patch,
+                      "patches/0004-crlf.patch: win.txt was composed as blob 814f4a422927 but the patch's "
+                      "index line names", 1),
+    # hostile YAML (issue 13 item 5): bounded work for every YAML input
+    "series-alias-bomb": (lambda w: series(w).write_text(ALIAS_BOMB),
+                          "series.yaml:2: YAML alias '*a' is not allowed"),
+    "series-oversized": (lambda w: series(w).write_text(series(w).read_text() + ("# pad\n" * 200_000)),
+                         "series.yaml: file is larger than 1048576 bytes, the cap for YAML inputs"),
+    "pin-alias": (lambda w: edit(pin(w), "toolchain:\n  python: \"3.11\"\n",
+                                 "toolchain: &tc\n  python: \"3.11\"\nother: *tc\n"),
+                  "pins/p1.yaml:13: YAML alias '*tc' is not allowed"),
+    # credentials in a pin URL (item 6): refused, and the token is never printed
+    "pin-url-credentials": (lambda w: edit(pin(w), "repo: file://", f"repo: https://user:{TOKEN}@example.invalid/x/"),
+                            "field 'repo' of target 'core': the URL https://***@example.invalid/x/"),
+    "pin-url-token-user": (lambda w: edit(pin(w), "repo: file://", f"repo: https://{TOKEN}@example.invalid/x/"),
+                           "carries credentials, which a committed lockfile must never hold"),
     # pins
     "pin-yaml-syntax": (lambda w: pin(w).write_text("targets: {core: [\n"), "pins/p1.yaml:2: YAML syntax error"),
     "pin-short-sha": (lambda w: pin(w).write_text(SHA_RE.sub(lambda m: m.group(0)[:16], pin(w).read_text(), 1)),
@@ -151,18 +194,21 @@ CASES = {
 
 
 def _state(project: Path) -> dict[str, bytes]:
+    """Every project file's bytes, less the cache and the composing run's (empty) lock file."""
     return {str(p.relative_to(project)): p.read_bytes() for p in sorted(project.rglob("*"))
-            if p.is_file() and ".overlay" not in p.relative_to(project).parts}
+            if p.is_file() and ".overlay" not in p.relative_to(project).parts
+            and p.name != ".overlay.lock"}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_input_one_clear_line(world, run, case):
-    mutate, expected = CASES[case]
+    mutate, expected, *exit_code = CASES[case]
     mutate(world)
     before = _state(world.project)
     code, out, err = run("apply", "--mirror", world.mirror, root=world.project)
-    assert code != 0
+    assert code == (exit_code[0] if exit_code else 2)
     assert "Traceback" not in err
+    assert TOKEN not in out + err
     lines = err.splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith("overlay: error: ")
@@ -252,3 +298,47 @@ def test_json_mode_reports_the_error_on_stdout_too(world, run):
     assert code == 2 and len(err.splitlines()) == 1
     data = json.loads(out)
     assert data["ok"] is False and data["error"] == "unknown pin 'zzz'" and data["path"] == "pins/zzz.yaml"
+
+
+# Bad input met by a second `apply` over composed trees: what it would destroy. Each
+# case: (mutation of the composed world, the one error line's text, exit code).
+def _in_plugin(w, rel: str, text: str, exclude: str | None = None) -> None:
+    tree = w.project / "build" / "p1" / "plugin"
+    if exclude:
+        (tree / ".git" / "info" / "exclude").write_text(exclude)
+    (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+    (tree / rel).write_text(text)
+
+
+COMPOSED_CASES = {
+    "ignored-venv": (lambda w: _in_plugin(w, ".venv/pyvenv.cfg", "home = x\n", ".venv/\n"),
+                     "it holds git-ignored files that replacing it would delete (.venv/)", 2),
+    "ignored-log": (lambda w: _in_plugin(w, "notes.log", "mine\n", "*.log\n"),
+                    "it holds git-ignored files that replacing it would delete (notes.log)", 2),
+    "untracked-file": (lambda w: _in_plugin(w, "scratch.py", "x = 1\n"),
+                       "it holds uncommitted edits (scratch.py)", 2),
+    "edited-file": (lambda w: _in_plugin(w, "README.md", "edited\n"),
+                    "it holds uncommitted edits (README.md)", 2),
+    "lost-cr-patch": (add_lost_cr_patch, "win.txt was composed as blob 814f4a422927", 1),
+}
+
+
+def _everything(project: Path) -> dict[str, bytes]:
+    """Every file under the project, composed trees and their git directories included."""
+    return {str(p.relative_to(project)): p.read_bytes() for p in sorted(project.rglob("*"))
+            if p.is_file() and ".overlay" not in p.relative_to(project).parts
+            and p.name not in (".overlay.lock", "index")}
+
+
+@pytest.mark.parametrize("case", sorted(COMPOSED_CASES))
+def test_bad_input_over_composed_trees(world, run, case):
+    mutate, expected, exit_code = COMPOSED_CASES[case]
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    mutate(world)
+    before = _everything(world.project)
+    code, out, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == exit_code
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith("overlay: error: ") and expected in err, err
+    assert _everything(world.project) == before  # the composed trees are untouched
+    assert [p.name for p in (world.project / "build").iterdir() if p.name.startswith(".")] == [".overlay.lock"]

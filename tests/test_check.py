@@ -100,3 +100,25 @@ def test_malformed_series_is_one_finding(world, run):
     code, out, err = run("check", root=world.project)
     assert code == 1
     assert out.splitlines()[0].startswith("FAIL series.yaml:2: YAML syntax error")
+
+
+def test_credentials_in_a_pin_url_are_refused_and_never_printed(world, run):
+    """Issue 13 item 6: a token in a committed lockfile fails check; no output shows it."""
+    pin = world.project / "pins" / "p1.yaml"
+    pin.write_text(pin.read_text().replace("repo: file://", "repo: https://bot:ghp_T0KEN@example.invalid/", 1))
+    code, out, err = run("check", root=world.project)
+    assert code == 1
+    assert "FAIL pins/p1.yaml:6: field 'repo' of target 'core': the URL https://***@example.invalid/" in out
+    code, out, err = run("check", "--json", root=world.project)
+    assert code == 1 and "carries credentials" in out
+    assert "ghp_T0KEN" not in out + err
+
+
+def test_redact_hides_user_info_in_any_url():
+    from overlay.errors import redact, url_credentials
+
+    line = "fatal: unable to access 'https://u:tok@h.example/r/': 403; also http://tok@x.example/y"
+    assert redact(line) == "fatal: unable to access 'https://***@h.example/r/': 403; also http://***@x.example/y"
+    assert url_credentials("https://tok@github.com/a/b") and url_credentials("HTTPS://u:p@h/x")
+    assert not url_credentials("ssh://git@github.com/a/b") and not url_credentials("git@github.com:a/b")
+    assert not url_credentials("https://github.com/a/b") and not url_credentials("file:///tmp/x@y")

@@ -409,3 +409,186 @@ def test_am_making_more_commits_than_patch_files_is_an_error(world, tmp_path):
     with pytest.raises(OverlayError, match="git am made 2 commits from 1 patch files"):
         compose_mod._apply_series(work, [dataclasses.replace(mail, path=both)], got.commit,
                                   ("C", "c@example.org"))
+
+
+@pytest.mark.parametrize("ignored", ["notes.log", ".venv/bin/python"])
+def test_refuses_git_ignored_files(world, run, ignored):
+    """Issue 13 item 2: apply replaces the whole folder, so ignored files (a .venv/, a log)
+    block it like untracked files; Python's own caches do not."""
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    plugin = composed(world, "plugin")
+    (plugin / ".git" / "info" / "exclude").write_text("*.log\n.venv/\n__pycache__/\n")
+    (plugin / "vllm_ascend" / "__pycache__").mkdir()
+    (plugin / "vllm_ascend" / "__pycache__" / "envs.cpython-311.pyc").write_bytes(b"\0")
+    code, _, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 0, err  # caches alone are no reason to refuse
+    (plugin / "vllm_ascend" / "__pycache__").mkdir()
+    (plugin / ".git" / "info" / "exclude").write_text("*.log\n.venv/\n__pycache__/\n")
+    (plugin / ignored).parent.mkdir(parents=True, exist_ok=True)
+    (plugin / ignored).write_text("mine\n")
+    code, _, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 2 and len(err.splitlines()) == 1
+    shown = ignored.split("/")[0] + ("/" if "/" in ignored else "")
+    assert f"refusing to replace the composed tree: it holds git-ignored files that replacing it " \
+           f"would delete ({shown})" in err
+    assert "move them out of the tree first, or pass --force to delete them" in err
+    assert (plugin / ignored).read_text() == "mine\n"
+    code, _, err = run("apply", "--mirror", world.mirror, "--force", root=world.project)
+    assert code == 0 and not (plugin / ignored).exists()
+
+
+def test_tree_mismatch_says_the_new_tree_is_in_place(world, run):
+    """Issue 13 item 4: a TREE MISMATCH installs the new tree (so it can be locked) and says so."""
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    assert run("lock", root=world.project)[0] == 0
+    p = world.patch_file("0003-plugin-switch.patch")
+    p.write_text(p.read_text().replace("'PLUGIN_FAST_PATH': '0'", "'PLUGIN_FAST_PATH': '1'"))
+    code, out, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 3 and len(err.splitlines()) == 1
+    plugin = composed(world, "plugin")
+    tree = git(plugin, "rev-parse", "HEAD^{tree}")
+    assert f"TREE MISMATCH for plugin: the newly composed tree {tree} is now in place at {plugin}" in err
+    assert "'PLUGIN_FAST_PATH': '1'" in (plugin / "vllm_ascend/envs.py").read_text()
+    code, out, err = run("apply", "--mirror", world.mirror, "--json", root=world.project)
+    data = json.loads(out)
+    assert code == 3 and data["installed"] is True
+    assert [t["tree_matches_lock"] for t in data["targets"]] == [True, False]
+
+
+def _overlay(world, fault: str, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OVERLAY_FAULT_INJECT=fault)
+    return subprocess.run([sys.executable, "-m", "overlay", "--root", str(world.project), *args],
+                          env=env, capture_output=True, text=True)
+
+
+def _change_the_series(world) -> None:
+    p = world.patch_file("0003-plugin-switch.patch")
+    p.write_text(p.read_text().replace("'PLUGIN_FAST_PATH': '0'", "'PLUGIN_FAST_PATH': '1'"))
+
+
+def _envs(world) -> str:
+    return (composed(world, "plugin") / "vllm_ascend/envs.py").read_text()
+
+
+@pytest.mark.parametrize("point", ["after-swap", "mid-swap"])
+def test_ctrl_c_after_or_during_the_swap_says_the_new_trees_are_in_place(world, run, point):
+    """Issue 13 item 3: Ctrl-C during the swap waits for the renames; after it, the message
+    says the new trees are installed, and the next run removes the replaced ones."""
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    _change_the_series(world)
+    proc = _overlay(world, f"{point}:INT", "apply", "--mirror", str(world.mirror))
+    assert proc.returncode == 130 and "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"overlay: error: interrupted after the new trees were installed in {world.project / 'build' / 'p1'} "
+        f"(composed); the replaced trees left in {world.project / 'build'}/.discard-{proc.stderr.split('.discard-')[1].split()[0]} "
+        f"are removed by the next run"]
+    assert "'PLUGIN_FAST_PATH': '1'" in _envs(world)
+    assert composed(world, "core").is_dir()
+    leftover = next((world.project / "build").glob(".discard-*"))
+    shutil.rmtree(leftover / "p1" / "plugin" / "vllm_ascend")  # as if half deleted
+    code, out, err = run("lock", root=world.project)  # the installed trees are good trees
+    assert code == 0, err
+    code, out, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 0, err
+    assert [q.name for q in (world.project / "build").iterdir() if q.name.startswith(".")] == [".overlay.lock"]
+    assert "'PLUGIN_FAST_PATH': '1'" in _envs(world)
+
+
+def test_ctrl_c_before_the_swap_leaves_the_old_trees(world, run):
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    good = snapshot(world.project / "build" / "p1")
+    _change_the_series(world)
+    proc = _overlay(world, "before-swap:INT", "apply", "--mirror", str(world.mirror))
+    assert proc.returncode == 130
+    assert proc.stderr.splitlines() == [
+        f"overlay: error: interrupted before the new trees were installed: {world.project / 'build' / 'p1'} "
+        f"is as it was (run the command again)"]
+    assert snapshot(world.project / "build" / "p1") == good
+    assert [q.name for q in (world.project / "build").iterdir() if q.name.startswith(".")] == [".overlay.lock"]
+
+
+def test_ctrl_c_at_start_up_is_one_line_not_a_traceback(world):
+    proc = _overlay(world, "startup:INT", "check")
+    assert proc.returncode == 130
+    assert proc.stderr == "overlay: error: interrupted (run the command again)\n"
+
+
+def test_lock_brings_along_the_pin_sets_it_made_stale_and_refresh_names_them(world, run):
+    """Issue 13 item 10: pin sets sharing the plugin commit share its composed tree; after a
+    refresh changes it, refresh names every stale lock, and lock updates the sharing ones."""
+    pins = world.project / "pins"
+    p1 = (pins / "p1.yaml").read_text().replace("default: true", "default: false")
+    (pins / "p2.yaml").write_text(p1)  # same commits as p1
+    (pins / "p3.yaml").write_text(p1.replace(world.plugin_commits[1], world.plugin_commits[2]))
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    assert run("lock", root=world.project)[0] == 0
+    assert run("apply", "--mirror", world.mirror, "--pin", "p2", root=world.project)[0] == 0
+    code, out, err = run("lock", "--pin", "p2", root=world.project)
+    assert code == 0 and "was" not in out  # p1 already records the same trees
+    (pins / "p3.yaml").write_text((pins / "p3.yaml").read_text().replace(
+        "  plugin:\n", "  plugin:\n    tree: " + "e" * 40 + "\n"))
+    plugin = composed(world, "plugin")
+    write(plugin, {"vllm_ascend/extra.py": "X = 1\n"})
+    commit_all(plugin, "[Misc] Add extra\n\nWhy: test.", author=PATCH_AUTHOR)
+    code, out, err = run("refresh", root=world.project)
+    assert code == 0, err
+    assert ("locks    now stale: p1/plugin, p2/plugin (run `overlay lock --pin p1`: it also updates "
+            "the pin sets that pin the same commit)") in out
+    assert "locks    may be stale: p3/plugin pin another commit" in out
+    (world.project / "series.yaml").write_text((world.project / "series.yaml").read_text().replace(
+        "origin: local  # added by refresh: set origin and provenance", "origin: local\n    forwarded: x"))
+    before_p3 = (pins / "p3.yaml").read_text()
+    code, out, err = run("lock", root=world.project)
+    assert code == 0, err
+    tree = git(plugin, "rev-parse", "HEAD^{tree}")
+    assert f"locked p1/plugin: tree {tree}" in out
+    assert f"locked p2/plugin: tree {tree} (was " in out and "so its lock was stale" in out
+    assert f"tree: {tree}" in (pins / "p2.yaml").read_text()
+    assert (pins / "p3.yaml").read_text() == before_p3  # another commit: not ours to guess
+    code, out, err = run("apply", "--mirror", world.mirror, "--pin", "p2", root=world.project)
+    assert code == 0, err
+    assert out.count("(matches lock)") == 2
+
+
+def _pin_core_to_an_archive(world, tmp_path) -> None:
+    import hashlib
+    import tarfile
+
+    src = tmp_path / "pkg" / "core-1.0"
+    write(src, {"vllm/__init__.py": "__version__ = '1.0'\n", "vllm/graph.py": "X = 1\n"})
+    (world.mirror / "pypi").mkdir()
+    archive = world.mirror / "pypi" / "core-1.0.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(src, arcname="core-1.0")
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    pin = world.project / "pins" / "p1.yaml"
+    text = pin.read_text()
+    core_block = text[text.index("  core:"):text.index("  plugin:")]
+    pin.write_text(text.replace(core_block, f"  core:\n    pypi: core==1.0\n    sha256: {digest}\n"))
+    series = world.project / "series.yaml"
+    s = series.read_text()
+    series.write_text(s[:s.index("  - patch: 0002")] + s[s.index("  - patch: 0003"):])
+    world.patch_file("0002-core-rename-helper.patch").unlink()
+
+
+def test_composing_from_an_archive_shows_progress_on_a_terminal_only(world, run, tmp_path, monkeypatch):
+    """Issue 13 item 11: each slow step of an archive compose says what it is doing on a
+    terminal; --json (and a pipe) stay quiet."""
+    _pin_core_to_an_archive(world, tmp_path)
+    code, out, err = run("apply", "--mirror", world.mirror, "--json", root=world.project)
+    assert code == 0 and err == "" and json.loads(out)["pin"] == "p1"
+    shutil.rmtree(world.project / ".overlay")
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    code, out, err = run("apply", "--mirror", world.mirror, "--force", root=world.project)
+    assert code == 0, err
+    steps = [line for line in err.splitlines() if line.startswith("overlay: core: ")]
+    assert [s.split(": ", 2)[2].split(" ")[0] for s in steps] == ["verifying", "extracting", "importing",
+                                                                   "checking"]
+    assert "overlay: core: importing 2 files into the object cache" in steps
+    assert "overlay: plugin: checking out " in err and "applying 2 patch(es)" in err
+
+
+def test_ctrl_c_while_the_modules_import_is_one_line_not_a_traceback(world):
+    proc = _overlay(world, "import:INT", "check")
+    assert proc.returncode == 130
+    assert proc.stderr == "overlay: error: interrupted (run the command again)\n"

@@ -9,7 +9,7 @@ import pytest
 from overlay.errors import OverlayError
 from overlay.model import ArchiveSource, GitSource, load_pinset, load_series, resolve_pin_name
 from overlay.paths import find_mirror_repo
-from overlay.refresh import _reorder, slug
+from overlay.refresh import _reorder, renumber, slug
 from overlay.lockfile import set_tree_ids
 from overlay import yamldoc
 
@@ -118,6 +118,25 @@ def test_reorder_keeps_other_targets_in_place():
 def test_slug():
     assert slug("[BugFix][MRV2] Accept lora_capture_cases in factory") == "accept-lora-capture-cases-in-factory"
     assert slug("[x]") == "patch"
+
+
+def test_slug_is_cut_between_words_and_folds_accents():
+    """Issue 13 item 13: no word cut in half, no letter dropped for its accent."""
+    long = "[Perf] Fuse the mHC pre and post stages into one kernel for the hc post tiling path"
+    assert slug(long) == "fuse-the-mhc-pre-and-post-stages-into-one-kernel"
+    assert len(slug(long)) <= 50 and long.lower().split("] ")[1].replace(" ", "-").startswith(slug(long))
+    assert slug("Añadir módulo test") == "anadir-modulo-test"
+    assert slug("Straße für Œuvre, Łódź") == "strasse-fur-oeuvre-lodz"
+    assert slug("x" * 80) == "x" * 50  # one word longer than the limit is cut, nothing else is
+    assert slug("修复 bug") == "bug"
+
+
+def test_renumber_makes_numbers_follow_the_order():
+    assert renumber(["0001-a.patch", "0002-b.patch", "0004-d.patch"]) == {}  # gaps are fine
+    assert renumber(["0001-a.patch", "0003-c.patch", "0002-b.patch"]) == {"0002-b.patch": "0004-b.patch"}
+    assert renumber(["0001-a.patch", "0000-new.patch", "0002-b.patch"]) == {
+        "0000-new.patch": "0002-new.patch", "0002-b.patch": "0003-b.patch"}
+    assert renumber(["fix.patch", "0002-b.patch", "0001-a.patch"]) == {"0001-a.patch": "0003-a.patch"}
 
 
 def test_set_tree_ids_inserts_and_replaces(tmp_path):

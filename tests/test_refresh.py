@@ -53,7 +53,7 @@ def test_apply_then_refresh_changes_no_byte(world, run):
     assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
     code, out, err = run("refresh", root=world.project)
     assert code == 0, err
-    assert "3 unchanged, 0 updated, 0 new, 0 dropped (nothing to do)" in out
+    assert "3 unchanged, 0 updated, 0 new, 0 dropped, 0 renamed (nothing to do)" in out
     assert project_bytes(world.project) == before
 
 
@@ -228,7 +228,13 @@ def test_commit_inserted_mid_series_keeps_its_place(world, run):
     code, out, err = run("refresh", root=world.project)
     assert code == 0, err
     text = (world.project / "series.yaml").read_text()
-    assert text.index("0001-plugin") < text.index("0004-add-the-fast-module") < text.index("0003-plugin")
+    # numbers follow the order: the new patch takes 0002, the ones after it move up
+    assert text.index("0001-plugin") < text.index("0002-add-the-fast-module") < text.index("0004-plugin-switch")
+    assert "renamed  0003-plugin-switch.patch -> 0004-plugin-switch.patch" in out
+    assert "renamed  0002-core-rename-helper.patch -> 0003-core-rename-helper.patch" in out
+    assert sorted(p.name for p in (world.project / "patches").iterdir()) == [
+        "0001-plugin-lora-args.patch", "0002-add-the-fast-module.patch",
+        "0003-core-rename-helper.patch", "0004-plugin-switch.patch"]
     before = project_bytes(world.project)
     assert run("refresh", root=world.project)[0] == 0  # settles in one run
     assert project_bytes(world.project) == before
@@ -279,3 +285,132 @@ def test_round_trip_ignores_the_composed_repos_own_config(world, run):
     assert code == 0, err
     assert "(nothing to do)" in out
     assert project_bytes(world.project) == canonical
+
+
+def test_crlf_files_round_trip_byte_exact(world, run):
+    """Issue 13 item 1: a change to a CRLF file keeps its CR bytes in the patch, and apply
+    reproduces the exact blob the patch's index line names (new and modified CRLF files)."""
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    tree = plugin_tree(world)
+    cmake = tree / "csrc" / "CMakeLists.txt"
+    cmake.parent.mkdir()
+    cmake.write_bytes(b"project(x)\r\nset(A 1)\r\nset(B 2)\r\n")
+    commit_all(tree, "[Build] Add the kernel build file\n\nWhy: CRLF as upstream writes it.",
+               author=PATCH_AUTHOR)
+    cmake.write_bytes(b"project(x)\r\nset(A 10)\r\nset(B 2)\r\n")
+    commit_all(tree, "[Build] Raise A\n\nWhy: test.", author=PATCH_AUTHOR)
+    branch_tree = run_git(["rev-parse", "HEAD^{tree}"], tree)
+    code, out, err = run("refresh", root=world.project)
+    assert code == 0, err
+    added = sorted(p for p in (world.project / "patches").iterdir() if p.name.startswith(("0004", "0005")))
+    assert len(added) == 2
+    new_file, modified = (p.read_bytes() for p in added)
+    assert b"+set(A 1)\r\n" in new_file and b"+project(x)\r\n" in new_file
+    assert b"-set(A 1)\r\n+set(A 10)\r\n" in modified and b" set(B 2)\r\n" in modified
+    assert b"Subject: [PATCH] [Build] Raise A\n" in modified  # headers stay LF
+    code, out, _ = run("check", root=world.project)
+    assert "CRLF" not in out
+    code, out, err = run("apply", "--mirror", world.mirror, "--force", root=world.project)
+    assert code == 0, err
+    assert cmake.read_bytes() == b"project(x)\r\nset(A 10)\r\nset(B 2)\r\n"
+    assert run_git(["rev-parse", "HEAD^{tree}"], tree) == branch_tree
+    # and refreshing again changes no byte
+    before = project_bytes(world.project)
+    assert run("refresh", root=world.project)[0] == 0
+    assert project_bytes(world.project) == before
+
+
+def test_apply_verifies_the_blob_named_in_the_index_line(world, run):
+    """A patch that lost its CR bytes (the old refresh) still applies as a new file, but
+    the composed blob differs from the index line: apply says so instead of composing it."""
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    tree = plugin_tree(world)
+    (tree / "win.txt").write_bytes(b"one\r\ntwo\r\n")
+    commit_all(tree, "[Misc] Add a CRLF file\n\nWhy: test.", author=PATCH_AUTHOR)
+    assert run("refresh", root=world.project)[0] == 0
+    patch = next((world.project / "patches").glob("0004-*.patch"))
+    patch.write_bytes(patch.read_bytes().replace(b"\r\n", b"\n"))
+    code, out, err = run("apply", "--mirror", world.mirror, "--force", root=world.project)
+    assert code == 1
+    assert len(err.splitlines()) == 1
+    assert f"patches/{patch.name}: win.txt was composed as blob " in err
+    assert "the same text with CRLF line endings: the patch lost the CR bytes of its CRLF lines" in err
+    assert not list((world.project / "build").glob(".staging-*"))
+
+
+def test_a_patch_without_the_cr_bytes_of_a_crlf_file_is_not_blamed_on_upstream(world, run):
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    tree = plugin_tree(world)
+    (tree / "win.txt").write_bytes(b"one\r\ntwo\r\n")
+    commit_all(tree, "[Misc] Add a CRLF file\n\nWhy: test.", author=PATCH_AUTHOR)
+    (tree / "win.txt").write_bytes(b"one\r\nTWO\r\n")
+    commit_all(tree, "[Misc] Shout\n\nWhy: test.", author=PATCH_AUTHOR)
+    assert run("refresh", root=world.project)[0] == 0
+    patch = next((world.project / "patches").glob("0005-*.patch"))
+    patch.write_bytes(patch.read_bytes().replace(b"\r\n", b"\n"))
+    code, out, err = run("apply", "--mirror", world.mirror, "--force", root=world.project)
+    assert code == 1
+    assert ("win.txt: the file has CRLF line endings but the patch's lines carry no CR bytes: "
+            "the patch lost the CR bytes of its CRLF lines") in out
+    assert "not an upstream change" in err and "overlay drift" not in err
+
+
+def test_reorder_says_so_and_renumbers_the_files(world, run):
+    """Issue 13 item 13: after a reorder, refresh says the order changed, and the file
+    numbers follow the new order (no 0004 listed before 0003)."""
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    tree = plugin_tree(world)
+    base = world.plugin_commits[1]
+    first, second = run_git(["rev-list", "--reverse", f"{base}..HEAD"], tree).split()
+    run_git(["reset", "-q", "--hard", base], tree)  # swap the two plugin patches
+    for commit in (second, first):
+        run_git(["cherry-pick", commit], tree)
+        run_git(["notes", "--ref=refs/notes/overlay", "copy", "-f", commit, "HEAD"], tree)
+    lora = (world.project / "patches" / "0001-plugin-lora-args.patch").read_bytes()
+    code, out, err = run("refresh", root=world.project)
+    assert code == 0, err
+    # the plugin patches swap their slots; the core patch between them keeps its place
+    assert ("order    changed on the branch; series.yaml now reads: 0003-plugin-switch.patch, "
+            "0004-core-rename-helper.patch, 0005-plugin-lora-args.patch") in out
+    assert "renamed  0002-core-rename-helper.patch -> 0004-core-rename-helper.patch" in out
+    assert "renamed  0001-plugin-lora-args.patch -> 0005-plugin-lora-args.patch" in out
+    assert out.rstrip().endswith("1 unchanged, 0 updated, 0 new, 0 dropped, 2 renamed, order changed")
+    names = [line.split("patch: ")[1] for line in (world.project / "series.yaml").read_text().splitlines()
+             if "- patch: " in line]
+    assert names == ["0003-plugin-switch.patch", "0004-core-rename-helper.patch", "0005-plugin-lora-args.patch"]
+    assert sorted(p.name for p in (world.project / "patches").iterdir()) == names
+    assert (world.project / "patches" / "0005-plugin-lora-args.patch").read_bytes() == lora
+    assert run("check", root=world.project)[0] == 0
+    before = project_bytes(world.project)
+    code, out, err = run("refresh", root=world.project)
+    assert code == 0 and "(nothing to do)" in out  # the composed state follows the new names
+    assert project_bytes(world.project) == before
+    assert run("apply", "--mirror", world.mirror, "--force", root=world.project)[0] == 0
+
+
+def test_renames_keep_other_composed_trees_current(world, run):
+    """A refresh of the plugin that renumbers the core patch leaves the composed core
+    tree (and another pin set's trees) lockable: their state follows the new names."""
+    import shutil as _shutil
+
+    pins = world.project / "pins"
+    (pins / "p2.yaml").write_text((pins / "p1.yaml").read_text().replace("default: true", "default: false"))
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    assert run("apply", "--mirror", world.mirror, "--pin", "p2", root=world.project)[0] == 0
+    tree = plugin_tree(world)
+    base = world.plugin_commits[1]
+    first, second = run_git(["rev-list", "--reverse", f"{base}..HEAD"], tree).split()
+    run_git(["reset", "-q", "--hard", base], tree)
+    for commit in (second, first):
+        run_git(["cherry-pick", commit], tree)
+        run_git(["notes", "--ref=refs/notes/overlay", "copy", "-f", commit, "HEAD"], tree)
+    code, out, err = run("refresh", "--targets", "plugin", root=world.project)
+    assert code == 0, err
+    assert "0002-core-rename-helper.patch -> 0004-core-rename-helper.patch" in out
+    code, out, err = run("lock", "--targets", "core", root=world.project)
+    assert code == 0, err
+    code, out, err = run("lock", "--pin", "p2", "--targets", "core", root=world.project)
+    assert code == 0, err
+    _shutil.rmtree(world.project / "build" / "p2" / "plugin")
+    code, out, err = run("refresh", "--pin", "p2", root=world.project)
+    assert code == 0 and "(nothing to do)" in out, out + err

@@ -29,3 +29,39 @@ def test_every_series_target_is_pinned():
     series = load_series(ROOT)
     for pin in load_all_pins(ROOT):
         assert set(series.targets) <= set(pin.target_names)
+
+
+def _pyproject() -> dict:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10, which the tool supports
+        import tomli as tomllib  # pytest depends on it there
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_every_declared_dependency_is_imported():
+    """Issue 13 item 15: no unused dependency is shipped."""
+    import re
+
+    imports = {"GitPython": "git", "PyYAML": "yaml", "unidiff": "unidiff", "numpy": "numpy",
+               "matplotlib": "matplotlib"}
+    source = "\n".join(p.read_text() for p in (ROOT / "tools" / "overlay").rglob("*.py"))
+    for requirement in _pyproject()["project"]["dependencies"]:
+        name = re.match(r"[A-Za-z0-9_.-]+", requirement).group(0)
+        module = imports.get(name, name.lower())
+        assert re.search(rf"^\s*(import|from) {module}\b", source, re.M), f"{name} is declared but never imported"
+
+
+def test_one_python_version_story():
+    """The tool runs on the version pyproject.toml requires; only the composed-test
+    environment is 3.11, and README, docs and requirements say exactly that."""
+    import re
+
+    minimum = re.fullmatch(r">=(3\.\d+)", _pyproject()["project"]["requires-python"]).group(1)
+    readme = (ROOT / "README.md").read_text()
+    assert f"The tool itself runs on Python {minimum}+" in readme
+    assert "(`make composed-test`) is Python 3.11" in re.sub(r"\s+", " ", readme)
+    mentions = set(re.findall(r"Python (3\.\d+)", readme))
+    assert mentions == {minimum, "3.11"}, mentions
+    assert "Verified on Python 3.11" in (ROOT / "requirements" / "composed-test.txt").read_text()
+    assert "Python 3.11" in (ROOT / "docs" / "series.md").read_text()

@@ -212,3 +212,11 @@ def project(history: History, tmp_path: Path) -> Path:
     dest = tmp_path / "project"
     shutil.copytree(history.project, dest)
     return dest
+
+
+@pytest.fixture(scope="session")
+def series_history(tmp_path_factory):
+    """The small history of tests/drift/series_history.py (alone, overlap, rebase)."""
+    from tests.drift.series_history import build
+
+    return build(tmp_path_factory.mktemp("series"))

@@ -50,3 +50,28 @@ def test_backport_turns_merged_where_upstream_landed_it(tmp_path, capsys):
     assert main(base + ["--bisect"]) == 0
     bisect, = json.loads(capsys.readouterr().out)["runs"][0]["bisect"]
     assert (bisect["commit"], bisect["to"]) == (first["commit"], "merged")
+
+
+@pytest.mark.mirror
+def test_series_scan_sees_blocked_patches_alone_and_upstream_overlap(capsys):
+    """Issue 12 on the real history, with this repository's own series: 0005 is blocked
+    from #10935 on, but alone it applies until #12731 (where git apply, which has no
+    fuzz, already fails), and upstream's own version of it is #13382; 0001's overlap
+    names #10935, the upstream change it backports."""
+    mirror = Path(REAL_MIRROR or "")
+    if find_mirror_repo(mirror, "vllm-project+vllm-ascend") is None:
+        pytest.fail(f"OVERLAY_MIRROR={mirror} has no vllm-project+vllm-ascend")
+    assert main(["--root", str(REPO_ROOT), "drift", "--pin", "1f486d96", "--mirror", str(mirror),
+                 "--scan", "plugin=182b75ea", "--json", "--fail-on", "none"]) == 0
+    run, = json.loads(capsys.readouterr().out)["runs"]
+    history = {h["patch"][:4]: h for h in run["history"]}
+    alone = [(t["verdict"].get("alone", {}).get("class"), t["commit"][:8], t["pr"])
+             for t in history["0005"]["transitions"]]
+    assert alone[0] == ("clean", "8c28b0eb", 10935)
+    assert ("fuzz", "0838ce8d", 12731) in alone
+    assert alone[-1][0] == "conflict"
+    overlap = {o["patch"][:4]: {c["commit"][:8]: c for c in o["commits"]} for o in run["overlap"]}
+    assert overlap["0005"]["baed9356"]["upstream_did_this_too"]
+    assert overlap["0005"]["baed9356"]["pr"] == 13382
+    assert overlap["0001"]["8c28b0eb"]["upstream_did_this_too"]
+    assert overlap["0001"]["8c28b0eb"]["pr"] == 10935

@@ -3,7 +3,12 @@
 GET /v1/models, GET /health, POST /v1/completions and /v1/chat/completions with
 "stream": true (server-sent events, one token per chunk, then usage and [DONE]).
 Timing from the environment: FAKE_STARTUP_S (delay before listening),
-FAKE_TTFT_MS, FAKE_ITL_MS (per token), FAKE_FAIL_START=1 (exit before listening).
+FAKE_TTFT_MS, FAKE_ITL_MS (per token), FAKE_FAIL_START=1 (exit before listening),
+FAKE_SERVED_MODEL (the id /v1/models lists instead of --model), FAKE_DIE_AFTER=N
+(exit with status 7 after N completions: a server dying mid-run), FAKE_WORKER=FILE
+(fork a worker, as vLLM forks its engine core and workers, and write its pid to
+FILE; FAKE_WORKER_SETSID=1: the worker leaves the process group, and ignores
+SIGTERM so only SIGKILL stops it).
 --probe FILE prints FILE's text and PYTHONPATH (tests of composed trees).
 """
 
@@ -15,6 +20,9 @@ import os
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+FAKE_WORKER_TAG = "fake-server-worker"  # in the worker's argv, so tests can find it
 
 
 def main() -> int:
@@ -31,10 +39,23 @@ def main() -> int:
     if os.environ.get("FAKE_FAIL_START") == "1":
         print("fake server: failing on purpose", flush=True)
         return 3
+    worker_file = os.environ.get("FAKE_WORKER")
+    if worker_file:
+        code = ("import os, signal, time\n"
+                "if os.environ.get('FAKE_WORKER_SETSID') == '1':\n"
+                "    os.setsid(); signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                "time.sleep(3600)\n")
+        import subprocess
+
+        worker = subprocess.Popen([sys.executable, "-c", code, FAKE_WORKER_TAG])
+        with open(worker_file, "w") as fh:
+            fh.write(str(worker.pid))
     time.sleep(float(os.environ.get("FAKE_STARTUP_S", "0")))
+    die_after = int(os.environ.get("FAKE_DIE_AFTER", "0"))
+    served = [0]
     ttft = float(os.environ.get("FAKE_TTFT_MS", "5")) / 1000
     itl = float(os.environ.get("FAKE_ITL_MS", "2")) / 1000
-    model = args.model
+    model = os.environ.get("FAKE_SERVED_MODEL") or args.model
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -82,6 +103,10 @@ def main() -> int:
             self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
             self.wfile.flush()
             self.close_connection = True
+            served[0] += 1
+            if die_after and served[0] >= die_after:
+                print(f"fake server: dying after {served[0]} requests", flush=True)
+                os._exit(7)
 
     server = ThreadingHTTPServer((args.host, args.port), Handler)
     server.daemon_threads = True

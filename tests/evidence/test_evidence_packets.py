@@ -153,3 +153,43 @@ def test_ledger_cli(run):
     assert "| 2 | environment |" in out and "HCCL_OP_EXPANSION_MODE" in out
     code, _, err = run("evidence", "ledger", LEDGER, "--protocol-for", "99", root=REPO)
     assert code == 2 and "no step '99' in the ledger" in err
+
+
+CPU_SMOKE = REPO / "evidence" / "cpu-engine-smoke"
+
+
+def test_cpu_engine_protocol_limits_each_claim_to_its_treatment():
+    proto = load_protocol(CPU_SMOKE)
+    assert [c.treatments for c in proto.claims] == [("one-seq",), ("baseline-copy",)]
+    assert len(plan(proto)) == 9 and proto.server_cpus == "0" and proto.client_cpus == "1"
+    copy, base = proto.variant("baseline-copy"), proto.variant("baseline")
+    assert (copy.env, copy.server_args) == (base.env, base.server_args)  # a true A/A control
+    assert "/" not in proto.model[:1] and not any(v.startswith("/") for v in dict(base.env).values())
+
+
+def test_claim_treatments_restrict_the_decision(tmp_path):
+    """A claim names the treatment it is about; the other treatment's numbers do not mix in."""
+    from evhelpers import write_protocol
+    from overlay.evidence import analyze, synth
+
+    path = write_protocol(tmp_path / "c", starts=3, prompts=8, resamples=300, effect=10.0)
+    text = path.read_text().replace("  latency:\n", "  latency:\n    treatments: [fast]\n")
+    text = text.replace("  fast:\n    env: {FAKE_SPEEDUP: \"1\"}\n",
+                        "  fast:\n    env: {FAKE_SPEEDUP: \"1\"}\n  same: {}\n")
+    assert "treatments: [fast]" in text and "same: {}" in text
+    path.write_text(text)
+    proto = load_protocol(path)
+    synth.write_dataset(proto, path.parent, effect_pct={"fast": -30.0}, between_sd=0.01, seed=4)
+    a = analyze.analyze(proto, path.parent, ())
+    assert {c.treatment for c in a.claims[0].checks} == {"fast"}
+    assert a.claims[0].decision == decide.REPRODUCED
+
+
+def test_e2e_dist_info_registers_vllm_with_the_cpu_version(tmp_path):
+    import importlib.metadata as md
+
+    from overlay.evidence import e2e
+
+    e2e.dist_info(tmp_path)
+    found = [d for d in md.distributions(path=[str(tmp_path)]) if d.metadata["Name"] == "vllm"]
+    assert [d.version for d in found] == ["0.32.0+cpu"]  # the +cpu is what platform detection reads

@@ -52,6 +52,8 @@ def test_packet_protocol_loads():
      "variant 'base' uses {composed:plugin} but has no pin", 8),
     ("seed: 7", 'seed: 7\nserver: {command: [vllm, serve, "{model}", "--port={prot}"]}',
      "unknown placeholder {prot} in '--port={prot}'", 14),
+    ("  latency:\n", "  latency:\n    treatments: [slow]\n", "field 'treatments' of claim 'latency': unknown variant 'slow'", 17),
+    ("  latency:\n", "  latency:\n    treatments: [base]\n", "the baseline 'base' cannot be one of its treatments", 17),
 ])
 def test_bad_protocol_gives_one_located_error(tmp_path, old, new, message, line):
     path = write_protocol(tmp_path / "c")

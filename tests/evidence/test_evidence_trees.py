@@ -31,8 +31,10 @@ def test_variants_with_different_series_run_from_their_own_composed_trees(run, w
     assert base["core"] == fast["core"]  # neither carries the core patch 0002
     base_dir = results / "trees" / "base" / "p1" / "plugin"
     fast_dir = results / "trees" / "fast" / "p1" / "plugin"
-    assert meta["base"]["composed_dirs"]["plugin"] == str(base_dir)
-    assert f"{base_dir}/vllm_ascend/envs.py" in meta["base"]["server_argv"]
+    # run.json is committed: this machine's folders are written as <results>/...
+    assert meta["base"]["composed_dirs"]["plugin"] == "<results>/trees/base/p1/plugin"
+    assert "<results>/trees/base/p1/plugin/vllm_ascend/envs.py" in meta["base"]["server_argv"]
+    assert str(results) not in (results / "runs" / "base-r1" / "run.json").read_text()
     assert "def factory(config, device):" in (base_dir / "vllm_ascend" / "worker.py").read_text()
     assert "lora_capture_cases" in (fast_dir / "vllm_ascend" / "worker.py").read_text()
     base_log = (results / "runs" / "base-r1" / "server.log").read_text()
@@ -58,7 +60,7 @@ def test_variants_sharing_pin_and_series_compose_once(run, world, monkeypatch):
     assert len(calls) == 1 and not (proto.parent / "trees" / "fast").exists()
     runs = proto.parent / "runs"
     assert json.loads((runs / "fast-r1" / "run.json").read_text())["composed_dirs"]["plugin"] == \
-        str(proto.parent / "trees" / "base" / "p1" / "plugin")
+        "<results>/trees/base/p1/plugin"
 
 
 def test_resume_reuses_matching_trees_and_refuses_changed_ones(run, world, monkeypatch):
@@ -137,3 +139,88 @@ def test_tree_differing_from_a_recorded_runs_tree_is_refused(run, world):
     code, _, err = run("bench", "ab", "--protocol", proto, "--mirror", world.mirror, root=world.project)
     assert code == 2 and "variant 'base': the composed core tree differs from the one run base-r1 used" in err
     assert sorted(p.name for p in (proto.parent / "runs").iterdir()) == ["base-r1"]
+
+
+# ---- issue 13, item 8: bench ab honours the lock, as apply does
+
+
+def _lock_plugin(world, tree: str) -> None:
+    pin = world.project / "pins" / "p1.yaml"
+    text = pin.read_text()
+    anchor = "  plugin:\n    repo: "
+    head, tail = text.split(anchor, 1)
+    url, rest = tail.split("\n", 1)
+    pin.write_text(head + anchor + url + "\n" + rest.replace("commit: ", f"tree: {tree}\n    commit: ", 1))
+
+
+def _whole_series(world):
+    proto = _protocol(world)
+    text = proto.read_text().replace("series: none", "series: all", 1)
+    text = text.replace("series: [0001-plugin-lora-args.patch, 0003-plugin-switch.patch]", "series: all")
+    proto.write_text(text)
+    return proto
+
+
+def test_pin_whose_lock_differs_from_what_composes_is_refused(run, world):
+    _lock_plugin(world, "f" * 40)
+    proto = _whole_series(world)
+    code, out, err = run("bench", "ab", "--protocol", proto, "--mirror", world.mirror, root=world.project)
+    assert code == 3 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert "TREE MISMATCH for variant 'base', target plugin" in err and "ffffffffffff" in err
+    assert "pins/p1.yaml" in err and "overlay lock --pin p1" in err
+    assert not (proto.parent / "runs").exists() and not (proto.parent / "protocol.sha256").exists()
+
+
+def test_reused_tree_that_differs_from_the_lock_is_refused(run, world):
+    proto = _whole_series(world)
+    assert run("bench", "ab", "--protocol", proto, "--mirror", world.mirror, "--max-runs", "1",
+               root=world.project)[0] == 0
+    _lock_plugin(world, "e" * 40)  # the lock changes; the composed tree still "matches" its own state
+    code, _, err = run("bench", "ab", "--protocol", proto, "--mirror", world.mirror, root=world.project)
+    assert code == 3 and "TREE MISMATCH for variant 'base', target plugin" in err
+    assert sorted(p.name for p in (proto.parent / "runs").iterdir()) == ["base-r1"]
+
+
+def test_matching_lock_runs(run, world):
+    proto = _whole_series(world)
+    assert run("bench", "ab", "--protocol", proto, "--mirror", world.mirror, "--max-runs", "1",
+               root=world.project)[0] == 0
+    tree = json.loads((proto.parent / "runs" / "base-r1" / "run.json").read_text())["composed_trees"]["plugin"]
+    _lock_plugin(world, tree)
+    code, _, err = run("bench", "ab", "--protocol", proto, "--mirror", world.mirror, "--max-runs", "1",
+                       root=world.project)
+    assert code == 0, err
+
+
+def test_subset_variants_are_not_compared_with_the_whole_series_lock(run, world):
+    _lock_plugin(world, "f" * 40)
+    proto = _protocol(world)  # series none / a true subset: the lock is for the whole series
+    proto.write_text(proto.read_text().replace("series: [0001-plugin-lora-args.patch, 0003-plugin-switch.patch]",
+                                               "series: [0001-plugin-lora-args.patch]"))
+    code, _, err = run("bench", "ab", "--protocol", proto, "--mirror", world.mirror, "--max-runs", "1",
+                       root=world.project)
+    assert code == 0, err
+
+
+# ---- issue 13, item 12: what a run leaves in the evidence folder, and the hint
+
+
+def test_no_compose_lock_file_is_left_in_the_evidence_folder(run, world):
+    proto = _protocol(world)
+    assert run("bench", "ab", "--protocol", proto, "--mirror", world.mirror, "--max-runs", "1",
+               root=world.project)[0] == 0
+    assert not list((proto.parent / "trees").rglob(".overlay.lock"))
+
+
+def test_unreachable_target_fails_without_leftovers_or_a_targets_hint(run, world):
+    proto = _protocol(world)
+    pin = world.project / "pins" / "p1.yaml"
+    pin.write_text(pin.read_text().replace(f"file://{world.core}", "file:///nonexistent/core"))
+    code, out, err = run("bench", "ab", "--protocol", proto, root=world.project)  # no mirror
+    assert code == 2 and err.count("\n") == 1
+    assert "unreachable" in err and "--targets" not in err and "TARGETS" not in err
+    assert "--mirror" in err
+    folder = proto.parent
+    assert not (folder / "runs").exists() and not (folder / "protocol.sha256").exists()
+    assert not list(folder.rglob(".overlay.lock"))
+    assert not (folder / "trees").exists() or not any((folder / "trees").iterdir())

@@ -6,7 +6,7 @@ import email.utils
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from overlay.errors import OverlayError
+from overlay.errors import OverlayError, redact
 from overlay.model import Project, SeriesEntry, load_all_pins
 from overlay.patchfile import PatchMail, read_patch, unsafe_reason
 
@@ -22,7 +22,9 @@ class Finding:
         return OverlayError(self.message, path=self.path, line=self.line, hint=self.hint).one_line()
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        data["message"] = redact(self.message)
+        return data
 
     @classmethod
     def of(cls, exc: OverlayError) -> "Finding":

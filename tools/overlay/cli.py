@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import json
-import os
 import signal
 import sys
-from pathlib import Path
 
-from overlay import __version__
-from overlay.errors import OverlayError
-from overlay.gitcmd import GitFailed
+
+def _interrupted_at_start_up(signum, frame):  # noqa: ARG001 - signal handler signature
+    sys.stderr.write("overlay: error: interrupted (run the command again)\n")
+    raise SystemExit(130)
+
+
+# Installed before the imports below (about 50 ms): a Ctrl-C while they run ends with one
+# line instead of a traceback. main() puts the normal handler back.
+try:
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupted_at_start_up)
+except ValueError:  # imported outside the main thread: leave signals alone
+    pass
+
+import argparse  # noqa: E402
+import importlib  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from overlay import __version__  # noqa: E402
+from overlay.errors import Interrupted, OverlayError, inject_fault, redact  # noqa: E402
+from overlay.gitcmd import GitFailed  # noqa: E402
+
+inject_fault("import")
 
 # Each subsystem module exposes `register(subparsers)`; its parsers set `func`,
 # a callable taking the parsed arguments and returning the exit code.
@@ -20,7 +37,9 @@ SUBSYSTEMS = (
     "overlay.commands",
     "overlay.gate.cli",
     "overlay.drift.cli",
+    "overlay.rebase.cli",
     "overlay.evidence.cli",
+    "overlay.smoke.cli",
 )
 
 
@@ -51,6 +70,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        if signal.getsignal(signal.SIGINT) is _interrupted_at_start_up:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        return _main(argv)
+    except Interrupted as exc:  # it knows what state it left things in
+        print(f"overlay: error: {exc.message}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:  # also during start-up, while the subsystems import
+        print("overlay: error: interrupted (run the command again)", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
+    inject_fault("startup")
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -70,11 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     except OverlayError as exc:
         print(f"overlay: error: {exc.one_line()}", file=sys.stderr)
         if getattr(args, "json", False):  # machines get the error on stdout too
-            print(json.dumps({"ok": False, "error": exc.message, "path": exc.path,
+            print(json.dumps({"ok": False, "error": redact(exc.message), "path": exc.path,
                               "line": exc.line, "hint": exc.hint}))
         return exc.exit_code
     except GitFailed as exc:
-        last = (exc.stderr.strip().splitlines() or ["(no message)"])[-1]
+        last = redact((exc.stderr.strip().splitlines() or ["(no message)"])[-1])
         print(f"overlay: error: git {exc.args_[0]} failed: {last} (run again; if it persists, "
               f"report it with the command you ran)", file=sys.stderr)
         return 2
@@ -88,7 +121,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"overlay: error: {where}{exc.strerror or exc} (check the path and its permissions)",
               file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("overlay: error: interrupted; partial work was discarded (run the command again)",
-              file=sys.stderr)
-        return 130

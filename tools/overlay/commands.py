@@ -9,7 +9,7 @@ from pathlib import Path
 
 from overlay import checks, compose, lockfile, paths, refresh
 from overlay.gate import cli as gate_cli
-from overlay.errors import OverlayError
+from overlay.errors import OverlayError, redact
 from overlay.model import Project
 
 
@@ -25,7 +25,7 @@ def _targets(value: str | None) -> list[str] | None:
 def _stderr_progress(json_mode: bool):
     if json_mode or not sys.stderr.isatty():
         return None
-    return lambda msg: print(f"overlay: {msg}", file=sys.stderr, flush=True)
+    return lambda msg: print(f"overlay: {redact(msg)}", file=sys.stderr, flush=True)
 
 
 def _out(json_mode: bool):
@@ -48,6 +48,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({
             "pin": pin.name,
+            "installed": True,  # the trees are in place even when one mismatches its lock
             "targets": [{
                 "target": o.target, "path": str(o.path), "base": o.base, "source": o.how,
                 "head": o.head, "tree": o.tree, "locked_tree": o.locked_tree,
@@ -64,10 +65,12 @@ def cmd_apply(args: argparse.Namespace) -> int:
             print(f"{o.target}: {o.path} on {paths.branch_name(pin.name)}, base {o.base[:12]} "
                   f"({o.how}), {n} patch(es), tree {o.tree}{lock}")
     for o in mismatched:
-        print(f"overlay: error: TREE MISMATCH for {o.target}: composed tree {o.tree} but "
-              f"pins/{pin.name}.yaml records {o.locked_tree} (if the series changed on purpose, "
-              f"run `overlay lock --pin {pin.name}`; otherwise your inputs differ from the lock)",
-              file=sys.stderr)
+        # The new tree is installed on purpose: `overlay lock` records the tree on disk,
+        # so refusing to install it would leave no way to lock an intended change.
+        print(f"overlay: error: TREE MISMATCH for {o.target}: the newly composed tree {o.tree} is "
+              f"now in place at {o.path}, but pins/{pin.name}.yaml records {o.locked_tree} (if the "
+              f"series changed on purpose, run `overlay lock --pin {pin.name}`; otherwise your "
+              f"inputs differ from the lock)", file=sys.stderr)
     if mismatched:
         return 3
     return gate_rc
@@ -104,12 +107,17 @@ def cmd_refresh(args: argparse.Namespace) -> int:
 def cmd_lock(args: argparse.Namespace) -> int:
     project = Project.load(args.root)
     pin = project.pin(args.pin)
-    written = lockfile.lock(project, pin, targets=_targets(args.targets), into=args.into)
+    outcome = lockfile.lock_with_siblings(project, pin, targets=_targets(args.targets), into=args.into)
     if args.json:
-        print(json.dumps({"pin": pin.name, "trees": written}, indent=2))
+        print(json.dumps({"pin": pin.name, "trees": outcome.trees,
+                          "also_locked": [{"pin": s.pin, "target": s.target, "tree": s.tree,
+                                           "was": s.old_tree} for s in outcome.siblings]}, indent=2))
     else:
-        for target, tree in written.items():
+        for target, tree in outcome.trees.items():
             print(f"locked {pin.name}/{target}: tree {tree}")
+        for s in outcome.siblings:
+            print(f"locked {s.pin}/{s.target}: tree {s.tree} (was {s.old_tree[:12]}; it pins the same "
+                  f"{s.target} source as {pin.name}, so its lock was stale)")
     return 0
 
 

@@ -21,13 +21,14 @@ from typing import Callable, Iterator
 from contextlib import contextmanager
 
 from overlay import composed, gitcmd, paths, sources
-from overlay.errors import OverlayError
+from overlay.errors import Interrupted, OverlayError, inject_fault
 from overlay.model import PinSet, PinnedTarget, Project, SeriesEntry
 from overlay.patchfile import PatchMail, read_patch, unsafe_reason
 
 Report = Callable[[str], None]
 STAGING_PREFIX = ".staging-"
-OLD_PREFIX = ".old-"
+OLD_PREFIX = ".old-"  # good trees moved aside mid-swap: put back if their replacement is missing
+DISCARD_PREFIX = ".discard-"  # replaced trees after a finished swap: only ever deleted
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def _remove_leftovers(where: Path) -> None:
     for p in where.iterdir():
         if not p.is_dir():
             continue
-        if p.name.startswith(STAGING_PREFIX):
+        if p.name.startswith((STAGING_PREFIX, DISCARD_PREFIX)):
             shutil.rmtree(p, ignore_errors=True)
         elif p.name.startswith(OLD_PREFIX):
             for tree in p.glob("*/*"):
@@ -119,12 +120,6 @@ def _remove_leftovers(where: Path) -> None:
                     final.parent.mkdir(parents=True, exist_ok=True)
                     os.replace(tree, final)
             shutil.rmtree(p, ignore_errors=True)
-
-
-def _fault(point: str) -> None:
-    """Test hook: OVERLAY_FAULT_INJECT=<point> kills the process there (atomicity tests)."""
-    if os.environ.get("OVERLAY_FAULT_INJECT") == point:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 _COMPOSED_CONFIG = """\
@@ -171,6 +166,16 @@ def _span(start: int, length: int) -> str:
     return str(start) if length == 1 else f"{start},{length}"  # as git writes hunk headers
 
 
+def _lost_cr(work: Path, mail: PatchMail, path: str) -> bool:
+    """The pinned file is CRLF while the patch's hunks for it have no CR at all."""
+    try:
+        crlf_file = b"\r\n" in (work / path).read_bytes()
+    except OSError:
+        return False
+    hunks = "".join(str(h) for pf in mail.patchset() if pf.path == path for h in pf)
+    return crlf_file and bool(hunks) and "\r" not in hunks
+
+
 def explain_failure(work: Path, mail: PatchMail, shown: str) -> str:
     """Which file and hunk failed and why, from `git apply --check` on the same base."""
     proc = gitcmd.git(["apply", "--check", "-v", str(mail.path)], cwd=work, check=False)
@@ -178,6 +183,9 @@ def explain_failure(work: Path, mail: PatchMail, shown: str) -> str:
     m = _PATCH_FAILED.search(text)
     if m:
         path, line = m.group(1), int(m.group(2))
+        if _lost_cr(work, mail, path):
+            return (f"{path}: the file has CRLF line endings but the patch's lines carry no CR "
+                    f"bytes: {LOST_CR}")
         for pf in mail.patchset():
             if pf.path == path or pf.target_file.endswith("/" + path):
                 for i, hunk in enumerate(pf, 1):
@@ -202,7 +210,8 @@ def _apply_series(work: Path, mails: list[PatchMail], base: str,
     if not mails:
         return [], True
     env = {"GIT_COMMITTER_NAME": committer[0], "GIT_COMMITTER_EMAIL": committer[1]}
-    proc = gitcmd.git(["am", "-q", "--keep-non-patch", "--no-3way", "--committer-date-is-author-date",
+    # --keep-cr: the CR bytes of a CRLF file's lines are part of the change
+    proc = gitcmd.git(["am", "-q", "--keep-cr", "--keep-non-patch", "--no-3way", "--committer-date-is-author-date",
                        "--whitespace=nowarn", *[str(m.path) for m in mails]], cwd=work, env=env,
                       check=False)
     if proc.returncode != 0:
@@ -215,6 +224,49 @@ def _apply_series(work: Path, mails: list[PatchMail], base: str,
         raise OverlayError(f"git am made {len(commits)} commits from {len(mails)} patch files",
                            path="patches/", hint="each patch file must hold exactly one mail (overlay check)")
     return commits, proc.returncode == 0 and len(commits) == len(mails)
+
+
+def blob_mismatch(work: Path, commits: list[str], mails: list[PatchMail]) -> tuple[PatchMail, str] | None:
+    """The first file whose composed blob is not the one its patch's index line names.
+
+    Checked where the patch met the very blob it was made against (or created the
+    file): then git's result must be byte-identical. Applied with an offset onto a
+    different pre-image, the result legitimately differs and is not checked.
+    """
+    checks: list[tuple[PatchMail, str, bool, str, str]] = []  # mail, path, had a pre-image, blobs
+    names: list[str] = []  # for each check: its pre-image (when it had one), then its result
+    for commit, mail in zip(commits, mails):
+        for change in mail.files:
+            if change.blobs is None or change.target is None:
+                continue  # no index line, or a deletion
+            if change.source:
+                names.append(f"{commit}^:{change.source}")
+            names.append(f"{commit}:{change.target}")
+            checks.append((mail, change.target, change.source is not None, *change.blobs))
+    if not checks:
+        return None
+    proc = gitcmd.git(["cat-file", "--batch-check=%(objectname)"], cwd=work,
+                      input="".join(n + "\n" for n in names))
+    answers = iter(line.split()[0] for line in proc.stdout.splitlines())
+    for mail, path, had_pre_image, before, after in checks:
+        same_base = not had_pre_image or next(answers).startswith(before)
+        got = next(answers)
+        # A hand-edited patch has a stale index line and is fine; one that lost the
+        # CR bytes of a CRLF file is not: the composed file is not what was committed.
+        if same_base and not got.startswith(after) and _crlf_blob(work, got).startswith(after):
+            return mail, (f"{path} was composed as blob {got[:12]} but the patch's index line names "
+                          f"{after[:12]}, the same text with CRLF line endings: {LOST_CR}")
+    return None
+
+
+LOST_CR = "the patch lost the CR bytes of its CRLF lines"
+
+
+def _crlf_blob(work: Path, blob: str) -> str:
+    """The id the blob would have with every LF as CRLF."""
+    data = gitcmd.git(["cat-file", "blob", blob], cwd=work, text=False).stdout
+    crlf = re.sub(rb"\r?\n", b"\r\n", data)
+    return gitcmd.out(["hash-object", "--stdin"], cwd=work, input=crlf, text=False).decode()
 
 
 def compose(project: Project, pin: PinSet, *, targets: list[str] | None, into: Path | None,
@@ -232,7 +284,7 @@ def compose(project: Project, pin: PinSet, *, targets: list[str] | None, into: P
         if unknown:
             raise OverlayError(f"patch {unknown[0]} is not in the series", path="series.yaml",
                                hint="name patch files listed in series.yaml")
-    plan = {t.name: tuple(e for e in project.series.for_target(t.name)
+    plan = {t.name: tuple(e for e in project.series.for_target(t.name, pin.name)
                           if only is None or e.patch in only) for t in chosen}
     mails = {name: load_patches(project, entries) for name, entries in plan.items()}
     where = paths.composed_root(project.root, into)
@@ -244,16 +296,36 @@ def compose(project: Project, pin: PinSet, *, targets: list[str] | None, into: P
         obtained = {t.name: sources.obtain(project.root, t, mirror, progress) for t in chosen}
         staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{pin.name}-", dir=where))
         try:
-            outcomes = _compose_all(project, pin, chosen, plan, mails, obtained, staging, report)
+            outcomes = _compose_all(project, pin, chosen, plan, mails, obtained, staging, report,
+                                    progress)
             failed = [p for o in outcomes for p in o.patches if p.status == "failed"]
             if failed:
                 first = failed[0]
                 raise OverlayError(f"patch {first.patch} ({first.target}) failed: {first.detail}",
                                    path=f"patches/{first.patch}", hint=first.next_step, exit_code=1)
-            _fault("before-swap")
-            _swap_into_place(staging, finals, where, pin.name)
-        finally:
+            inject_fault("before-swap")
+            # Ctrl-C and SIGTERM wait until the renames are done: an interrupt never lands
+            # between moving a good tree aside and moving its replacement in.
+            signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+        except KeyboardInterrupt:
             shutil.rmtree(staging, ignore_errors=True)
+            raise Interrupted(f"interrupted before the new trees were installed: {where / pin.name} "
+                              f"is as it was (run the command again)") from None
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        try:
+            discard = _swap_into_place(staging, finals, where, pin.name)
+            shutil.rmtree(staging, ignore_errors=True)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)  # one pressed meanwhile lands here
+            inject_fault("after-swap")
+            shutil.rmtree(discard, ignore_errors=True)
+        except KeyboardInterrupt:
+            raise Interrupted(f"interrupted after the new trees were installed in {where / pin.name} "
+                              f"(composed); the replaced trees left in {discard} are removed by the "
+                              f"next run") from None
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
     return [TargetOutcome(o.target, finals[o.target], o.base, o.how, o.head, o.tree,
                           o.locked_tree, o.patches) for o in outcomes]
 
@@ -261,20 +333,30 @@ def compose(project: Project, pin: PinSet, *, targets: list[str] | None, into: P
 def _compose_all(project: Project, pin: PinSet, chosen: list[PinnedTarget],
                  plan: dict[str, tuple[SeriesEntry, ...]], mails: dict[str, list[PatchMail]],
                  obtained: dict[str, sources.Obtained], staging: Path,
-                 report: Report) -> list[TargetOutcome]:
+                 report: Report, progress: sources.Progress | None = None) -> list[TargetOutcome]:
     committer = gitcmd.user_identity()
     branch = paths.branch_name(pin.name)
     outcomes = []
     for target in chosen:
         got = obtained[target.name]
         work = staging / target.name
-        _init_tree(work, got, branch)
         entries, target_mails = plan[target.name], mails[target.name]
+        if progress:
+            progress(f"{target.name}: checking out {got.commit[:12]} and applying "
+                     f"{len(target_mails)} patch(es)")
+        _init_tree(work, got, branch)
         commits, ok = _apply_series(work, target_mails, got.commit, committer)
         results: list[PatchOutcome] = []
         for entry, commit in zip(entries, commits):
             results.append(PatchOutcome(entry.patch, target.name, "applied", commit))
             report(f"  applied  {target.name:<8} {entry.patch} -> {commit[:12]}")
+        mismatch = blob_mismatch(work, commits, target_mails)
+        if mismatch:
+            mail, detail = mismatch
+            name = mail.path.name
+            raise OverlayError(detail, path=f"patches/{name}", exit_code=1,
+                               hint="restore the CR bytes, or recreate the change on the composed "
+                                    "branch and `overlay refresh` (it keeps them)")
         composed.add_notes(work, {c: e.patch for c, e in zip(commits, entries)})
         failed = not ok
         if failed:
@@ -283,12 +365,15 @@ def _compose_all(project: Project, pin: PinSet, chosen: list[PinnedTarget],
             step = (f"the pinned {target.name} changed under this patch: run `overlay drift "
                     f"--pin {pin.name}` to classify it, then fix it on the composed branch and "
                     f"`overlay refresh --pin {pin.name}`")
+            if LOST_CR in detail:
+                step = ("not an upstream change: restore the CR bytes, or recreate the change on "
+                        f"the composed branch and `overlay refresh --pin {pin.name}` (it keeps them)")
             results.append(PatchOutcome(entry.patch, target.name, "failed", None, detail, step))
             report(f"  FAILED   {target.name:<8} {entry.patch}: {detail}")
             for later in entries[len(commits) + 1:]:
                 results.append(PatchOutcome(later.patch, target.name, "not-attempted"))
                 report(f"  skipped  {target.name:<8} {later.patch} (an earlier patch failed)")
-        _fault(f"after-target-{target.name}")
+        inject_fault(f"after-target-{target.name}")
         head = composed.head(work)
         tree = composed.tree_of(work)
         if not failed:
@@ -297,20 +382,28 @@ def _compose_all(project: Project, pin: PinSet, chosen: list[PinnedTarget],
                 branch=branch, patches=tuple(e.patch for e in plan[target.name]),
                 series_digest=composed.series_digest(project.patches_dir,
                                                      [e.patch for e in plan[target.name]])))
-        full = len(plan[target.name]) == len(project.series.for_target(target.name))
+        full = len(plan[target.name]) == len(project.series.for_target(target.name, pin.name))
         outcomes.append(TargetOutcome(target.name, work, got.commit, got.how, head, tree,
                                       target.tree if full else None, tuple(results)))
     return outcomes
 
 
-def _swap_into_place(staging: Path, finals: dict[str, Path], where: Path, pin: str) -> None:
+_HELD = {signal.SIGINT, signal.SIGTERM}
+
+
+def _swap_into_place(staging: Path, finals: dict[str, Path], where: Path, pin: str) -> Path:
+    """Move the staged trees into place; return the folder holding the replaced ones
+    (deleting them is slow and left to the caller; a killed run's next run does it)."""
     old_root = where / f"{OLD_PREFIX}{os.getpid()}"
+    discard = where / f"{DISCARD_PREFIX}{os.getpid()}"
     for name, final in finals.items():
         final.parent.mkdir(parents=True, exist_ok=True)
         if final.exists():
             old = old_root / pin / name
             old.parent.mkdir(parents=True, exist_ok=True)
             os.replace(final, old)
-            _fault("mid-swap")
+            inject_fault("mid-swap")
         os.replace(staging / name, final)
-    shutil.rmtree(old_root, ignore_errors=True)
+    if old_root.exists():
+        os.replace(old_root, discard)  # swap done: nothing in it is ever to be put back
+    return discard

@@ -114,8 +114,33 @@ def dirty_paths(work_tree: Path) -> list[str]:
     return [line[3:] for line in proc.stdout.splitlines() if line.strip()]
 
 
-def why_not_replaceable(work_tree: Path) -> str | None:
-    """Why replacing this composed tree would lose work, or None when it is safe."""
+# Ignored paths that only hold what Python regenerates by itself: replacing a tree
+# may drop these. Any other ignored file (a .venv/, notes.log, build outputs) is the
+# user's and blocks replacement like an untracked file.
+_REGENERATED = ("__pycache__", ".pytest_cache")
+
+
+def ignored_paths(work_tree: Path) -> list[str]:
+    """Git-ignored files and folders in the tree, less Python's own caches."""
+    proc = gitcmd.git(["status", "--porcelain", "--ignored=matching", "--untracked-files=all",
+                       "-z"], cwd=work_tree)
+    out = []
+    for entry in proc.stdout.split("\0"):
+        if not entry.startswith("!! "):
+            continue
+        path = entry[3:]
+        parts = path.rstrip("/").split("/")
+        if any(p in _REGENERATED for p in parts) or path.endswith((".pyc", ".pyo")):
+            continue
+        out.append(path)
+    return out
+
+
+def why_not_replaceable(work_tree: Path, *, ignored_files: bool = False) -> str | None:
+    """Why replacing this composed tree would lose work, or None when it is safe.
+
+    `ignored_files`: also count git-ignored files as work (apply replaces the whole
+    folder; lock and refresh only read commits, so they need not care)."""
     if not work_tree.exists():
         return None
     if not work_tree.is_dir():
@@ -138,15 +163,22 @@ def why_not_replaceable(work_tree: Path) -> str | None:
         return f"it holds uncommitted edits ({dirty[0]}{more})"
     if current != state.head:
         return f"it holds commits not in the series (HEAD {current[:12]}, composed {state.head[:12]})"
+    if ignored_files:
+        ignored = ignored_paths(work_tree)
+        if ignored:
+            more = f" and {len(ignored) - 1} more" if len(ignored) > 1 else ""
+            return f"it holds git-ignored files that replacing it would delete ({ignored[0]}{more})"
     return None
 
 
 def guard(work_tree: Path, pin: str, force: bool) -> None:
-    reason = why_not_replaceable(work_tree)
+    reason = why_not_replaceable(work_tree, ignored_files=True)
     if reason and not force:
         user_work = "edits" in reason or "commits" in reason or "progress" in reason
         hint = (f"turn your work into patches with `overlay refresh --pin {pin}`, or pass --force "
-                f"to discard it" if user_work else "remove it, or pass --force to replace it")
+                f"to discard it" if user_work else
+                "move them out of the tree first, or pass --force to delete them" if "ignored" in reason
+                else "remove it, or pass --force to replace it")
         raise OverlayError(f"refusing to replace the composed tree: {reason}", path=str(work_tree),
                            hint=hint)
 

@@ -3,13 +3,54 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from overlay import composed, paths
 from overlay.compose import select_targets
 from overlay.errors import OverlayError
-from overlay.model import PinSet, Project, load_pinset
+from overlay.model import ArchiveSource, GitSource, PinSet, Project, Source, load_all_pins, load_pinset
 from overlay import yamldoc
+
+
+def same_source(a: Source, b: Source) -> bool:
+    """Whether two pinned targets start from the same content: a commit id (or an
+    archive's sha256) names it, whichever URL or mirror it is fetched from."""
+    if isinstance(a, GitSource) and isinstance(b, GitSource):
+        return a.commit == b.commit
+    if isinstance(a, ArchiveSource) and isinstance(b, ArchiveSource):
+        return a.sha256 == b.sha256
+    return False
+
+
+def other_locks(root: Path, pin: PinSet, target: str) -> list[tuple[PinSet, bool]]:
+    """The other pin sets that record a tree for `target`, each with whether it pins the
+    same source as `pin` (then the series composes it into the very same tree)."""
+    mine = pin.target(target).source
+    out = []
+    for other in load_all_pins(root):
+        if other.name == pin.name or target not in other.target_names:
+            continue
+        theirs = other.target(target)
+        if theirs.tree:
+            out.append((other, same_source(mine, theirs.source)))
+    return out
+
+
+@dataclass(frozen=True)
+class SiblingUpdate:
+    """A pin set whose lock `overlay lock` brought along: same target source, so same tree."""
+
+    pin: str
+    target: str
+    old_tree: str
+    tree: str
+
+
+@dataclass(frozen=True)
+class LockOutcome:
+    trees: dict[str, str]  # target -> tree, in the pin set locked
+    siblings: tuple[SiblingUpdate, ...] = field(default_factory=tuple)
 
 
 def set_tree_ids(text: str, node: yamldoc.Node, trees: dict[str, str]) -> str:
@@ -35,6 +76,14 @@ def set_tree_ids(text: str, node: yamldoc.Node, trees: dict[str, str]) -> str:
 
 def lock(project: Project, pin: PinSet, *, targets: list[str] | None,
          into: Path | None) -> dict[str, str]:
+    """Lock the composed targets (and the pin sets sharing their sources); the trees."""
+    return lock_with_siblings(project, pin, targets=targets, into=into).trees
+
+
+def lock_with_siblings(project: Project, pin: PinSet, *, targets: list[str] | None,
+                       into: Path | None) -> LockOutcome:
+    """Record the composed trees in the pin file, and in every other pin set that pins
+    the same target source to a different tree: that lock would be stale now."""
     trees: dict[str, str] = {}
     for target in select_targets(pin, targets):
         work = paths.composed_dir(project.root, pin.name, target.name, into)
@@ -49,7 +98,7 @@ def lock(project: Project, pin: PinSet, *, targets: list[str] | None,
         if reason:
             raise OverlayError(f"cannot lock {target.name}: {reason}", path=str(work),
                                hint=f"run `overlay refresh --pin {pin.name}` or re-apply first")
-        names = [e.patch for e in project.series.for_target(target.name)]
+        names = [e.patch for e in project.series.for_target(target.name, pin.name)]
         if composed.series_moved_on(state, project.patches_dir, names):
             raise OverlayError(f"cannot lock {target.name}: the series changed since it was composed",
                                path=str(work), hint=f"run `overlay apply --pin {pin.name}` first")
@@ -57,6 +106,21 @@ def lock(project: Project, pin: PinSet, *, targets: list[str] | None,
     if not trees:
         raise OverlayError(f"nothing is composed for pin set '{pin.name}'", path=f"pins/{pin.name}.yaml",
                            hint=f"run `overlay apply --pin {pin.name}` first")
+    siblings: list[SiblingUpdate] = []
+    for target, tree in trees.items():
+        for other, same in other_locks(project.root, pin, target):
+            recorded = other.target(target).tree
+            if same and recorded != tree:
+                assert recorded is not None
+                siblings.append(SiblingUpdate(other.name, target, recorded, tree))
+    _write_trees(project, pin, trees)
+    for other_name in dict.fromkeys(s.pin for s in siblings):
+        other = load_pinset(project.root / "pins" / f"{other_name}.yaml", project.root)
+        _write_trees(project, other, {s.target: s.tree for s in siblings if s.pin == other_name})
+    return LockOutcome(trees, tuple(siblings))
+
+
+def _write_trees(project: Project, pin: PinSet, trees: dict[str, str]) -> None:
     text = pin.path.read_text(encoding="utf-8")
     node = yamldoc.load(pin.path, f"pins/{pin.name}.yaml")
     new_text = set_tree_ids(text, node, trees)
@@ -66,4 +130,3 @@ def lock(project: Project, pin: PinSet, *, targets: list[str] | None,
         tmp.replace(pin.path)
     reloaded = load_pinset(pin.path, project.root)  # prove the file still validates
     assert all(reloaded.target(t).tree == tree for t, tree in trees.items())
-    return trees

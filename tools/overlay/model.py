@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping, Union
 
 from overlay import yamldoc
-from overlay.errors import OverlayError
+from overlay.errors import OverlayError, redact, url_credentials
 from overlay.yamldoc import Node
 
 FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -112,6 +112,12 @@ class Provenance:
     core_change: tuple[str, ...] = ()  # the core change(s) that made it necessary
     forwarded: str | None = None  # where it was/will be sent upstream
     applied_upstream: str | None = None  # the upstream commit/PR that merged it
+    # `applied-upstream` as a mapping (written by `overlay rebase`): the commit that
+    # carries it, the drift rule that said so, and the pin sets whose upstream carries
+    # it, where compose, refresh and lock leave the patch out
+    applied_upstream_commit: str | None = None
+    applied_upstream_rule: str | None = None
+    applied_upstream_pins: tuple[str, ...] = ()
     switch: str | None = None  # opt-in environment switch (experimental)
     evidence: str | None = None  # evidence folder (experimental / speed claims)
 
@@ -129,14 +135,19 @@ class SeriesEntry:
     def origin(self) -> str:
         return self.provenance.origin
 
+    def carried_at(self, pin: str | None) -> bool:
+        """Whether pin set `pin` carries this patch (not when its upstream already does)."""
+        return pin is None or pin not in self.provenance.applied_upstream_pins
+
 
 @dataclass(frozen=True)
 class Series:
     path: Path
     entries: tuple[SeriesEntry, ...]
 
-    def for_target(self, target: str) -> tuple[SeriesEntry, ...]:
-        return tuple(e for e in self.entries if e.target == target)
+    def for_target(self, target: str, pin: str | None = None) -> tuple[SeriesEntry, ...]:
+        """The target's entries, in order; with `pin`, only those that pin set carries."""
+        return tuple(e for e in self.entries if e.target == target and e.carried_at(pin))
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -304,6 +315,11 @@ def load_pinset(path: Path, root: Path | None = None) -> PinSet:
         else:
             url = tf.str("repo", required=True, expect="a git URL or path")
             assert url
+            if url_credentials(url):
+                raise tf.error("repo", f"the URL {redact(url)} carries credentials, which a "
+                                       f"committed lockfile must never hold",
+                               hint="remove them: use a git credential helper or a mirror "
+                                    "(--mirror), and revoke the token if it was pushed")
             source = GitSource(url, _commit(tf, "commit"))
         tree = None
         if tf.has("tree"):
@@ -373,6 +389,26 @@ ENTRY_FIELDS = ("patch", "target", "origin", "subject", "upstream", "original-au
                 "core-change", "forwarded", "applied-upstream", "switch", "evidence", "tests")
 
 
+APPLIED_FIELDS = ("ref", "commit", "rule", "pins")
+
+
+def _applied_upstream(f: _Fields, shown: str, i: int
+                      ) -> tuple[str | None, str | None, str | None, tuple[str, ...]]:
+    """`applied-upstream: REF`, or the mapping `overlay rebase` writes:
+    {ref, commit, rule, pins}: (ref, commit, rule, pins)."""
+    if not f.has("applied-upstream") or not isinstance(f.map["applied-upstream"].value, dict):
+        return f.str("applied-upstream"), None, None, ()
+    sub = _Fields(f.map["applied-upstream"], shown, f"'applied-upstream' of series entry {i}",
+                  APPLIED_FIELDS)
+    ref = sub.str("ref", required=True, expect="the upstream PR or commit that carries the patch")
+    commit = sub.str("commit", pattern=FULL_SHA, expect="a full 40-hex commit id")
+    pins = sub.str_list("pins", expect="a list of pin set names")
+    for name in pins:
+        if not PIN_NAME.match(name):
+            raise sub.error("pins", f"'{name}' is not a pin set name")
+    return ref, commit, sub.str("rule"), pins
+
+
 def load_series(root: Path) -> Series:
     path = root / "series.yaml"
     shown = _rel(path, root)
@@ -406,13 +442,17 @@ def load_series(root: Path) -> Series:
         if origin not in ORIGINS:
             raise f.error("origin", f"'{origin}' is not one of " + ", ".join(ORIGINS))
         assert target and origin
+        applied = _applied_upstream(f, shown, i)
         prov = Provenance(
             origin=origin,
             upstream=f.str_list("upstream"),
             original_author=f.str("original-author"),
             core_change=f.str_list("core-change"),
             forwarded=f.str("forwarded"),
-            applied_upstream=f.str("applied-upstream"),
+            applied_upstream=applied[0],
+            applied_upstream_commit=applied[1],
+            applied_upstream_rule=applied[2],
+            applied_upstream_pins=applied[3],
             switch=f.str("switch"),
             evidence=f.str("evidence"),
         )

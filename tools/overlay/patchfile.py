@@ -13,6 +13,11 @@ import unidiff
 from overlay.errors import OverlayError
 
 _DIFF_START = re.compile(r"^diff --git ", re.M)
+_INDEX = re.compile(r"^index ([0-9a-f]{7,40})\.\.([0-9a-f]{7,40})(?: \d+)?$")
+# A mail mangled to CRLF as a whole: its own header and diff lines end in CR. (Lines
+# of a CRLF file inside the diff end in CR legitimately: they are the change's bytes.)
+# Only lines that can never be hunk lines (those start with ' ', '+', '-' or '\\').
+_MANGLED_CRLF = re.compile(r"^(From |From:|Subject:|Date:|diff --git |index )[^\n]*\r$", re.M)
 
 
 @dataclass(frozen=True)
@@ -23,6 +28,11 @@ class FileChange:
     target: str | None  # path after (None when deleted)
     is_binary: bool
     mode: str | None  # new mode if the patch sets one (120000 = symlink)
+    blobs: tuple[str, str] | None = None  # the index line's (before, after) blob ids
+
+    @property
+    def created(self) -> bool:
+        return self.source is None
 
     @property
     def path(self) -> str:
@@ -71,7 +81,7 @@ def _strip_git(path: str | None, prefix: str) -> str | None:
 
 def parse_patch(text: str, path: Path, shown: str) -> PatchMail:
     """Parse a mail; raise one OverlayError line for anything malformed."""
-    if "\r\n" in text:
+    if _MANGLED_CRLF.search(text):
         raise OverlayError("patch has CRLF line endings (mangled by an editor or mailer)",
                            path=shown, hint="convert it back to LF (dos2unix) or regenerate with `overlay refresh`")
     if not text.strip():
@@ -140,14 +150,17 @@ def _file_changes(diff: str, ps: unidiff.PatchSet) -> list[FileChange]:
     blocks = _DIFF_START.split(diff)[1:]
     out = []
     for block, pf in zip(blocks, ps):
-        mode = None
+        mode = blobs = None
         for line in block.splitlines()[1:8]:
             if line.startswith(("new file mode ", "new mode ")):
                 mode = line.split()[-1]
+            index = _INDEX.match(line)
+            if index:
+                blobs = (index.group(1), index.group(2))
         binary = pf.is_binary_file or "GIT binary patch" in block or "\nBinary files " in block
         out.append(FileChange(source=_strip_git(pf.source_file, "a/"),
                               target=_strip_git(pf.target_file, "b/"),
-                              is_binary=binary, mode=mode))
+                              is_binary=binary, mode=mode, blobs=blobs))
     return out
 
 

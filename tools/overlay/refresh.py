@@ -8,14 +8,17 @@ result does not depend on the user's git config; series.yaml is edited as text
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from overlay import composed, gitcmd, paths, sources, yamldoc
+from overlay import composed, gitcmd, lockfile, paths, sources, yamldoc
 from overlay.compose import select_targets
 from overlay.errors import OverlayError
+from overlay import model
 from overlay.model import PinSet, Project, SeriesEntry
 from overlay.patchfile import read_patch
 
@@ -29,8 +32,19 @@ FORMAT_PATCH = ("format-patch", "-1", "--stdout", "--no-signature", "--zero-comm
 
 
 def export_patch(work: Path, commit: str) -> str:
-    """The canonical mail for one commit."""
-    return gitcmd.git([*FORMAT_PATCH, commit], cwd=work).stdout
+    """The canonical mail for one commit, byte for byte: lines of a CRLF file keep
+    their CR (text-mode pipes would translate them away). Bytes that are not UTF-8
+    survive as surrogates; `_write_exact` turns them back into the same bytes."""
+    raw = gitcmd.git([*FORMAT_PATCH, commit], cwd=work, text=False).stdout
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _read_exact(path: Path) -> str | None:
+    return path.read_bytes().decode("utf-8", "surrogateescape") if path.is_file() else None
+
+
+def _write_exact(path: Path, text: str) -> None:
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
 
 
 @dataclass
@@ -39,7 +53,14 @@ class RefreshResult:
     unchanged: list[str] = field(default_factory=list)
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
-    reordered: bool = False
+    reordered: bool = False  # the branch changed the order of patches that were already there
+    renamed: list[tuple[str, str]] = field(default_factory=list)  # (old, new): numbers follow the order
+    order: list[str] = field(default_factory=list)  # the series order afterwards
+    mentions: dict[str, list[str]] = field(default_factory=dict)  # renamed patch -> files naming it
+    series_changed: bool = False  # series.yaml was rewritten
+    stale_locks: list[str] = field(default_factory=list)  # pin/target whose recorded tree is now wrong
+    unverified_locks: list[str] = field(default_factory=list)  # same target at another commit
+    pin: str = ""
 
     def lines(self) -> list[str]:
         out = [f"  updated  {p}" for p in self.written]
@@ -47,27 +68,91 @@ class RefreshResult:
                 for p in self.added]
         out += [f"  dropped  {p}" for p in self.removed]
         if self.reordered:
-            out.append("  reordered series.yaml")
-        changed = self.written or self.added or self.removed or self.reordered
+            out.append("  order    changed on the branch; series.yaml now reads: " + ", ".join(self.order))
+        for old, new in self.renamed:
+            also = self.mentions.get(old)
+            out.append(f"  renamed  {old} -> {new} (its number follows the series order)"
+                       + (f"; still named in {', '.join(also)}: update it" if also else ""))
+        if self.stale_locks:
+            out.append(f"  locks    now stale: {', '.join(self.stale_locks)} (run `overlay lock --pin "
+                       f"{self.pin}`: it also updates the pin sets that pin the same commit)")
+        if self.unverified_locks:
+            out.append(f"  locks    may be stale: {', '.join(self.unverified_locks)} pin another commit "
+                       f"(compose each with `overlay apply --pin NAME`, then `overlay lock --pin NAME`)")
+        changed = (self.written or self.added or self.removed or self.reordered or self.renamed
+                   or self.series_changed)
         out.append(f"refresh: {len(self.unchanged)} unchanged, {len(self.written)} updated, "
-                   f"{len(self.added)} new, {len(self.removed)} dropped"
+                   f"{len(self.added)} new, {len(self.removed)} dropped, {len(self.renamed)} renamed"
+                   + (", order changed" if self.reordered else "")
                    + ("" if changed else " (nothing to do)"))
         return out
 
     def as_dict(self) -> dict:
         return {"written": self.written, "unchanged": self.unchanged, "added": self.added,
-                "removed": self.removed, "reordered": self.reordered}
+                "removed": self.removed, "reordered": self.reordered,
+                "renamed": [{"from": a, "to": b} for a, b in self.renamed], "order": self.order,
+                "stale_locks": self.stale_locks, "unverified_locks": self.unverified_locks}
+
+
+# Letters NFKD does not take apart into an ASCII letter and accents.
+_TRANSLIT = str.maketrans({"ß": "ss", "æ": "ae", "Æ": "AE", "œ": "oe", "Œ": "OE", "ø": "o",
+                           "Ø": "O", "đ": "d", "Đ": "D", "ł": "l", "Ł": "L", "þ": "th", "Þ": "Th",
+                           "ð": "d", "Ð": "D", "ı": "i"})
+SLUG_MAX = 50
 
 
 def slug(subject: str) -> str:
-    text = re.sub(r"\[[^\]]*\]", " ", subject).lower()
-    text = re.sub(r"[^a-z0-9]+", "-", text).strip("-")
-    return (text[:50].rstrip("-")) or "patch"
+    """A readable file-name part for a subject: bracketed tags dropped, accents folded
+    to ASCII (`Añadir módulo` -> `anadir-modulo`), cut only between words."""
+    text = re.sub(r"\[[^\]]*\]", " ", subject).translate(_TRANSLIT)
+    text = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    words = re.findall(r"[a-z0-9]+", text.encode("ascii", "ignore").decode().lower())
+    out = ""
+    for word in words:
+        longer = f"{out}-{word}" if out else word
+        if len(longer) > SLUG_MAX:
+            break
+        out = longer
+    return out or (words[0][:SLUG_MAX] if words else "patch")
 
 
-def _number(name: str) -> int:
-    m = re.match(r"(\d+)-", name)
-    return int(m.group(1)) if m else 0
+_NUMBERED = re.compile(r"^(\d+)-(.+)$")
+
+
+def renumber(order: list[str]) -> dict[str, str]:
+    """Pure: the renames that make patch numbers increase along the series order.
+
+    A number that is already larger than the one before it stays (gaps are fine, so a
+    dropped patch renames nothing); any other is replaced by the previous number + 1.
+    New patches come in numbered 0 and so take the next number where they stand.
+    Names without a number are left alone.
+    """
+    renames: dict[str, str] = {}
+    last = 0
+    for name in order:
+        m = _NUMBERED.match(name)
+        if not m:
+            continue
+        number = int(m.group(1))
+        if number > last:
+            last = number
+            continue
+        last += 1
+        renames[name] = f"{last:0{max(4, len(m.group(1)))}d}-{m.group(2)}"
+    return renames
+
+
+def _mentions(root: Path, name: str) -> list[str]:
+    """Files besides series.yaml that name a patch file (evidence protocols, docs)."""
+    found = []
+    for pattern in ("evidence/**/*.yaml", "docs/*.md"):
+        for p in sorted(root.glob(pattern)):
+            try:
+                if name in p.read_text(encoding="utf-8", errors="replace"):
+                    found.append(str(p.relative_to(root)))
+            except OSError:
+                continue
+    return found
 
 
 def _branch_commits(work: Path, base: str) -> list[str]:
@@ -96,7 +181,7 @@ def _readable_state(project: Project, pin: PinSet, target: str, work: Path) -> c
     reason = composed.why_not_readable(work, state)
     if reason:
         raise OverlayError(f"cannot read {target} back as patches: {reason}", path=str(work))
-    names = [e.patch for e in project.series.for_target(target)]
+    names = [e.patch for e in project.series.for_target(target, pin.name)]
     if composed.series_moved_on(state, project.patches_dir, names):
         raise OverlayError(
             f"patches/ or series.yaml changed for {target} since {work} was composed "
@@ -132,14 +217,15 @@ def _upstream_commits(project: Project, pin: PinSet, target: str, commits: list[
 
 def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
             into: Path | None, mirror: Path | None = None) -> RefreshResult:
-    result = RefreshResult()
+    result = RefreshResult(pin=pin.name)
     series_path = project.root / "series.yaml"
     text = series_path.read_text(encoding="utf-8")
     order = [e.patch for e in project.series.entries]
     new_blocks: dict[str, str] = {}
     new_subjects: dict[str, str] = {}
-    target_of = {e.patch: e.target for e in project.series.entries}
-    pending_writes: dict[Path, str] = {}
+    # entries this pin set leaves out (upstream carries them) keep their place
+    target_of = {e.patch: e.target if e.carried_at(pin.name) else "" for e in project.series.entries}
+    pending_writes: dict[str, str] = {}  # patch file name -> new mail text
     updates: list[tuple[Path, composed.ComposedState, list[tuple[str, str]]]] = []
     chosen = select_targets(pin, targets)
     composed_targets = []
@@ -155,7 +241,7 @@ def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
         raise OverlayError(f"nothing is composed for pin set '{pin.name}'",
                            hint=f"run `overlay apply --pin {pin.name}` first")
     for target, work, state in composed_targets:
-        entries = list(project.series.for_target(target.name))
+        entries = list(project.series.for_target(target.name, pin.name))
         mapping = _map_commits(project, work, state.base, entries)
         upstream = _upstream_commits(project, pin, target.name,
                                      [c for c, name in mapping if name is None], mirror)
@@ -168,22 +254,23 @@ def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
         subjects = {e.patch: e.subject for e in entries}
         new_order_for_target: list[str] = []
         note_updates: list[tuple[str, str]] = []
-        used_numbers = [_number(p) for p in order] + [_number(p) for p in new_blocks]
         for commit, entry_name in mapping:
             mail_text = export_patch(work, commit)
             subject = _subject(work, commit)
             if entry_name is None:
-                number = max(used_numbers + [0]) + 1
-                used_numbers.append(number)
-                entry_name = f"{number:04d}-{slug(subject)}.patch"
+                # numbered 0 for now: renumber() gives it the number of the place it stands
+                entry_name = f"0000-{slug(subject)}.patch"
+                n = 2
+                while entry_name in order or entry_name in new_blocks:
+                    entry_name = f"0000-{slug(subject)}-{n}.patch"
+                    n += 1
                 new_blocks[entry_name] = target.name
                 result.added.append(entry_name)
             elif subjects.get(entry_name) and subjects[entry_name] != subject:
                 new_subjects[entry_name] = subject  # reworded on the branch
-            dest = project.patches_dir / entry_name
-            old = dest.read_text(encoding="utf-8") if dest.is_file() else None
+            old = _read_exact(project.patches_dir / entry_name) if entry_name not in new_blocks else None
             if old != mail_text:
-                pending_writes[dest] = mail_text
+                pending_writes[entry_name] = mail_text
                 if entry_name not in result.added:
                     result.written.append(entry_name)
             else:
@@ -193,28 +280,91 @@ def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
         for e in entries:
             if e.patch not in new_order_for_target:
                 result.removed.append(e.patch)
+        _note_stale_locks(result, project, pin, target.name, composed.tree_of(work),
+                          [e.patch for e in entries] != new_order_for_target
+                          or any(n in pending_writes for n in new_order_for_target))
         order = _reorder(order, target_of, target.name, new_order_for_target)
         for name in new_order_for_target:
             target_of[name] = target.name
         updates.append((work, state, note_updates))
-    new_text = rewrite_series_text(text, series_path, order, new_blocks, new_subjects)
-    result.reordered = (new_text != text) and not result.added and not result.removed
+    before = [e.patch for e in project.series.entries]
+    kept = set(before) & set(order)
+    result.reordered = [p for p in before if p in kept] != [p for p in order if p in kept]
+    # Names and order never disagree: renumber what the new order put out of sequence.
+    renames = renumber(order)
+    new_name = lambda name: renames.get(name, name)  # noqa: E731
+    for old_name, name in renames.items():
+        if old_name in new_blocks:
+            continue
+        result.renamed.append((old_name, name))
+        result.mentions[old_name] = _mentions(project.root, old_name)
+        if old_name not in pending_writes:
+            pending_writes[old_name] = _read_exact(project.patches_dir / old_name) or ""
+    renamed_away = [old for old, _ in result.renamed]
+    order = [new_name(p) for p in order]
+    result.order = order
+    result.added = [new_name(p) for p in result.added]
+    result.written = [new_name(p) for p in result.written if p not in renames]
+    result.unchanged = [p for p in result.unchanged if p not in renames]
+    pending_writes = {new_name(p): text_ for p, text_ in pending_writes.items()}
+    new_text = rewrite_series_text(text, series_path, order,
+                                   {new_name(p): t for p, t in new_blocks.items()},
+                                   {new_name(p): s_ for p, s_ in new_subjects.items()},
+                                   {old: new for old, new in renames.items() if old not in new_blocks})
+    result.series_changed = new_text != text
+    refreshed = {work for work, _, _ in updates}
+    followers = _trees_following_renames(project, into, renames, refreshed) if result.renamed else []
     # Side effects last, after everything was computed without error.
     project.patches_dir.mkdir(exist_ok=True)
-    for dest, content in pending_writes.items():
-        dest.write_text(content, encoding="utf-8")
-    for name in result.removed:
-        (project.patches_dir / name).unlink(missing_ok=True)
+    for name, content in pending_writes.items():
+        _write_exact(project.patches_dir / name, content)
+    for name in result.removed + renamed_away:
+        if name not in pending_writes:  # a renamed patch may have taken over the name
+            (project.patches_dir / name).unlink(missing_ok=True)
     if new_text != text:
         series_path.write_text(new_text, encoding="utf-8")
     for work, state, notes in updates:
+        notes = [(commit, new_name(name)) for commit, name in notes]
         composed.add_notes(work, dict(notes))
         names = tuple(name for _, name in notes)
         composed.write_state(work, composed.ComposedState(
             pin=state.pin, target=state.target, base=state.base, head=composed.head(work),
             tree=composed.tree_of(work), branch=state.branch, patches=names,
             series_digest=composed.series_digest(project.patches_dir, names)))
+    for work, state in followers:  # same commits, new file names: still current
+        names = tuple(renames.get(n, n) for n in state.patches)
+        composed.write_state(work, dataclasses.replace(
+            state, patches=names, series_digest=composed.series_digest(project.patches_dir, names)))
     return result
+
+
+def _trees_following_renames(project: Project, into: Path | None, renames: dict[str, str],
+                             refreshed: set[Path]) -> list[tuple[Path, composed.ComposedState]]:
+    """Composed trees (any pin set) that were current and name a renamed patch: their
+    recorded state follows the rename, so `lock` and `refresh` still accept them."""
+    out = []
+    for pin_name in model.pin_names(project.root):
+        for work in sorted(paths.composed_root(project.root, into).joinpath(pin_name).glob("*")):
+            state = composed.read_state(work)
+            if work in refreshed or state is None or not set(state.patches) & set(renames):
+                continue
+            names = [e.patch for e in project.series.for_target(state.target)]
+            if not composed.series_moved_on(state, project.patches_dir, names):
+                out.append((work, state))
+    return out
+
+
+def _note_stale_locks(result: RefreshResult, project: Project, pin: PinSet, target: str,
+                      tree: str, series_changed: bool) -> None:
+    """Which recorded trees the refreshed branch makes wrong (or may make wrong)."""
+    mine = pin.target(target).tree
+    if mine and mine != tree:
+        result.stale_locks.append(f"{pin.name}/{target}")
+    for other, same in lockfile.other_locks(project.root, pin, target):
+        if same and other.target(target).tree != tree:
+            result.stale_locks.append(f"{other.name}/{target}")
+        elif not same and series_changed:
+            result.unverified_locks.append(f"{other.name}/{target}")
 
 
 def _map_commits(project: Project, work: Path, base: str,
@@ -268,9 +418,11 @@ def _reorder(order: list[str], target_of: dict[str, str], target: str,
 
 
 def rewrite_series_text(text: str, path: Path, order: list[str], new: dict[str, str],
-                        subjects: dict[str, str] | None = None) -> str:
-    """series.yaml text with entry blocks in `order`, new entries generated, and the
-    `subject:` of reworded entries replaced; every other byte is kept."""
+                        subjects: dict[str, str] | None = None,
+                        renames: dict[str, str] | None = None) -> str:
+    """series.yaml text with entry blocks in `order`, new entries generated, the
+    `subject:` of reworded entries replaced and renamed entries' `patch:` rewritten;
+    every other byte is kept."""
     node = yamldoc.load(path, "series.yaml")
     items = node.value["series"].value or []
     lines = text.splitlines(keepends=True)
@@ -287,6 +439,10 @@ def rewrite_series_text(text: str, path: Path, order: list[str], new: dict[str, 
         if not block.endswith("\n"):
             block += "\n"
         name = item.value["patch"].value
+        if renames and name in renames:
+            block = re.sub(rf"(?m)^(\s*-?\s*patch:[ \t]*['\"]?){re.escape(name)}",
+                           lambda m, new_name=renames[name]: m.group(1) + new_name, block, count=1)
+            name = renames[name]
         if subjects and name in subjects:
             # a JSON string is a valid YAML double-quoted scalar
             block = re.sub(r"(?m)^(\s*subject:[ \t]*).*$",

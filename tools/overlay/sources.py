@@ -233,14 +233,16 @@ def _obtain_archive(root: Path, target: PinnedTarget, src: ArchiveSource, mirror
                                path=_pin_display(target), line=target.line,
                                hint="put the archive under <mirror>/pypi/ and pass --mirror, "
                                     "or leave the target out (--targets)") from None
+    if progress:
+        progress(f"{target.name}: verifying the sha256 of {archive.name} "
+                 f"({archive.stat().st_size / 1e6:.0f} MB)")
     digest = _sha256(archive)
     if digest != src.sha256:
         raise OverlayError(f"target '{target.name}': {archive.name} has sha256 {digest}, "
                            f"the pin says {src.sha256}", path=_pin_display(target), line=target.line,
                            hint="the archive is not the pinned release; remove it or fix the pin")
-    if progress:
-        progress(f"{target.name}: importing {archive.name}")
-    commit = import_archive(cache, archive, f"{src.requirement}\n\nsha256: {src.sha256}\n")
+    step = (lambda msg: progress(f"{target.name}: {msg}")) if progress else None
+    commit = import_archive(cache, archive, f"{src.requirement}\n\nsha256: {src.sha256}\n", step)
     gitcmd.git(["update-ref", ref, commit], git_dir=cache)
     return Obtained(cache, commit, "archive")
 
@@ -267,10 +269,16 @@ def _extract(archive: Path, dest: Path) -> Path:
     return entries[0] if len(entries) == 1 and entries[0].is_dir() else dest
 
 
-def import_archive(cache: Path, archive: Path, message: str) -> str:
+def import_archive(cache: Path, archive: Path, message: str,
+                   progress: Progress | None = None) -> str:
     """One deterministic commit holding the archive's files (top folder stripped)."""
     with tempfile.TemporaryDirectory(prefix="overlay-archive-") as tmp:
+        if progress:
+            progress(f"extracting {archive.name} (once; later runs reuse the import)")
         top = _extract(archive, Path(tmp) / "x")
+        if progress:
+            count = sum(len(files) for _, _, files in os.walk(top))
+            progress(f"importing {count} files into the object cache")
         index = Path(tmp) / "index"
         env = {"GIT_INDEX_FILE": str(index), "GIT_WORK_TREE": str(top)}
         # -f: an sdist may ship a .gitignore that would hide its own files.

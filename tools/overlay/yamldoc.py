@@ -1,7 +1,15 @@
-"""Load YAML keeping line numbers, so every validation error can name file:line:field."""
+"""Load YAML keeping line numbers, so every validation error can name file:line:field.
+
+Every YAML file the tool reads (series, pins, evidence protocols, deviations, the
+gate allowlist, the ledger) goes through `load`, which bounds the work a hostile
+file can cause: the size is capped and aliases are refused (an alias bomb of a
+few hundred bytes expands to gigabytes), so parsing is linear in at most
+MAX_BYTES of input.
+"""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +28,31 @@ class Node:
 
 
 _PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
+
+# The largest YAML input: the project's own files are a few KiB; a 50 MB series
+# took 89 s to parse. Override with OVERLAY_YAML_MAX_BYTES for an unusual ledger.
+MAX_BYTES = 1 << 20
+
+
+def max_bytes() -> int:
+    try:
+        return int(os.environ.get("OVERLAY_YAML_MAX_BYTES", "")) or MAX_BYTES
+    except ValueError:
+        return MAX_BYTES
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases (`*name`) the moment it meets one."""
+
+    def compose_node(self, parent, index):  # noqa: ANN001 - PyYAML's signature
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise OverlayError(f"YAML alias '*{event.anchor}' is not allowed",
+                               path=getattr(self, "overlay_path", None),
+                               line=event.start_mark.line + 1,
+                               hint="write the value out in full; aliases are refused so a "
+                                    "small file cannot expand without bound")
+        return super().compose_node(parent, index)
 
 
 def _convert(node: yaml.Node, path: str) -> Node:
@@ -55,8 +88,15 @@ def _convert(node: yaml.Node, path: str) -> Node:
 def load(path: Path, display: str | None = None) -> Node:
     """Parse `path`; a syntax error becomes one OverlayError line with its position."""
     shown = display or str(path)
+    limit = max_bytes()
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as fh:  # never more than the cap into memory
+            raw = fh.read(limit + 1)
+        if len(raw) > limit:
+            raise OverlayError(f"file is larger than {limit} bytes, the cap for YAML inputs",
+                               path=shown, hint="the project's YAML files are a few KiB: check "
+                                                "what wrote this one (OVERLAY_YAML_MAX_BYTES raises the cap)")
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise OverlayError("file not found", path=shown) from None
     except IsADirectoryError:
@@ -66,7 +106,12 @@ def load(path: Path, display: str | None = None) -> Node:
     except OSError as exc:
         raise OverlayError(f"cannot read: {exc.strerror}", path=shown) from None
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        loader = _NoAliasLoader(text)
+        loader.overlay_path = shown
+        try:
+            root = loader.get_single_node()
+        finally:
+            loader.dispose()
     except RecursionError:
         raise OverlayError("nesting too deep", path=shown,
                            hint="see the README for the expected format") from None

@@ -25,6 +25,9 @@ touches one of its files failed (conflict, missing, or itself blocked): its inpu
 would not be the text it was written against. Patches on other files are checked
 normally: one failure must not hide the state of the rest of the series.
 A merged patch does not block: upstream's text already carries its change.
+A blocked patch is still checked *alone*: on the state without the failed patches
+(upstream's text where they would have written), with its hunks moved to where they
+sit without them (`lines.rebased`); the verdict carries that class as `alone`.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from typing import Callable, Hashable, Mapping
 
 from overlay.drift.inmem_apply import (CLEAN, FAIL, FUZZ, OFFSET, FilePatch, FileResult, Hunk,
                                        apply_file, normalized, split_lines)
+from overlay.drift.lines import rebased
 
 CLASSES = ("clean", "offset", "fuzz", "merged", "conflict", "missing", "blocked")
 APPLIES = frozenset({"clean", "offset", "fuzz"})
@@ -96,6 +100,21 @@ class Verdict:
     moved_to: tuple[tuple[str, str], ...] = ()  # (old path, where it went)
     upstream_commit: str | None = None  # merged by patch-id: the matching commit
     landed: str | None = None  # the upstream commit that landed the change it carries
+    # blocked: the class it gets on its own, checked as if the failed patches it builds
+    # on were dropped (upstream's text in their place, which is upstream's own version
+    # where upstream carries them)
+    alone: str | None = None
+    alone_rule: str | None = None
+    alone_detail: str | None = None
+
+    @property
+    def key(self) -> tuple:
+        """What a scan reports a transition of: the class, the merged rule, and for a
+        blocked patch its class alone. Alone, clean and offset count as one (it applies
+        exactly either way): a blocked patch's hunks move whenever upstream edits
+        around them, and each move would bury the changes that matter."""
+        alone = "clean" if self.alone == "offset" else self.alone
+        return (self.cls, self.rule, alone, self.alone_rule)
 
     def to_json(self) -> dict:
         out: dict = {"patch": self.patch, "class": self.cls, "detail": self.detail}
@@ -115,6 +134,10 @@ class Verdict:
             out["upstream_commit"] = self.upstream_commit
         if self.landed:
             out["landed"] = self.landed
+        if self.alone:
+            out["alone"] = {"class": self.alone, "detail": self.alone_detail or ""}
+            if self.alone_rule:
+                out["alone"]["rule"] = self.alone_rule
         return out
 
 
@@ -172,6 +195,7 @@ def classify_series(patches: tuple[DriftPatch, ...], base: Mapping[str, Key | No
     renames = renames or {}
     state: dict[str, Key | None] = dict(base)
     poisoned: dict[str, str] = {}  # path -> name of the failed patch that owns it
+    failed: list[int] = []  # indexes of the patches that failed or were blocked
     verdicts: list[Verdict] = []
 
     def text_of(key: Key) -> str:
@@ -179,25 +203,34 @@ def classify_series(patches: tuple[DriftPatch, ...], base: Mapping[str, Key | No
         return derived if derived is not None else read(key)
 
     for index, patch in enumerate(patches):
-        blockers = [poisoned[p] for p in patch.paths if p in poisoned]
-        if blockers:
-            blocker = blockers[0]
-            verdicts.append(Verdict(patch.name, "blocked",
-                                    f"not checked: builds on {blocker}, which failed",
-                                    blocked_by=blocker))
-            for p in patch.paths:
-                poisoned[p] = patch.name  # the nearest failed patch is the one to name
-            continue
         inputs = tuple(state.get(p) for p in patch.paths)
         upstream = merged_by_id.get(patch.name)
-        memo_key = (index, patch.name, inputs, upstream)
+        blockers = [poisoned[p] for p in patch.paths if p in poisoned]
+        # Blocked: check it alone, where it sits without the failed patches before it.
+        dropped = tuple(patches[k].name for k in failed) if blockers else ()
+        memo_key = (index, patch.name, inputs, upstream, dropped)
         check = memo.checks.get(memo_key)
         if check is None:
             memo.misses += 1
-            check = _check_patch(patch, dict(zip(patch.paths, inputs)), text_of, upstream, memo)
+            checked = rebased(patch, [patches[k] for k in failed]) if blockers else patch
+            check = _check_patch(checked, dict(zip(patch.paths, inputs)), text_of, upstream, memo)
             memo.checks[memo_key] = check
         else:
             memo.hits += 1
+        if blockers:
+            # The series verdict stays `blocked` (its input is not what it was written
+            # against), but the check above ran on the state without the failed
+            # patches: that is its class alone.
+            blocker = blockers[0]
+            verdicts.append(Verdict(patch.name, "blocked",
+                                    f"not checked in series: builds on {blocker}, which failed; "
+                                    f"alone: {_alone_label(check)}",
+                                    blocked_by=blocker, alone=check.cls, alone_rule=check.rule,
+                                    alone_detail=check.detail))
+            for p in patch.paths:
+                poisoned[p] = patch.name  # the nearest failed patch is the one to name
+            failed.append(index)
+            continue
         verdict = Verdict(patch.name, check.cls, check.detail, rule=check.rule, shift=check.shift,
                           fuzz=check.fuzz, missing=check.missing,
                           upstream_commit=check.upstream_commit)
@@ -213,7 +246,13 @@ def classify_series(patches: tuple[DriftPatch, ...], base: Mapping[str, Key | No
         elif check.cls in FAILED:
             for p in patch.paths:
                 poisoned[p] = patch.name
+            failed.append(index)
     return tuple(verdicts)
+
+
+def _alone_label(check: "_Check") -> str:
+    text = f"{check.cls} ({check.rule})" if check.rule else check.cls
+    return text if check.cls in ("clean",) else f"{text}, {check.detail}"
 
 
 # ----------------------------------------------------------------------------- one patch
@@ -221,15 +260,38 @@ def classify_series(patches: tuple[DriftPatch, ...], base: Mapping[str, Key | No
 _RANK = {CLEAN: 0, OFFSET: 1, FUZZ: 2, FAIL: 3}
 
 
+def _apply_sections(files: tuple[FilePatch, ...], inputs: Mapping[str, Key | None],
+                    text_of: Reader, max_fuzz: int) -> list[tuple[FilePatch, FileResult]]:
+    """Apply a patch's file sections in order. A section applies to the text the
+    sections before it produced for its path (a patch may hold two `diff --git`
+    sections for one file, as `git apply` accepts), else to the upstream input."""
+    produced: dict[str, str | None] = {}
+
+    def current(path: str | None) -> str | None:
+        if path is None:
+            return None
+        if path in produced:
+            return produced[path]
+        key = inputs.get(path)
+        return text_of(key) if key is not None else None
+
+    out = []
+    for fp in files:
+        moves = fp.new_path is not None and fp.new_path != fp.old_path
+        target_exists = moves and current(fp.new_path) is not None
+        result = apply_file(current(fp.old_path), fp, max_fuzz, target_exists)
+        out.append((fp, result))
+        if result.status != FAIL:
+            if fp.old_path and fp.old_path != fp.new_path:
+                produced[fp.old_path] = None
+            if fp.new_path:
+                produced[fp.new_path] = result.text
+    return out
+
+
 def _forward(patch: DriftPatch, inputs: Mapping[str, Key | None], text_of: Reader,
              max_fuzz: int) -> list[tuple[FilePatch, FileResult]]:
-    out = []
-    for fp in patch.files:
-        current = text_of(inputs[fp.old_path]) if fp.old_path and inputs.get(fp.old_path) else None
-        moves = fp.new_path is not None and fp.new_path != fp.old_path
-        target_exists = moves and inputs.get(fp.new_path) is not None  # type: ignore[arg-type]
-        out.append((fp, apply_file(current, fp, max_fuzz, target_exists)))
-    return out
+    return _apply_sections(patch.files, inputs, text_of, max_fuzz)
 
 
 def _check_patch(patch: DriftPatch, inputs: Mapping[str, Key | None], text_of: Reader,
@@ -281,14 +343,8 @@ def _check_patch(patch: DriftPatch, inputs: Mapping[str, Key | None], text_of: R
 
 def _reverse_applies(patch: DriftPatch, inputs: Mapping[str, Key | None],
                      text_of: Reader) -> bool:
-    for fp in patch.files:
-        rfp = fp.reversed()
-        current = text_of(inputs[rfp.old_path]) if rfp.old_path and inputs.get(rfp.old_path) else None
-        moves = rfp.new_path is not None and rfp.new_path != rfp.old_path
-        target_exists = moves and inputs.get(rfp.new_path) is not None  # type: ignore[arg-type]
-        if apply_file(current, rfp, 0, target_exists).status == FAIL:
-            return False
-    return True
+    undo = tuple(fp.reversed() for fp in reversed(patch.files))
+    return all(r.status != FAIL for _, r in _apply_sections(undo, inputs, text_of, 0))
 
 
 def _window(lines: list[str], h: Hunk) -> list[str]:

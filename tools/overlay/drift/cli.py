@@ -7,20 +7,19 @@ import json
 import os
 import sys
 import tempfile
-import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay import gitcmd, paths
+from overlay import compose, gitcmd, paths
 from overlay.drift.classify import CLASSES, DriftPatch
 from overlay.drift.inmem_apply import parse_diff
-from overlay.drift.mirror import fetch_heads, stderr_note
+from overlay.drift.mirror import fetch_heads, mirror_repo, stderr_note
 from overlay.drift.report import DEFAULT_FAIL_ON, DriftReport, junit, markdown, terminal, to_json
-from overlay.drift.scan import Drift, TargetRun, commit_log, stderr_progress, timed_scan
+from overlay.drift.scan import (Drift, TargetRun, commit_log, stderr_progress, timed_onto,
+                                timed_scan)
 from overlay.errors import OverlayError
 from overlay.model import GitSource, PinSet, Project
-from overlay.patchfile import read_patch
 
 HELP = "classify each patch against newer upstream commits (clean/offset/fuzz/merged/...)"
 
@@ -109,7 +108,7 @@ def target_repo(root: Path, pin: PinSet, name: str, mirror: Path | None) -> tupl
             raise OverlayError(f"mirror directory {mirror} does not exist",
                                hint="pass --mirror DIR (or OVERLAY_MIRROR) naming a directory "
                                     "of <owner+name> clones")
-        repo = paths.find_mirror_repo(mirror, src.mirror_name)
+        repo = mirror_repo(mirror, src.mirror_name)
     if repo is None:
         cached = paths.cache_dir(root) / "git" / f"{src.mirror_name}.git"
         if (cached / "HEAD").is_file():
@@ -171,12 +170,16 @@ def check_output(path: Path | None, option: str) -> None:
                            hint="create it first or write elsewhere")
 
 
-def load_patches(project: Project, target: str) -> tuple[tuple[DriftPatch, ...], dict[str, str]]:
+def load_patches(project: Project, target: str,
+                 pin: str | None = None) -> tuple[tuple[DriftPatch, ...], dict[str, str]]:
+    """The target's series as drift reads it (what pin set `pin` carries), vetted as
+    `apply` and `check` vet it (an unsafe path is refused with their words, before git
+    ever sees it)."""
+    entries = project.series.for_target(target, pin)
     patches = []
     diffs = {}
-    for entry in project.series.for_target(target):
+    for entry, mail in zip(entries, compose.load_patches(project, entries)):
         shown = f"patches/{entry.patch}"
-        mail = read_patch(project.patches_dir / entry.patch, shown)
         refs = entry.provenance.upstream + ((entry.provenance.applied_upstream,)
                                             if entry.provenance.applied_upstream else ())
         patches.append(DriftPatch(entry.patch, target, parse_diff(mail.diff, shown), mail.subject,
@@ -185,7 +188,7 @@ def load_patches(project: Project, target: str) -> tuple[tuple[DriftPatch, ...],
     return tuple(patches), diffs
 
 
-def _slug(source) -> str:
+def target_slug(source) -> str:
     """`owner/name` of a git target, as series.yaml writes upstream references."""
     return source.mirror_name.replace("+", "/") if isinstance(source, GitSource) else ""
 
@@ -228,25 +231,21 @@ def run(args: argparse.Namespace) -> int:
         git_dir, base = target_repo(args.root, pin, target, mirror)
         resolved.append(Resolved(target, ref, git_dir, base, resolve_ref(git_dir, target, ref)))
     gate_plan = plan_gate(args.root, pin, resolved) if args.gate else None
-    loaded = {r.target: load_patches(project, r.target) for r in resolved}
+    loaded = {r.target: load_patches(project, r.target, pin.name) for r in resolved}
     progress = stderr_progress(not args.json)
 
     runs: list[TargetRun] = []
     for r in resolved:
         patches, diffs = loaded[r.target]
         engine = Drift(r.git_dir, r.base, patches, diffs,
-                       slug=_slug(pin.target(r.target).source))
+                       slug=target_slug(pin.target(r.target).source))
         try:
             if args.scan:
                 commits = commit_log(r.git_dir, r.base, r.head)
                 runs.append(timed_scan(engine, r.target, r.ref, r.head, commits, args.bisect,
                                        progress))
             else:
-                started = time.perf_counter()
-                verdicts = engine.onto(r.head)
-                runs.append(TargetRun(r.target, r.ref, r.base, r.head, verdicts,
-                                      seconds=time.perf_counter() - started,
-                                      snapshots=engine.snapshots))
+                runs.append(timed_onto(engine, r.target, r.ref, r.head))
         finally:
             engine.close()
     mode = "bisect" if args.bisect else "scan" if args.scan else "onto"

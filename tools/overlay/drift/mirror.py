@@ -18,10 +18,22 @@ from overlay.model import GitSource
 from overlay.sources import FETCH_TIMEOUT
 
 
+def mirror_repo(mirror: Path, name: str) -> Path | None:
+    """`paths.find_mirror_repo`, but a folder of that name that holds no git
+    repository is an error, not "absent": the user put it there for a reason."""
+    found = paths.find_mirror_repo(mirror, name)
+    folder = mirror / name
+    if found is None and (folder.exists() or folder.is_symlink()):
+        raise OverlayError(f"mirror folder {folder} is not a git repository",
+                           hint=f"make it a clone or bare clone of {name.replace('+', '/')} "
+                                "(a repository in it, in .git/ or in repo/), or move it away")
+    return found
+
+
 def fetch_heads(mirror: Path, target: str, source: GitSource,
                 progress: Callable[[str], None] | None = None) -> Path:
     """Clone or update the mirror of one git target; return its git directory."""
-    existing = paths.find_mirror_repo(mirror, source.mirror_name)
+    existing = mirror_repo(mirror, source.mirror_name)
     if progress:
         progress(f"{target}: {'fetching' if existing else 'cloning'} {source.url}")
     if existing is None:

@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from overlay.drift.classify import CLASSES, Verdict
-from overlay.drift.scan import CommitInfo, TargetRun, Transition
+from overlay.drift.scan import CommitInfo, Overlap, TargetRun, Transition
 
 DEFAULT_FAIL_ON = ("conflict", "missing")
 WARN_ON = frozenset({"fuzz"})
@@ -52,16 +52,47 @@ def _counts(verdicts) -> str:
     return ", ".join(f"{c[k]} {k}" for k in CLASSES if c[k]) or "no patches"
 
 
+def _class_text(cls: str, rule: str | None, alone: str | None = None,
+                alone_rule: str | None = None) -> str:
+    """`merged (reverse)`, `blocked (alone: clean)`, `blocked (alone: merged, likely)`."""
+    if alone:
+        return f"{cls} (alone: {alone}{', ' + alone_rule if alone_rule else ''})"
+    return f"{cls} ({rule})" if rule else cls
+
+
 def _label(v: Verdict) -> str:
-    return f"{v.cls} ({v.rule})" if v.rule else v.cls
+    return _class_text(v.cls, v.rule, v.alone, v.alone_rule)
 
 
 def _before(t: Transition) -> str:
-    return f"{t.before} ({t.before_rule})" if t.before_rule else t.before
+    return _class_text(t.before, t.before_rule, t.before_alone, t.before_alone_rule)
 
 
 def _commit_ref(c: CommitInfo) -> str:
     return c.sha[:12]
+
+
+DID_TOO = "upstream did this too"
+REWROTE = "upstream rewrote the same lines"
+OVERLAP_SHOWN = 6  # per patch on a terminal; every one goes to JSON, Markdown and JUnit
+
+
+def overlap_of(r: TargetRun, patch: str) -> list[Overlap]:
+    return [o for o in r.overlap if o.patch == patch]
+
+
+def overlap_line(o: Overlap) -> str:
+    """`8c28b0eb1383 2026-07-04 #10935 [CI] upgrade vllm to 0619 (SILONG ZENG), hunks 1, 3:
+    upstream did this too`."""
+    pr = f" #{o.commit.pr}" if o.commit.pr and f"#{o.commit.pr}" not in o.commit.subject else ""
+    by = f" ({o.commit.author})" if o.commit.author else ""
+    what = f"hunk{'s' if len(o.hunks) != 1 else ''} {', '.join(map(str, o.hunks))}"
+    return (f"{o.commit.sha[:12]} {o.commit.date[:10]}{pr} {o.commit.subject}{by}, {what}"
+            + (f": {overlap_note(o)}" if overlap_note(o) else ""))
+
+
+def overlap_note(o: Overlap) -> str:
+    return DID_TOO if o.resembles else REWROTE if o.same_lines else ""
 
 
 def _head_line(r: TargetRun, pin: str) -> str:
@@ -112,6 +143,21 @@ def terminal(report: DriftReport) -> str:
                     out.append(f"    {b.patch}: already fails at the pin [{b.checks} checks]")
                 else:
                     out.append(f"    {b.patch}: still applies at {r.ref} [{b.checks} checks]")
+        if r.overlap:
+            out.append("  upstream commits on the lines each patch touches (overlap):")
+            for v in r.verdicts:
+                found = overlap_of(r, v.patch)
+                if not found:
+                    continue
+                alike = [o for o in found if o.resembles]
+                ranked = sorted(found, key=lambda o: (not o.resembles, not o.same_lines, o.index))
+                shown = ranked[:max(OVERLAP_SHOWN, len(alike))]
+                out.append(f"    {v.patch}: {len(found)} commit{'s' if len(found) != 1 else ''}"
+                           + (f", {len(alike)} where {DID_TOO}" if alike else ""))
+                for o in sorted(shown, key=lambda o: o.index):
+                    out.append(f"      {printable(overlap_line(o))}")
+                if len(found) > len(shown):
+                    out.append(f"      ... {len(found) - len(shown)} more (--json, --markdown)")
         per = f", {1000 * r.seconds / max(r.commits, 1):.2f} ms/commit" if r.commits else ""
         out.append(f"  summary: {_counts(r.verdicts)} ({r.seconds:.2f}s{per})")
     fails = report.failures()
@@ -144,6 +190,9 @@ def to_json(report: DriftReport) -> dict:
                                "at_head": h.at_head.to_json(),
                                "transitions": [t.to_json() for t in h.transitions]}
                               for h in r.history]
+        run["overlap"] = [{"patch": v.patch,
+                           "commits": [o.to_json() for o in overlap_of(r, v.patch)]}
+                          for v in r.verdicts]
         if r.bisect:
             run["bisect"] = [{"patch": b.patch, "status": b.status, "checks": b.checks,
                               **({"index": b.index, "from": b.before, "to": b.verdict.cls,
@@ -207,6 +256,17 @@ def markdown(report: DriftReport) -> str:
                     what = "fails at the pin" if b.status == "fails-at-pin" else "still applies"
                     out.append(f"| `{b.patch}` | {what} | | | {b.checks} |")
             out.append("")
+        if r.overlap:
+            out.append("Upstream commits on the lines each patch touches:")
+            out.append("")
+            out.append("| Patch | Commit | Date | PR | Author | Subject | Hunks | Note |")
+            out.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
+            for o in (o for v in r.verdicts for o in overlap_of(r, v.patch)):
+                pr = f"#{o.commit.pr}" if o.commit.pr else ""
+                out.append(f"| `{o.patch}` | `{o.commit.sha[:12]}` | {o.commit.date[:10]} | {pr} | "
+                           f"{_md(o.commit.author)} | {_md(o.commit.subject)} | "
+                           f"{', '.join(map(str, o.hunks))} | {overlap_note(o)} |")
+            out.append("")
     return "\n".join(out)
 
 
@@ -238,7 +298,15 @@ def junit(report: DriftReport, extra: tuple[ET.Element, ...] = ()) -> str:
                 ET.SubElement(case, "skipped", message=detail)
             out = ET.SubElement(case, "system-out")
             prefix = "warning: " if v.cls in WARN_ON else ""
-            out.text = f"{prefix}{_label(v)}: {detail}"
+            notes = [f"overlap: {printable(overlap_line(o))}" for o in overlap_of(r, v.patch)]
+            out.text = "\n".join([f"{prefix}{_label(v)}: {detail}", *notes])
+            for o in overlap_of(r, v.patch):
+                if o.resembles:
+                    props = case.find("properties")
+                    if props is None:
+                        props = ET.SubElement(case, "properties")
+                    ET.SubElement(props, "property", name="upstream-did-this-too",
+                                  value=f"{o.commit.sha}" + (f" #{o.commit.pr}" if o.commit.pr else ""))
     for suite in extra:
         suites.append(suite)
     ET.indent(suites)

@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 from overlay import gitcmd
 from overlay.drift.blobs import BlobReader
 from overlay.drift.classify import (APPLIES, DriftPatch, Memo, Verdict, classify_series)
+from overlay.drift.overlap import overlaps, parse_log
 from overlay.errors import OverlayError
 
 Progress = Callable[[str], None]
@@ -29,6 +30,7 @@ class CommitInfo:
     sha: str
     date: str  # committer date, ISO 8601
     subject: str
+    author: str = ""
 
     @property
     def pr(self) -> int | None:
@@ -41,7 +43,8 @@ class CommitInfo:
         return int(found[-1]) if found else None
 
     def to_json(self) -> dict:
-        return {"commit": self.sha, "date": self.date, "subject": self.subject, "pr": self.pr}
+        return {"commit": self.sha, "date": self.date, "subject": self.subject, "pr": self.pr,
+                "author": self.author}
 
 
 @dataclass(frozen=True)
@@ -54,13 +57,40 @@ class Transition:
     commit: CommitInfo
     index: int  # position in the first-parent walk (1 = first commit after the pin)
     before_rule: str | None = None  # merged rule before this commit
+    before_alone: str | None = None  # blocked before this commit: its class alone
+    before_alone_rule: str | None = None
 
     def to_json(self) -> dict:
         out = {"from": self.before, "to": self.after.cls, "index": self.index,
                **self.commit.to_json(), "verdict": self.after.to_json()}
         if self.before_rule:
             out["from_rule"] = self.before_rule
+        if self.before_alone:
+            out["from_alone"] = self.before_alone
+        if self.before_alone_rule:
+            out["from_alone_rule"] = self.before_alone_rule
         return out
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """An upstream commit that changed lines one patch's hunks touch."""
+
+    patch: str
+    commit: CommitInfo
+    index: int  # position in the first-parent walk
+    hunks: tuple[int, ...]  # the patch's hunks it touched (1-based, over the whole patch)
+    files: tuple[str, ...]
+    resembles: bool  # "upstream did this too": same lines, similar added text
+    shared: int = 0  # the patch's distinctive added lines it also adds
+    of: int = 0
+    same_lines: bool = False  # it rewrote a line the patch removes
+
+    def to_json(self) -> dict:
+        return {**self.commit.to_json(), "index": self.index, "hunks": list(self.hunks),
+                "files": list(self.files), "upstream_did_this_too": self.resembles,
+                "rewrote_the_same_lines": self.same_lines,
+                "shared_added_lines": self.shared, "patch_added_lines": self.of}
 
 
 @dataclass(frozen=True)
@@ -97,6 +127,7 @@ class TargetRun:
     seconds: float = 0.0
     snapshots: int = 0  # upstream snapshots classified
     stats: dict = field(default_factory=dict)
+    overlap: tuple[Overlap, ...] = ()  # upstream commits on the patches' lines, pin..head
 
 
 # ----------------------------------------------------------------------------- git helpers
@@ -104,13 +135,13 @@ class TargetRun:
 
 def range_log(git_dir: Path, base: str, head: str, first_parent: bool = True) -> list[CommitInfo]:
     """Commits after `base` up to `head`, oldest first."""
-    fmt = "%H%x00%cI%x00%s"
+    fmt = "%H%x00%cI%x00%an%x00%s"
     text = gitcmd.git(["log", *(["--first-parent"] if first_parent else []), "--reverse",
                        f"--format={fmt}", f"{base}..{head}"], git_dir=git_dir).stdout
     commits = []
     for line in text.splitlines():
-        sha, date, subject = line.split("\0", 2)
-        commits.append(CommitInfo(sha, date, subject))
+        sha, date, author, subject = line.split("\0", 3)
+        commits.append(CommitInfo(sha, date, subject, author))
     return commits
 
 
@@ -131,9 +162,9 @@ def commit_log(git_dir: Path, base: str, head: str) -> list[CommitInfo]:
 
 
 def commit_info(git_dir: Path, sha: str) -> CommitInfo:
-    line = gitcmd.out(["log", "-1", "--format=%H%x00%cI%x00%s", sha], git_dir=git_dir)
-    a, b, c = line.split("\0", 2)
-    return CommitInfo(a, b, c)
+    line = gitcmd.out(["log", "-1", "--format=%H%x00%cI%x00%an%x00%s", sha], git_dir=git_dir)
+    a, b, author, c = line.split("\0", 3)
+    return CommitInfo(a, b, c, author)
 
 
 def patch_ids(diffs: Sequence[tuple[str, str]]) -> dict[str, str]:
@@ -154,16 +185,24 @@ def patch_ids(diffs: Sequence[tuple[str, str]]) -> dict[str, str]:
     return result
 
 
-def upstream_patch_ids(git_dir: Path, base: str, head: str, paths: Sequence[str]) -> list[tuple[str, str]]:
+def upstream_log(git_dir: Path, base: str, head: str, paths: Sequence[str]) -> str:
+    """The first-parent diffs of base..head limited to `paths` (newest first): the blob
+    diffs of the touched files between consecutive commits, where a blob changed."""
+    if not paths:
+        return ""
+    return gitcmd.git(["log", "--first-parent", "-p", "--no-color", "--no-renames", "--format=commit %H",
+                       f"{base}..{head}", "--", *paths], git_dir=git_dir).stdout
+
+
+def upstream_patch_ids(git_dir: Path, base: str, head: str, paths: Sequence[str],
+                       log: str | None = None) -> list[tuple[str, str]]:
     """(patch-id, commit) of first-parent commits in base..head, diffs limited to `paths`.
 
     Limiting the diff to the patch's paths lets a patch match an upstream commit
     that also changed other files (a squash of a larger PR).
     """
-    if not paths:
-        return []
-    log = gitcmd.git(["log", "--first-parent", "-p", "--no-color", "--no-renames", "--format=commit %H",
-                      f"{base}..{head}", "--", *paths], git_dir=git_dir).stdout
+    if log is None:
+        log = upstream_log(git_dir, base, head, paths)
     if not log.strip():
         return []
     out = gitcmd.git(["patch-id", "--stable"], input=log).stdout
@@ -254,9 +293,34 @@ class Drift:
         self.memo = Memo()
         self.own_ids = patch_ids([(p.name, diffs[p.name]) for p in patches])
         self.snapshots = 0
+        self._logs: dict[str, str] = {}
 
     def close(self) -> None:
         self.reader.close()
+
+    def log(self, head: str) -> str:
+        """`upstream_log` from the pin to `head`, read once per head (patch-ids and
+        overlap both read it)."""
+        if head not in self._logs:
+            self._logs[head] = upstream_log(self.git_dir, self.base, head, self.paths)
+        return self._logs[head]
+
+    def overlap(self, head: str, commits: Sequence[CommitInfo]) -> tuple[Overlap, ...]:
+        """Upstream commits among `commits` (the first-parent walk from the pin to
+        `head`) that changed the lines each patch's hunks touch."""
+        if not commits:
+            return ()
+        walk = list(reversed(parse_log(self.log(head))))
+        at_pin = self.reader.oids(self.base, self.paths)
+        info = {c.sha: (i, c) for i, c in enumerate(commits, 1)}
+        found = []
+        for hit in overlaps(self.patches, at_pin, walk):
+            if hit.commit not in info:
+                continue
+            index, commit = info[hit.commit]
+            found.append(Overlap(hit.patch, commit, index, hit.hunks, hit.files, hit.resembles,
+                                 hit.shared, hit.of, hit.same_lines))
+        return tuple(found)
 
     def merged_ids(self, head: str) -> dict[str, list[str]]:
         """Per patch, the upstream commits in base..head (oldest first) with its patch-id."""
@@ -266,7 +330,8 @@ class Drift:
             by_id.setdefault(pid, []).append(name)
         if not by_id:
             return found
-        for pid, commit in reversed(upstream_patch_ids(self.git_dir, self.base, head, self.paths)):
+        for pid, commit in reversed(upstream_patch_ids(self.git_dir, self.base, head, self.paths,
+                                                       self.log(head))):
             for name in by_id.get(pid, ()):
                 found.setdefault(name, []).append(commit)
         return found
@@ -433,16 +498,18 @@ def _first_at(commits: Sequence[str], index_of: dict[str, int], i: int) -> str |
 
 def histories(patches: tuple[DriftPatch, ...], at_pin: tuple[Verdict, ...],
               walk: Sequence[tuple[Verdict, ...]], commits: Sequence[CommitInfo]) -> tuple[PatchHistory, ...]:
-    """Per patch, each commit where its class, or its merged rule, changed."""
+    """Per patch, each commit where its class, its merged rule, or (blocked) its class
+    alone changed."""
     out = []
     for j, patch in enumerate(patches):
         before = at_pin[j]
         changes = []
         for i, verdicts in enumerate(walk):
             v = verdicts[j]
-            if (v.cls, v.rule) != (before.cls, before.rule):
-                changes.append(Transition(before.cls, v, commits[i], i + 1, before.rule))
-            before = v
+            if v.key != before.key:
+                changes.append(Transition(before.cls, v, commits[i], i + 1, before.rule,
+                                          before.alone, before.alone_rule))
+                before = v  # "from" names what the last transition reported
         out.append(PatchHistory(patch.name, at_pin[j], walk[-1][j] if walk else at_pin[j],
                                 tuple(changes)))
     return tuple(out)
@@ -464,16 +531,33 @@ def timed_scan(engine: Drift, target: str, ref: str, head: str, commits: Sequenc
     started = time.perf_counter()
     if bisect:
         found, at_head = engine.bisect(commits, head, progress)
+        overlap = engine.overlap(head, commits)
         seconds = time.perf_counter() - started
         return TargetRun(target, ref, engine.base, head, at_head, len(commits), (), tuple(found),
-                         seconds, engine.snapshots, _stats(engine))
+                         seconds, engine.snapshots, _stats(engine), overlap)
     at_pin, walk = engine.scan(commits, head, progress)
+    overlap = engine.overlap(head, commits)
     seconds = time.perf_counter() - started
     if progress:
         print(file=sys.stderr)
     hist = histories(engine.patches, at_pin, walk, commits)
     return TargetRun(target, ref, engine.base, head, walk[-1] if walk else at_pin, len(commits),
-                     hist, (), seconds, engine.snapshots, _stats(engine))
+                     hist, (), seconds, engine.snapshots, _stats(engine), overlap)
+
+
+def timed_onto(engine: Drift, target: str, ref: str, head: str) -> TargetRun:
+    """One snapshot at `head`; the overlap too when `head` descends from the pin along
+    first parents (otherwise there is no single line of history to walk)."""
+    started = time.perf_counter()
+    verdicts = engine.onto(head)
+    try:
+        commits = commit_log(engine.git_dir, engine.base, head)
+    except OverlayError:
+        commits = []
+    overlap = engine.overlap(head, commits)
+    return TargetRun(target, ref, engine.base, head, verdicts,
+                     seconds=time.perf_counter() - started, snapshots=engine.snapshots,
+                     overlap=overlap)
 
 
 def _stats(engine: Drift) -> dict:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from overlay.evidence import decide, profiler
 from overlay.evidence.plan import plan
 from overlay.evidence.protocol import (DIGEST_FILE, RUN_METRICS, STATISTICS, Check, Claim, Deviation,
                                       Protocol, protocol_digest)
-from overlay.evidence.results import (Excluded, RunFolder, ScenarioResult, load_result,
+from overlay.evidence.results import (E2EL_MEASURED, Excluded, RunFolder, ScenarioResult, load_result,
                                       scan_excluded, scan_runs)
 from overlay.evidence.stats import PairedInterval, paired_bootstrap, per_start_statistic
 
@@ -99,6 +100,7 @@ class Analysis:
     recorded: tuple[tuple[Issue, Deviation], ...]
     excluded: tuple[Excluded, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    e2el_source: str = ""  # which E2E latency the results carry (e2el_note)
 
 
 def _stats_for(metric: str) -> tuple[str, ...]:
@@ -119,9 +121,15 @@ def find_issues(protocol: Protocol, runs: tuple[RunFolder, ...], excluded: tuple
         if r is not None and r.position is not None and r.position != p.position:
             issues.append(Issue("order", rid, None,
                                 f"{rid} ran at position {r.position}, planned {p.position}"))
-    for rid in have:
+    scenario_names = {s.name for s in protocol.scenarios}
+    for rid, r in have.items():
         if rid not in planned:
             issues.append(Issue("extra", rid, None, f"run {rid} is not in the plan"))
+            continue
+        for s in r.scenarios:
+            if s not in scenario_names:
+                issues.append(Issue("extra", rid, s, f"runs/{rid}/{s}.json is not a scenario of the "
+                                                    "protocol (ignored only once recorded)"))
     for e in excluded:
         issues.append(Issue("excluded", e.run_id, None,
                             f"excluded/{e.name}: {e.reason or 'no reason recorded'}"))
@@ -196,18 +204,17 @@ def _per_start(protocol: Protocol, results: dict[tuple[str, str], ScenarioResult
 
 
 def analyze(protocol: Protocol, results_dir: Path, deviations: tuple[Deviation, ...],
-            counters_dir: Path | None = None) -> Analysis:
+            counters_dir: Path | None = None,
+            progress: Callable[[str], None] = lambda _msg: None) -> Analysis:
     runs = scan_runs(results_dir)
     excluded = scan_excluded(results_dir)
     planned = {p.run_id for p in plan(protocol)}
+    names = {x.name for x in protocol.scenarios}
+    todo = [(r, s) for r in runs if r.run_id in planned for s in r.scenarios if s in names]
     results: dict[tuple[str, str], ScenarioResult] = {}
-    for r in runs:
-        if r.run_id not in planned:
-            continue
-        for s in r.scenarios:
-            if s in {x.name for x in protocol.scenarios}:
-                results[(r.run_id, s)] = load_result(r.path / f"{s}.json", r.run_id, r.variant,
-                                                     r.start, s)
+    for i, (r, s) in enumerate(todo, 1):
+        progress(f"reading results {i}/{len(todo)}: {r.run_id}/{s}.json")
+        results[(r.run_id, s)] = load_result(r.path / f"{s}.json", r.run_id, r.variant, r.start, s)
     check_preregistration(protocol, runs, excluded)
     issues = protocol_issues(protocol, results_dir) + find_issues(protocol, runs, excluded, results)
     recorded: list[tuple[Issue, Deviation]] = []
@@ -234,6 +241,8 @@ def analyze(protocol: Protocol, results_dir: Path, deviations: tuple[Deviation, 
                       for (v, s, m, st), d in sorted(table.items()))
     deltas: list[Delta] = []
     bs = protocol.bootstrap
+    progress(f"bootstrapping {len(protocol.treatments) * len(protocol.scenarios)} treatment x scenario "
+             f"comparison(s), {bs.resamples} resamples each")
     for t in protocol.treatments:
         for sc in protocol.scenarios:
             for metric in protocol.metrics:
@@ -264,7 +273,20 @@ def analyze(protocol: Protocol, results_dir: Path, deviations: tuple[Deviation, 
             notes.append(f"deviations.yaml:{d.line}: the {d.kind}{where} deviation matches nothing in "
                          "these results")
     return Analysis(protocol, tuple(results.values()), summaries, tuple(deltas), claims,
-                    tuple(recorded), excluded, tuple(notes))
+                    tuple(recorded), excluded, tuple(notes), e2el_note(tuple(results.values())))
+
+
+def e2el_note(results: tuple[ScenarioResult, ...]) -> str:
+    """Which E2E latency the results carry (it feeds e2el and tpot); pure."""
+    measured = sum(r.e2el_source == E2EL_MEASURED for r in results)
+    derived = len(results) - measured
+    parts = []
+    if measured:
+        parts.append(f"{measured} result(s) from the client's `latencies`")
+    if derived:
+        parts.append(f"{derived} result(s) as ttft + sum(itls) (the client saved no `latencies`, "
+                     "as vLLM 0.23-0.25 do; serve.py derives it the same way)")
+    return "; ".join(parts)
 
 
 def _decide_claim(protocol: Protocol, claim: Claim, deltas: list[Delta],
@@ -273,7 +295,7 @@ def _decide_claim(protocol: Protocol, claim: Claim, deltas: list[Delta],
         return decide_counter_claim(claim, counters_dir)
     out: list[CheckDecision] = []
     index = {(d.treatment, d.scenario, d.metric, d.statistic): d for d in deltas}
-    for t in protocol.treatments:
+    for t in claim.treatments or protocol.treatments:
         for s in claim.scenarios:
             for chk in claim.checks:
                 d = index.get((t, s, chk.metric, chk.statistic))

@@ -110,7 +110,10 @@ def cmd_analyze(args) -> int:
 
     devs = load_deviations(folder, args.root)
     counters = folder / "counters"
-    a = analyze.analyze(proto, results, devs, counters if counters.is_dir() else None)
+    from overlay.evidence.orchestrate import terminal_progress, throttled
+
+    a = analyze.analyze(proto, results, devs, counters if counters.is_dir() else None,
+                        progress=throttled(terminal_progress(args.json)))
     out = args.out or results / "analysis"
     out.mkdir(parents=True, exist_ok=True)
     plots: list[str] = []
@@ -128,6 +131,7 @@ def cmd_analyze(args) -> int:
         print(report.decision_table(a.claims, report.rows_from_claims(a.claims)), end="")
         for note in a.notes:
             print(f"note: {note}")
+        print(f"E2E latency: {a.e2el_source}")
         print(f"\nwrote {out / 'analysis.md'}, {out / 'analysis.json'}" +
               (f" and {len(plots)} plots" if plots else ""))
     return 0

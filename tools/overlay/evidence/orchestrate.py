@@ -174,21 +174,81 @@ def _answering(protocol: Protocol, timeout: float = 1.0) -> bool:
         return False
 
 
-def _stop(proc: subprocess.Popen, timeout: float) -> None:
-    if proc.poll() is not None:
-        return
+def _processes() -> dict[int, tuple[int, int, str, int]]:
+    out = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            st = _stat(int(d.name))
+            if st is not None:
+                out[int(d.name)] = st
+    return out
+
+
+def process_tree(pid: int) -> dict[int, int]:
+    """pid -> start time of the server's process group and of every descendant (a worker
+    that called setsid has left the group but not the tree); live ones only."""
+    procs = _processes()
+    tree = {p: st[3] for p, st in procs.items() if st[1] == pid and st[2] != "Z"}
+    if pid in procs:
+        tree[pid] = procs[pid][3]
+    frontier = set(tree)
+    while frontier:
+        children = {p for p, st in procs.items() if st[0] in frontier and p not in tree and st[2] != "Z"}
+        tree.update({p: procs[p][3] for p in children})
+        frontier = children
+    return tree
+
+
+def _signal_tree(tree: dict[int, int], sig: int) -> None:
+    for p, started in tree.items():
+        if _alive(p, started):
+            try:
+                os.kill(p, sig)
+            except ProcessLookupError:
+                pass
+
+
+def stop_tree(pid: int, timeout: float, proc: subprocess.Popen | None = None) -> None:
+    """Stop the server and everything it started: SIGTERM to its group (vLLM shuts its
+    engine and workers down on it), then SIGKILL whatever of the tree is left after
+    `timeout` seconds. Returns once none of them runs: a worker that outlives the API
+    server keeps the port, the CPU and memory that the next start needs."""
+    tree = process_tree(pid)
     try:
-        os.killpg(proc.pid, signal.SIGTERM)  # the server and the workers it forked
+        os.killpg(pid, signal.SIGTERM)
     except ProcessLookupError:
-        return
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
+        pass
+    _signal_tree({p: t for p, t in tree.items() if p != pid}, signal.SIGTERM)  # those that left the group
+
+    def left() -> dict[int, int]:
+        if proc is not None:
+            proc.poll()  # reap the leader, so it does not linger as a zombie
+        return {p: t for p, t in tree.items() if _alive(p, t)}
+
+    deadline = time.monotonic() + timeout
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if left():
+        tree.update({p: t for p, t in process_tree(pid).items() if p not in tree})
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        proc.wait()
+        _signal_tree(left(), signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while left() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    if proc is not None:
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _stop(proc: subprocess.Popen, timeout: float) -> None:
+    if proc.poll() is not None and not process_tree(proc.pid):
+        return
+    stop_tree(proc.pid, timeout, proc)
 
 
 def _exclude(results: Path, partial: Path, run_id: str, reason: str) -> str:
@@ -218,6 +278,34 @@ def _check_tools(protocol: Protocol) -> None:
         if shutil.which(cmd) is None and not Path(cmd).is_file():
             raise OverlayError(f"'{cmd}' is not on PATH", path=str(protocol.path),
                                hint="install the client/server or give the full path in the protocol")
+
+
+def cpu_set(cpus: str) -> set[int]:
+    """The CPUs a `taskset -c` list names ("0-3,6" -> {0, 1, 2, 3, 6}); pure."""
+    out: set[int] = set()
+    for part in cpus.split(","):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def _fmt_cpus(cpus: set[int]) -> str:
+    return ",".join(str(c) for c in sorted(cpus))
+
+
+def check_cpus(protocol: Protocol, available: set[int] | None = None) -> None:
+    """Every CPU the protocol pins to must be one this process may run on, checked
+    before anything starts (taskset would otherwise fail at the first server start)."""
+    have = set(os.sched_getaffinity(0)) if available is None else available
+    for role, cpus in (("server", protocol.server_cpus), ("client", protocol.client_cpus)):
+        if not cpus:
+            continue
+        missing = cpu_set(cpus) - have
+        if missing:
+            raise OverlayError(f"cpus.{role} '{cpus}' names CPU(s) {_fmt_cpus(missing)}, which this machine "
+                               f"does not offer (available: {_fmt_cpus(have)})", path=str(protocol.path),
+                               hint="pin within the available CPUs (a preregistered protocol is written "
+                                    "for its machine: start a new claim folder for another one)")
 
 
 def check_series(protocol: Protocol, root: Path) -> None:
@@ -267,16 +355,38 @@ def _cmdline(pid: int) -> list[str] | None:
     return [a.decode("utf-8", "surrogateescape") for a in raw.split(b"\0") if a] or None
 
 
+def _stat(pid: int) -> tuple[int, int, str, int] | None:
+    """(ppid, process group, state, start time in clock ticks) from /proc/<pid>/stat."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(")") + 2:].split()  # the command name may hold spaces and parentheses
+    return int(fields[1]), int(fields[2]), fields[0], int(fields[19])
+
+
+def _alive(pid: int, started: int | None = None) -> bool:
+    st = _stat(pid)
+    return st is not None and st[2] != "Z" and (started is None or st[3] == started)
+
+
 def _ours(recorded: list[str], running: list[str]) -> bool:
-    """taskset execs the server, so the live command line is the argv without it."""
+    """taskset execs the server, so the live command line is the argv without it; a
+    console script (`vllm serve`) runs as `python .../bin/vllm serve ...`."""
     if running == recorded:
         return True
-    return recorded[:2] == ["taskset", "-c"] and running == recorded[3:]
+    cmd = recorded[3:] if recorded[:2] == ["taskset", "-c"] else recorded
+    if running == cmd:
+        return True
+    return (len(running) == len(cmd) + 1 and bool(cmd) and running[2:] == cmd[1:]
+            and Path(running[1]).name == Path(cmd[0]).name)
 
 
 def _write_pid(results: Path, proc: subprocess.Popen, argv: list[str], run_id: str) -> None:
+    st = _stat(proc.pid)
+    rec = {"pid": proc.pid, "argv": argv, "run": run_id, "started": st[3] if st else None}
     tmp = results / (PID_FILE + ".tmp")
-    tmp.write_text(json.dumps({"pid": proc.pid, "argv": argv, "run": run_id}) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(rec) + "\n", encoding="utf-8")
     tmp.replace(results / PID_FILE)
 
 
@@ -302,26 +412,21 @@ def stop_leftover_server(results: Path, progress: Progress, timeout: float = 10.
         raise OverlayError("not a server pid record", path=str(path),
                            hint="check that no benchmark server is still running, then delete the file") from None
     running = _cmdline(pid)
-    if running is None or not _ours(argv, running):
+    started = rec.get("started")
+    if started is not None:  # pid and start time name one process, whatever it exec'd since
+        mine = running is not None and _alive(pid, int(started))
+    else:
+        mine = running is not None and _ours(argv, running)
+    if not mine:
         _clear_pid(results)  # gone, or the pid now belongs to someone else
         return None
     progress(f"stopping the server a previous run left behind (pid {pid}, run {rec.get('run')})")
     try:
-        os.killpg(pid, signal.SIGTERM)  # it leads its own process group (start_new_session)
-        deadline = time.monotonic() + timeout
-        while _cmdline(pid) is not None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if _cmdline(pid) is not None:
-            os.killpg(pid, signal.SIGKILL)
-            deadline = time.monotonic() + 5
-            while _cmdline(pid) is not None and time.monotonic() < deadline:
-                time.sleep(0.05)
-    except ProcessLookupError:
-        pass
+        stop_tree(pid, timeout)  # it leads its own process group (start_new_session)
     except PermissionError:
         raise OverlayError(f"a server left by an earlier run is still running (pid {pid}) and cannot be "
                            "stopped", path=str(path), hint=f"stop it (kill {pid}) and run again") from None
-    if _cmdline(pid) is not None and _ours(argv, _cmdline(pid) or []):
+    if _alive(pid, None if started is None else int(started)):
         raise OverlayError(f"a server left by an earlier run is still running (pid {pid})", path=str(path),
                            hint=f"stop it (kill -9 {pid}) and run again")
     _clear_pid(results)
@@ -332,6 +437,7 @@ def bench_ab(protocol: Protocol, root: Path, results: Path, progress: Progress,
              *, only: int | None = None, mirror: Path | None = None) -> BenchSummary:
     """Run (or resume) the protocol; `only` stops after that many new runs."""
     _check_tools(protocol)
+    check_cpus(protocol)
     check_series(protocol, root)
     check_preregistered(protocol)
     runs_dir = results / "runs"
@@ -341,7 +447,6 @@ def bench_ab(protocol: Protocol, root: Path, results: Path, progress: Progress,
         raise OverlayError("the protocol changed after runs were recorded under these results",
                            path=str(protocol.path),
                            hint="a preregistered protocol is frozen: restore it, or start a new results folder")
-    runs_dir.mkdir(parents=True, exist_ok=True)
     stop_leftover_server(results, progress, protocol.stop_timeout_s)
     # Checked before any run folder exists, so a retry against a busy port sets nothing aside.
     if _answering(protocol):
@@ -349,28 +454,46 @@ def bench_ab(protocol: Protocol, root: Path, results: Path, progress: Progress,
                            f"{protocol.host}:{protocol.port}; refusing to benchmark it",
                            path=str(protocol.path), hint="stop that server first")
     excluded: list[str] = []
-    recorded = any(runs_dir.iterdir()) or (results / "excluded").is_dir()
-    trees = tree_mod.prepare(protocol, root, results, mirror, progress, runs_recorded=recorded)
-    digest_file.write_text(digest + "\n", encoding="utf-8")
-    # A run a previous invocation left half-done (killed hard) is set aside first.
-    for leftover in sorted(runs_dir.glob("*.partial")):
-        rid = leftover.name[: -len(".partial")]
-        found = sorted(p.name for p in leftover.glob("*.json") if p.name != "run.json")
-        excluded.append(_exclude(results, leftover, rid, "interrupted: the run did not complete "
-                                 f"(scenario results present: {', '.join(found) or 'none'}); "
-                                 "rerun from a fresh server start"))
-    planned = plan(protocol)
     done, ran = [], []
-    with _INTERRUPTS:
-        _INTERRUPTS.requested = False
-        _run_all(protocol, root, results, planned, progress, only, done, ran, excluded, trees)
+    try:
+        recorded = (runs_dir.is_dir() and any(runs_dir.iterdir())) or (results / "excluded").is_dir()
+        trees = tree_mod.prepare(protocol, root, results, mirror, progress, runs_recorded=recorded)
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        # A run a previous invocation left half-done (killed hard) is set aside first.
+        for leftover in sorted(runs_dir.glob("*.partial")):
+            rid = leftover.name[: -len(".partial")]
+            found = sorted(p.name for p in leftover.glob("*.json") if p.name != "run.json")
+            excluded.append(_exclude(results, leftover, rid, "interrupted: the run did not complete "
+                                     f"(scenario results present: {', '.join(found) or 'none'}); "
+                                     "rerun from a fresh server start"))
+        planned = plan(protocol)
+        with _INTERRUPTS:
+            _INTERRUPTS.requested = False
+            _run_all(protocol, root, results, planned, progress, only, done, ran, excluded, trees)
+    finally:
+        # Nothing but what a run recorded stays behind: no empty runs/ from a failed first run.
+        if runs_dir.is_dir() and not any(runs_dir.iterdir()):
+            runs_dir.rmdir()
     return BenchSummary(len(planned), tuple(done), tuple(ran), tuple(excluded), results)
+
+
+def _record_digest(protocol: Protocol, results: Path) -> None:
+    """The protocol a complete run was made under; written with the first complete run, so
+    a run that failed (a wrong CPU list, a typo in the server command) does not freeze the
+    protocol before any result exists."""
+    path = results / DIGEST_FILE
+    if not path.is_file():
+        path.write_text(protocol_digest(protocol) + "\n", encoding="utf-8")
 
 
 def _run_all(protocol: Protocol, root: Path, results: Path, planned: tuple[PlannedRun, ...],
              progress: Progress, only: int | None, done: list[str], ran: list[str],
              excluded: list[str], trees: dict[str, VariantTrees]) -> None:
     runs_dir = results / "runs"
+    todo = sum(not _complete(runs_dir / r.run_id, r) for r in planned)
+    if only is not None:
+        todo = min(todo, only)
+    began = time.monotonic()
     for run in planned:
         _INTERRUPTS.check()
         final = runs_dir / run.run_id
@@ -382,8 +505,55 @@ def _run_all(protocol: Protocol, root: Path, results: Path, planned: tuple[Plann
         if only is not None and len(ran) >= only:
             break
         progress(f"[{run.position}/{len(planned)}] {run.run_id}: starting server")
+        _wait_port_free(protocol, progress)
         _one_run(protocol, root, results, run, progress, excluded, trees.get(run.variant))
         ran.append(run.run_id)
+        progress(eta_line(len(ran), todo, time.monotonic() - began))
+
+
+def portable_paths(obj: object, prefixes: dict[str, Path]) -> object:
+    """The same record with this machine's folders written as <results>/... and <root>/...:
+    run.json is committed with the evidence, and a path of one machine means nothing on
+    another (and must not be published). The run's own folder is <results>/runs/<id>.partial
+    while it runs. Pure."""
+    order = sorted(prefixes.items(), key=lambda kv: -len(str(kv[1])))  # the deepest folder first
+
+    def fix(s: str) -> str:
+        for token, folder in order:
+            s = s.replace(str(folder) + os.sep, token + "/")
+            if s == str(folder):
+                return token
+        return s
+
+    if isinstance(obj, str):
+        return fix(obj)
+    if isinstance(obj, list):
+        return [portable_paths(x, prefixes) for x in obj]
+    if isinstance(obj, dict):
+        return {k: portable_paths(v, prefixes) for k, v in obj.items()}
+    return obj
+
+
+def eta_line(ran: int, todo: int, elapsed_s: float) -> str:
+    """'3/9 new runs done in 7m30s, about 15m left'; pure."""
+    def mins(x: float) -> str:
+        return f"{int(x // 60)}m{int(x % 60):02d}s"
+
+    left = (todo - ran) * elapsed_s / ran if ran else 0.0
+    tail = f", about {mins(left)} left" if ran < todo else ""
+    return f"{ran}/{todo} new runs done in {mins(elapsed_s)}{tail}"
+
+
+def _wait_port_free(protocol: Protocol, progress: Progress) -> None:
+    """The previous start's server must be gone before the next binds the port."""
+    deadline = time.monotonic() + protocol.stop_timeout_s
+    while _answering(protocol):
+        if time.monotonic() > deadline:
+            raise OverlayError(f"port {protocol.port} still answers {protocol.stop_timeout_s:g}s after the "
+                               "previous server was stopped", path=str(protocol.path),
+                               hint="something else serves there: stop it, then resume `overlay bench ab`")
+        progress(f"waiting for port {protocol.port} to be released")
+        time.sleep(1.0)
 
 
 def _one_run(protocol: Protocol, root: Path, results: Path, run: PlannedRun, progress: Progress,
@@ -399,7 +569,8 @@ def _one_run(protocol: Protocol, root: Path, results: Path, run: PlannedRun, pro
             "composed_dirs": {t: str(p) for t, p in tree.dirs} if tree else {}, "scenarios": {}}
 
     def save() -> None:
-        (partial / "run.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        portable = portable_paths(meta, {"<results>": results.resolve(), "<root>": root.resolve()})
+        (partial / "run.json").write_text(json.dumps(portable, indent=2) + "\n", encoding="utf-8")
 
     proc: subprocess.Popen | None = None
     log = None
@@ -418,7 +589,7 @@ def _one_run(protocol: Protocol, root: Path, results: Path, run: PlannedRun, pro
         meta["server_pid"] = proc.pid
         save()
         _INTERRUPTS.check()
-        failure = _serve_scenarios(protocol, run, proc, partial, meta, save, progress)
+        failure = _serve_scenarios(protocol, run, proc, partial, meta, save, progress, root)
     except KeyboardInterrupt:
         if proc is not None:
             _stop(proc, protocol.stop_timeout_s)
@@ -440,15 +611,22 @@ def _one_run(protocol: Protocol, root: Path, results: Path, run: PlannedRun, pro
     meta["status"] = "complete"
     meta["finished"] = _now()
     save()
+    _record_digest(protocol, results)
     partial.rename(results / "runs" / run.run_id)
     progress(f"[{run.position}] {run.run_id}: complete")
 
 
-def _run_client(argv: list[str], log, timeout_s: float) -> int | None:
-    """The client's exit status (None on timeout); stops it on an interrupt."""
+SERVER_DIED = -1000  # _run_client: the server exited while the client ran
+
+
+def _run_client(argv: list[str], log, timeout_s: float, server: subprocess.Popen | None = None,
+                cwd: Path | None = None, tick: Callable[[float], None] | None = None) -> int | None:
+    """The client's exit status (None on timeout, SERVER_DIED when the server exited
+    meanwhile: its requests would only fail from then on); stops it on an interrupt."""
     client = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                              start_new_session=True)
-    deadline = time.monotonic() + timeout_s
+                              start_new_session=True, cwd=cwd)
+    began = time.monotonic()
+    deadline = began + timeout_s
     try:
         while True:
             try:
@@ -456,39 +634,113 @@ def _run_client(argv: list[str], log, timeout_s: float) -> int | None:
             except subprocess.TimeoutExpired:
                 pass
             _INTERRUPTS.check()
+            if server is not None and server.poll() is not None:
+                _stop(client, 5.0)
+                return SERVER_DIED
             if time.monotonic() > deadline:
                 _stop(client, 5.0)
                 return None
+            if tick is not None:
+                tick(time.monotonic() - began)
     except KeyboardInterrupt:
         _stop(client, 5.0)
         raise
 
 
+def _last_line(path: Path) -> str:
+    """The last non-empty line of a log, for a failure reason (the log stays in the run)."""
+    try:
+        lines = [ln.strip() for ln in path.read_text(encoding="utf-8", errors="replace").splitlines()]
+    except OSError:
+        return ""
+    lines = [ln for ln in lines if ln]
+    return lines[-1][-200:] if lines else ""
+
+
+def _served_models(protocol: Protocol) -> list[str] | None:
+    """Model ids the server lists on /v1/models (None when not that endpoint or unreadable)."""
+    if protocol.ready_path.rstrip("/") != "/v1/models":
+        return None
+    url = f"http://{protocol.host}:{protocol.port}{protocol.ready_path}"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 (local URL)
+            data = json.loads(resp.read().decode("utf-8"))
+        return [str(m.get("id")) for m in data.get("data", [])]
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+class _Ticker:
+    """A progress line at most every `every` seconds while something long runs."""
+
+    def __init__(self, progress: Progress, every: float = 15.0) -> None:
+        self.progress, self.every, self.next = progress, every, every
+
+    def __call__(self, elapsed: float, what: str) -> None:
+        if elapsed >= self.next:
+            self.progress(f"{what} ({elapsed:.0f}s)")
+            self.next = elapsed + self.every
+
+
 def _serve_scenarios(protocol: Protocol, run: PlannedRun, proc: subprocess.Popen, partial: Path,
-                     meta: dict, save: Callable[[], None], progress: Progress) -> str | None:
+                     meta: dict, save: Callable[[], None], progress: Progress,
+                     root: Path | None = None) -> str | None:
     """Wait for the server, run every scenario; the failure reason, or None."""
-    deadline = time.monotonic() + protocol.ready_timeout_s
+    began = time.monotonic()
+    deadline = began + protocol.ready_timeout_s
+    ticker = _Ticker(progress)
     while not _answering(protocol):
         _INTERRUPTS.check()
         if proc.poll() is not None:
-            return f"server exited with status {proc.returncode} before answering (see server.log)"
+            last = _last_line(partial / "server.log")
+            return (f"server exited with status {proc.returncode} before answering"
+                    + (f": {last}" if last else "") + " (see server.log)")
         if time.monotonic() > deadline:
             return f"server did not answer {protocol.ready_path} within {protocol.ready_timeout_s:g}s"
+        ticker(time.monotonic() - began, f"[{run.position}] {run.run_id}: waiting for the server to answer "
+                                         f"{protocol.ready_path} (ready-timeout {protocol.ready_timeout_s:g}s)")
         time.sleep(0.2)
     meta["ready"] = _now()
+    meta["ready_after_s"] = round(time.monotonic() - began, 1)
+    progress(f"[{run.position}] {run.run_id}: server answered after {meta['ready_after_s']:.0f}s")
+    served = _served_models(protocol)
+    if served is not None and protocol.model not in served:
+        return (f"the server answering on port {protocol.port} serves {', '.join(served) or 'no model'}, "
+                f"not the protocol's model {protocol.model}")
     for name in run.scenarios:
         progress(f"[{run.position}] {run.run_id}: scenario {name}")
         argv = client_argv(protocol, protocol.scenario(name), run, partial)
+        ticker = _Ticker(progress)
         with open(partial / f"{name}.client.log", "wb") as clog:
-            rc = _run_client(argv, clog, protocol.client_timeout_s)
+            rc = _run_client(argv, clog, protocol.client_timeout_s, server=proc, cwd=root,
+                             tick=lambda t: ticker(t, f"[{run.position}] {run.run_id}: client running "
+                                                      f"scenario {name}"))
         meta["scenarios"][name] = {"argv": argv, "returncode": rc, "finished": _now()}
         save()
+        if rc == SERVER_DIED or proc.poll() is not None:  # its results would be cut short
+            last = _last_line(partial / "server.log")
+            return (f"server exited with status {proc.returncode} during scenario {name}"
+                    + (f": {last}" if last else "") + " (see server.log)")
         if rc != 0 or not (partial / f"{name}.json").is_file():
-            return (f"client for scenario {name} " + ("timed out" if rc is None else f"exited with status {rc}")
+            last = _last_line(partial / f"{name}.client.log")
+            what = ("timed out" if rc is None else f"exited with status {rc}" if rc != 0
+                    else "exited 0 but wrote no result file")
+            return (f"client for scenario {name} {what}" + (f": {last}" if last else "")
                     + f" (see {name}.client.log)")
-        if proc.poll() is not None:
-            return f"server exited with status {proc.returncode} during scenario {name}"
     return None
+
+
+def throttled(progress: Progress, every_s: float = 1.0) -> Progress:
+    """At most one line per `every_s` seconds (the first always): for per-file progress."""
+    last = [-math.inf]
+
+    def out(msg: str) -> None:
+        now = time.monotonic()
+        if now - last[0] >= every_s:
+            last[0] = now
+            progress(msg)
+
+    return out
 
 
 def terminal_progress(json_mode: bool) -> Progress:

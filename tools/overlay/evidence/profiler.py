@@ -47,9 +47,12 @@ def load_statistics(path: Path) -> dict[str, int]:
             continue
         try:
             count = int(float(row["Count"]))
-        except ValueError:
-            raise OverlayError(f"Count '{row['Count']}' is not a number", path=str(path),
-                               line=lineno) from None
+        except (ValueError, OverflowError):  # "abc", "nan", "inf"
+            raise OverlayError(f"Count '{row['Count']}' is not a finite number", path=str(path),
+                               line=lineno, hint="a call count is a whole number >= 0") from None
+        if count < 0:
+            raise OverlayError(f"Count {row['Count']} of '{name}' is negative", path=str(path),
+                               line=lineno, hint="a call count is a whole number >= 0; re-export the statistics")
         out[name] = out.get(name, 0) + count
     return out
 

@@ -41,7 +41,7 @@ SCENARIO_FIELDS = ("description", "dataset", "input-len", "output-len", "num-pro
                    "max-concurrency", "request-rate", "warmups", "client-args")
 SERVER_FIELDS = ("command", "host", "port", "ready-path", "ready-timeout-s", "stop-timeout-s")
 CLIENT_FIELDS = ("command", "timeout-s")
-CLAIM_FIELDS = ("hypothesis", "kind", "scenarios", "checks", "not-reproduced-when",
+CLAIM_FIELDS = ("hypothesis", "kind", "scenarios", "treatments", "checks", "not-reproduced-when",
                 "min-positive-pairs", "steps", "expect")
 CHECK_FIELDS = ("metric", "statistic", "change", "min-effect-pct")
 BOOT_FIELDS = ("resamples", "confidence", "seed")
@@ -115,6 +115,7 @@ class Claim:
     steps: int  # counters: decode steps profiled
     expect: tuple[CounterExpectation, ...]
     line: int
+    treatments: tuple[str, ...] = ()  # variants compared with the baseline; () = every treatment
 
 
 @dataclass(frozen=True)
@@ -357,6 +358,7 @@ def _claim(name: str, node: Node, path: str, scenarios: tuple[str, ...],
     expect: list[CounterExpectation] = []
     steps = 0
     claim_scen: tuple[str, ...] = ()
+    treatments: tuple[str, ...] = ()
     if kind == "service":
         claim_scen = f.str_list("scenarios") or scenarios
         for s in claim_scen:
@@ -367,6 +369,10 @@ def _claim(name: str, node: Node, path: str, scenarios: tuple[str, ...],
             raise f.error("checks", "expected a non-empty list of {metric, statistic, change, min-effect-pct}")
         for i, item in enumerate(f.map["checks"].value, 1):
             checks.append(_check(item, path, f"check {i} of claim '{name}'"))
+        treatments = f.str_list("treatments") or ()
+        for t in treatments:
+            if t not in variants:
+                raise f.error("treatments", f"unknown variant '{t}'", hint="known: " + ", ".join(variants))
     else:
         steps = _int(f, "steps", minimum=1)
         en = f.mapping("expect", required=True)
@@ -384,7 +390,7 @@ def _claim(name: str, node: Node, path: str, scenarios: tuple[str, ...],
     assert hyp
     return Claim(name=name, hypothesis=hyp, kind=kind, scenarios=claim_scen, checks=tuple(checks),
                  refute_rule=rule, min_positive_pairs=_int(f, "min-positive-pairs", default=0),
-                 steps=steps, expect=tuple(expect), line=node.line)
+                 steps=steps, expect=tuple(expect), line=node.line, treatments=tuple(treatments))
 
 
 def load_protocol(path: Path, root: Path | None = None) -> Protocol:
@@ -435,6 +441,10 @@ def load_protocol(path: Path, root: Path | None = None) -> Protocol:
                              tuple(v.name for v in variants)))
     if not claims:
         raise top.error("claims", "expected at least one claim with its decision thresholds")
+    for c in claims:
+        if baseline in c.treatments:
+            raise OverlayError(f"claim '{c.name}': the baseline '{baseline}' cannot be one of its treatments",
+                               path=shown, line=c.line, hint="list the variants compared with the baseline")
     bn = top.mapping("bootstrap")
     bf = _Fields(bn or Node({}, doc.line), shown, "bootstrap", BOOT_FIELDS)
     conf = _number(bf, "confidence", default=0.95)

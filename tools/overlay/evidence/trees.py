@@ -87,8 +87,10 @@ def _patches(root: Path, pin: PinSet, only: frozenset[str] | None) -> tuple[str,
     return tuple(e.patch for e in series.entries if e.patch in only and e.target in pin.target_names)
 
 
-def _expected(project: Project, target: str, only: frozenset[str] | None) -> tuple[str, ...]:
-    return tuple(e.patch for e in project.series.for_target(target) if only is None or e.patch in only)
+def _expected(project: Project, pin: PinSet, target: str,
+              only: frozenset[str] | None) -> tuple[str, ...]:
+    return tuple(e.patch for e in project.series.for_target(target, pin.name)
+                 if only is None or e.patch in only)
 
 
 def _base_commit(pin: PinSet, target: str) -> str | None:
@@ -101,7 +103,7 @@ def _still_matches(project: Project, pin: PinSet, target: str, work: Path,
     state = composed.read_state(work)
     if state is None or state.pin != pin.name or state.target != target:
         return None
-    expected = _expected(project, target, only)
+    expected = _expected(project, pin, target, only)
     if tuple(state.patches) != expected:
         return None
     base = _base_commit(pin, target)
@@ -161,6 +163,10 @@ def _compose_one(project: Project, variant: Variant, vt: VariantTrees, mirror: P
     into = vt.dirs[0][1].parent.parent
     ids = {t: _still_matches(project, pin, t, d, only) for t, d in vt.dirs}
     if all(ids.values()):
+        for t, tree in ids.items():
+            locked = pin.target(t).tree
+            if locked and tree and locked != tree and _expected(project, t, only) == _expected(project, t, None):
+                raise _mismatch(variant, pin, t, tree, locked)
         progress(f"variant {variant.name}: reusing composed trees under {into}")
         return VariantTrees(vt.variant, vt.folder, vt.pin, vt.patches, vt.dirs,
                             tuple((t, i) for t, i in ids.items() if i), reused=True)
@@ -168,18 +174,57 @@ def _compose_one(project: Project, variant: Variant, vt: VariantTrees, mirror: P
              f"({'whole series' if only is None else f'{len(only)} patch(es)'}) into {into}")
     try:
         outcomes = compose.compose(project, pin, targets=None, into=into, mirror=mirror, force=False,
-                                   report=lambda _line: None, progress=None, only=only)
+                                   report=lambda _line: None, progress=progress, only=only)
     except OverlayError as exc:
         where = f"{exc.path}: " if exc.path else ""
         raise OverlayError(f"variant '{variant.name}': composing pin {pin.name} failed: {where}{exc.message}",
-                           path=str(into), hint=exc.hint or "fix the series or the pin, then run again",
+                           path=str(into), hint=_bench_hint(exc.hint, pin.name),
                            exit_code=exc.exit_code) from None
+    finally:
+        _drop_run_lock(into)
     trees = {o.target: o.tree for o in outcomes}
     if not all(trees.values()):
         raise OverlayError(f"variant '{variant.name}': composing pin {pin.name} gave no tree",
                            path=str(into))
+    for o in outcomes:
+        if o.tree_mismatch:
+            raise _mismatch(variant, pin, o.target, o.tree or "", o.locked_tree or "")
     return VariantTrees(vt.variant, vt.folder, vt.pin, vt.patches, vt.dirs,
                         tuple((t, trees[t]) for t, _ in vt.dirs))
+
+
+def _bench_hint(hint: str | None, pin: str) -> str:
+    """compose's hints speak of `apply`; `bench ab` composes every target of the pin set
+    and has no --targets."""
+    if not hint:
+        return "fix the series or the pin, then run again"
+    if "--targets" in hint:
+        return (f"put the sources under the mirror and pass --mirror or OVERLAY_MIRROR; `bench ab` composes "
+                f"every target of pin set {pin} (give the variant a pin set with the targets you can reach)")
+    return hint
+
+
+def _mismatch(variant: Variant, pin: PinSet, target: str, tree: str, locked: str) -> OverlayError:
+    """The same refusal as apply's TREE MISMATCH: evidence is at least as strict as apply."""
+    return OverlayError(f"TREE MISMATCH for variant '{variant.name}', target {target}: composed tree "
+                        f"{tree[:12]} but pins/{pin.name}.yaml records {locked[:12]}; refusing to benchmark "
+                        "a tree the lock does not vouch for", path=f"pins/{pin.name}.yaml",
+                        hint=f"if the series changed on purpose, run `overlay lock --pin {pin.name}`; "
+                             "otherwise your inputs differ from the lock", exit_code=3)
+
+
+def _drop_run_lock(into: Path) -> None:
+    """compose leaves its run-lock file (and an empty folder when it failed early);
+    neither belongs in an evidence folder. bench ab composes each folder once, alone."""
+    try:
+        (into / ".overlay.lock").unlink()
+    except FileNotFoundError:
+        pass
+    for d in (into, into.parent):  # trees/<variant>, trees
+        try:
+            d.rmdir()  # only when empty
+        except OSError:
+            break
 
 
 def _check_record(results: Path, trees: dict[str, VariantTrees], runs_recorded: bool) -> None:

@@ -1,0 +1,244 @@
+"""`overlay bench ab` against what the real engine taught (issue 11) and its first-run
+traps (issue 13, items 8, 11, 12): CPU lists, a failed first run, leftovers in the
+evidence folder, readiness, slow starts, the server's whole process tree, a server
+dying mid-run, client failures and progress."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from evhelpers import fake_protocol
+from overlay.errors import OverlayError
+from overlay.evidence import orchestrate
+from overlay.evidence.protocol import load_protocol
+
+
+def add_env(proto_path: Path, variant: str, key: str, value: str) -> None:
+    text = proto_path.read_text()
+    anchor = f"  {variant}:\n    env:\n"
+    assert anchor in text
+    proto_path.write_text(text.replace(anchor, f'{anchor}      {key}: "{value}"\n', 1))
+
+
+def listing(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+# ---- item 12: first-run traps
+
+
+def test_cpu_list_the_machine_lacks_is_refused_before_anything_starts(run, evroot):
+    proto_path = fake_protocol(evroot / "ab", starts=2)
+    beyond = max(os.sched_getaffinity(0)) + 1
+    proto_path.write_text(proto_path.read_text().replace('client: "0"', f'client: "{beyond}-{beyond + 1}"'))
+    before = listing(evroot / "ab")
+    code, out, err = run("bench", "ab", "--protocol", proto_path, root=evroot)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"cpus.client '{beyond}-{beyond + 1}' names CPU(s) {beyond},{beyond + 1}" in err
+    assert "available:" in err and str(proto_path) in err
+    assert listing(evroot / "ab") == before  # no runs/, no excluded/, no protocol.sha256
+
+
+def test_cpu_set_and_check_against_given_cpus():
+    assert orchestrate.cpu_set("0-2,5") == {0, 1, 2, 5}
+    proto = load_protocol(Path(__file__).resolve().parents[2] / "evidence" / "cpu-engine-smoke")
+    orchestrate.check_cpus(proto, {0, 1})
+    with pytest.raises(OverlayError, match=r"cpus.client '1' names CPU\(s\) 1.*available: 0"):
+        orchestrate.check_cpus(proto, {0})
+
+
+def test_failed_first_run_records_no_protocol_digest_and_leaves_no_empty_runs(run, evroot):
+    proto_path = fake_protocol(evroot / "ab", starts=2)
+    add_env(proto_path, "base", "FAKE_FAIL_START", "1")  # the first start fails
+    code, _, err = run("bench", "ab", "--protocol", proto_path, root=evroot)
+    assert code == 1 and "run base-r1 failed: server exited with status 3 before answering" in err
+    assert "failing on purpose" in err  # the server's last words are in the message
+    folder = evroot / "ab"
+    assert not (folder / "protocol.sha256").exists()
+    assert not (folder / "runs").exists()
+    assert (folder / "excluded" / "base-r1.1" / "reason.txt").is_file()  # the failure is kept
+    # the fix is an edit of the protocol: not refused as "protocol changed"
+    proto_path.write_text(proto_path.read_text().replace('      FAKE_FAIL_START: "1"\n', "", 1))
+    code, out, err = run("bench", "ab", "--protocol", proto_path, "--max-runs", "1", "--json", root=evroot)
+    assert code == 0, err
+    assert json.loads(out)["ran"] == ["base-r1"]
+    assert (folder / "protocol.sha256").is_file()  # recorded with the first complete run
+    proto_path.write_text(proto_path.read_text().replace("num-prompts: 6", "num-prompts: 7"))
+    code, _, err = run("bench", "ab", "--protocol", proto_path, root=evroot)
+    assert code == 2 and "the protocol changed after runs were recorded" in err
+
+
+# ---- readiness, slow start, process tree, dying server, client failures
+
+
+def test_slow_start_is_waited_for_and_reported(evroot, monkeypatch):
+    proto_path = fake_protocol(evroot / "ab", starts=2, startup_s=1.2)
+    monkeypatch.setattr(orchestrate._Ticker, "__init__",
+                        lambda self, progress, every=0.3: setattr(self, "__dict__",
+                                                                  {"progress": progress, "every": every,
+                                                                   "next": every}))
+    seen: list[str] = []
+    proto = load_protocol(proto_path)
+    orchestrate.bench_ab(proto, evroot, evroot / "ab", seen.append, only=2)
+    waits = [m for m in seen if "waiting for the server to answer /v1/models" in m]
+    assert waits and all(m.startswith("[1] base-r1") or m.startswith("[2] fast-r1") for m in waits)
+    assert any("server answered after" in m for m in seen)
+    assert "1/2 new runs done in" in "\n".join(seen) and "left" in "\n".join(seen)
+    meta = json.loads((evroot / "ab" / "runs" / "base-r1" / "run.json").read_text())
+    assert meta["ready_after_s"] >= 1.0
+
+
+def test_server_serving_another_model_is_not_benchmarked(run, evroot):
+    proto_path = fake_protocol(evroot / "ab", starts=2)
+    add_env(proto_path, "base", "FAKE_SERVED_MODEL", "some-other-model")
+    code, _, err = run("bench", "ab", "--protocol", proto_path, root=evroot)
+    assert code == 1
+    assert "serves some-other-model, not the protocol's model fake-model" in err
+    assert not (evroot / "ab" / "excluded" / "base-r1.1" / "burst.json").exists()  # no client ran
+
+
+@pytest.mark.parametrize("setsid", [False, True])
+def test_stopping_the_server_stops_its_whole_process_tree(run, evroot, setsid):
+    proto_path = fake_protocol(evroot / "ab", starts=2)
+    worker_file = evroot / "worker.pid"
+    add_env(proto_path, "base", "FAKE_WORKER", str(worker_file))
+    if setsid:  # a worker that left the process group and ignores SIGTERM
+        add_env(proto_path, "base", "FAKE_WORKER_SETSID", "1")
+    proto_path.write_text(proto_path.read_text().replace("stop-timeout-s: 5", "stop-timeout-s: 1"))
+    code, _, err = run("bench", "ab", "--protocol", proto_path, "--max-runs", "1", root=evroot)
+    worker = int(worker_file.read_text())
+    try:
+        assert code == 0, err
+        assert not pid_alive(worker)
+    finally:
+        if pid_alive(worker):
+            os.kill(worker, signal.SIGKILL)
+
+
+def test_server_dying_mid_run_stops_the_client_and_sets_the_run_aside(run, evroot):
+    proto_path = fake_protocol(evroot / "ab", starts=2)
+    add_env(proto_path, "base", "FAKE_DIE_AFTER", "2")  # the warmup and one request, then exit 7
+    proto_path.write_text(proto_path.read_text().replace("timeout-s: 60", "timeout-s: 600"))
+    t0 = time.monotonic()
+    code, _, err = run("bench", "ab", "--protocol", proto_path, root=evroot)
+    assert code == 1 and err.count("\n") == 1
+    assert "run base-r1 failed: server exited with status 7 during scenario burst" in err
+    assert "dying after 2 requests" in err
+    assert time.monotonic() - t0 < 60  # not left waiting for the client's timeout
+    reason = (evroot / "ab" / "excluded" / "base-r1.1" / "reason.txt").read_text()
+    assert "server exited with status 7 during scenario burst" in reason
+
+
+def test_client_failure_reason_quotes_the_client(run, evroot):
+    proto_path = fake_protocol(evroot / "ab", starts=2)
+    text = proto_path.read_text()
+    start = text.index("client:\n  command: [")
+    end = text.index("]", start)
+    failing = f'client:\n  command: ["{sys.executable}", "-c", "import sys; print(\'ValueError: bad --model\'); sys.exit(1)"'
+    proto_path.write_text(text[:start] + failing + text[end:])
+    code, _, err = run("bench", "ab", "--protocol", proto_path, root=evroot)
+    assert code == 1
+    assert "client for scenario burst exited with status 1: ValueError: bad --model" in err
+    reason = (evroot / "ab" / "excluded" / "base-r1.1" / "reason.txt").read_text()
+    assert "ValueError: bad --model" in reason and "burst.client.log" in reason
+
+
+def test_console_script_server_is_recognised_as_ours():
+    recorded = ["taskset", "-c", "0", "vllm", "serve", "m", "--port", "8000"]
+    running = ["/env/bin/python3", "/env/bin/vllm", "serve", "m", "--port", "8000"]
+    assert orchestrate._ours(recorded, running)
+    assert not orchestrate._ours(recorded, ["/env/bin/python3", "/env/bin/other", "serve", "m", "--port", "8000"])
+    assert not orchestrate._ours(recorded, ["/env/bin/python3", "/env/bin/vllm", "serve", "x", "--port", "8000"])
+
+
+def test_leftover_server_is_identified_by_pid_and_start_time(run, evroot):
+    """A leftover recorded with its start time is ours even when its command line
+    no longer matches the argv (vLLM's processes rename themselves)."""
+    proto_path = fake_protocol(evroot / "ab", starts=2)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        started = orchestrate._stat(other.pid)[3]
+        (evroot / "ab" / "server.pid").write_text(json.dumps(
+            {"pid": other.pid, "argv": ["vllm", "serve"], "run": "base-r1", "started": started}))
+        assert orchestrate.stop_leftover_server(evroot / "ab", lambda m: None, timeout=5) == other.pid
+        assert other.wait(timeout=5) is not None
+        # the same pid with another start time is someone else's: left alone
+        other2 = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        (evroot / "ab" / "server.pid").write_text(json.dumps(
+            {"pid": other2.pid, "argv": ["vllm", "serve"], "run": "base-r1", "started": 1}))
+        assert orchestrate.stop_leftover_server(evroot / "ab", lambda m: None, timeout=5) is None
+        assert other2.poll() is None
+        other2.kill()
+        other2.wait()
+    finally:
+        if other.poll() is None:
+            other.kill()
+            other.wait()
+
+
+# ---- item 11: progress, quiet with --json
+
+
+def test_eta_line():
+    assert orchestrate.eta_line(1, 4, 90) == "1/4 new runs done in 1m30s, about 4m30s left"
+    assert orchestrate.eta_line(4, 4, 300) == "4/4 new runs done in 5m00s"
+
+
+def test_progress_is_quiet_with_json_even_on_a_terminal(monkeypatch, capsys):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    orchestrate.terminal_progress(True)("hidden")
+    orchestrate.terminal_progress(False)("shown")
+    err = capsys.readouterr().err
+    assert "hidden" not in err and "shown" in err
+
+
+def test_analyze_reports_progress_per_result_file(tmp_path):
+    from evhelpers import write_protocol
+    from overlay.evidence import analyze, synth
+    from overlay.evidence.protocol import load_protocol as load
+
+    claim = tmp_path / "claim"
+    write_protocol(claim, starts=2)
+    proto = load(claim)
+    synth.write_dataset(proto, claim, effect_pct={"fast": -20.0}, between_sd=0.02)
+    seen: list[str] = []
+    analyze.analyze(proto, claim, (), progress=seen.append)
+    reads = [m for m in seen if m.startswith("reading results ")]
+    assert reads[0].startswith("reading results 1/4: ") and reads[-1].startswith("reading results 4/4: ")
+    assert any(m.startswith("bootstrapping 1 treatment x scenario") for m in seen)
+
+
+def test_throttled_progress_drops_lines_within_the_interval():
+    seen: list[str] = []
+    p = orchestrate.throttled(seen.append, every_s=3600)
+    for i in range(5):
+        p(f"line {i}")
+    assert seen == ["line 0"]
+
+
+def test_run_json_paths_are_written_relative_to_results_and_root(tmp_path):
+    root = tmp_path / "proj"
+    results = root / "evidence" / "claim"
+    meta = {"argv": ["vllm", "bench", "--result-dir", f"{results}/runs/a-r1.partial", "--model", f"{root}/m"],
+            "dirs": {"plugin": str(results / "trees" / "a")}, "exact": str(results), "n": 3,
+            "other": f"{tmp_path}/elsewhere"}
+    out = orchestrate.portable_paths(meta, {"<results>": results, "<root>": root})
+    assert out == {"argv": ["vllm", "bench", "--result-dir", "<results>/runs/a-r1.partial", "--model", "<root>/m"],
+                   "dirs": {"plugin": "<results>/trees/a"}, "exact": "<results>", "n": 3,
+                   "other": f"{tmp_path}/elsewhere"}

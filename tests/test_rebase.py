@@ -1,0 +1,298 @@
+"""`overlay rebase`: move a pin set's series onto newer upstream, on a fixture history
+with every outcome (tests/drift/series_history.py):
+
+  0001  merged upstream at u3 (#203)        -> dropped, applied-upstream recorded
+  0002  its context reworded at u4 (#204)   -> refreshed by 3-way (an overlap, no merge)
+  0003  upstream's own o_10 at u2 (#202)    -> conflict: continue after resolving,
+                                               skip, or abort
+  0004  built on 0003                        -> applied on top, refreshed
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from overlay import lockfile
+from overlay.cli import main
+from overlay.model import Project
+from tests.drift.series_history import build
+
+REAL_MIRROR = os.environ.get("OVERLAY_MIRROR")  # read before the autouse fixture clears it
+
+
+@pytest.fixture(scope="session")
+def _history(tmp_path_factory):
+    return build(tmp_path_factory.mktemp("rebase"))
+
+
+@pytest.fixture
+def project(_history, tmp_path, monkeypatch) -> Path:
+    dest = tmp_path / "project"
+    shutil.copytree(_history.project, dest)
+    monkeypatch.setenv("OVERLAY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OVERLAY_MIRROR", str(_history.mirror))
+    return dest
+
+
+def rebase(capsys, project: Path, *args: str) -> tuple[int, str, str]:
+    rc = main(["--root", str(project), "rebase", *args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def snapshot(project: Path) -> dict[str, bytes]:
+    """Every file of the project outside build/ and .overlay/, with its bytes."""
+    return {str(p.relative_to(project)): p.read_bytes() for p in sorted(project.rglob("*"))
+            if p.is_file() and p.relative_to(project).parts[0] not in ("build", ".overlay")}
+
+
+def resolve_o_py(work: Path) -> None:
+    text = (work / "o.py").read_text()
+    resolved = re.sub(r"<<<<<<< [^\n]*\n.*?=======\n.*?>>>>>>> [^\n]*\n",
+                      "o_10 = 'theirs, ours'\no_10b = 'ours too'\n", text, flags=re.S)
+    assert resolved != text, "expected conflict markers in o.py"
+    (work / "o.py").write_text(resolved)
+    subprocess.run(["git", "add", "o.py"], cwd=work, check=True)
+
+
+def test_conflict_then_continue_drops_merged_refreshes_and_locks(capsys, project):
+    before = snapshot(project)
+    rc, out, err = rebase(capsys, project, "--pin", "base", "--onto", "plugin=u4", "--as", "next")
+    assert rc == 1 and "CONFLICT: 0003-o-ours-at-o_10.patch conflicts at u4 (o.py)" in out, err
+    assert "upstream overlap: " in out and "(#202)" in out
+    assert snapshot(project) == before  # nothing of pins/, patches/, series.yaml yet
+    work = project / "build" / "next" / "plugin"
+    assert (work / ".git" / "rebase-apply").is_dir()  # git's own resolution state
+    # --continue before resolving is refused, and changes nothing
+    rc, _, err = rebase(capsys, project, "--continue")
+    assert rc == 2 and "o.py still has conflicts" in err and err.count("\n") == 1
+    resolve_o_py(work)
+    rc, out, err = rebase(capsys, project, "--continue", "--json")
+    assert rc == 0, err
+    result = json.loads(out)
+    outcome = {p["patch"][:4]: (p["outcome"], p["drift"]) for p in result["patches"]}
+    assert outcome == {"0001": ("dropped", "merged (reverse)"),
+                       "0002": ("refreshed", "fuzz"),
+                       "0003": ("conflicted", "conflict"),
+                       "0004": ("refreshed", "blocked (alone: clean)")}
+    notes = {p["patch"][:4]: p["overlap"] for p in result["patches"]}
+    assert any("upstream did this too" in line and "(#203)" in line for line in notes["0001"])
+    assert len(notes["0002"]) == 1 and "upstream did this too" not in notes["0002"][0]
+    assert result["check"] == [] and result["ok"]
+
+    project_now = Project.load(project)
+    entry = {e.patch[:4]: e for e in project_now.series.entries}
+    prov = entry["0001"].provenance
+    assert (prov.applied_upstream, prov.applied_upstream_rule, prov.applied_upstream_pins) == (
+        "acme/plugin#203", "reverse", ("next",))
+    assert prov.applied_upstream_commit == _commit(project, "u3")
+    assert [e.patch[:4] for e in project_now.series.for_target("plugin", "next")] == ["0002", "0003", "0004"]
+    assert [e.patch[:4] for e in project_now.series.for_target("plugin", "base")] == ["0001", "0002", "0003", "0004"]
+    pin = project_now.pin("next")
+    assert pin.target("plugin").source.commit == _commit(project, "u4")
+    assert pin.target("plugin").tree == result["tree"] and not pin.default
+    assert "0003-o-ours-at-o_10.patch" in "".join(result["refresh"]["written"])
+    assert (project / "pins" / "base.yaml").read_bytes() == before["pins/base.yaml"]
+    # refresh at the new pin set kept the entry it leaves out, and its file, as they were
+    dropped = "patches/0001-m-add-m_05b-and-raise-m_06.patch"
+    assert (project / dropped).read_bytes() == before[dropped]
+    assert not (project / ".overlay" / "rebase.json").exists()
+
+    # the new pin set composes from the files alone, to the locked tree
+    shutil.rmtree(project / "build")
+    assert main(["--root", str(project), "apply", "--pin", "next", "--json"]) == 0
+    applied = json.loads(capsys.readouterr().out)["targets"][0]
+    assert applied["tree_matches_lock"] is True
+    assert [p["patch"][:4] for p in applied["patches"]] == ["0002", "0003", "0004"]
+
+
+def test_summary_is_fit_for_a_pull_request(capsys, project):
+    rebase(capsys, project, "--pin", "base", "--onto", "plugin=u4", "--as", "next")
+    resolve_o_py(project / "build" / "next" / "plugin")
+    rc, out, _ = rebase(capsys, project, "--continue")
+    assert rc == 0
+    assert out.startswith("## Rebase of pin set `base` onto plugin `u4`")
+    assert "| `0001-m-add-m_05b-and-raise-m_06.patch` | dropped | merged (reverse) |" in out
+    assert "carried by acme/plugin#203" in out
+    assert "- check: ok" in out
+    assert "- gate: not run: no composed core tree" in out
+    # the shared series moved: the old pin set is told where it no longer applies
+    assert "- pin set `base` (plugin " in out and "0002-n-raise-n_10.patch fuzz" in out
+
+
+def test_conflict_then_abort_leaves_everything_as_it_was(capsys, project):
+    before = snapshot(project)
+    rc, _, _ = rebase(capsys, project, "--pin", "base", "--onto", "plugin=u4", "--as", "next")
+    assert rc == 1
+    rc, out, err = rebase(capsys, project, "--abort")
+    assert rc == 0 and "rebase aborted" in out, err
+    assert snapshot(project) == before
+    assert not (project / "build" / "next").exists()
+    assert not (project / ".overlay" / "rebase.json").exists()
+    rc, _, err = rebase(capsys, project, "--continue")
+    assert rc == 2 and "no rebase is in progress" in err
+
+
+def test_conflict_then_skip_records_upstreams_own_version(capsys, project):
+    rebase(capsys, project, "--pin", "base", "--onto", "plugin=u4", "--as", "next")
+    rc, out, err = rebase(capsys, project, "--skip", "--json")
+    assert rc == 0, err
+    outcome = {p["patch"][:4]: p["outcome"] for p in json.loads(out)["patches"]}
+    assert outcome == {"0001": "dropped", "0002": "refreshed", "0003": "skipped", "0004": "refreshed"}
+    prov = {e.patch[:4]: e.provenance for e in Project.load(project).series.entries}["0003"]
+    # drift saw upstream rewrite 0003's lines at u2 (#202): that is what the skip leaves to
+    assert (prov.applied_upstream, prov.applied_upstream_pins) == ("acme/plugin#202", ("next",))
+    assert prov.applied_upstream_rule == "skipped (upstream's own version)"
+
+
+def test_a_failure_at_the_end_puts_every_byte_back(capsys, project, monkeypatch):
+    before = snapshot(project)
+    rebase(capsys, project, "--pin", "base", "--onto", "plugin=u4", "--as", "next")
+    resolve_o_py(project / "build" / "next" / "plugin")
+
+    def broken_lock(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(lockfile, "lock", broken_lock)
+    rc, _, err = rebase(capsys, project, "--continue")
+    assert rc == 2 and "No space left on device" in err and err.count("\n") == 1
+    assert snapshot(project) == before  # series.yaml, patches/ and pins/ as they were
+
+
+def test_merged_patches_alone_need_no_stop(capsys, project):
+    rc, out, err = rebase(capsys, project, "--pin", "base", "--onto", "plugin=u3", "--as", "at-u3")
+    # u3 has 0001 merged and 0003 in conflict: it still stops for 0003
+    assert rc == 1 and "0003-o-ours-at-o_10.patch conflicts" in out
+    rebase(capsys, project, "--abort")
+    rc, out, err = rebase(capsys, project, "--pin", "base", "--onto", "plugin=u1", "--as", "at-u1")
+    assert rc == 0, err
+    assert "| `0001-m-add-m_05b-and-raise-m_06.patch` | kept | clean | applies as it is |" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--pin", "base"], "give --onto TARGET=REF"),
+    (["--onto", "plugin"], "'plugin' is not TARGET=REF"),
+    (["--onto", "plugin=u1,core=k"], "--onto takes one TARGET=REF"),
+    (["--onto", "gpu=u1"], "unknown target 'gpu'"),
+    (["--onto", "plugin=no-such"], "'no-such' is not a commit"),
+    (["--onto", "plugin=u0"], "nothing to move"),
+    (["--onto", "plugin=u1", "--as", "base"], "pin set 'base' already exists"),
+    (["--onto", "plugin=u1", "--as", "../x"], "is not a pin set name"),
+    (["--continue"], "no rebase is in progress"),
+    (["--skip"], "no rebase is in progress"),
+    (["--abort"], "no rebase is in progress"),
+    (["--continue", "--pin", "base"], "take no --pin, --onto or --as"),
+])
+def test_bad_input_is_one_line_and_changes_nothing(capsys, project, args, message):
+    before = snapshot(project)
+    rc, out, err = rebase(capsys, project, *args)
+    assert rc == 2 and err.count("\n") == 1 and message in err and "Traceback" not in err
+    assert snapshot(project) == before and not (project / "build").exists()
+
+
+def test_a_second_rebase_waits_for_the_first(capsys, project):
+    rebase(capsys, project, "--pin", "base", "--onto", "plugin=u4", "--as", "next")
+    rc, _, err = rebase(capsys, project, "--pin", "base", "--onto", "plugin=u1", "--as", "other")
+    assert rc == 2 and "a rebase is already in progress" in err
+
+
+def _commit(project: Path, tag: str) -> str:
+    mirror = Path(os.environ["OVERLAY_MIRROR"]) / "acme+plugin"
+    return subprocess.run(["git", "rev-parse", tag], cwd=mirror, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+@pytest.mark.mirror
+def test_real_rebase_onto_cd76505e_stops_at_0001_and_aborts_cleanly(capsys, tmp_path, monkeypatch):
+    """The real series on the real mirror (OVERLAY_MIRROR): at cd76505e upstream carries its
+    own versions of 0001-0003, so 0001 conflicts first, naming #10935; --abort restores."""
+    real = REAL_MIRROR
+    if not real:
+        pytest.fail("OVERLAY_MIRROR was not set when the session started")
+    root = Path(__file__).resolve().parents[1]
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("series.yaml", "pins", "patches", "evidence", "gate-allowlist.yaml"):
+        src = root / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, project / name)
+    monkeypatch.setenv("OVERLAY_MIRROR", real)
+    monkeypatch.setenv("OVERLAY_CACHE", str(tmp_path / "cache"))
+    before = snapshot(project)
+    rc, out, err = rebase(capsys, project, "--pin", "1f486d96", "--onto", "plugin=cd76505e",
+                          "--as", "cd76505e", "--json")
+    assert rc == 1, err
+    stop = json.loads(out)
+    assert stop["status"] == "conflict" and stop["patch"] == "0001-mrv2-lora-graph-args.patch"
+    assert any("(#10935)" in line and "upstream did this too" in line for line in stop["overlap"])
+    assert rebase(capsys, project, "--abort")[0] == 0
+    assert snapshot(project) == before
+
+
+@pytest.mark.parametrize("block, message", [
+    ("    applied-upstream:\n      commit: " + "a" * 40 + "\n", "field 'ref' of 'applied-upstream' of series entry 1: missing"),
+    ("    applied-upstream:\n      ref: x#1\n      commit: abc123\n", "is not a full 40-hex commit id"),
+    ("    applied-upstream:\n      ref: x#1\n      pins: ['../evil']\n", "'../evil' is not a pin set name"),
+    ("    applied-upstream:\n      ref: x#1\n      when: now\n", "unknown field 'when'"),
+])
+def test_a_bad_applied_upstream_record_is_one_line(capsys, project, block, message):
+    series = project / "series.yaml"
+    lines = series.read_text().splitlines(keepends=True)
+    lines.insert(5, block)  # inside the first entry
+    series.write_text("".join(lines))
+    rc = main(["--root", str(project), "apply", "--pin", "base"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and message in err and "series.yaml:" in err
+    assert not (project / "build").exists()
+
+
+def test_apply_leaves_out_what_a_pin_sets_upstream_carries(capsys, project):
+    series = project / "series.yaml"
+    lines = series.read_text().splitlines(keepends=True)
+    lines.insert(5, "    applied-upstream:\n      ref: acme/plugin#203\n      pins: [\"other\"]\n")
+    series.write_text("".join(lines))
+    (project / "pins" / "other.yaml").write_text(
+        (project / "pins" / "base.yaml").read_text().replace("default: true\n", ""))
+    assert main(["--root", str(project), "apply", "--pin", "other", "--json"]) == 0
+    patches = [p["patch"][:4] for p in json.loads(capsys.readouterr().out)["targets"][0]["patches"]]
+    assert patches == ["0002", "0003", "0004"]
+    assert main(["--root", str(project), "apply", "--pin", "base", "--json"]) == 0
+    patches = [p["patch"][:4] for p in json.loads(capsys.readouterr().out)["targets"][0]["patches"]]
+    assert patches == ["0001", "0002", "0003", "0004"]
+
+
+def test_recording_applied_upstream_keeps_every_other_byte():
+    from overlay.rebase.plan import record_applied_upstream
+
+    text = ("# header\nseries:\n  - patch: a.patch\n    target: plugin\n    applied-upstream: old#1\n"
+            "    tests:\n      - t.py\n\n  # about b\n  - patch: b.patch\n    target: plugin\n")
+    out = record_applied_upstream(text, 3, {"ref": "x/y#2", "commit": "c" * 40, "rule": "reverse"},
+                                  "new", ("older",))
+    assert out == ("# header\nseries:\n  - patch: a.patch\n    target: plugin\n"
+                   "    tests:\n      - t.py\n"
+                   "    applied-upstream:  # recorded by overlay rebase\n      ref: \"x/y#2\"\n"
+                   f"      commit: {'c' * 40}\n      rule: \"reverse\"\n      pins: [\"older\", \"new\"]\n"
+                   "\n  # about b\n  - patch: b.patch\n    target: plugin\n")
+
+
+def test_a_failure_while_starting_leaves_no_rebase_behind(capsys, project, monkeypatch):
+    from overlay import sources
+    from overlay.errors import OverlayError
+
+    def unreachable(*args, **kwargs):
+        raise OverlayError("target 'plugin' is unreachable: no network", path="pins/next.yaml")
+
+    monkeypatch.setattr(sources, "obtain", unreachable)
+    before = snapshot(project)
+    rc, out, err = rebase(capsys, project, "--pin", "base", "--onto", "plugin=u4", "--as", "next")
+    assert rc == 2 and "unreachable" in err and err.count("\n") == 1
+    assert snapshot(project) == before
+    assert not (project / "build" / "next").exists()
+    assert not (project / ".overlay" / "rebase.json").exists()
+    assert not (project / ".overlay" / "rebase-pins").exists()

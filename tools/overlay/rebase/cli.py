@@ -1,0 +1,50 @@
+"""`overlay rebase` (thin handler): parse, dispatch to the steps."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from overlay.errors import OverlayError
+from overlay.rebase import __doc__ as ABOUT
+from overlay.rebase.state import STATE, load_state, state_path
+from overlay.rebase.steps import abort, resume, start
+
+
+def register(sub) -> None:
+    p = sub.add_parser("rebase", help="move the series of a pin set onto newer upstream as a new pin set",
+                       description=ABOUT.split("\n\n")[0])
+    p.add_argument("--pin", metavar="NAME", help="the pin set to move (default: the default one)")
+    p.add_argument("--onto", metavar="TARGET=REF", help="the target and the upstream ref to move to")
+    p.add_argument("--as", dest="new_pin", metavar="NEWPIN",
+                   help="name of the new pin set (default: the first 8 hex digits of REF's commit)")
+    p.add_argument("--mirror", type=Path, metavar="DIR",
+                   help="directory of upstream clones <owner+name> (default: $OVERLAY_MIRROR)")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--continue", dest="cont", action="store_true",
+                       help="after resolving a conflict (git add), go on")
+    group.add_argument("--skip", action="store_true",
+                       help="drop the patch that conflicts and go on")
+    group.add_argument("--abort", action="store_true",
+                       help="give up: remove the new composed tree; pins and series stay as they were")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    root = args.root
+    resuming = args.cont or args.skip or args.abort
+    if resuming and (args.onto or args.pin or args.new_pin):
+        raise OverlayError("--continue, --skip and --abort take no --pin, --onto or --as",
+                           hint="overlay rebase --continue")
+    if args.abort:
+        return abort(root, args.json)
+    if resuming:
+        state = load_state(root)
+        return resume(root, state, skip=args.skip, json_mode=args.json)
+    if not args.onto:
+        raise OverlayError("give --onto TARGET=REF", hint="overlay rebase --pin NAME --onto plugin=main")
+    if state_path(root).is_file():
+        raise OverlayError("a rebase is already in progress", path=".overlay/" + STATE,
+                           hint="overlay rebase --continue, --skip or --abort")
+    return start(root, args)

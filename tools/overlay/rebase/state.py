@@ -1,0 +1,79 @@
+"""The state of a rebase in progress (.overlay/rebase.json) and each patch's plan."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from overlay.errors import OverlayError
+
+STATE = "rebase.json"  # under .overlay/
+
+# What happened to each patch (the summary's words).
+DROPPED, KEPT, REFRESHED, CONFLICTED, SKIPPED = "dropped", "kept", "refreshed", "conflicted", "skipped"
+
+
+@dataclass
+class PatchPlan:
+    patch: str
+    drift: str  # the drift class at REF, with its rule: "merged (reverse)", "fuzz"
+    detail: str
+    action: str  # dropped | apply
+    overlap: list[str] = field(default_factory=list)  # one line per upstream commit
+    applied_upstream: dict | None = None  # what series.yaml records for a dropped patch
+    upstream_version: dict | None = None  # upstream's own version, if drift saw one
+    outcome: str = ""  # kept | refreshed | conflicted | skipped | dropped (at the end)
+    why: str = ""
+
+
+@dataclass
+class RebaseState:
+    old_pin: str
+    new_pin: str
+    target: str
+    ref: str
+    head: str
+    git_dir: str  # where drift read upstream history (its objects serve git am -3)
+    work: str  # the composed tree being rebased
+    pin_text: str  # pins/NEW.yaml, written at the end
+    plans: list[PatchPlan]
+    apply_order: list[str]  # patches handed to git am, in order
+    conflicts: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    def plan(self, patch: str) -> PatchPlan:
+        return next(p for p in self.plans if p.patch == patch)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> "RebaseState":
+        data = json.loads(text)
+        data["plans"] = [PatchPlan(**p) for p in data["plans"]]
+        return cls(**data)
+
+
+def state_path(root: Path) -> Path:
+    return root / ".overlay" / STATE
+
+
+def load_state(root: Path) -> RebaseState:
+    path = state_path(root)
+    if not path.is_file():
+        raise OverlayError("no rebase is in progress", path=".overlay/" + STATE,
+                           hint="start one with overlay rebase --pin NAME --onto TARGET=REF")
+    try:
+        return RebaseState.from_json(path.read_text(encoding="utf-8"))
+    except (ValueError, TypeError, KeyError) as exc:
+        raise OverlayError(f"the rebase state is unreadable ({exc})", path=".overlay/" + STATE,
+                           hint="remove it and the composed tree it names, then start again") from None
+
+
+def save_state(root: Path, state: RebaseState) -> None:
+    path = state_path(root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(state.to_json(), encoding="utf-8")
+    tmp.replace(path)

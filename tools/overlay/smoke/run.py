@@ -1,0 +1,83 @@
+"""Compose a pin set, prepare the composed test environment and walk the start-up
+path on the composed plugin (and, with baseline=True, on the pinned plugin without
+the series). Side effects live here; reading and judging are in `results`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from collections import deque
+from pathlib import Path
+from typing import Callable
+
+from overlay import testenv
+from overlay.errors import OverlayError
+from overlay.smoke.results import Walk, read_walk
+
+WALKER = Path(__file__).with_name("walker.py")
+STEP_TIMEOUT_S = 900  # the whole walk; a first import of vLLM takes tens of seconds
+
+
+def prepare(root: Path, pin: str, mirror: str, venv: Path,
+            progress: testenv.Progress) -> tuple[Path, Path, dict]:
+    """(test python, installed core dir, plugin composition record) for `pin`."""
+    targets = testenv.compose(root, pin, mirror)
+    if "core" not in targets or "plugin" not in targets:
+        raise OverlayError(f"pin set {pin} has no composed core and plugin to walk",
+                           path=f"pins/{pin}.yaml",
+                           hint="the smoke needs a core tree: give a mirror that holds the pinned core")
+    pin_file = root / "pins" / f"{pin}.yaml"
+    version = testenv.core_version(pin_file.read_text()) if pin_file.is_file() else None
+    python = testenv.ensure_venv(venv, progress)
+    core_dir = testenv.ensure_core(python, venv, targets["core"], version, progress)
+    return python, core_dir, targets["plugin"]
+
+
+def walk_tree(label: str, python: Path, core_dir: Path, tree: Path, scratch: Path,
+              echo: Callable[[str], None] | None) -> Walk:
+    """Run the walker on one exported plugin tree; `echo` gets each step line as it comes."""
+    testenv.write_build_info(tree)
+    shim = scratch / "shim"
+    testenv.write_shims(shim, tree)
+    env = testenv.test_env(shim, core_dir, [tree])
+    env["VLLM_CACHE_ROOT"] = str(scratch / "vllm-cache")  # nothing of the user's cache is read or written
+    env["VLLM_USE_V2_MODEL_RUNNER"] = "1"
+    env["HF_HUB_OFFLINE"] = "1"
+    results = scratch / "steps.jsonl"
+    log = scratch / "walker.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen([str(python), str(WALKER), str(results)], cwd=tree, env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=err)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if echo and line.startswith("  "):
+                echo(line.rstrip("\n"))
+        try:
+            returncode = proc.wait(timeout=STEP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            returncode = proc.wait()
+    tail = deque(log.read_text(errors="replace").splitlines(), maxlen=40)
+    return read_walk(label, results, returncode, "\n".join(tail))
+
+
+def run_smoke(root: Path, pin: str, mirror: str, venv: Path, *, baseline: bool,
+              progress: testenv.Progress, echo: Callable[[str], None] | None) -> list[Walk]:
+    python, core_dir, plugin = prepare(root, pin, mirror, venv, progress)
+    walks = []
+    plans = [(f"{pin} with the series", "HEAD")]
+    if baseline:
+        plans.append((f"{pin} without the series (plugin {plugin['base'][:12]})", plugin["base"]))
+    with tempfile.TemporaryDirectory(prefix="overlay-smoke-") as tmp:
+        for index, (label, rev) in enumerate(plans):
+            if echo:
+                echo(f"{label}:")
+            scratch = Path(tmp) / str(index)
+            tree = testenv.export_tree(plugin["path"], rev, scratch / "plugin")
+            walks.append(walk_tree(label, python, core_dir, tree, scratch, echo))
+    return walks
+
+
+def default_mirror() -> str | None:
+    return os.environ.get("OVERLAY_MIRROR")

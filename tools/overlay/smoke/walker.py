@@ -1,0 +1,741 @@
+"""The start-up smoke's inner half: walk the plugin's start-up path inside the
+composed test environment (`python walker.py RESULTS.jsonl`).
+
+It runs with the composed core and plugin importable, torch_npu stubbed the way
+the plugin's CPU unit tests stub it, and nothing of overlay's own: stdlib, torch,
+vLLM and the plugin only. Each step prints one line and appends one JSON record
+to RESULTS; a step whose prerequisite failed is recorded as `skipped`.
+
+Where core calls into the plugin on the MRV2 path, the step executes core's own
+call expression, taken from core's source with `ast`, against the plugin's code:
+the arguments are exactly those core passes, so a signature, keyword or dataclass
+field that disagrees fails here as it would on hardware. Only what a CPU cannot
+run (Triton/NPU kernels, a real model) is replaced, and each step says what.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+import sys
+import tempfile
+import textwrap
+import traceback
+import types
+from pathlib import Path
+from typing import Any, Callable
+from unittest.mock import MagicMock
+
+# ----------------------------------------------------------------------------- step runner
+
+
+@dataclasses.dataclass
+class StepResult:
+    step: str
+    status: str  # ok | FAILED | skipped
+    detail: str = ""
+    where: str = ""
+
+    def line(self) -> str:
+        text = f"  {self.status:<7} {self.step}"
+        if self.detail:
+            text += f": {self.detail}"
+        if self.where:
+            text += f" ({self.where})"
+        return text
+
+
+def _where(exc: BaseException) -> str:
+    """file:line of the innermost frame in vllm/vllm_ascend code, else the innermost one."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    if frames[-1].filename == __file__:  # a check of the smoke's own
+        return "smoke check"
+    pick = frames[-1]
+    for frame in reversed(frames):
+        if "/vllm/" in frame.filename or "/vllm_ascend/" in frame.filename:
+            pick = frame
+            break
+    path = pick.filename
+    for marker in ("/vllm_ascend/", "/vllm/"):
+        if marker in path:
+            path = marker.strip("/") + "/" + path.split(marker, 1)[1]
+            break
+    return f"{path}:{pick.lineno}"
+
+
+def last_line(exc: BaseException) -> str:
+    lines = traceback.format_exception_only(type(exc), exc)
+    text = lines[-1].strip() if lines else type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+class Walk:
+    """Runs named steps in order; a step runs only when the steps it needs passed."""
+
+    def __init__(self, out: Path | None):
+        self.results: dict[str, StepResult] = {}
+        self.out = out
+        self.values: dict[str, Any] = {}
+
+    def record(self, result: StepResult) -> None:
+        self.results[result.step] = result
+        print(result.line(), flush=True)
+        if self.out:
+            with self.out.open("a") as f:
+                f.write(json.dumps(dataclasses.asdict(result)) + "\n")
+
+    def step(self, name: str, fn: Callable[[], str | None], needs: tuple[str, ...] = ()) -> None:
+        missing = [n for n in needs if self.results.get(n, StepResult(n, "missing")).status != "ok"]
+        if missing:
+            self.record(StepResult(name, "skipped", f"needs {', '.join(missing)}"))
+            return
+        try:
+            note = fn() or ""
+        except BaseException as exc:  # a step may raise SystemExit or worse; report it
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            self.record(StepResult(name, "FAILED", last_line(exc), _where(exc)))
+            return
+        self.record(StepResult(name, "ok", note))
+
+
+# ----------------------------------------------------------------------------- core call sites
+
+
+class StandIn:
+    """A value for a local of a call site whose contents the call does not check:
+    any attribute, item, call or arithmetic on it gives another stand-in."""
+
+    def __getattr__(self, name: str) -> "StandIn":
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return StandIn()
+
+    def __getitem__(self, key: Any) -> "StandIn":
+        return StandIn()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> "StandIn":
+        return StandIn()
+
+    def __iter__(self):
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __index__(self) -> int:
+        return 0
+
+    __int__ = __index__
+
+    def _same(self, *_: Any) -> "StandIn":
+        return StandIn()
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _same
+    __floordiv__ = __truediv__ = __mod__ = _same
+
+    def __repr__(self) -> str:
+        return "<stand-in>"
+
+
+class _Locals(dict):
+    """Locals for evaluating a call site: given names, else a stand-in."""
+
+    def __init__(self, given: dict[str, Any], globals_: dict[str, Any]):
+        super().__init__(given)
+        self._globals = globals_
+
+    def __missing__(self, name: str) -> Any:
+        if name in self._globals or name in vars(builtins):
+            raise KeyError(name)  # let the lookup go on to the module's globals
+        return StandIn()
+
+
+def callee_name(call: ast.Call) -> str:
+    """`foo(...)` -> foo, `self.foo(...)` -> foo, `a.b.foo(...)` -> foo."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return ""
+
+
+def find_call_site(func: Callable, callee: str) -> tuple[ast.Call, str, int]:
+    """The first call of `callee` inside `func`'s source: (node, file, line)."""
+    source = textwrap.dedent(inspect.getsource(func))
+    _, start = inspect.getsourcelines(func)
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and callee_name(node) == callee:
+            return node, inspect.getsourcefile(func) or "?", start + node.lineno - 1
+    raise LookupError(f"{func.__qualname__} no longer calls {callee}()")
+
+
+def run_call_site(func: Callable, callee: str, given: dict[str, Any]) -> Any:
+    """Evaluate `func`'s own call of `callee`, with `given` for its locals (others are
+    stand-ins) and `func`'s module globals: the call core (or the plugin) makes."""
+    call, path, line = find_call_site(func, callee)
+    # Line numbers of the real file, so a traceback points at the call site itself.
+    ast.increment_lineno(call, line - call.lineno)
+    code = compile(ast.Expression(body=call), path, "eval")
+    globals_ = func.__globals__
+    return eval(code, globals_, _Locals(given, globals_))  # noqa: S307 - core's own expression
+
+
+# ----------------------------------------------------------------------------- continuing past a failed import
+
+
+def load_package_tolerantly(package: str) -> list[tuple[str, BaseException]]:
+    """Run a package's __init__ statement by statement (into `if` branches too),
+    carrying on past statements that raise; returns (file:line, exception) for
+    each. Used only after the package failed to import as a whole, so the walk can
+    show what else on the start-up path breaks instead of stopping at the first."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(package)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[package] = module
+    parent, _, child = package.rpartition(".")
+    if parent in sys.modules:
+        setattr(sys.modules[parent], child, module)
+    failures: list[tuple[str, BaseException]] = []
+    origin = spec.origin
+
+    def run(statements: list[ast.stmt]) -> None:
+        for node in statements:
+            if isinstance(node, ast.If):
+                test = compile(ast.Expression(body=node.test), origin, "eval")
+                try:
+                    branch = node.body if eval(test, module.__dict__) else node.orelse  # noqa: S307
+                except Exception as exc:  # noqa: BLE001 - reported, walk goes on
+                    failures.append((f"{origin}:{node.lineno}", exc))
+                    continue
+                run(branch)
+                continue
+            code = compile(ast.Module(body=[node], type_ignores=[]), origin, "exec")
+            try:
+                exec(code, module.__dict__)  # noqa: S102 - the package's own statement
+            except Exception as exc:  # noqa: BLE001 - reported, walk goes on
+                failures.append((f"{origin}:{node.lineno}", exc))
+
+    run(ast.parse(Path(origin).read_text(), origin).body)
+    return failures
+
+
+# ----------------------------------------------------------------------------- CPU stand-ins for the NPU stack
+
+
+STUBBED = "torch_npu, acl, triton.runtime, mooncake stubbed as the plugin's CPU tests do"
+
+
+def stub_npu() -> str:
+    """torch_npu, acl, triton.runtime and mooncake as the plugin's CPU unit tests
+    stub them (tests/ut/conftest.py at the pinned plugin commit)."""
+    if getattr(sys.modules.get("torch_npu"), "__overlay_smoke_stub__", False):
+        return STUBBED
+    if importlib.util.find_spec("torch_npu") is not None:
+        return "a real torch_npu is installed: nothing stubbed"
+
+    def module(name: str, **attrs: Any) -> types.ModuleType:
+        mod = types.ModuleType(name)
+        mod.__spec__ = importlib.util.spec_from_loader(name, loader=None)
+        for key, value in attrs.items():
+            setattr(mod, key, value)
+        sys.modules[name] = mod
+        return mod
+
+    runtime = MagicMock()
+    runtime.driver.active.utils.get_device_properties.return_value = {"num_aic": 8, "num_vectorcore": 8}
+    sys.modules["triton.runtime"] = runtime
+    npu_c = MagicMock()
+    npu_c._NPUTaskGroupHandle = MagicMock
+    torch_npu = module("torch_npu", __path__=[], npu=MagicMock(), profiler=MagicMock(),
+                       npu_fusion_attention=MagicMock(),
+                       npu_format_cast=MagicMock(side_effect=lambda weight, fmt: weight), _C=npu_c,
+                       __overlay_smoke_stub__=True)
+    sys.modules["torch_npu._C"] = npu_c
+    sys.modules["torch_npu._C._distributed_c10d"] = npu_c._distributed_c10d
+    acl_rt = module("acl.rt", memcpy=MagicMock())
+    module("acl", rt=acl_rt)
+    module("mooncake.engine", TransferEngine=MagicMock())
+    import torch
+
+    try:
+        torch.utils.rename_privateuse1_backend("npu")
+    except RuntimeError:
+        pass
+    torch.npu = MagicMock()
+    torch.npu.Stream = MagicMock
+    torch.version.cann = None
+    torch.distributed.is_hccl_available = MagicMock(return_value=True)
+    try:  # the CPU wheel of torchvision is CUDA-linked: define its schemas first
+        importlib.import_module("composed_test_torchvision")
+    except ImportError:
+        pass
+    # What the CPU tests add after importing the plugin; harmless before it.
+    torch_npu.npu.current_device = MagicMock(return_value=0)
+    sys.modules["torch_npu._inductor"] = MagicMock()
+    for name in ("_npu_flash_attention", "_npu_paged_attention_splitfuse", "_npu_reshape_and_cache",
+                 "npu_moe_gating_top_k_softmax", "npu_quant_matmul", "npu_rms_norm", "npu_swiglu",
+                 "npu_convert_weight_to_int4pack"):
+        setattr(torch_npu, name, MagicMock())
+    return STUBBED
+
+
+# ----------------------------------------------------------------------------- the steps
+
+
+PLATFORM = "vllm_ascend.platform.NPUPlatform"
+
+
+def step_platform() -> str:
+    # Core resolves its platform from the `vllm.platform_plugins` entry points.
+    from vllm.platforms import current_platform
+
+    name = f"{type(current_platform).__module__}.{type(current_platform).__qualname__}"
+    if name != PLATFORM:
+        raise RuntimeError(f"core resolved platform {name}, not {PLATFORM}: is the plugin's entry point registered?")
+    return "current_platform is NPUPlatform (entry point vllm.platform_plugins)"
+
+
+def step_general_plugins() -> str:
+    # EngineCore processes load the general plugins; the plugin's registrations
+    # apply its process-wide (global) patches there.
+    from vllm.plugins import load_general_plugins
+
+    load_general_plugins()
+    return "vllm.general_plugins loaded (global patches applied by the plugin's registrations)"
+
+
+def step_global_patches() -> str:
+    from vllm.platforms import current_platform
+
+    current_platform.pre_register_and_update()
+    return "NPUPlatform.pre_register_and_update()"
+
+
+def continue_past(walk: Walk, failed_step: str, package: str) -> None:
+    """After `failed_step` failed, load `package` statement by statement and record
+    one FAILED line per statement that raises; then mark the package loaded so the
+    walk goes on (the walk as a whole has failed already)."""
+    if walk.results[failed_step].status == "ok":
+        walk.record(StepResult(f"{failed_step}-loaded", "ok", f"{package} imported"))
+        return
+    failures = load_package_tolerantly(package)
+    for where, exc in failures:
+        walk.record(StepResult(f"{failed_step}: {_short(where)}", "FAILED", last_line(exc), _where(exc)))
+    walk.record(StepResult(f"{failed_step}-loaded", "ok",
+                           f"{package} loaded statement by statement past {len(failures)} failing statement(s); "
+                           "later steps run on what loaded"))
+
+
+def _short(path_line: str) -> str:
+    for marker in ("/vllm_ascend/", "/vllm/"):
+        if marker in path_line:
+            return marker.strip("/") + "/" + path_line.split(marker, 1)[1]
+    return path_line
+
+
+def step_worker_patches() -> str:
+    # As NPUWorker.__init__ does, with MRV2 selected.
+    from vllm_ascend.utils import adapt_patch
+
+    adapt_patch()
+    import vllm_ascend.patch.worker as worker_patches
+
+    mrv2 = getattr(worker_patches, "_V2_MODEL_RUNNER_SUPPORTED", None)
+    note = {True: "MRV2 worker patches applied", False: "the plugin keeps MRV2 off on this core (its V1 "
+            "runner is used; the MRV2 steps below still run the MRV2 code)", None: "MRV2 flag not found"}[mrv2]
+    return f"adapt_patch() as NPUWorker.__init__ (VLLM_USE_V2_MODEL_RUNNER=1); {note}"
+
+
+# A dense decoder-only model, described by its config alone: nothing is downloaded
+# and no weights are loaded (the smoke never runs the model).
+DENSE_MODEL_CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 4096,
+    "max_position_embeddings": 1024,
+    "rms_norm_eps": 1e-5,
+    "torch_dtype": "float16",
+}
+
+
+def step_config(walk: Walk) -> str:
+    """The VllmConfig of a dense single-card model, built as `vllm serve` builds it
+    (EngineArgs.create_engine_config); that runs the platform's
+    check_and_update_config, which picks the worker and scheduler classes."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    folder = Path(tempfile.mkdtemp(prefix="overlay-smoke-model-"))
+    (folder / "config.json").write_text(json.dumps(DENSE_MODEL_CONFIG))
+    args = EngineArgs(model=str(folder), skip_tokenizer_init=True, dtype="float16", max_model_len=1024,
+                      max_num_seqs=8, max_num_batched_tokens=1024, block_size=128, enforce_eager=True)
+    # Core refuses MRV2 without Triton (vllm/config/vllm.py). An NPU host has
+    # triton-ascend; a CPU has no usable Triton driver. Only this config check is
+    # told Triton exists: no Triton kernel runs in the smoke, and the plugin's
+    # Triton-only worker patches stay out as on any host without Triton.
+    import vllm.config.vllm as core_vllm_config
+
+    core_vllm_config.HAS_TRITON = True
+    # Core inspects the model class in a subprocess so the parent never
+    # initialises CUDA; nothing initialises a device here, so inspect in-process
+    # (a subprocess would not have the torch_npu stand-ins).
+    from vllm.model_executor.models import registry
+
+    registry._run_in_subprocess = lambda fn: fn()
+    vllm_config = args.create_engine_config()
+    walk.values["vllm_config"] = vllm_config
+    # Workers build their device, runner and caches inside this context.
+    from vllm.config import set_current_vllm_config
+
+    context = set_current_vllm_config(vllm_config)
+    context.__enter__()
+    walk.values["config_context"] = context
+    return (f"worker {vllm_config.parallel_config.worker_cls}, "
+            f"scheduler {vllm_config.scheduler_config.get_scheduler_cls().__qualname__} "
+            "(core's MRV2 Triton check told Triton exists)")
+
+
+class _ExecutorReached(Exception):
+    """Raised by the stand-in executor: EngineCore.step got past schedule()."""
+
+
+class _StandInExecutor:
+    def execute_model(self, scheduler_output: Any, non_block: bool = False) -> Any:
+        raise _ExecutorReached(scheduler_output)
+
+
+def _kv_cache_config(num_blocks: int = 64, block_size: int = 128, layers: tuple[str, ...] = ("model.layers.0.attn",)):
+    """One full-attention group for a dense model's layers, as core's
+    get_kv_cache_configs would give a single card."""
+    import torch
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
+
+    spec = FullAttentionSpec(block_size=block_size, num_kv_heads=2, head_size=32, dtype=torch.float16)
+    tensors = [KVCacheTensor(size=spec.page_size_bytes * num_blocks, shared_by=[name]) for name in layers]
+    return KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=tensors,
+                         kv_cache_groups=[KVCacheGroupSpec(list(layers), spec)])
+
+
+def step_scheduler(walk: Walk, async_scheduling: bool | None) -> str:
+    """Build the scheduler class core builds for the dense config, the way
+    EngineCore.__init__ builds it (its own call expression), add one request and
+    run core's EngineCore.step up to the model executor: the schedule() call core
+    makes every step, with the arguments it makes it with."""
+    import copy
+
+    from vllm import SamplingParams
+    from vllm.v1.engine.core import EngineCore
+    from vllm.v1.request import Request
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    vllm_config = walk.values["vllm_config"]
+    if async_scheduling is not None and vllm_config.scheduler_config.async_scheduling != async_scheduling:
+        vllm_config = copy.copy(vllm_config)
+        vllm_config.scheduler_config = copy.copy(vllm_config.scheduler_config)
+        vllm_config.scheduler_config.async_scheduling = async_scheduling
+    # What EngineCore._initialize_kv_caches records before it builds the scheduler.
+    vllm_config.cache_config.num_gpu_blocks = 64
+    scheduler_cls = vllm_config.scheduler_config.get_scheduler_cls()
+    engine = object.__new__(EngineCore)
+    engine.structured_output_manager = StructuredOutputManager(vllm_config)
+    engine.log_stats = False
+    engine.model_executor = _StandInExecutor()
+    block_size = vllm_config.cache_config.block_size
+    scheduler = run_call_site(EngineCore.__init__, "Scheduler", {
+        "self": engine, "Scheduler": scheduler_cls, "vllm_config": vllm_config,
+        "kv_cache_config": _kv_cache_config(block_size=block_size), "include_finished_set": False,
+        "scheduler_block_size": block_size, "hash_block_size": block_size,
+    })
+    engine.scheduler = scheduler
+    request = Request("smoke-0", list(range(1, 33)), SamplingParams(max_tokens=4), None)
+    scheduler.add_request(request)
+    try:
+        EngineCore.step(engine)
+    except _ExecutorReached as reached:
+        output = reached.args[0]
+    else:
+        raise RuntimeError("EngineCore.step returned without reaching the executor")
+    scheduled = getattr(output, "num_scheduled_tokens", {})
+    if scheduled.get("smoke-0") != 32:
+        raise RuntimeError(f"schedule() did not schedule the request's 32 prompt tokens: {scheduled}")
+    mro = " < ".join(c.__qualname__ for c in type(scheduler).__mro__[:3])
+    return f"{mro}: EngineCore.step scheduled 32 tokens and reached the executor"
+
+
+# ----------------------------------------------------------------------------- MRV2: core calling the plugin
+
+
+LAYER = "model.layers.0.self_attn.attn"
+
+
+def _npu_runner(walk: Walk) -> Any:
+    """The Ascend MRV2 runner as far as the calls below read it: built without its
+    __init__ (which allocates device buffers), attributes as __init__ sets them."""
+    import torch
+    from vllm_ascend.worker.v2.model_runner import NPUModelRunner
+
+    vllm_config = walk.values["vllm_config"]
+    runner = object.__new__(NPUModelRunner)
+    runner.vllm_config = vllm_config
+    runner.device = torch.device("cpu")
+    runner.decode_query_len = 1
+    runner.lora_capture_cases = []
+    return runner
+
+
+def step_graph_manager_factory(walk: Walk) -> str:
+    """Core's ModelCudaGraphManager(...) call in GPUModelRunner.initialize_kv_cache,
+    evaluated while the plugin's graph_manager_wrapper has swapped in its factory
+    (NPUModelRunner.initialize_kv_cache wraps core's method with it)."""
+    from vllm.config import CUDAGraphMode
+    from vllm.v1.worker.gpu.model_runner import GPUModelRunner
+    from vllm_ascend.worker.v2 import model_runner as ascend_runner
+
+    runner = _npu_runner(walk)
+    with ascend_runner.graph_manager_wrapper(runner):
+        manager = run_call_site(GPUModelRunner.initialize_kv_cache, "ModelCudaGraphManager",
+                                {"self": runner, "cudagraph_mode": CUDAGraphMode.NONE})
+    if type(manager).__name__ != "ModelAclGraphManager":
+        raise RuntimeError(f"core's call built {type(manager).__qualname__}, not the Ascend ModelAclGraphManager")
+    call, path, line = find_call_site(GPUModelRunner.initialize_kv_cache, "ModelCudaGraphManager")
+    keywords = ", ".join(k.arg for k in call.keywords if k.arg) or "none"
+    return f"ModelAclGraphManager built from core's call (keywords: {keywords})"
+
+
+def step_init_kv_cache(walk: Walk) -> str:
+    """Core's own init_kv_cache, called as GPUModelRunner.initialize_kv_cache calls
+    it, for one full-attention layer: it reaches the allocation, reshape and
+    binding functions the plugin's worker patches replaced."""
+    import torch
+    from vllm.config import set_current_vllm_config
+    from vllm.v1.worker.gpu import attn_utils as core_attn_utils
+    from vllm.v1.worker.gpu.model_runner import GPUModelRunner
+    from vllm.v1.worker.utils import AttentionGroup
+    from vllm_ascend.attention.attention_v1 import AscendAttentionBackend
+
+    vllm_config = walk.values["vllm_config"]
+    kv_cache_config = _kv_cache_config(num_blocks=4, layers=(LAYER,))
+    spec = kv_cache_config.kv_cache_groups[0].kv_cache_spec
+    group = AttentionGroup(backend=AscendAttentionBackend, layer_names=[LAYER], kv_cache_spec=spec,
+                           kv_cache_group_id=0)
+    # The attention layer registers itself here when the model is built.
+    layer = types.SimpleNamespace(kv_cache=None)
+    runner = types.SimpleNamespace(
+        kv_caches=[], device=torch.device("cpu"), kv_cache_config=kv_cache_config, attn_groups=[[group]],
+        cache_config=vllm_config.cache_config, kernel_block_sizes=[spec.block_size], vllm_config=vllm_config,
+        compilation_config=types.SimpleNamespace(static_forward_context={LAYER: layer}))
+    replaced = [name for name in ("_allocate_kv_cache", "_reshape_kv_cache")
+                if getattr(core_attn_utils, name).__module__.startswith("vllm_ascend")]
+    with set_current_vllm_config(vllm_config):
+        run_call_site(GPUModelRunner.initialize_kv_cache, "init_kv_cache", {"self": runner})
+    if layer.kv_cache is None or not runner.kv_caches:
+        raise RuntimeError("init_kv_cache bound no KV cache to the layer and the runner")
+    cache = layer.kv_cache
+    shapes = [tuple(t.shape) for t in (cache if isinstance(cache, (tuple, list)) else [cache])]
+    return f"plugin {' and '.join(replaced) or 'nothing'} reached from core's init_kv_cache; K/V {shapes}"
+
+
+def step_distributed(walk: Walk) -> str:
+    """A one-rank world and model-parallel groups, as a single-card worker's
+    init_device sets them up (gloo on loopback here instead of HCCL)."""
+    import socket
+
+    from vllm.distributed import parallel_state
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    parallel_state.init_distributed_environment(world_size=1, rank=0, local_rank=0,
+                                                distributed_init_method=f"tcp://127.0.0.1:{port}",
+                                                backend="gloo")
+    parallel_state.ensure_model_parallel_initialized(1, 1)
+    return "world of 1 (gloo), tensor/pipeline parallel size 1"
+
+
+def step_input_batch(walk: Walk) -> str:
+    """The runner's own AscendInputBatch(...) call in prepare_inputs, evaluated
+    against the installed core's InputBatch dataclass. The batch's tensors come
+    from Triton kernels a CPU cannot run, so the call's locals are stand-ins;
+    what is checked is what the runner passes: every field core requires, and no
+    field core lacks."""
+    import torch
+    from vllm_ascend.worker.v2.model_runner import NPUModelRunner
+
+    runner = _npu_runner(walk)
+    num_tokens = 8
+    runner.input_buffers = types.SimpleNamespace(is_padding=torch.zeros(16, dtype=torch.bool),
+                                                 seq_lens_np=StandIn())
+    batch = run_call_site(NPUModelRunner.prepare_inputs, "AscendInputBatch",
+                          {"self": runner, "num_tokens_after_padding": num_tokens})
+    fields = sorted(f.name for f in dataclasses.fields(batch))
+    extra = [name for name in ("is_padding", "prompt_lens") if name in fields]
+    return f"AscendInputBatch with {len(fields)} fields" + (f" (incl. {', '.join(extra)})" if extra else "")
+
+
+def step_rejection_sampler(walk: Walk) -> str:
+    """The Ascend rejection-sampler helpers import against core's (an NPU host
+    imports them through the Triton worker patches; the helper names changed in
+    vllm#46781)."""
+    module = importlib.import_module("vllm_ascend.worker.v2.spec_decode.rejection_sampler_utils")
+    core = importlib.import_module("vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils")
+    taken = [id(value) for value in vars(module).values()]
+    used = sorted(name for name, value in vars(core).items() if callable(value) and id(value) in taken)
+    return f"imported; core helpers used: {', '.join(used) or 'none found'}"
+
+
+SWITCH = "VLLM_ASCEND_MRV2_HOST_SEQ_LENS"
+
+
+class _CountingEvent:
+    def __init__(self) -> None:
+        self.records = 0
+        self.waits = 0
+
+    def record(self, *args: Any) -> None:
+        self.records += 1
+
+    def synchronize(self) -> None:
+        self.waits += 1
+
+
+class _Stream:
+    def wait_stream(self, other: Any) -> None:
+        pass
+
+
+def step_metadata(walk: Walk, switch_on: bool) -> str:
+    """Three decode steps of a two-request batch through the runner's prepare
+    (its own _update_seq_lens_cpu call in prepare_inputs) and core's postprocess
+    (core's own postprocess_sampled call in sample_tokens, reaching the plugin's
+    override and then core's method). Only core's Triton post_update kernel is
+    replaced, by the same arithmetic on CPU tensors. With the switch on the runner
+    must neither copy num_computed_tokens to the host nor wait for it; with it off
+    it must do both every step. seq_lens_cpu must be right either way."""
+    import numpy as np
+    import torch
+    from vllm.v1.worker.gpu import model_runner as core_runner_module
+    from vllm.v1.worker.gpu.model_runner import GPUModelRunner
+    from vllm_ascend.worker.v2.model_runner import NPUModelRunner
+
+    max_reqs = 4
+    runner = _npu_runner(walk)
+    runner.speculative_config = None
+    runner.num_speculative_steps = 0
+    runner.use_pp = False
+    runner.is_pooling_model = False
+    runner.is_last_pp_rank = False  # no sampler state to update on this rank
+    runner.model_state = types.SimpleNamespace(postprocess_state=lambda *args: None)
+    gpu = torch.zeros(max_reqs, dtype=torch.int32)
+    runner.req_states = types.SimpleNamespace(
+        req_id_to_index={"a": 0, "b": 1},
+        num_computed_tokens_np=np.array([10, 5, 0, 0], dtype=np.int32),
+        num_computed_tokens_cpu=torch.tensor([10, 5, 0, 0], dtype=torch.int32),
+        num_computed_tokens=types.SimpleNamespace(gpu=gpu),
+        last_sampled_tokens=None, all_token_ids=types.SimpleNamespace(gpu=None),
+        total_len=types.SimpleNamespace(gpu=None))
+    gpu[:2] = torch.tensor([10, 5], dtype=torch.int32)
+    seq_lens_cpu = torch.zeros(max_reqs, dtype=torch.int32)
+    runner.input_buffers = types.SimpleNamespace(seq_lens_cpu=seq_lens_cpu, seq_lens_np=seq_lens_cpu.numpy())
+    runner.num_computed_tokens_event = event = _CountingEvent()
+    runner.num_computed_tokens_stream = _Stream()
+    runner.num_computed_tokens_cpu = torch.tensor([10, 5, 0, 0], dtype=torch.int32)
+
+    def post_update_on_cpu(idx_mapping, num_computed_tokens, *args):
+        # core's kernel: num_computed += query_len - num_rejected
+        num_rejected, query_start_loc = args[4], args[5]
+        query_lens = query_start_loc[1:] - query_start_loc[:-1]
+        num_computed_tokens[idx_mapping] += (query_lens - num_rejected).to(num_computed_tokens.dtype)
+
+    req_ids = ["a", "b"]
+    sched = types.SimpleNamespace(num_scheduled_tokens={"a": 1, "b": 1}, scheduled_spec_decode_tokens={},
+                                  scheduled_cached_reqs=types.SimpleNamespace(req_ids=req_ids,
+                                                                              num_computed_tokens=[10, 5]))
+    batch = types.SimpleNamespace(idx_mapping=torch.tensor([0, 1]), query_start_loc=torch.tensor([0, 1, 2]))
+    seen = []
+    old_env = os.environ.get(SWITCH)
+    os.environ[SWITCH] = "1" if switch_on else "0"
+    saved = (core_runner_module.__dict__.get("post_update"), torch.cuda.current_stream)
+    try:
+        core_runner_module.post_update = post_update_on_cpu
+        torch.cuda.current_stream = lambda *args: _Stream()
+        for _ in range(3):
+            run_call_site(NPUModelRunner.prepare_inputs, "_update_seq_lens_cpu",
+                          {"self": runner, "scheduler_output": sched, "req_ids": req_ids})
+            seen.append(seq_lens_cpu[:2].tolist())
+            run_call_site(GPUModelRunner.sample_tokens, "postprocess_sampled", {
+                "self": runner, "input_batch": batch,
+                "sampler_output": types.SimpleNamespace(sampled_token_ids=torch.zeros(2, 1, dtype=torch.int64)),
+                "num_sampled": torch.ones(2, dtype=torch.int32), "num_rejected": torch.zeros(2, dtype=torch.int32)})
+            # The scheduler's view for the next step (core's update_requests).
+            runner.req_states.num_computed_tokens_np[:2] += 1
+    finally:
+        core_runner_module.post_update, torch.cuda.current_stream = saved
+        if old_env is None:
+            os.environ.pop(SWITCH, None)
+        else:
+            os.environ[SWITCH] = old_env
+    want = [[11, 6], [12, 7], [13, 8]]
+    if seen != want:
+        raise RuntimeError(f"seq_lens_cpu per step {seen}, expected {want}")
+    if switch_on and (event.records or event.waits):
+        raise RuntimeError(f"switch on: {event.records} device-to-host copies and {event.waits} waits in 3 steps, "
+                           "expected none")
+    if not switch_on and (event.records, event.waits) != (3, 3):
+        raise RuntimeError(f"switch off: {event.records} copies and {event.waits} waits in 3 steps, expected 3 and 3")
+    return (f"switch {'on' if switch_on else 'off'}: seq_lens_cpu {seen}, "
+            f"{event.records} D2H copies, {event.waits} waits in 3 steps")
+
+
+# ----------------------------------------------------------------------------- the walk
+
+
+def walk(out: Path | None) -> Walk:
+    """Every step in start-up order; each runs only when what it needs passed."""
+    w = Walk(out)
+    w.step("stub-npu", stub_npu)
+    w.step("platform", step_platform, needs=("stub-npu",))
+    w.step("general-plugins", step_general_plugins, needs=("platform",))
+    w.step("global-patches", step_global_patches, needs=("platform",))
+    if w.results["platform"].status == "ok":
+        continue_past(w, "global-patches", "vllm_ascend.patch.platform")
+    w.step("worker-patches", step_worker_patches, needs=("global-patches-loaded",))
+    if w.results["worker-patches"].status != "skipped":
+        continue_past(w, "worker-patches", "vllm_ascend.patch.worker")
+    w.step("config", lambda: step_config(w), needs=("global-patches-loaded",))
+    w.step("scheduler", lambda: step_scheduler(w, None), needs=("config",))
+    w.step("scheduler-sync", lambda: step_scheduler(w, False), needs=("config",))
+    w.step("distributed", lambda: step_distributed(w), needs=("config",))
+    mrv2 = ("worker-patches-loaded", "config")
+    w.step("graph-manager-factory", lambda: step_graph_manager_factory(w), needs=(*mrv2, "distributed"))
+    w.step("init-kv-cache", lambda: step_init_kv_cache(w), needs=mrv2)
+    w.step("input-batch", lambda: step_input_batch(w), needs=mrv2)
+    w.step("rejection-sampler", lambda: step_rejection_sampler(w), needs=("worker-patches-loaded",))
+    w.step("metadata-switch-off", lambda: step_metadata(w, False), needs=mrv2)
+    w.step("metadata-switch-on", lambda: step_metadata(w, True), needs=mrv2)
+    return w
+
+
+def main(argv: list[str]) -> int:
+    os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "1")  # the MRV2 path is the target
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded
+    done = walk(Path(argv[0]) if argv else None)
+    return 0 if all(r.status == "ok" for r in done.results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
