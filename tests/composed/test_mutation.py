@@ -41,7 +41,8 @@ def rep(outcomes: dict[str, str], collected: int | None = None, errors: dict | N
 def test_classify_a_mutant_run():
     assert mutation.classify(rep({"t.py::a": "passed", "t.py::b": "failed"})) == (
         KILLED, "1 of 2 failed, first: x.py:1: boom")
-    assert mutation.classify(rep({}, errors={"t.py": "t.py:1: ImportError: gone"}))[0] == KILLED
+    assert mutation.classify(rep({}, errors={"t.py": "t.py:1: ImportError: gone"})) == (
+        KILLED, "the tests no longer import: t.py:1: ImportError: gone")
     assert mutation.classify(testrun.parse_report(None, 4, ["E   ImportError: x"]))[0] == KILLED
     assert mutation.classify(rep({"t.py::a": "passed", "t.py::s": "skipped"})) == (SURVIVED, "all 1 passed, 1 skipped")
     assert mutation.classify(rep({}, collected=0))[0] == INVALID

@@ -118,6 +118,8 @@ def classify(report: RunReport) -> tuple[str, str]:
     """(status, detail) of the patch's tests run on its mutant."""
     if report.collected is None:
         return KILLED, f"pytest stopped before running any test: {real_error(report.output_tail)}"
+    if report.collect_errors:
+        return KILLED, f"the tests no longer import: {next(iter(sorted(report.collect_errors.values())))}"
     failures = report.failures()
     if failures:
         where = next(iter(sorted(failures.values())))
