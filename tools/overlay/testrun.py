@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-import yaml
-
 from overlay import testenv, yamldoc
 from overlay.errors import OverlayError
 
@@ -293,16 +291,27 @@ def by_cause(failures: dict[str, str]) -> list[tuple[str, list[str]]]:
 
 
 def npu_patterns(test_config_text: str | None) -> tuple[str, ...]:
-    """The plugin CI's NPU routing patterns for unit tests (`runner_mapping:` keys under
-    tests/ut), or the documented directory conventions when it has none."""
-    if test_config_text:
-        try:
-            for doc in yaml.safe_load_all(test_config_text):
-                if isinstance(doc, dict) and isinstance(doc.get("runner_mapping"), dict):
-                    return tuple(k for k in doc["runner_mapping"] if str(k).startswith("tests/ut"))
-        except yaml.YAMLError:
-            pass
-    return CONVENTION_NPU_PATTERNS
+    """The plugin CI's NPU routing patterns for unit tests (the keys under tests/ut of the
+    top-level `runner_mapping:` block), or the documented directory conventions when it has
+    none. Read line by line (the file holds several YAML documents; only this block's keys,
+    one indentation step in, matter)."""
+    keys: list[tuple[int, str]] = []
+    inside = False
+    for line in (test_config_text or "").splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if not line[0].isspace():
+            if inside:
+                break
+            inside = line.split("#", 1)[0].strip() == "runner_mapping:"
+            continue
+        if inside:
+            m = re.match(r"^( +)([^\s#][^#]*?):\s*(#.*)?$", line)
+            indent = len(line) - len(line.lstrip())
+            if m and (not keys or indent == keys[0][0]):
+                keys.append((indent, m.group(2).strip().strip("'\"")))
+    found = tuple(k for _, k in keys if k.startswith("tests/ut"))
+    return found if keys else CONVENTION_NPU_PATTERNS
 
 
 def npu_only_files(files: Iterable[str], patterns: Iterable[str]) -> list[str]:
