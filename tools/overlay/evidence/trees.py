@@ -165,7 +165,7 @@ def _compose_one(project: Project, variant: Variant, vt: VariantTrees, mirror: P
     if all(ids.values()):
         for t, tree in ids.items():
             locked = pin.target(t).tree
-            if locked and tree and locked != tree and _expected(project, t, only) == _expected(project, t, None):
+            if locked and tree and locked != tree and _expected(project, pin, t, only) == _expected(project, pin, t, None):
                 raise _mismatch(variant, pin, t, tree, locked)
         progress(f"variant {variant.name}: reusing composed trees under {into}")
         return VariantTrees(vt.variant, vt.folder, vt.pin, vt.patches, vt.dirs,
