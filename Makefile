@@ -13,7 +13,7 @@ OVERLAY  := $(BIN)/overlay
 PIN_ARG   = $(if $(PIN),--pin $(PIN))
 TGT_ARG   = $(if $(TARGETS),--targets "$(TARGETS)")
 
-.PHONY: apply check test refresh lock bench clean composed-test mutation-check gate drift help evidence drift-scan drift-ci bench-drift evidence-e2e smoke rebase
+.PHONY: apply check test refresh lock bench clean composed-test mutation-check gate gate-eval drift help evidence drift-scan drift-ci bench-drift evidence-e2e smoke rebase
 
 help:
 	@echo "make apply [PIN=..] [TARGETS=..]  compose the pinned trees with the series (default pin set)"
@@ -22,6 +22,7 @@ help:
 	@echo "make refresh [PIN=..]              regenerate patches/ from the composed branch"
 	@echo "make lock [PIN=..]                 record composed tree ids in the pin file"
 	@echo "make gate [PIN=..]                 contract gate on the composed trees"
+	@echo "make gate-eval OVERLAY_MIRROR=DIR  gate precision/recall on real pairings (benchmarks/gate_eval.yaml)"
 	@echo "make drift PIN=.. ONTO=plugin=main rebase-drift report for the given upstream refs"
 	@echo "make drift-scan [DRIFT_SCAN=plugin=main] [BISECT=1]  where along history each patch changed class"
 	@echo "make drift-ci MIRROR=DIR [OFFLINE=1] what the nightly workflow runs (fails on conflict); OFFLINE=1 skips the fetch"
@@ -60,6 +61,11 @@ lock: $(VENV)/.installed
 
 gate: $(VENV)/.installed
 	$(OVERLAY) gate $(PIN_ARG) $(ARGS)
+
+# Real pairings scored against the committed classification (docs/gate.md, "Evaluation").
+gate-eval: $(VENV)/.installed
+	@test -n "$(OVERLAY_MIRROR)" || { echo "make gate-eval: set OVERLAY_MIRROR=DIR (vllm-ascend repository and pypi/vllm-<version>.tar.gz)" >&2; exit 2; }
+	$(BIN)/python benchmarks/gate_eval.py $(ARGS)
 
 ONTO ?= plugin=main
 drift: $(VENV)/.installed

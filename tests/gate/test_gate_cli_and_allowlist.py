@@ -35,9 +35,12 @@ def test_text_output_and_exit_code(run, broken):
     code, out, err = run("gate", "--core", core, "--plugin", plugin)
     assert code == 1
     assert err == ""
-    assert "replacement: vllm_ascend/worker/v2/model_runner.py:" in out
-    assert "-> core vllm/v1/worker/gpu/model_runner.py:" in out
-    assert out.rstrip().splitlines()[-1].startswith("FAILED: 1 replacement")
+    line, = [ln for ln in out.splitlines() if ln.startswith("error: ")]
+    assert line.startswith("error: vllm_ascend/worker/v2/model_runner.py:")
+    assert "lora_capture_cases" in line and len(line) < 240
+    assert out.rstrip().splitlines()[-1].startswith("FAILED: 1 error")
+    code, out, _ = run("gate", "--core", core, "--plugin", plugin, "-v")
+    assert "(core vllm/v1/worker/gpu/model_runner.py:" in out and "why: core calls it at" in out
 
 
 def test_clean_run_exits_zero(run, tmp_path):
@@ -205,8 +208,7 @@ def test_today_is_used_for_expiry():
     assert reported == (f,)
 
 
-def test_junit_case_names_are_unique(run, tmp_path):
-    # one override broken at two core call sites: two findings with one symbol
+def test_one_break_at_two_core_call_sites_is_one_finding(run, tmp_path):
     core = gatekit.tree(tmp_path / "core", {"vllm/__init__.py": "", "vllm/enc.py": """
         class EncoderCudaGraphManager:
             def _run_budget_graph(self, mm_kwargs, token_budget, path=None):
@@ -215,6 +217,10 @@ def test_junit_case_names_are_unique(run, tmp_path):
             def run(self, kw):
                 self._run_budget_graph(kw, 1, path="a")
                 self._run_budget_graph(kw, 2, path="b")
+
+
+        def drive(manager: EncoderCudaGraphManager):
+            manager.run({})
     """})
     plugin = gatekit.tree(tmp_path / "plugin", {"vllm_ascend/__init__.py": "", "vllm_ascend/enc.py": """
         from vllm.enc import EncoderCudaGraphManager
@@ -227,10 +233,20 @@ def test_junit_case_names_are_unique(run, tmp_path):
     junit = tmp_path / "gate.xml"
     code, _, _ = run("gate", "--core", core, "--plugin", plugin, "--junit", junit)
     assert code == 1
-    names = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase")]
-    assert len(names) == 2 and len(set(names)) == 2, names
-    assert all(n.startswith("override:vllm_ascend.enc.EncoderAclGraphManager._run_budget_graph") for n in names)
-    assert {n.rsplit(" -> core ", 1)[1] for n in names} == {"vllm/enc.py:6", "vllm/enc.py:7"}
+    case, = ET.parse(junit).getroot().iter("testcase")
+    assert case.get("name") == "override:vllm_ascend.enc.EncoderAclGraphManager._run_budget_graph"
+    text = case.find("failure").text
+    assert "vllm/enc.py:6" in text and "also at core vllm/enc.py:7" in text
+
+
+def test_junit_case_names_are_unique():
+    from overlay.gate.findings import Finding
+    from overlay.gate.report import _case_names
+    a = Finding("override", "override:m.C.f", "p.py", 3, "core.py", 6, "x")
+    b = Finding("override", "override:m.C.f", "p.py", 3, "core.py", 7, "x", severity="warning")
+    c = Finding("override", "override:m.C.f", "q.py", 3, "core.py", 7, "x")
+    names = _case_names([a, b, c])
+    assert len(set(names)) == 3, names
 
 
 def test_syntax_error_in_plugin_file_is_a_note_in_the_output(run, broken):

@@ -237,7 +237,7 @@ def test_override_through_a_plugin_base_and_a_reexport(tmp_path):
         """})
     # apply is fine; run(self) drops the public `x` that core declares and never calls.
     assert [f.symbol for f in report.findings] == ["override:vllm_ascend.ops.Leaf.run"]
-    assert "does not accept core parameter 'x'" in report.findings[0].message
+    assert "lacks core parameter 'x' (position 1)" in report.findings[0].message
 
 
 def test_function_replacement_checked_against_call_sites_and_kwargs_passthrough(tmp_path):

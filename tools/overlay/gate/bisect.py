@@ -111,7 +111,8 @@ def bisect_core(git_dir: Path, good: str, bad: str, plugin: TreeSource, *,
             raw = gate_sources(src, plugin, version=version, cache=cache,
                                plugin_packages=plugin_packages)
             reported, _, _ = apply_allowlist(raw.findings, allowlist, pin)
-            return reported, len(raw.core_files_read), raw.seconds
+            # a commit is bad when it adds an error (what fails the gate), not a warning
+            return tuple(f for f in reported if f.severity == "error"), len(raw.core_files_read), raw.seconds
 
         baseline, files, secs = run(good_sha)
         steps.append(Step(good_sha, False, 0, files, secs))

@@ -1,18 +1,47 @@
-"""The three checks: imports, overrides, replacements. Facts in, findings out."""
+"""The checks: imports, overrides, replacements, constructor calls, import-time
+attribute reads. Facts in, findings out.
+
+Each finding gets a severity from the evidence (see findings.SEVERITIES): a break on
+the start-up import chain or at a core call site that can run is an `error`; one in
+an opt-in module, one with no visible core caller (judged against the declared
+signature) or one under a condition the gate cannot decide is a `warning`.
+"""
 
 from __future__ import annotations
 
 import ast
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Callable
 
+from overlay.gate.callers import COMMON, Callers, Site
+from overlay.gate.conditions import unknown_bases_in_core
 from overlay.gate.findings import Finding
 from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, class_info, dotted, qualify
 from overlay.gate.scan import Context, ImportUse, PluginFacts, Replacement
-from overlay.gate.signature import CallShape, Signature, accepts_call, accepts_open_call, covers, from_ast
+from overlay.gate.signature import (CallShape, Param, Signature, accepts_call, accepts_open_call, covers,
+                                    from_ast)
+from overlay.gate.startup import Startup
 
 SKIP_METHOD_DECORATORS = frozenset({"property", "cached_property", "overload", "setter", "getter",
                                     "deleter", "abstractproperty"})
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What decides severity and reason: the start-up graph and core's callers."""
+
+    startup: Startup
+    callers: Callers
+    is_core: Callable[[str], bool]
+    replaced: dict  # core module -> names the plugin replaces there (module attributes)
+    env: object = None  # conditions.Env
+
+
+def _severity(ctx: Context, ev: Evidence, module: str, error: bool = True) -> str:
+    if ctx.undecidable or not error or not ev.startup.reached(module):
+        return "warning"
+    return "error"
 
 
 def _kind(ctx: Context, kind: str) -> str:
@@ -25,17 +54,19 @@ def _why(ctx: Context, message: str) -> str:
     return message
 
 
+def _reason(ctx: Context, ev: Evidence, module: str, evidence: str) -> str:
+    parts = [evidence] if evidence else []
+    parts.append(ev.startup.chain(module))
+    if ctx.undecidable:
+        parts.append(f"condition not decidable: {ctx.undecidable}")
+    return "; ".join(parts)
+
+
 # ----------------------------------------------------------------------------- imports
 
 
 def _missing_module(core: TreeIndex, module: str) -> Lookup:
-    """A missing module, located at the deepest package of its path that core does have."""
-    parts = module.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
-        parent = core.module(".".join(parts[:cut]))
-        if parent is not None and parent.path:
-            return Lookup("missing", module, parent.path, 0, reason=f"core has no module {module}")
-    return Lookup("missing", module, "", 0, reason=f"core has no module {module}")
+    return Lookup("missing", module, "", 0, kind="no-module", reason=f"core has no module {module}")
 
 
 def _lookup_import(core: TreeIndex, use: ImportUse) -> Lookup:
@@ -47,27 +78,49 @@ def _lookup_import(core: TreeIndex, use: ImportUse) -> Lookup:
     return core.lookup(use.module, use.name)
 
 
-def _import_finding(use: ImportUse, res: Lookup, kind: str, extra: str = "") -> Finding:
-    what = f"from {use.module} import {use.name}" if use.name else f"import {use.module}"
-    symbol = f"import:{use.module}:{use.name}" if use.name else f"import:{use.module}"
-    message = f"`{what}` fails: {res.reason}{extra}"
-    return Finding(_kind(use.ctx, kind), symbol, use.path, use.line, res.path, res.line,
-                   _why(use.ctx, message))
+def _import_findings(pairs: list[tuple[ImportUse, Lookup]], ev: Evidence, extra: str = "",
+                     undecided: bool = False) -> list[Finding]:
+    """One finding per failing name, except a missing module: one finding per import
+    statement (every name it imports fails the same way)."""
+    out: list[Finding] = []
+    done_modules: set[tuple[str, int, str]] = set()
+    for use, res in pairs:
+        kind = "undecidable" if (undecided or res.status == "undecidable") else "import"
+        modname = use.mod_name
+        if res.kind == "no-module":
+            key = (use.path, use.line, use.module)
+            if key in done_modules:
+                continue
+            done_modules.add(key)
+            names = [u.name for u, r in pairs if (u.path, u.line, u.module) == key and u.name]
+            what = f"from {use.module} import {', '.join(names)}" if names else f"import {use.module}"
+            symbol = f"import:{use.module}"
+            summary = f"core has no module {use.module}"
+        else:
+            what = f"from {use.module} import {use.name}" if use.name else f"import {use.module}"
+            symbol = f"import:{use.module}:{use.name}" if use.name else f"import:{use.module}"
+            summary = res.reason
+        message = f"`{what}` fails: {res.reason}{extra}"
+        severity = "warning" if kind == "undecidable" else _severity(use.ctx, ev, modname)
+        out.append(Finding(_kind(use.ctx, kind), symbol, use.path, use.line, res.path, res.line,
+                           _why(use.ctx, message), severity=severity,
+                           reason=_reason(use.ctx, ev, modname, ""), summary=summary))
+    return out
 
 
-def check_imports(facts: PluginFacts, core: TreeIndex) -> list[Finding]:
+def check_imports(facts: PluginFacts, core: TreeIndex, ev: Evidence) -> list[Finding]:
     findings: list[Finding] = []
     groups: dict[int, dict[str, list[tuple[ImportUse, Lookup]]]] = defaultdict(lambda: defaultdict(list))
+    plain: list[tuple[ImportUse, Lookup]] = []
     for use in facts.imports:
         res = _lookup_import(core, use)
         if use.ctx.guard is not None:
             tid, branch = use.ctx.guard
             groups[tid][branch].append((use, res))
             continue
-        if res.status == "missing":
-            findings.append(_import_finding(use, res, "import"))
-        elif res.status == "undecidable":
-            findings.append(_import_finding(use, res, "undecidable"))
+        if res.status != "found":
+            plain.append((use, res))
+    findings += _import_findings(plain, ev)
     for tid, branches in groups.items():
         # A try/except ImportError is satisfied when any branch resolves completely;
         # a fallback branch with no core import at all (`X = None`) resolves trivially.
@@ -78,11 +131,8 @@ def check_imports(facts: PluginFacts, core: TreeIndex) -> list[Finding]:
         path, line = facts.try_lines[tid]
         undecided = any(r.status == "undecidable" for results in branches.values() for _, r in results)
         extra = f" (no branch of the try/except ImportError at {path}:{line} resolves)"
-        for results in branches.values():
-            for use, res in results:
-                if res.status != "found":
-                    findings.append(_import_finding(use, res, "undecidable" if undecided else "import",
-                                                    extra))
+        failing = [(u, r) for results in branches.values() for u, r in results if r.status != "found"]
+        findings += _import_findings(failing, ev, extra, undecided)
     return findings
 
 
@@ -173,7 +223,9 @@ def _value_signature(world: TreeIndex, r: Replacement) -> tuple[str, Signature] 
     return (name, sig) if sig is not None else None
 
 
-# ----------------------------------------------------------------------------- overrides
+
+
+# ----------------------------------------------------------------------------- call-site evidence
 
 # Constructors are called by whoever instantiates the subclass, which is the plugin
 # itself; core constructs plugin classes only through replacements (checked there).
@@ -181,30 +233,172 @@ CONSTRUCTORS = frozenset({"__init__", "__new__", "__init_subclass__", "__post_in
                           "__class_getitem__"})
 
 
-def _method_problems(plugin_sig: Signature, core_sig: Signature,
-                     core_classes: list[tuple[ModuleInfo, ClassInfo]], meth: str,
-                     plugin_defined: set[str]) -> list[tuple[str, int, str]]:
-    """(core path, core line, problem) for a plugin method standing in for a core one.
+@dataclass(frozen=True)
+class Problem:
+    """Why a plugin callable fails core's contract at one place."""
 
-    The contract is what core passes: the calls `self.meth(...)` that core's own
-    classes make, except from methods the plugin also replaces (those calls never
-    run). Without such a call site, a public method must accept everything core
-    declares; a private one has no visible core caller and nothing is required.
+    core_path: str
+    core_line: int
+    problems: tuple[str, ...]
+    evidence: str  # which core caller (or why none is visible)
+    visible: bool  # a core call site that can run: the break is real when it runs
+    # only an interface declaration differs (the core method raises NotImplementedError
+    # and nothing calls it in sight): worth knowing, not a break
+    interface: bool = False
+
+
+def _call_problems(sig: Signature, declared: Signature | None, call: CallShape) -> list[str]:
+    """Why `sig` fails one core call site. A call passing `*args`/`**kwargs` may pass
+    any parameter the core callee declares (`declared`), so that is checked too."""
+    problems = accepts_call(sig, call)
+    if declared is not None and (call.star or call.dstar):
+        problems += accepts_open_call(sig, declared, call)
+    if declared is not None and problems and problems[0].startswith("takes "):
+        # name what changed: the parameters core declares that the plugin's callable lacks
+        have = {p.name for p in sig.positional + sig.kwonly}
+        absent = [p.name for p in declared.positional if p.name not in have]
+        if absent:
+            problems[0] += " (it lacks core parameter(s) " + ", ".join(f"'{n}'" for n in absent) + ")"
+    return problems
+
+
+def _foreign_sites(meth: str, class_names: set[str], ev: Evidence) -> list[Site]:
+    """Core calls `obj.meth(...)` through another object whose type core states as a
+    class of the hierarchy (`self.scheduler: SchedulerInterface = ...` then
+    `self.scheduler.schedule(...)`), in code that can run."""
+    return [s for s in ev.callers.typed_sites(meth, class_names, COMMON) if ev.callers.reachable(s)[0]]
+
+
+NOT_TYPES = frozenset({"None", "Optional", "Union", "Any", "Callable", "ClassVar", "Final"})
+
+
+class _PluginObject:
+    """Which core methods can run on an object of the plugin's class: not the ones its
+    class defines, and only those some live code calls on it (its own core methods
+    through `self`, other code through a receiver that may hold it, plugin code).
+
+    `live(meth)` answers (live, why, certain). A chain that rests on a call through a
+    receiver whose type nothing states (`self.drafter.propose(...)`) is live but not
+    certain: such a finding is a warning, since that receiver may never hold this class.
     """
-    out: list[tuple[str, int, str]] = []
-    seen_call = False
+
+    def __init__(self, core_classes, plugin_defined: set[str], names: set[str], ev: Evidence) -> None:
+        self.core_classes = core_classes
+        self.plugin_defined = plugin_defined
+        self.names = names  # class names of the hierarchy (plugin and core)
+        self.ev = ev
+        self.memo: dict[str, tuple[bool, str, bool]] = {}
+
+    def live(self, meth: str, depth: int = 0) -> tuple[bool, str, bool]:
+        if meth in self.plugin_defined:
+            return False, f"{meth} is overridden by the plugin", True
+        if meth.startswith("__") and meth.endswith("__"):
+            return True, "called implicitly", True
+        if depth >= 3:
+            return True, "depth limit", True
+        if meth in self.memo:
+            return self.memo[meth]
+        self.memo[meth] = (True, "recursive", True)
+        result = self._live(meth, depth)
+        self.memo[meth] = result
+        return result
+
+    def _live(self, meth: str, depth: int) -> tuple[bool, str, bool]:
+        callers = self.ev.callers
+        uncertain: tuple[bool, str, bool] | None = None
+        for mod, cls in self.core_classes:
+            for enclosing, call in cls.self_calls(meth):
+                if enclosing == meth:
+                    continue
+                ok, why, certain = self.live(enclosing, depth + 1)
+                if ok:
+                    found = (True, f"called at {mod.path}:{call.line} in {cls.name}.{enclosing}", certain)
+                    if certain:
+                        return found
+                    uncertain = uncertain or found
+        sites = callers.sites(meth, limit=COMMON)
+        if sites is None:
+            return True, f"{meth} is called in many files", True
+        for s in sites:
+            if s.narrowed and not (s.narrowed & self.names):
+                continue  # under `isinstance(receiver, Other)`: not this class
+            if s.receiver in ("self", "cls", "super"):
+                if s.plugin and s.cls in self.names and callers.reachable(s)[0]:
+                    return True, f"called at {s.where()}", True
+                continue  # another class's own method of that name (the hierarchy is above)
+            if not s.plugin and self._holds_core_object(s):
+                continue
+            if not callers.reachable(s)[0]:
+                continue
+            typed = {n for n in callers.receiver_types(s.path, 1 if s.plugin else 0).get(s.receiver, set())
+                     if n[:1].isupper() and n not in NOT_TYPES}
+            if (typed and typed <= self.names) or s.narrowed & self.names:
+                return True, f"called at {s.where()}", True
+            how = "a receiver typed as one of several classes" if typed & self.names else "an untyped receiver"
+            uncertain = uncertain or (True, f"called through {how} at {s.where()}", False)
+        if uncertain is not None:
+            return uncertain
+        if callers.passed_as_value(meth):
+            return True, f"{meth} is passed around as a value", False
+        where = sorted({s.where() for s in sites})[:2]
+        if not where and not any(cls.self_calls(meth) for _, cls in self.core_classes):
+            return True, f"no caller of {meth} found by name (it may be called dynamically)", False
+        return False, f"nothing live calls {meth}" + (f" (callers: {', '.join(where)})" if where else ""), True
+
+    def _holds_core_object(self, s: Site) -> bool:
+        """The receiver is only ever built from core classes the plugin does not replace
+        in that module (`self.model_runner = GPUModelRunnerV1(...)`): it never holds the
+        plugin's object."""
+        built = self.ev.callers.receiver_builds(s.path, 0).get(s.receiver)
+        if not built:
+            return False
+        return not (built & (self.ev.replaced.get(s.module, set()) | self.names))
+
+
+def _contract(plugin_sig: Signature, core_sig: Signature, core_classes: list[tuple[ModuleInfo, ClassInfo]],
+              meth: str, plugin_defined: set[str], ev: Evidence, plugin_names: set[str]) -> list[Problem]:
+    """Where a plugin method standing in for a core one fails what core passes.
+
+    The contract is core's calls that can run: `self.meth(...)` in core's own classes
+    (except in methods the plugin also defines, and in methods nothing live calls),
+    else `obj.meth(...)` through other objects in core files naming the hierarchy.
+    With neither, a public method must accept everything core declares (a warning:
+    no caller is in sight); a private one has no visible caller and nothing is required.
+    """
+    out: list[Problem] = []
     bound = plugin_sig if plugin_sig.is_static else plugin_sig.bound()
     declared = core_sig if core_sig.is_static else core_sig.bound()
+    live_call = False
+    dead_calls: list[str] = []
+    names = plugin_names | {c.name for _, c in core_classes}
+    obj = _PluginObject(core_classes, plugin_defined, names, ev)
+    seen_call = False
     for mod, cls in core_classes:
-        for enclosing, call in cls.self_calls(meth):
-            seen_call = True  # core has a caller: the call sites are the whole contract
+        for enclosing, call in cls.self_calls(meth, include_super=False):
+            seen_call = True  # core has callers: those that can run are the whole contract
             if enclosing in plugin_defined:
-                continue  # ... except those in methods the plugin replaces: they never run
+                continue  # the plugin's own method runs instead: this call never does
+            ok, why, certain = obj.live(enclosing)
+            if not ok:
+                dead_calls.append(f"{mod.path}:{call.line} ({why})")
+                continue
+            live_call = True
             problems = _call_problems(bound, declared, call)
             if problems:
-                out.append((mod.path, call.line, f"core calls it at {mod.path}:{call.line} and it "
-                            + "; ".join(problems)))
-    if seen_call:
+                out.append(Problem(mod.path, call.line, tuple(problems),
+                                   f"core calls it at {mod.path}:{call.line} in {cls.name}.{enclosing}"
+                                   f" ({enclosing}: {why})", certain))
+    if live_call:
+        return out
+    for s in _foreign_sites(meth, {c.name for _, c in core_classes}, ev):
+        if accepts_call(declared, s.shape):
+            continue  # core's own method fails it too: the call is meant for another class
+        live_call = True
+        problems = _call_problems(bound, declared, s.shape)
+        if problems:
+            out.append(Problem(s.path, s.shape.line, tuple(problems),
+                               f"core calls it as {s.spelled(meth)} at {s.where()}", True))
+    if live_call or seen_call:
         return out
     if meth.startswith("_") and not meth.startswith("__"):
         return out
@@ -216,21 +410,29 @@ def _method_problems(plugin_sig: Signature, core_sig: Signature,
     # No visible caller: what core declares is the contract, by position and kind;
     # a renamed parameter only matters to a caller passing it by keyword (seen above).
     problems = covers(plugin_sig, core_sig, names=False)
-    if not problems:
-        return []
-    return [(core_path, core_sig.line, "no core call site is visible and it " + "; ".join(problems))]
+    if problems:
+        evidence = "no core call site is visible; checked against the declared signature"
+        if dead_calls:
+            evidence += "; core's own calls cannot run: " + ", ".join(dead_calls[:3])
+        interface = (core_sig.raises or "").split(".")[-1] == "NotImplementedError"
+        if interface:
+            evidence += " (an interface core declares by raising NotImplementedError)"
+        out.append(Problem(core_path, core_sig.line, tuple(problems), evidence, False, interface))
+    return out
 
 
-def _call_problems(sig: Signature, declared: Signature | None, call: CallShape) -> list[str]:
-    """Why `sig` fails one core call site. A call passing `*args`/`**kwargs` may pass
-    any parameter the core callee declares (`declared`), so that is checked too."""
-    problems = accepts_call(sig, call)
-    if declared is not None and (call.star or call.dstar):
-        problems += accepts_open_call(sig, declared, call)
-    return problems
+def _summary(subject: str, p: Problem) -> str:
+    more = f" (+{len(p.problems) - 1} more)" if len(p.problems) > 1 else ""
+    where = "" if p.visible else " (declared interface; no core caller seen)" if p.interface \
+        else " (declared; no core caller seen)"
+    return f"{subject} {p.problems[0]}{more}{where}"
 
 
-def check_overrides(facts: PluginFacts, world: TreeIndex, is_core: Callable[[str], bool]) -> list[Finding]:
+# ----------------------------------------------------------------------------- overrides
+
+
+def check_overrides(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
+    is_core = ev.is_core
     findings: list[Finding] = []
     for pc in facts.classes:
         cls = class_info(pc.node)
@@ -240,14 +442,17 @@ def check_overrides(facts: PluginFacts, world: TreeIndex, is_core: Callable[[str
         core_classes = [b for b in mro if b is not None and is_core(b[0].name)]
         if not core_classes:
             continue
-        plugin_defined = set(cls.methods)
+        from overlay.gate.engine import super_calls
+        plugin_defined = set(cls.methods) - super_calls(pc.node)
         for b in mro:
             if b is None or is_core(b[0].name):
                 break
-            plugin_defined |= set(b[1].methods)
+            plugin_defined |= set(b[1].methods) - (super_calls(b[1].node) if b[1].node else set())
         for meth, sig in cls.methods.items():
             if meth in CONSTRUCTORS or SKIP_METHOD_DECORATORS & set(sig.decorators):
                 continue
+            if sig.raises is not None:
+                continue  # the plugin's method only raises: it is not meant to be called
             for base in mro:
                 if base is None:
                     break  # an unknown class may define it first: do not guess
@@ -263,14 +468,16 @@ def check_overrides(facts: PluginFacts, world: TreeIndex, is_core: Callable[[str
                     break
                 if (sig.is_static, sig.is_classmethod) != (core_sig.is_static, core_sig.is_classmethod):
                     break
-                for core_path, core_line, problem in _method_problems(sig, core_sig, core_classes, meth,
-                                                                      plugin_defined):
+                plugin_names = {cls.name} | {b[1].name for b in mro if b is not None and not is_core(b[0].name)}
+                for p in _contract(sig, core_sig, core_classes, meth, plugin_defined, ev, plugin_names):
                     message = (f"{cls.name}.{sig.render()} overrides {bcls.name}.{core_sig.render()} "
-                               f"({bmod.name}) but {problem}")
-                    findings.append(Finding(_kind(pc.ctx, "override"),
-                                            f"override:{pc.module.name}.{cls.name}.{meth}",
-                                            pc.path, sig.line, core_path, core_line,
-                                            _why(pc.ctx, message)))
+                               f"({bmod.name}) but {p.evidence.split(';')[0]} and it " + "; ".join(p.problems))
+                    findings.append(Finding(
+                        _kind(pc.ctx, "override"), f"override:{pc.module.name}.{cls.name}.{meth}",
+                        pc.path, sig.line, p.core_path, p.core_line, _why(pc.ctx, message),
+                        severity="info" if p.interface else _severity(pc.ctx, ev, pc.module.name, p.visible),
+                        reason=_reason(pc.ctx, ev, pc.module.name, p.evidence),
+                        summary=_summary(f"{cls.name}.{meth}", p)))
                 break
     return findings
 
@@ -278,7 +485,7 @@ def check_overrides(facts: PluginFacts, world: TreeIndex, is_core: Callable[[str
 # ----------------------------------------------------------------------------- replacements
 
 
-def check_replacements(facts: PluginFacts, world: TreeIndex, core: TreeIndex) -> list[Finding]:
+def check_replacements(facts: PluginFacts, world: TreeIndex, core: TreeIndex, ev: Evidence) -> list[Finding]:
     findings: list[Finding] = []
     replaced: dict[str, set[str]] = defaultdict(set)
     for r in facts.replacements:
@@ -290,14 +497,27 @@ def check_replacements(facts: PluginFacts, world: TreeIndex, core: TreeIndex) ->
         symbol = f"replacement:{r.owner}.{r.attr}"
         kind, val = owner
         if kind == "module":
-            findings.extend(_module_replacement(r, val, symbol, world, core))  # type: ignore[arg-type]
+            findings.extend(_module_replacement(r, val, symbol, world, core, ev))  # type: ignore[arg-type]
         elif kind == "class":
-            findings.extend(_method_replacement(r, val, symbol, world, replaced[r.owner]))  # type: ignore[arg-type]
+            findings.extend(_method_replacement(r, val, symbol, world, replaced[r.owner], ev))  # type: ignore[arg-type]
     return findings
 
 
+def _subject(value: str, replaced: str) -> str:
+    """`factory (for ModelCudaGraphManager)`; just the name when it is the same."""
+    return value if replaced.split(".")[-1] == value else f"{value} (for {replaced})"
+
+
+def _replacement_finding(r: Replacement, symbol: str, subject: str, message: str, p: Problem,
+                         ev: Evidence) -> Finding:
+    return Finding(_kind(r.ctx, "replacement"), symbol, r.path, r.line, p.core_path, p.core_line,
+                   _why(r.ctx, message),
+                   severity="info" if p.interface else _severity(r.ctx, ev, r.module.name, p.visible),
+                   reason=_reason(r.ctx, ev, r.module.name, p.evidence), summary=_summary(subject, p))
+
+
 def _module_replacement(r: Replacement, mod: ModuleInfo, symbol: str, world: TreeIndex,
-                        core: TreeIndex) -> list[Finding]:
+                        core: TreeIndex, ev: Evidence) -> list[Finding]:
     res = core.lookup(mod.name, r.attr)
     if res.status != "found":
         return []  # a new module attribute: nothing in core calls it
@@ -305,31 +525,45 @@ def _module_replacement(r: Replacement, mod: ModuleInfo, symbol: str, world: Tre
     if value is None:
         return []
     vname, vsig = value
+    if vsig.raises is not None:
+        return []
+    shown = f"{vname}{vsig.render()[len(vsig.name):]}"
     out: list[Finding] = []
     # A module attribute replaced at run time is seen by the code that looks it up
-    # through that module's globals: the bare-name calls inside the module itself.
-    calls = mod.calls(r.attr)
+    # through that module's globals: the bare-name calls inside the module itself
+    # (`name(...)`, `name[grid](...)`), where they can run.
     core_sig = _callable_signature(world, world.resolve(mod.name, r.attr))
-    for call in calls:
-        problems = _call_problems(vsig, core_sig, call)
+    dead_calls = []
+    live = False
+    for site in ev.callers.core_sites(mod.path, r.attr):
+        if site.receiver != "":
+            continue
+        ok, why = ev.callers.reachable(site)
+        if not ok:
+            dead_calls.append(f"{site.where()} ({why})")
+            continue
+        live = True
+        problems = _call_problems(vsig, core_sig, site.shape)
         if problems:
-            message = (f"{vname}{vsig.render()[len(vsig.name):]} replaces {r.owner}.{r.attr}, "
-                       f"but core calls it at {mod.path}:{call.line} and it " + "; ".join(problems))
-            out.append(Finding(_kind(r.ctx, "replacement"), symbol, r.path, r.line, mod.path,
-                               call.line, _why(r.ctx, message)))
-    if not calls:
-        if core_sig is not None and not core_sig.never_called:
-            problems = covers(vsig, core_sig, receiver=False, names=False)
-            if problems:
-                message = (f"{vname}{vsig.render()[len(vsig.name):]} replaces {r.owner}.{r.attr}"
-                           f"{core_sig.render()[len(core_sig.name):]} but " + "; ".join(problems))
-                out.append(Finding(_kind(r.ctx, "replacement"), symbol, r.path, r.line, mod.path,
-                                   core_sig.line, _why(r.ctx, message)))
+            p = Problem(mod.path, site.shape.line, tuple(problems), f"core calls it at {site.where()}", True)
+            message = (f"{shown} replaces {r.owner}.{r.attr}, but core calls it at {mod.path}:{site.shape.line}"
+                       f" and it " + "; ".join(problems))
+            out.append(_replacement_finding(r, symbol, _subject(vname, r.attr), message, p, ev))
+    if not live and not dead_calls and core_sig is not None and not core_sig.never_called:
+        problems = covers(vsig, core_sig, receiver=False, names=False)
+        if problems:
+            evidence = "no core call site in the module is visible; checked against the declared signature"
+            if dead_calls:
+                evidence += "; core's own calls cannot run: " + ", ".join(dead_calls[:3])
+            p = Problem(mod.path, core_sig.line, tuple(problems), evidence, False)
+            message = (f"{shown} replaces {r.owner}.{r.attr}{core_sig.render()[len(core_sig.name):]} but "
+                       + "; ".join(problems))
+            out.append(_replacement_finding(r, symbol, _subject(vname, r.attr), message, p, ev))
     return out
 
 
 def _method_replacement(r: Replacement, owner: tuple[ModuleInfo, ClassInfo], symbol: str,
-                        world: TreeIndex, replaced: set[str]) -> list[Finding]:
+                        world: TreeIndex, replaced: set[str], ev: Evidence) -> list[Finding]:
     mod, cls = owner
     member = world.class_member(mod, cls, r.attr)
     if member is None or member[0] != "method":
@@ -341,11 +575,207 @@ def _method_replacement(r: Replacement, owner: tuple[ModuleInfo, ClassInfo], sym
     if value is None:
         return []
     vname, vsig = value
+    if vsig.raises is not None:
+        return []
     core_classes = [(mod, cls)] + [b for b in _linearize(world, mod, cls) if b is not None]
     out = []
-    for core_path, core_line, problem in _method_problems(vsig, core_sig, core_classes, r.attr, replaced):
+    for p in _contract(vsig, core_sig, core_classes, r.attr, replaced, ev, set()):
         message = (f"{vname}{vsig.render()[len(vsig.name):]} replaces {core_cls.name}.{core_sig.render()} "
-                   f"({core_mod.name}) but {problem}")
-        out.append(Finding(_kind(r.ctx, "replacement"), symbol, r.path, r.line, core_path, core_line,
-                           _why(r.ctx, message)))
+                   f"({core_mod.name}) but {p.evidence.split(';')[0]} and it " + "; ".join(p.problems))
+        out.append(_replacement_finding(r, symbol, _subject(vname, f"{core_cls.name}.{r.attr}"), message, p, ev))
     return out
+
+
+# ----------------------------------------------------------------------------- constructor calls
+
+
+def _dataclass_options(cls: ClassInfo) -> dict[str, bool] | None:
+    """The keyword options of a class's @dataclass decorator ({} when bare), None
+    when it is not a dataclass."""
+    if cls.node is None:
+        return None
+    for d in cls.node.decorator_list:
+        target = d.func if isinstance(d, ast.Call) else d
+        if (dotted(target) or "").split(".")[-1] != "dataclass":
+            continue
+        opts: dict[str, bool] = {}
+        if isinstance(d, ast.Call):
+            for kw in d.keywords:
+                if kw.arg and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, bool):
+                    opts[kw.arg] = kw.value.value
+        return opts
+    return None
+
+
+def _fields(cls: ClassInfo, kw_only: bool) -> list[tuple[str, bool, bool]] | None:
+    """(name, has default, keyword-only) of a dataclass's own fields, in order."""
+    out = []
+    kw = kw_only
+    for stmt in cls.node.body if cls.node else []:
+        if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
+            continue
+        ann = ast.unparse(stmt.annotation) if stmt.annotation is not None else ""
+        if ann.split("[")[0].split(".")[-1] == "KW_ONLY":
+            kw = True
+            continue
+        if "ClassVar" in ann.split("[")[0]:
+            continue
+        default, this_kw = stmt.value is not None, kw
+        v = stmt.value
+        if isinstance(v, ast.Call) and (dotted(v.func) or "").split(".")[-1] == "field":
+            opts = {k.arg: k.value for k in v.keywords if k.arg}
+            init = opts.get("init")
+            if isinstance(init, ast.Constant) and init.value is False:
+                continue
+            default = "default" in opts or "default_factory" in opts
+            kwo = opts.get("kw_only")
+            if isinstance(kwo, ast.Constant) and isinstance(kwo.value, bool):
+                this_kw = kwo.value
+        out.append((stmt.target.id, default, this_kw))
+    return out
+
+
+def constructor_signature(world: TreeIndex, mod: ModuleInfo, cls: ClassInfo, is_core: Callable[[str], bool],
+                          local: dict[str, str] | None = None) -> tuple[Signature, bool] | None:
+    """How calling the class binds its arguments, and whether core defines that
+    binding (a core `__init__`, or dataclass fields core declares). None when the gate
+    cannot tell (an unknown base, `__new__`, a dataclass without a generated `__init__`)."""
+    chain: list[tuple[ModuleInfo, ClassInfo]] = [(mod, cls)]
+    for base in _linearize(world, mod, cls, local):
+        if base is None:
+            return None
+        chain.append(base)
+    dataclasses: list[tuple[ModuleInfo, ClassInfo, dict[str, bool]]] = []
+    for m, c in chain:
+        opts = _dataclass_options(c)
+        if opts is not None:
+            if opts.get("init") is False:
+                return None
+            dataclasses.append((m, c, opts))
+            continue
+        if "__new__" in c.methods:
+            return None
+        if "__init__" in c.methods:
+            if dataclasses:
+                return None  # a hand-written __init__ under generated ones: too clever to guess
+            return c.methods["__init__"].bound(), is_core(m.name)
+    if not dataclasses:
+        return None
+    fields: dict[str, tuple[bool, bool]] = {}
+    for m, c, opts in reversed(dataclasses):  # base fields first; a redefinition keeps its place
+        for name, default, kw in _fields(c, opts.get("kw_only", False)) or []:
+            fields[name] = (default, kw)
+    args = tuple(Param(n, d) for n, (d, kw) in fields.items() if not kw)
+    kwonly = tuple(Param(n, d) for n, (d, kw) in fields.items() if kw)
+    sig = Signature(name=cls.name, line=cls.line, posonly=(), args=args, vararg=None, kwonly=kwonly, kwarg=None)
+    return sig, any(is_core(m.name) for m, _, _ in dataclasses)
+
+
+def check_constructors(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
+    """Plugin calls of classes whose constructor core defines (a core class, or a plugin
+    subclass that inherits core's `__init__` or extends core's dataclass fields)."""
+    findings: list[Finding] = []
+    memo: dict[str, tuple[Signature, bool, str, str, int] | None] = {}
+    for use in facts.calls:
+        target = qualify(use.module, use.func, use.local)
+        if target is None:
+            continue
+        if target not in memo:
+            memo[target] = None
+            obj = world.resolve_dotted(target)
+            if obj is not None and obj[0] == "class":
+                cmod, ccls = obj[1]  # type: ignore[misc]
+                chain = [(cmod, ccls)] + [b for b in _linearize(world, cmod, ccls) if b is not None]
+                if any("__init__" in ev.replaced.get(f"{m.name}.{c.name}", ()) for m, c in chain):
+                    continue  # the plugin installs its own __init__ (checked as a replacement)
+                found = constructor_signature(world, cmod, ccls, ev.is_core)
+                if found is not None and found[1]:
+                    memo[target] = (found[0], found[1], f"{cmod.name}.{ccls.name}", cmod.path, ccls.line)
+        known = memo[target]
+        if known is None:
+            continue
+        sig, _, qualname, cpath, cline = known
+        problems = accepts_call(sig, use.shape)
+        if not problems:
+            continue
+        short = qualname.rsplit(".", 1)[-1]
+        message = (f"{use.func}(...) constructs {qualname}{sig.render()[len(sig.name):]}, whose constructor "
+                   f"core defines, and it " + "; ".join(problems))
+        p = Problem(cpath, cline, tuple(problems), f"the plugin calls it at {use.path}:{use.line}", True)
+        findings.append(Finding(_kind(use.ctx, "constructor"), f"constructor:{use.module.name}:{qualname}",
+                                use.path, use.line, cpath, cline, _why(use.ctx, message),
+                                severity=_severity(use.ctx, ev, use.module.name),
+                                reason=_reason(use.ctx, ev, use.module.name, p.evidence),
+                                summary=_summary(f"{short}(...)", p)))
+    return findings
+
+
+# ----------------------------------------------------------------------------- import-time attribute reads
+
+
+def _missing_attribute(world: TreeIndex, expr: str, ev: Evidence) -> tuple[str, str, int, str] | None:
+    """(owner, path, line, why) when the dotted core name `expr` fails to resolve at a
+    part core certainly lacks; None when it resolves or the gate cannot tell."""
+    parts = expr.split(".")
+    for cut in range(len(parts), 0, -1):
+        mod = world.module(".".join(parts[:cut]))
+        if mod is not None:
+            break
+    else:
+        return None
+    current: tuple[str, object] = ("module", mod)
+    owner = ".".join(parts[:cut])
+    for attr in parts[cut:]:
+        if attr.startswith("__") and attr.endswith("__"):
+            return None
+        kind, val = current
+        if kind == "module":
+            m = val  # type: ignore[assignment]
+            res = world.lookup(m.name, attr)  # type: ignore[attr-defined]
+            if res.status == "missing":
+                return owner, m.path, 0, res.reason  # type: ignore[attr-defined]
+            if res.status != "found":
+                return None
+            nxt = world.resolve(m.name, attr)  # type: ignore[attr-defined]
+        elif kind == "class":
+            cmod, ccls = val  # type: ignore[misc]
+            nxt = world.class_member(cmod, ccls, attr)
+            if nxt is None:
+                bases = _linearize(world, cmod, ccls)
+                if any(b is None for b in bases) and (ev.callers.mentions(attr) or not unknown_bases_in_core(
+                        ev.env, cmod, ccls)):
+                    return None  # a base the gate cannot read may define it
+                why = f"class {ccls.name} has no attribute '{attr}'"
+                if any(b is None for b in bases):
+                    why += " (its bases are built at run time, and no core file mentions the name)"
+                return owner, cmod.path, ccls.line, why
+            if nxt[0] != "class":
+                return None
+        else:
+            return None
+        if nxt is None:
+            return None
+        current = nxt
+        owner = f"{owner}.{attr}"
+    return None
+
+
+def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
+    findings: list[Finding] = []
+    for read in facts.attr_reads:
+        target = qualify(read.module, read.expr)
+        if target is None or not ev.is_core(target):
+            continue
+        missing = _missing_attribute(world, target, ev)
+        if missing is None:
+            continue
+        owner, path, line, why = missing
+        attr = target[len(owner) + 1:].split(".")[0]
+        message = f"`{read.expr}` is read when the module is imported, and {why}"
+        p = Problem(path, line, (why,), "read at import time", True)
+        findings.append(Finding(_kind(read.ctx, "attribute"), f"attribute:{owner}.{attr}", read.path, read.line,
+                                path, line, _why(read.ctx, message),
+                                severity=_severity(read.ctx, ev, read.module.name),
+                                reason=_reason(read.ctx, ev, read.module.name, p.evidence),
+                                summary=f"import-time read of {owner.rsplit('.', 1)[-1]}.{attr}: {why}"))
+    return findings

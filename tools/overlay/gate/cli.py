@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 import re
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from overlay.errors import OverlayError
 from overlay.gate import report as render
 from overlay.gate import run_gate
 from overlay.gate.allowlist import load as load_allowlist
+from overlay.gate.findings import SEVERITIES
 
 EXIT_FINDINGS = 1
 
@@ -22,7 +24,8 @@ def register(sub) -> None:
         "gate", help="check the plugin against core's API statically (imports, overrides, replacements)",
         description="Contract gate: every name the plugin imports from core exists there, and every "
                     "plugin override or monkeypatched replacement of a core callable accepts what "
-                    "core passes to it. Exit 0: clean; 1: findings; 2: bad input.")
+                    "core passes to it. Findings are errors (core reaches the break), warnings or info; "
+                    "exit 0: no errors; 1: errors (see --fail-on); 2: bad input.")
     trees = p.add_argument_group("trees (either --pin, or --core and --plugin)")
     trees.add_argument("--pin", default=None, metavar="NAME",
                        help="gate the composed trees of this pin set (build/<pin>/core and /plugin); "
@@ -35,6 +38,8 @@ def register(sub) -> None:
                    help="accepted findings (reason + expiry each); default: <root>/gate-allowlist.yaml if present")
     p.add_argument("--core-version", default=None, metavar="X.Y.Z",
                    help="core release version for vllm_version_is() when the tree does not record it")
+    p.add_argument("--fail-on", choices=SEVERITIES, default="error",
+                   help="lowest severity that makes the exit status 1 (default: error)")
     p.add_argument("--json", action="store_true", help="machine-readable report on stdout")
     p.add_argument("--junit", type=Path, default=None, metavar="FILE", help="also write a JUnit XML report")
     p.add_argument("-v", "--verbose", action="store_true", help="show symbols and accepted findings")
@@ -56,8 +61,24 @@ def _allowlist(args: argparse.Namespace):
         if not args.allowlist.is_file():
             raise OverlayError("allowlist not found", path=str(args.allowlist))
         return load_allowlist(args.allowlist), True
-    default = Path(args.root) / "gate-allowlist.yaml"
-    return (load_allowlist(default) if default.is_file() else None), False
+    default = default_allowlist(Path(args.root))
+    return (load_allowlist(default) if default is not None else None), False
+
+
+def project_root(root: Path) -> Path | None:
+    """The overlay project whose allowlist applies: `root` when it is one (found upward
+    from the working directory, or --root/OVERLAY_ROOT), else the project this tool is
+    installed from. The same command then gives the same answer from any folder."""
+    for candidate in (root, Path(__file__).resolve().parents[3]):
+        if (candidate / "series.yaml").is_file():
+            return candidate
+    return None
+
+
+def default_allowlist(root: Path) -> Path | None:
+    project = project_root(root)
+    path = project / "gate-allowlist.yaml" if project is not None else None
+    return path if path is not None and path.is_file() else None
 
 
 # PEP 440 release versions as vLLM publishes them: 0.25.0, 0.11.0rc1, 0.9.2.dev3+g1a2b, v0.23.0
@@ -115,7 +136,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     # that matches nothing is expected, not stale.
     report = run_gate(core, plugin, allow, pin, core_version=args.core_version,
                       note_unused=named or pin is not None)
-    return _emit(report, args)
+    return _emit(replace(report, fail_on=args.fail_on), args)
 
 
 def git_dir_of(path: Path) -> Path:
@@ -176,12 +197,12 @@ def gate_after_apply(root: Path, pin: str, into: Path | None, *, json_mode: bool
     """
     core = paths.composed_dir(root, pin, "core", into)
     plugin = paths.composed_dir(root, pin, "plugin", into)
-    default = Path(root) / "gate-allowlist.yaml"
-    allow = load_allowlist(default) if default.is_file() else None
+    default = default_allowlist(Path(root))
+    allow = load_allowlist(default) if default is not None else None
     report = run_gate(core, plugin, allow, pin)
     if json_mode:
         if not report.ok:
-            print(f"overlay: gate: {len(report.findings)} contract break(s); run `overlay gate --pin {pin}`",
+            print(f"overlay: gate: {len(report.failing)} contract break(s); run `overlay gate --pin {pin}`",
                   file=sys.stderr)
     else:
         sys.stdout.write(render.text(report))

@@ -1,7 +1,7 @@
 """Evaluating the plugin's conditions on core, where they can be read statically.
 
 An `if` whose test asks about core (`vllm_version_is(...)`, `hasattr/getattr` on a
-core module or class) decides which branch runs against a given core. The gate
+core module or class, `importlib.util.find_spec("vllm.x") is not None`) decides which branch runs against a given core. The gate
 evaluates it against the core tree under test: a decided test checks only the
 branch that runs; a test it cannot decide checks both branches and reports any
 failure there as *undecidable*, never as a pass. Any other test (`is_310p()`,
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from overlay.gate.index import ModuleInfo, TreeIndex, dotted, qualify
@@ -66,6 +66,63 @@ class Env:
     world: TreeIndex  # resolves plugin and core names
     is_core: Callable[[str], bool]
     version: str | None
+    # module name -> {flag name: verdict} for module-level flags (see module_flags)
+    flags: dict = field(default_factory=dict)
+    # whether any core file mentions an identifier at all (text search): a class whose
+    # bases are built at run time still cannot have an attribute no core file names
+    core_mentions: Callable[[str], bool] | None = None
+
+
+def module_flags(mod: ModuleInfo, env: Env) -> dict[str, Verdict]:
+    """Simple module-level flags that hold a condition on core, such as
+    `_V2_SUPPORTED = not vllm_version_is("0.24.0")` or `HAS_X = hasattr(core_mod, "X")`:
+    assigned once, at the top level of the module, from a test the gate can evaluate.
+    An `if _V2_SUPPORTED:` then runs (or skips) exactly as the test would."""
+    cached = env.flags.get(mod.name)
+    if cached is not None:
+        return cached
+    env.flags[mod.name] = {}  # a cycle through imported flags ends here
+    out: dict[str, Verdict] = {}
+    if mod.tree is not None:
+        for stmt in mod.tree.body:
+            if not (isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None):
+                continue
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            if len(targets) != 1 or not isinstance(targets[0], ast.Name):
+                continue
+            name = targets[0].id
+            if len(mod.bindings.get(name, [])) != 1:
+                continue  # reassigned somewhere: not a simple flag
+            v = evaluate(stmt.value, mod, {}, env)
+            if v.kind in (DECIDED, UNDECIDABLE):
+                out[name] = v
+    env.flags[mod.name] = out
+    return out
+
+
+def _flag(name: str, mod: ModuleInfo, local: dict[str, str], env: Env) -> Verdict | None:
+    """The verdict a module-level flag holds (in this module or imported from another
+    module of the plugin), or None when `name` is not such a flag."""
+    if name in local:
+        target = local[name]
+    elif "." not in name and name in mod.bindings:
+        b = mod.bindings[name]
+        if len(b) != 1:
+            return None
+        if b[0].kind == "assign":
+            return module_flags(mod, env).get(name)
+        if b[0].kind != "from" or not b[0].target or not b[0].attr:
+            return None
+        target = f"{b[0].target}.{b[0].attr}"
+    else:
+        return None
+    owner, _, attr = target.rpartition(".")
+    if not owner or env.is_core(owner):
+        return None
+    other = env.world.module(owner)
+    if other is None or other is mod:
+        return None
+    return module_flags(other, env).get(attr)
 
 
 def _core_target(expr: ast.expr, mod: ModuleInfo, local: dict[str, str], env: Env) -> str | None:
@@ -98,6 +155,9 @@ def _has(env: Env, target: str, attr: str) -> Verdict:
         if env.world.class_member(mod, cls, attr) is not None:
             return Verdict(DECIDED, True)
         if any(b is None for b in _all_bases(env.world, mod, cls)):
+            if env.core_mentions is not None and unknown_bases_in_core(env, mod, cls) \
+                    and not env.core_mentions(attr):
+                return Verdict(DECIDED, False)  # no core file names it: no base can define it
             return Verdict(UNDECIDABLE, why=f"{target} has a base class outside the core tree")
         return Verdict(DECIDED, False)
     return Verdict(UNDECIDABLE, why=f"{target} is not a module or class")
@@ -106,6 +166,22 @@ def _has(env: Env, target: str, attr: str) -> Verdict:
 # Bases that add no attributes a plugin would probe for.
 NEUTRAL_BASES = frozenset({"object", "ABC", "abc.ABC", "Protocol", "typing.Protocol", "Generic",
                            "typing.Generic", "NamedTuple", "typing.NamedTuple", "enum.Enum", "Enum"})
+
+
+def unknown_bases_in_core(env: Env, mod: ModuleInfo, cls, depth: int = 0) -> bool:
+    """Every base the gate cannot read is still a core name (a class core builds at run
+    time, `Adapter = make_adapter(...)`), not a third-party class (`torch.nn.Module`),
+    which may define anything."""
+    for expr, b in zip(cls.bases, env.world.bases(mod, cls)):
+        if b is None:
+            if expr in NEUTRAL_BASES:
+                continue
+            target = qualify(mod, expr) if expr else None
+            if target is None or not env.is_core(target):
+                return False
+        elif depth < 12 and not unknown_bases_in_core(env, b[0], b[1], depth + 1):
+            return False
+    return True
 
 
 def _all_bases(world: TreeIndex, mod: ModuleInfo, cls, depth: int = 0) -> list:
@@ -126,6 +202,10 @@ def _str_arg(call: ast.Call, i: int) -> str | None:
     return None
 
 
+def _is_find_spec(call: ast.Call) -> bool:
+    return (dotted(call.func) or "").split(".")[-1] == "find_spec"
+
+
 def evaluate(test: ast.expr, mod: ModuleInfo, local: dict[str, str], env: Env) -> Verdict:
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         v = evaluate(test.operand, mod, local, env)
@@ -144,10 +224,14 @@ def evaluate(test: ast.expr, mod: ModuleInfo, local: dict[str, str], env: Env) -
     name = dotted(test) or ""
     if name in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
         return Verdict(TYPE_CHECKING)
+    if isinstance(test, ast.Name):
+        flag = _flag(test.id, mod, local, env)
+        return flag if flag is not None else Verdict(PLAIN)
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.comparators[0], ast.Constant) \
             and test.comparators[0].value is None and isinstance(test.ops[0], (ast.Is, ast.IsNot)):
         inner = evaluate(test.left, mod, local, env)
-        if inner.kind == DECIDED and isinstance(test.left, ast.Call) and dotted(test.left.func) == "getattr":
+        if inner.kind == DECIDED and isinstance(test.left, ast.Call) \
+                and (dotted(test.left.func) == "getattr" or _is_find_spec(test.left)):
             return Verdict(DECIDED, inner.value if isinstance(test.ops[0], ast.IsNot) else not inner.value)
         return inner if inner.kind == UNDECIDABLE else Verdict(PLAIN)
     if not isinstance(test, ast.Call):
@@ -161,6 +245,12 @@ def evaluate(test: ast.expr, mod: ModuleInfo, local: dict[str, str], env: Env) -
             return Verdict(UNDECIDABLE, why=f"vllm_version_is({want!r}): the core tree's version "
                                             "is unknown (pass --core-version)")
         return Verdict(DECIDED, normalize_version(env.version) == normalize_version(want))
+    if _is_find_spec(test):
+        # importlib.util.find_spec("core.module"): truthy when core has that module
+        name = _str_arg(test, 0)
+        if name is None or not env.is_core(name):
+            return Verdict(PLAIN)
+        return Verdict(DECIDED, env.world.module(name) is not None)
     if fn in ("hasattr", "getattr") and len(test.args) >= 2:
         attr = _str_arg(test, 1)
         target = _core_target(test.args[0], mod, local, env)

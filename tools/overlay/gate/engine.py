@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 
 from overlay.errors import OverlayError
 from overlay.gate import checks
+from overlay.gate.callers import Callers, TextCache
 from overlay.gate.conditions import Env, core_version
-from overlay.gate.findings import Finding
-from overlay.gate.index import ModuleInfo, TreeIndex
+from overlay.gate.findings import Finding, merge_sites
+from overlay.gate.index import ModuleInfo, TreeIndex, class_info
 from overlay.gate.scan import PluginFacts, scan_module
 from overlay.gate.source import TreeSource
+from overlay.gate.startup import entry_points, reach
 
 # Top-level directories that are never the importable package of a tree.
 NOT_PACKAGES = frozenset({"tests", "test", "docs", "doc", "examples", "benchmarks", "tools", "csrc",
@@ -40,6 +42,7 @@ class Cache:
 
     core: dict[str, ModuleInfo] = field(default_factory=dict)
     plugin: dict[str, ModuleInfo] = field(default_factory=dict)
+    text: TextCache = field(default_factory=TextCache)
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,10 @@ def gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str |
         return name.split(".")[0] in core_packages
 
     version = version or core_version(core, next(iter(sorted(core_packages)), "vllm"))
-    env = Env(world=world, is_core=is_core, version=version)
+    # who calls what, from the text of both trees (the dead code is known after the scan)
+    callers = Callers([(core_src, core_packages, core, False), (plugin_src, plugin_packages, world, True)],
+                      frozenset(), cache.text)
+    env = Env(world=world, is_core=is_core, version=version, core_mentions=lambda n: bool(callers.mentions(n)))
     facts = PluginFacts()
     notes: list[str] = []
     for pkg in sorted(plugin_packages):
@@ -82,12 +88,64 @@ def gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str |
                 scan_module(mod, env, facts)
     if expected_core_package(facts.imported_tops, plugin_packages) not in core_packages:
         raise no_core_package(core_src, facts.imported_tops, plugin_packages)
-    found = (checks.check_imports(facts, core) + checks.check_overrides(facts, world, is_core)
-             + checks.check_replacements(facts, world, core))
-    unique = sorted(set(found), key=Finding.sort_key)
+    startup = reach(entry_points(plugin_src), facts.refs, plugin_packages,
+                    lambda name: world.module(name) is not None)
+    callers.dead = dead_code(facts, world, is_core)
+    replaced: dict[str, set[str]] = {}
+    for r in facts.replacements:
+        replaced.setdefault(r.owner, set()).add(r.attr)
+    ev = checks.Evidence(startup, callers, is_core, replaced, env)
+    found = (checks.check_imports(facts, core, ev) + checks.check_overrides(facts, world, ev)
+             + checks.check_replacements(facts, world, core, ev) + checks.check_constructors(facts, world, ev)
+             + checks.check_attributes(facts, world, ev))
+    unique = merge_sites(sorted(set(found), key=Finding.sort_key))
     return RawResult(findings=tuple(unique), core_version=version,
                      core_files_read=tuple(sorted(core.files_read)), plugin_files=facts.files,
                      seconds=time.perf_counter() - started, notes=tuple(notes))
+
+
+def super_calls(node) -> set[str]:
+    """Methods of a class whose body calls the same method of a base (`super().m(...)`,
+    `Base.m(self, ...)`): the core method still runs, through the override."""
+    import ast
+    out = set()
+    for stmt in node.body:
+        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == stmt.name:
+                recv = n.func.value
+                if (isinstance(recv, ast.Call) and isinstance(recv.func, ast.Name) and recv.func.id == "super") \
+                        or (isinstance(recv, (ast.Name, ast.Attribute)) and n.args
+                            and isinstance(n.args[0], ast.Name) and n.args[0].id == "self"):
+                    out.add(stmt.name)
+    return out
+
+
+def dead_code(facts: PluginFacts, world: TreeIndex, is_core) -> frozenset[tuple[str, str | None, str]]:
+    """(module, class or None, function) of core code that does not run once the plugin is
+    in: core methods a plugin subclass overrides, core functions and methods the plugin
+    replaces. Core call sites in there do not count against the plugin."""
+    dead: set[tuple[str, str | None, str]] = set()
+    for pc in facts.classes:
+        cls = class_info(pc.node)
+        if not cls.bases:
+            continue
+        for base in checks._linearize(world, pc.module, cls, pc.scope.local_imports):
+            if base is None or not is_core(base[0].name):
+                continue
+            for meth in (set(cls.methods) & set(base[1].methods)) - super_calls(pc.node):
+                dead.add((base[0].name, base[1].name, meth))
+    for r in facts.replacements:
+        owner = world.resolve_dotted(r.owner)
+        if owner is None:
+            continue
+        if owner[0] == "module":
+            dead.add((owner[1].name, None, r.attr))  # type: ignore[union-attr]
+        elif owner[0] == "class":
+            mod, cls = owner[1]  # type: ignore[misc]
+            dead.add((mod.name, cls.name, r.attr))
+    return frozenset(dead)
 
 
 def expected_core_package(imported: dict[str, int], plugin_packages: frozenset[str]) -> str | None:

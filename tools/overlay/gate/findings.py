@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-KINDS = ("import", "override", "replacement", "undecidable")
+KINDS = ("import", "override", "replacement", "constructor", "attribute", "undecidable")
+
+# error: core's code reaches the break on a path the plugin runs (start-up import chain,
+# a visible core call site): the exit status follows these. warning: a break with no
+# evidence that anything runs it (no visible core caller, a module nothing imports at
+# start-up, a condition the gate cannot decide). info: worth knowing, not a break.
+SEVERITIES = ("error", "warning", "info")
+
+SUMMARY_MAX = 160  # one text line per finding; the whole story is in the JSON `message`
 
 
 @dataclass(frozen=True)
@@ -12,18 +20,24 @@ class Finding:
     """One contract break between the plugin and the core under test.
 
     `symbol` is stable across runs and line moves (the allowlist matches on it):
-    `import:<module>:<name>`, `override:<plugin class>.<method>`,
-    `replacement:<core owner>.<attr>`; undecidable findings carry the symbol of
-    the check they could not decide.
+    `import:<module>:<name>` (`import:<module>` for a missing module),
+    `override:<plugin class>.<method>`, `replacement:<core owner>.<attr>`,
+    `constructor:<plugin module>:<core class>`, `attribute:<core owner>.<attr>`;
+    undecidable findings carry the symbol of the check they could not decide.
+    `summary` is the one-line text; `message` the full explanation; `reason` why the
+    finding is reachable (or why it is only a warning).
     """
 
-    kind: str  # import | override | replacement | undecidable
+    kind: str  # see KINDS
     symbol: str
     plugin_path: str
     plugin_line: int
     core_path: str
     core_line: int
     message: str
+    severity: str = "error"
+    reason: str = ""
+    summary: str = ""
 
     def location(self) -> str:
         core = self.core_path or "-"
@@ -31,14 +45,18 @@ class Finding:
             core += f":{self.core_line}"
         return f"{self.plugin_path}:{self.plugin_line} -> core {core}"
 
+    def short(self) -> str:
+        text = self.summary or self.message
+        return text if len(text) <= SUMMARY_MAX else text[:SUMMARY_MAX - 1] + "…"
+
     def sort_key(self) -> tuple:
-        return (self.plugin_path, self.plugin_line, self.kind, self.symbol)
+        return (self.plugin_path, self.plugin_line, self.kind, self.symbol, self.core_path, self.core_line)
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "symbol": self.symbol,
+        return {"kind": self.kind, "symbol": self.symbol, "severity": self.severity,
                 "plugin": {"path": self.plugin_path, "line": self.plugin_line},
                 "core": {"path": self.core_path or None, "line": self.core_line or None},
-                "message": self.message}
+                "summary": self.short(), "message": self.message, "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -57,13 +75,44 @@ class GateReport:
     suppressed: tuple[Suppressed, ...] = ()
     notes: tuple[str, ...] = ()  # expired or unused allowlist entries, etc.
     stats: dict = field(default_factory=dict)
+    fail_on: str = "error"  # the lowest severity that fails the run
+
+    @property
+    def failing(self) -> tuple[Finding, ...]:
+        limit = SEVERITIES.index(self.fail_on)
+        return tuple(f for f in self.findings if SEVERITIES.index(f.severity) <= limit)
 
     @property
     def ok(self) -> bool:
-        return not self.findings
+        return not self.failing
 
     def counts(self) -> dict[str, int]:
         out = {k: 0 for k in KINDS}
         for f in self.findings:
             out[f.kind] = out.get(f.kind, 0) + 1
         return out
+
+    def severity_counts(self) -> dict[str, int]:
+        out = {s: 0 for s in SEVERITIES}
+        for f in self.findings:
+            out[f.severity] += 1
+        return out
+
+
+def merge_sites(findings: list[Finding]) -> list[Finding]:
+    """One finding per break: the same symbol at the same plugin line with the same
+    severity, broken at several core call sites, becomes one finding naming them all."""
+    out: list[Finding] = []
+    index: dict[tuple, int] = {}
+    for f in findings:
+        key = (f.kind, f.symbol, f.plugin_path, f.plugin_line, f.severity)
+        if key not in index:
+            index[key] = len(out)
+            out.append(f)
+            continue
+        first = out[index[key]]
+        also = f"{f.core_path}:{f.core_line}" if f.core_line else f.core_path
+        if also and also not in first.message:
+            from dataclasses import replace
+            out[index[key]] = replace(first, message=f"{first.message}; also at core {also}")
+    return out

@@ -43,12 +43,19 @@ class ClassInfo:
     decorators: tuple[str, ...]
     node: ast.ClassDef | None = None
     _self_calls: dict[str, list[tuple[str, CallShape]]] | None = None
+    _super_ids: set = field(default_factory=set)
 
-    def self_calls(self, name: str) -> list[tuple[str, CallShape]]:
+    def self_calls(self, name: str, include_super: bool = True) -> list[tuple[str, CallShape]]:
         """Calls `self.name(...)`, `cls.name(...)`, `super().name(...)` in this class's
-        methods, each with the method it sits in."""
+        methods, each with the method it sits in. Without `include_super`, only calls
+        that a subclass's override receives (`super().name` in a core class goes to a
+        class above it, never to a plugin subclass)."""
+        if not include_super:
+            self.self_calls(name)
+            return [(e, c) for e, c in self.self_calls(name) if id(c) not in self._super_ids]
         if self._self_calls is None:
             self._self_calls = {}
+            self._super_ids = set()
             for stmt in _module_level(self.node.body if self.node else []):
                 if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     continue
@@ -56,10 +63,12 @@ class ClassInfo:
                     if not isinstance(node.func, ast.Attribute):
                         continue
                     recv = node.func.value
-                    if (isinstance(recv, ast.Name) and recv.id in ("self", "cls")) or (
-                            isinstance(recv, ast.Call) and dotted(recv.func) == "super"):
-                        self._self_calls.setdefault(node.func.attr, []).append(
-                            (stmt.name, call_shape(node, enclosing)))
+                    is_super = isinstance(recv, ast.Call) and dotted(recv.func) == "super"
+                    if (isinstance(recv, ast.Name) and recv.id in ("self", "cls")) or is_super:
+                        shape = call_shape(node, enclosing)
+                        if is_super:
+                            self._super_ids.add(id(shape))
+                        self._self_calls.setdefault(node.func.attr, []).append((stmt.name, shape))
         return self._self_calls.get(name, [])
 
 

@@ -6,26 +6,34 @@ import json
 from collections import Counter
 from xml.etree import ElementTree as ET
 
-from overlay.gate.findings import KINDS, Finding, GateReport
+from overlay.gate.findings import SEVERITIES, Finding, GateReport
 
 
 def text(report: GateReport, verbose: bool = False) -> str:
+    """One short line per finding (`severity: plugin file:line: what`), errors first;
+    `-v` adds the kind, symbol, core location and why it is (or is not) an error. The
+    full explanation of every finding is in the JSON (`message`, `reason`)."""
     lines = [f"gate: plugin {report.plugin}", f"      core   {report.core}"
              + (f" (version {report.core_version})" if report.core_version else "")]
-    for f in report.findings:
-        lines.append(f"{f.kind}: {f.location()}: {f.message}")
+    ordered = sorted(report.findings, key=lambda f: (SEVERITIES.index(f.severity), f.sort_key()))
+    for f in ordered:
+        lines.append(f"{f.severity}: {f.plugin_path}:{f.plugin_line}: {f.short()}")
         if verbose:
-            lines.append(f"    symbol: {f.symbol}")
+            core = f"{f.core_path}:{f.core_line}" if f.core_line else (f.core_path or "-")
+            lines.append(f"    {f.kind} {f.symbol} (core {core})")
+            if f.reason:
+                lines.append(f"    why: {f.reason}")
     for s in report.suppressed:
         if verbose:
             lines.append(f"accepted: {s.finding.location()}: {s.finding.symbol} ({s.reason})")
     for note in report.notes:
         lines.append(f"note: {note}")
-    counts = report.counts()
-    summary = ", ".join(f"{counts[k]} {k}" for k in KINDS if counts.get(k))
+    sev = report.severity_counts()
+    summary = ", ".join(f"{sev[k]} {k}{'s' if sev[k] != 1 else ''}" for k in SEVERITIES if sev.get(k))
     stats = report.stats
+    head = "FAILED: " if not report.ok else ("OK: " if report.findings else "OK: no contract breaks")
     lines.append(
-        ("FAILED: " + summary if report.findings else "OK: no contract breaks")
+        (head + summary if report.findings else head)
         + (f"; {len(report.suppressed)} accepted" if report.suppressed else "")
         + f" ({stats.get('plugin_files', 0)} plugin files, {stats.get('core_files_read', 0)} core files read,"
           f" {stats.get('seconds', 0.0):.1f}s)")
@@ -39,6 +47,8 @@ def to_json(report: GateReport) -> str:
         "core": report.core,
         "core_version": report.core_version,
         "counts": report.counts(),
+        "severity_counts": report.severity_counts(),
+        "fail_on": report.fail_on,
         "findings": [f.to_dict() for f in report.findings],
         "accepted": [dict(s.finding.to_dict(), reason=s.reason, allowlist_line=s.allowlist_line)
                      for s in report.suppressed],
@@ -71,11 +81,16 @@ def to_junit(report: GateReport) -> str:
     suite = ET.Element("testsuite", name="overlay-gate", tests="0", failures="0", skipped="0")
     cases = 0
     names = iter(_case_names(list(report.findings) + [s.finding for s in report.suppressed]))
+    failing = {id(f) for f in report.failing}
     for f in report.findings:
         case = ET.SubElement(suite, "testcase", classname=f"gate.{f.kind}", name=next(names),
                              file=f.plugin_path, line=str(f.plugin_line))
-        fail = ET.SubElement(case, "failure", message=f.message, type=f.kind)
-        fail.text = f"{f.location()}\n{f.message}"
+        if id(f) in failing:
+            fail = ET.SubElement(case, "failure", message=f"{f.severity}: {f.short()}", type=f.kind)
+            fail.text = f"{f.location()}\n{f.message}\nwhy: {f.reason}"
+        else:  # a warning or info finding: a passing case that still shows what was found
+            out = ET.SubElement(case, "system-out")
+            out.text = f"{f.severity}: {f.location()}\n{f.message}\nwhy: {f.reason}"
         cases += 1
     for s in report.suppressed:
         case = ET.SubElement(suite, "testcase", classname=f"gate.{s.finding.kind}", name=next(names),
@@ -86,7 +101,7 @@ def to_junit(report: GateReport) -> str:
         ET.SubElement(suite, "testcase", classname="gate", name="contract")
         cases = 1
     suite.set("tests", str(cases))
-    suite.set("failures", str(len(report.findings)))
+    suite.set("failures", str(len(report.failing)))
     suite.set("skipped", str(len(report.suppressed)))
     suites = ET.Element("testsuites")
     suites.append(suite)

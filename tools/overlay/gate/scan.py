@@ -12,8 +12,12 @@ import ast
 from collections import Counter
 from dataclasses import dataclass, field
 
-from overlay.gate.conditions import DECIDED, TYPE_CHECKING, UNDECIDABLE, Env, evaluate
+from overlay.gate.conditions import DECIDED, TYPE_CHECKING, UNDECIDABLE, Env, Verdict, evaluate
 from overlay.gate.index import ModuleInfo, absolute_module, dotted, qualify
+from overlay.gate.signature import CallShape, call_shape
+
+# Compound statements whose header expressions run where the statement sits.
+HEADERS = {ast.If: ("test",), ast.While: ("test",), ast.For: ("iter",), ast.AsyncFor: ("iter",)}
 
 IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
@@ -34,6 +38,7 @@ class ImportUse:
     module: str  # absolute module imported from (or imported)
     name: str | None  # None for `import module`
     ctx: Context
+    mod_name: str = ""  # the plugin module that imports it
 
 
 @dataclass
@@ -43,10 +48,15 @@ class Scope:
     local_imports: dict[str, str] = field(default_factory=dict)
     defs: dict[str, ast.AST] = field(default_factory=dict)
     strings: dict[str, str] = field(default_factory=dict)
+    # local names bound once to a dotted expression (`cls = outputs_mod.ModelRunnerOutput`)
+    aliases: dict[str, str] = field(default_factory=dict)
 
     def child(self, body: list[ast.stmt]) -> "Scope":
-        new = Scope(dict(self.local_imports), dict(self.defs), dict(self.strings))
+        new = Scope(dict(self.local_imports), dict(self.defs), dict(self.strings), dict(self.aliases))
         for stmt in _flat(body):
+            if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                    and isinstance(stmt.value, ast.Attribute) and dotted(stmt.value)):
+                new.aliases[stmt.targets[0].id] = dotted(stmt.value)  # type: ignore[assignment]
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 new.defs[stmt.name] = stmt
             elif (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
@@ -79,9 +89,39 @@ class PluginClass:
     ctx: Context
 
 
+@dataclass(frozen=True)
+class CallUse:
+    """A plugin call of something that may be a class: `Name(...)`, `mod.Name(...)`."""
+
+    path: str
+    line: int
+    func: str  # dotted expression as written
+    module: ModuleInfo
+    local: dict
+    shape: CallShape
+    ctx: Context
+
+
+@dataclass(frozen=True)
+class AttrRead:
+    """`a.b.c` read by code that runs when the module is imported (module level or a
+    class body): an attribute core lacks fails the import itself."""
+
+    path: str
+    line: int
+    expr: str
+    module: ModuleInfo
+    ctx: Context
+
+
 @dataclass
 class PluginFacts:
     imports: list[ImportUse] = field(default_factory=list)
+    calls: list[CallUse] = field(default_factory=list)
+    attr_reads: list[AttrRead] = field(default_factory=list)
+    # plugin module -> plugin modules it imports or names in a dotted string (any scope,
+    # only the branches that run): the edges of the start-up import graph
+    refs: dict[str, set[str]] = field(default_factory=dict)
     replacements: list[Replacement] = field(default_factory=list)
     classes: list[PluginClass] = field(default_factory=list)
     files: int = 0
@@ -125,6 +165,8 @@ class _Scanner:
             self.stmt(stmt, ctx, scope, in_class)
 
     def stmt(self, stmt: ast.stmt, ctx: Context, scope: Scope, in_class: bool) -> None:
+        if not ctx.type_checking:
+            self.expressions(stmt, ctx, scope)
         if isinstance(stmt, ast.Import):
             for alias in stmt.names:
                 self.facts.imported_tops[alias.name.split(".")[0]] += 1
@@ -132,7 +174,9 @@ class _Scanner:
                     scope.local_imports[alias.asname or alias.name.split(".")[0]] = \
                         alias.name if alias.asname else alias.name.split(".")[0]
                 if self.is_core(alias.name):
-                    self.record(ImportUse(self.mod.path, stmt.lineno, alias.name, None, ctx))
+                    self.record(ImportUse(self.mod.path, stmt.lineno, alias.name, None, ctx, self.mod.name))
+                elif not ctx.type_checking:
+                    self.ref(alias.name)
         elif isinstance(stmt, ast.ImportFrom):
             src = absolute_module(self.mod.name, self.mod.is_package, stmt.level, stmt.module)
             if stmt.level == 0 and src:
@@ -142,9 +186,11 @@ class _Scanner:
                     scope.local_imports[alias.asname or alias.name] = f"{src}.{alias.name}"
                 if self.is_core(src):
                     self.record(ImportUse(self.mod.path, stmt.lineno, src,
-                                          None if alias.name == "*" else alias.name, ctx))
+                                          None if alias.name == "*" else alias.name, ctx, self.mod.name))
+                elif src and not ctx.type_checking:
+                    self.ref(src if alias.name == "*" else f"{src}.{alias.name}", src)
         elif isinstance(stmt, ast.If):
-            v = evaluate(stmt.test, self.mod, scope.local_imports, self.env)
+            v = self.instance_flag(stmt.test, scope) or evaluate(stmt.test, self.mod, scope.local_imports, self.env)
             if v.kind == TYPE_CHECKING:
                 self.block(stmt.body, Context(ctx.guard, ctx.undecidable, True), scope, in_class)
                 self.block(stmt.orelse, ctx, scope, in_class)
@@ -183,7 +229,9 @@ class _Scanner:
             if not ctx.type_checking:
                 self.facts.classes.append(PluginClass(self.mod.path, stmt.lineno, self.mod, stmt,
                                                       scope, ctx))
+            self.class_stack.append(stmt)
             self.block(stmt.body, ctx, scope, in_class=True)
+            self.class_stack.pop()
         elif isinstance(stmt, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)):
             self.block(stmt.body, ctx, scope, in_class)
             self.block(getattr(stmt, "orelse", []), ctx, scope, in_class)
@@ -204,6 +252,91 @@ class _Scanner:
                 if attr is not None:
                     self.replacement(call.args[0], attr, call.args[2], stmt.lineno, ctx, scope, in_class)
 
+    def instance_flag(self, test: ast.expr, scope: Scope) -> Verdict | None:
+        """`if self.flag:` where the class turns the flag off under a condition on core
+        that holds (`if self.use_v2 and vllm_version_is("0.24.0"): self.use_v2 = False`):
+        decided False. None when that is not the case."""
+        negate = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        inner = test.operand if negate else test  # type: ignore[attr-defined]
+        name = dotted(inner)
+        if not self.class_stack or not name or not name.startswith("self.") or name.count(".") != 1:
+            return None
+        key = (id(self.class_stack[-1]), name)
+        if key not in self.flag_memo:
+            self.flag_memo[key] = self._forced_off(self.class_stack[-1], name, scope)
+        if not self.flag_memo[key]:
+            return None
+        return Verdict(DECIDED, negate)
+
+    def _forced_off(self, cls: ast.ClassDef, name: str, scope: Scope) -> bool:
+        offs = self.off_switches.get(id(cls))
+        if offs is None:  # every `if ...: self.x = False` in the class, walked once
+            offs = {}
+            for node in ast.walk(cls):
+                if isinstance(node, ast.If):
+                    for b in node.body:
+                        if (isinstance(b, ast.Assign) and len(b.targets) == 1 and isinstance(b.value, ast.Constant)
+                                and b.value.value is False and dotted(b.targets[0])):
+                            offs.setdefault(dotted(b.targets[0]), []).append(node)
+            self.off_switches[id(cls)] = offs
+        for node in offs.get(name, []):
+            parts = node.test.values if isinstance(node.test, ast.BoolOp) and isinstance(node.test.op, ast.And) \
+                else [node.test]
+            rest = [p for p in parts if dotted(p) != name]
+            verdicts = [evaluate(p, self.mod, scope.local_imports, self.env) for p in rest]
+            if rest and all(v.kind == DECIDED and v.value for v in verdicts):
+                return True
+        return False
+
+    def ref(self, name: str, fallback: str | None = None) -> None:
+        """An edge of the start-up graph to the plugin module `name` (or, when `name`
+        is not a module, `fallback` or its longest module prefix)."""
+        if name.split(".")[0] not in self.env.world.packages:
+            return
+        parts = name.split(".")
+        for cut in range(len(parts), 0, -1):
+            candidate = ".".join(parts[:cut])
+            if self.env.world.module(candidate) is not None:
+                self.facts.refs.setdefault(self.mod.name, set()).add(candidate)
+                return
+            if candidate == fallback:
+                return
+
+    def expressions(self, stmt: ast.stmt, ctx: Context, scope: Scope) -> None:
+        """Calls, dotted strings and import-time attribute reads in the expressions this
+        statement evaluates where it stands (not in nested function bodies)."""
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Try)):
+            return
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            roots: list[ast.AST] = [i.context_expr for i in stmt.items]
+        elif type(stmt) in HEADERS:
+            roots = [getattr(stmt, f) for f in HEADERS[type(stmt)]]
+        else:
+            roots = [stmt]
+        import_time = scope is self.top
+        stack = list(roots)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.Lambda):
+                continue
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value
+                if "." in text and len(text) < 200 and text.split(".")[0] in self.env.world.packages \
+                        and all(p.isidentifier() for p in text.replace(":", ".").split(".")):
+                    self.ref(text.replace(":", "."))
+                continue
+            if isinstance(node, ast.Call):
+                func = dotted(node.func)
+                if func is not None and func.split(".")[-1][:1].isupper():
+                    self.facts.calls.append(CallUse(self.mod.path, node.lineno, func, self.mod,
+                                                    scope.local_imports, call_shape(node), ctx))
+            if import_time and isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                expr = dotted(node)
+                if expr is not None:
+                    self.facts.attr_reads.append(AttrRead(self.mod.path, node.lineno, expr, self.mod, ctx))
+                    continue  # the longest chain only: its prefixes are checked with it
+            stack.extend(ast.iter_child_nodes(node))
+
     def record(self, use: ImportUse) -> None:
         if not use.ctx.type_checking:
             self.facts.imports.append(use)
@@ -213,7 +346,12 @@ class _Scanner:
         if ctx.type_checking:
             return
         name = dotted(owner_expr)
-        if name is None or name.split(".")[0] in ("self", "cls"):
+        if name is None:
+            return
+        head, dot, rest = name.partition(".")
+        if head in scope.aliases and head not in scope.local_imports:
+            name = scope.aliases[head] + dot + rest
+        elif head in ("self", "cls"):
             return
         owner = qualify(self.mod, name, scope.local_imports)
         if owner is None or not self.is_core(owner):
@@ -224,6 +362,9 @@ class _Scanner:
     def run(self) -> None:
         assert self.mod.tree is not None
         self.top = Scope()
+        self.class_stack: list[ast.ClassDef] = []
+        self.flag_memo: dict = {}
+        self.off_switches: dict = {}
         self.block(self.mod.tree.body, Context(), self.top)
 
 

@@ -149,20 +149,32 @@ class CallShape:
     # own **kwargs (and nothing else), every parameter that function names binds its
     # argument itself and never lands in the mapping
     cannot_hold: frozenset[str] = frozenset()
+    # a kernel launch `kernel[grid](...)`: the launcher takes options of its own
+    # (num_warps, ...) and decorators (`triton.heuristics`, `autotune`) fill parameters
+    launch: bool = False
+
+
+# Options a Triton launcher `kernel[grid](...)` takes besides the kernel's parameters.
+LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion",
+                            "warmup", "grid", "stream", "device", "enable_warp_specialization",
+                            "num_buffers_warp_spec", "num_consumer_groups", "reg_dec_producer",
+                            "reg_inc_consumer", "launch_cooperative_grid", "launch_pdl"})
 
 
 def call_shape(call: ast.Call, enclosing: Signature | None = None) -> CallShape:
     """The shape of one call; `enclosing`: the innermost function it sits in, if known."""
     star = any(isinstance(a, ast.Starred) for a in call.args)
     npos = sum(1 for a in call.args if not isinstance(a, ast.Starred))
-    keywords = tuple(k.arg for k in call.keywords if k.arg is not None)
+    launch = isinstance(call.func, ast.Subscript)
+    keywords = tuple(k.arg for k in call.keywords
+                     if k.arg is not None and not (launch and k.arg in LAUNCH_OPTIONS))
     mappings = [k.value for k in call.keywords if k.arg is None]
     cannot_hold: frozenset[str] = frozenset()
     if (enclosing is not None and enclosing.kwarg is not None and len(mappings) == 1
             and isinstance(mappings[0], ast.Name) and mappings[0].id == enclosing.kwarg):
         cannot_hold = frozenset(p.name for p in enclosing.args + enclosing.kwonly)
     return CallShape(line=call.lineno, npos=npos, keywords=keywords, star=star, dstar=bool(mappings),
-                     cannot_hold=cannot_hold)
+                     cannot_hold=cannot_hold, launch=launch)
 
 
 def accepts_call(sig: Signature, call: CallShape) -> list[str]:
@@ -181,7 +193,7 @@ def accepts_call(sig: Signature, call: CallShape) -> list[str]:
             problems.append(f"got an unexpected keyword argument '{kw}'")
         else:
             filled.add(kw)
-    if not call.star and not call.dstar:
+    if not call.star and not call.dstar and not call.launch:
         missing = [p.name for p in positional + sig.kwonly
                    if not p.has_default and p.name not in filled]
         if missing:
@@ -228,10 +240,27 @@ def covers(plugin: Signature, core: Signature, receiver: bool = True,
     problems: list[str] = []
     pp, cp = plugin.positional, core.positional
     plugin_kw = {p.name: p for p in plugin.args + plugin.kwonly}
+    skip = 1 if receiver and not core.is_static else 0
+    # Name what really changed: when core has more positions and the plugin's names are
+    # core's with some left out (core inserted a parameter), report the missing ones
+    # where core put them, not the last position that no longer fits.
+    plugin_names = [p.name for p in pp[skip:]]
+    core_names = [c.name for c in cp[skip:]]
+    absent = [n for n in core_names if n not in plugin_names and n not in plugin_kw]
+    inserted = (len(cp) > len(pp) and plugin.vararg is None and absent
+                and len(core_names) - len(absent) == len(plugin_names)
+                and [n for n in core_names if n not in absent] == plugin_names)
+    if inserted:
+        for n in absent:
+            i = core_names.index(n) + skip
+            later = "; every later argument lands one position off" if i - skip < len(plugin_names) else ""
+            problems.append(f"lacks core parameter '{n}' (position {i}){later}")
     for i, c in enumerate(cp):
         if i == 0 and receiver and not core.is_static:
             continue  # self/cls: always passed positionally, name irrelevant
         positional_ok = i < len(pp) or plugin.vararg is not None
+        if inserted and (c.name in absent or not positional_ok or pp[i].name != c.name):
+            continue  # explained by the inserted parameter(s) above
         if not positional_ok:
             problems.append(f"does not accept core parameter '{c.name}' (position {i})")
             continue

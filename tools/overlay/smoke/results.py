@@ -6,27 +6,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+# The walker runs in the composed environment with the stdlib only; its step record
+# is the one this side reads back.
+from overlay.smoke.walker import StepResult as StepOutcome
+
 STATUSES = ("ok", "FAILED", "skipped")
-
-
-@dataclass(frozen=True)
-class StepOutcome:
-    step: str
-    status: str
-    detail: str = ""
-    where: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    def line(self) -> str:
-        text = f"  {self.status:<7} {self.step}"
-        if self.detail:
-            text += f": {self.detail}"
-        if self.where:
-            text += f" ({self.where})"
-        return text
 
 
 @dataclass(frozen=True)

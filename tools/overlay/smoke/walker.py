@@ -35,12 +35,18 @@ from unittest.mock import MagicMock
 # ----------------------------------------------------------------------------- step runner
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class StepResult:
+    """One step's outcome: the walker writes it, overlay.smoke.results reads it back."""
+
     step: str
     status: str  # ok | FAILED | skipped
     detail: str = ""
     where: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
 
     def line(self) -> str:
         text = f"  {self.status:<7} {self.step}"

@@ -1,0 +1,101 @@
+"""`make gate-eval`: the contract gate on real pairings, scored against a hand-made
+classification (benchmarks/gate_eval.yaml; see tools/overlay/gate/evaluation.py).
+
+Needs a mirror ($OVERLAY_MIRROR or --mirror) holding the vllm-ascend repository and the
+vLLM release source archives `pypi/vllm-<version>.tar.gz`. For each pairing the plugin
+tree is `git archive`d at its commit (no series applied) and gated against the extracted
+release with the project's committed allowlist, as a maintainer runs it from the project
+root. Prints the precision/recall table and every unclassified finding; exits 1 when
+some finding is not classified yet (so the classification keeps up), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+from overlay import paths  # noqa: E402
+from overlay.errors import OverlayError  # noqa: E402
+from overlay.gate import run_gate  # noqa: E402
+from overlay.gate import evaluation  # noqa: E402
+
+PLUGIN_REPO = "vllm-project+vllm-ascend"
+
+
+def plugin_tree(repo: Path, commit: str, into: Path) -> Path:
+    into.mkdir(parents=True)
+    data = subprocess.run(["git", "--git-dir", str(repo), "archive", commit], capture_output=True)
+    if data.returncode != 0:
+        raise OverlayError(f"commit {commit} is not in the mirror's vllm-ascend repository", path=str(repo))
+    with tarfile.open(fileobj=io.BytesIO(data.stdout)) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def core_tree(mirror: Path, version: str, tmp: Path, cache: dict[str, Path]) -> Path:
+    if version not in cache:
+        sdist = mirror / "pypi" / f"vllm-{version}.tar.gz"
+        if not sdist.is_file():
+            raise OverlayError(f"the mirror has no vLLM {version} source archive", path=str(sdist),
+                               hint="the evaluation needs pypi/vllm-<version>.tar.gz in the mirror")
+        with tarfile.open(sdist) as tar:
+            tar.extractall(tmp, filter="data")
+        cache[version] = tmp / f"vllm-{version}"
+    return cache[version]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mirror", type=Path, default=None, help="upstream mirror (default: $OVERLAY_MIRROR)")
+    ap.add_argument("--classification", type=Path, default=ROOT / "benchmarks" / "gate_eval.yaml")
+    ap.add_argument("--only", action="append", default=[], metavar="NAME", help="run only this pairing")
+    ap.add_argument("--json", action="store_true", help="scores and unclassified findings as JSON")
+    args = ap.parse_args(argv)
+    try:
+        mirror = paths.mirror_root(args.mirror)
+        if mirror is None:
+            raise OverlayError("make gate-eval needs the upstream mirror",
+                               hint="set OVERLAY_MIRROR=DIR (or --mirror DIR)")
+        repo = paths.find_mirror_repo(mirror, PLUGIN_REPO)
+        if repo is None:
+            raise OverlayError("the mirror has no vllm-ascend repository", path=str(mirror))
+        pairings = [p for p in evaluation.load(args.classification) if not args.only or p.name in args.only]
+        allowlist = ROOT / "gate-allowlist.yaml"
+        scores = []
+        with tempfile.TemporaryDirectory(prefix="gate-eval-") as tmp:
+            cores: dict[str, Path] = {}
+            for i, p in enumerate(pairings):
+                if not args.json:
+                    print(f"gate-eval: [{i + 1}/{len(pairings)}] {p.name}", file=sys.stderr, flush=True)
+                core = core_tree(mirror, p.core, Path(tmp), cores)
+                plugin = plugin_tree(repo, p.plugin, Path(tmp) / f"plugin-{i}")
+                report = run_gate(core, plugin, allowlist if allowlist.is_file() else None, note_unused=False)
+                scores.append(evaluation.score(p, report.findings))
+    except OverlayError as exc:
+        where = f"{exc.path}{':' + str(exc.line) if exc.line else ''}: " if exc.path else ""
+        hint = f" ({exc.hint})" if exc.hint else ""
+        print(f"gate-eval: error: {where}{exc}{hint}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps([{"pairing": s.pairing, "errors": s.errors, "true_errors": s.true_errors,
+                           "precision": s.precision, "true_breaks": s.true_breaks, "caught": s.caught,
+                           "recall": s.recall, "warnings": s.warnings, "info": s.infos,
+                           "missed": list(s.missed), "false_alarms": list(s.false_alarms),
+                           "unclassified": [dict(f.to_dict(), key=evaluation.finding_key(f))
+                                            for f in s.unclassified]} for s in scores], indent=2))
+    else:
+        sys.stdout.write(evaluation.render(scores))
+    return 1 if any(s.unclassified for s in scores) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""Scoring the gate against a hand classification (tools/overlay/gate/evaluation.py),
+and the committed classification file itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from overlay.errors import OverlayError
+from overlay.gate.evaluation import finding_key, load, render, score
+from overlay.gate.findings import Finding
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def finding(symbol: str, path: str, severity: str = "error") -> Finding:
+    return Finding("override", symbol, path, 3, "core.py", 9, "m", severity=severity)
+
+
+def write(tmp_path, body: str) -> Path:
+    p = tmp_path / "eval.yaml"
+    p.write_text(body)
+    return p
+
+
+BODY = """
+pairings:
+  - name: a-vs-1
+    plugin: "abc123"
+    core: "0.25.0"
+    findings:
+      - key: "override:m.A.f @ p.py"
+        verdict: true
+        reason: "core passes x"
+      - key: "override:m.B.f @ p.py"
+        verdict: false
+        reason: "the plugin's runner calls it"
+      - key: "override:m.C.f @ q.py"
+        verdict: true
+        reason: "found only as a warning"
+      - key: "override:m.D.f @ q.py"
+        verdict: true
+        reason: "not found at all"
+"""
+
+
+def test_precision_recall_and_unclassified(tmp_path):
+    (pairing,) = load(write(tmp_path, BODY))
+    found = (finding("override:m.A.f", "p.py"), finding("override:m.B.f", "p.py"),
+             finding("override:m.C.f", "q.py", "warning"), finding("override:m.E.f", "r.py"))
+    s = score(pairing, found)
+    assert (s.errors, s.true_errors, s.false_errors, s.warnings) == (3, 1, 1, 1)
+    assert s.precision == pytest.approx(1 / 3)  # the unclassified error is not shown to be real
+    assert (s.true_breaks, s.caught) == (3, 1) and s.recall == pytest.approx(1 / 3)
+    assert [finding_key(f) for f in s.unclassified] == ["override:m.E.f @ r.py"]
+    assert s.missed == ("override:m.C.f @ q.py", "override:m.D.f @ q.py")
+    table = render([s])
+    assert "| a-vs-1 | 3 | 1 | 33% | 3 | 1 | 33% | 1 | 0 | 1 |" in table
+    assert "unclassified (a-vs-1): error: override:m.E.f @ r.py" in table
+
+
+@pytest.mark.parametrize("body, message", [
+    ("pairings: 3\n", "'pairings' list"),
+    ("pairings:\n  - name: x\n    plugin: a\n", "needs 'plugin'"),
+    ("pairings:\n  - name: x\n    plugin: a\n    core: b\n    findings:\n      - key: k\n        verdict: maybe\n"
+     "        reason: r\n", "verdict must be true or false"),
+    ("pairings:\n  - name: x\n    plugin: a\n    core: b\n    findings:\n      - key: k\n        verdict: true\n",
+     "missing 'reason'"),
+    ("pairings:\n  - name: x\n    plugin: a\n    core: b\n    colour: red\n", "unknown key 'colour'"),
+    ("pairings:\n  - name: x\n    plugin: a\n    core: b\n    findings:\n      - {key: k, verdict: true, reason: r}\n"
+     "      - {key: k, verdict: false, reason: s}\n", "classified twice"),
+])
+def test_bad_classification_is_one_error_naming_the_file(tmp_path, body, message):
+    with pytest.raises(OverlayError) as exc:
+        load(write(tmp_path, body))
+    assert message in str(exc.value) and exc.value.path.endswith("eval.yaml")
+
+
+def test_the_committed_classification_loads_and_covers_the_four_pairings():
+    pairings = load(ROOT / "benchmarks" / "gate_eval.yaml")
+    assert [p.name for p in pairings] == ["15818534ec-vs-0.24.0", "fe7bfc4746-vs-0.25.0",
+                                          "801a6b41-vs-0.24.0", "801a6b41-vs-0.25.0"]
+    assert all(p.verdicts and all(v.reason for v in p.verdicts) for p in pairings)

@@ -1,0 +1,462 @@
+"""Who calls what, across both trees, found by name: the evidence behind a finding.
+
+A finding is only worth an error when core's code can actually reach the break.
+`Callers` answers two questions from the source text of every core and plugin file
+(read once, indexed by the names that appear before a `(`; files are parsed only
+when a name is asked for):
+
+- `sites(name)`: every call `name(...)`, `x.name(...)`, `name[grid](...)`, each with
+  the class and function it sits in and the receiver as written;
+- `reachable(site)`: whether that function can run at all once the plugin is in. It
+  cannot when the plugin overrides that core method in its subclasses or replaces that
+  core function, or when every caller of it (by name, a few levels up) sits in such
+  code. Anything the name search cannot rule out (module-level code, dunder methods,
+  a name passed around as a value, a very common name, the depth limit) is reachable.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+from overlay.gate.index import ModuleInfo, TreeIndex
+from overlay.gate.signature import CallShape, call_shape, dotted, from_ast
+from overlay.gate.source import TreeSource
+
+CALLED = re.compile(rb"([A-Za-z_]\w*)\s*[(\[]")
+COMMON = 25  # a name called in more files than this is reachable without looking
+MAX_DEPTH = 3
+
+
+@dataclass(frozen=True)
+class Site:
+    module: str  # dotted module name
+    path: str
+    cls: str | None  # enclosing class (innermost), None at module level / in a function
+    func: str | None  # enclosing function or method, None at module/class level
+    receiver: str  # 'self' | 'cls' | 'super' | '' (bare name) | dotted receiver | '?'
+    shape: CallShape
+    plugin: bool  # the call sits in the plugin tree
+    # class names an enclosing `if isinstance(receiver, X):` narrows the receiver to
+    narrowed: frozenset[str] = frozenset()
+
+    def where(self) -> str:
+        owner = ".".join(x for x in (self.cls, self.func) if x)
+        return f"{self.path}:{self.shape.line}" + (f" in {owner}" if owner else "")
+
+    def spelled(self, name: str) -> str:
+        recv = {"super": "super()", "": ""}.get(self.receiver, self.receiver)
+        return f"{recv}.{name}(...)" if recv else f"{name}(...)"
+
+
+def module_name(path: str) -> str:
+    name = path[:-3].replace("/", ".")
+    return name[: -len(".__init__")] if name.endswith(".__init__") else name
+
+
+def _receiver(func: ast.expr) -> str:
+    if isinstance(func, ast.Attribute):
+        recv = func.value
+        if isinstance(recv, ast.Call) and dotted(recv.func) == "super":
+            return "super"
+        return dotted(recv) or "?"
+    return ""
+
+
+def _called_name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Subscript):  # kernel[grid](...)
+        func = func.value
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
+    return None
+
+
+def _names(node: ast.AST) -> set[str]:
+    """Identifiers in an annotation or a callee (`Optional["T"]`, `a.T | None`)."""
+    out = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name):
+            out.add(n.id)
+        elif isinstance(n, ast.Attribute):
+            out.add(n.attr)
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+            out.update(re.findall(r"[A-Za-z_]\w*", n.value))
+    return out
+
+
+def _scopes(tree: ast.Module) -> list[tuple[int, int, str | None, ast.AST]]:
+    """(first line, last line, enclosing class, def node) of every function, found by
+    walking statements only (cheap: no expressions)."""
+    out: list[tuple[int, int, str | None, ast.AST]] = []
+    stack: list[tuple[list[ast.stmt], str | None]] = [(tree.body, None)]
+    while stack:
+        body, cls = stack.pop()
+        for stmt in body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out.append((stmt.lineno, stmt.end_lineno or stmt.lineno, cls, stmt))
+                stack.append((stmt.body, None))
+            elif isinstance(stmt, ast.ClassDef):
+                stack.append((stmt.body, stmt.name))
+            else:
+                for part in ("body", "orelse", "finalbody"):
+                    inner = getattr(stmt, part, None)
+                    if isinstance(inner, list):
+                        stack.append((inner, cls))
+                for h in getattr(stmt, "handlers", []) or []:
+                    stack.append((h.body, cls))
+                for c in getattr(stmt, "cases", []) or []:
+                    stack.append((c.body, cls))
+    return out
+
+
+def _innermost(scopes, line: int):
+    best = None
+    for start, end, cls, node in scopes:
+        if start <= line <= end and (best is None or start >= best[0]):
+            best = (start, end, cls, node)
+    return best
+
+
+def _isinstance_guard(test: ast.expr) -> dict[str, frozenset[str]]:
+    """receiver -> class names for `isinstance(recv, X)` / `(X, Y)` (also inside `and`)."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    out: dict[str, frozenset[str]] = {}
+    for p in parts:
+        if isinstance(p, ast.Call) and dotted(p.func) == "isinstance" and len(p.args) == 2:
+            recv = dotted(p.args[0])
+            kinds = p.args[1].elts if isinstance(p.args[1], ast.Tuple) else [p.args[1]]
+            names = frozenset((dotted(k) or "").split(".")[-1] for k in kinds)
+            if recv and all(names):
+                out[recv] = names
+    return out
+
+
+def module_sites(mod: ModuleInfo, plugin: bool, name: str, data: bytes,
+                 scopes: list | None = None) -> list[Site]:
+    """Calls of `name` in the module, each with where it sits. Only the functions whose
+    lines mention the name are walked."""
+    if mod.tree is None:
+        return []
+    word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\s*[(\[]")
+    starts = [m.start() for m in word.finditer(data)]
+    if not starts:
+        return []
+    newlines = [i for i, ch in enumerate(data) if ch == 10] if len(starts) > 8 else None
+    if newlines is not None:
+        import bisect
+        lines = sorted({bisect.bisect_left(newlines, pos) + 1 for pos in starts})
+    else:
+        lines = sorted({data.count(b"\n", 0, pos) + 1 for pos in starts})
+    if not lines:
+        return []
+    scopes = scopes if scopes is not None else _scopes(mod.tree)
+    roots: dict[int, tuple] = {}
+    top_level = False
+    for line in lines:
+        inner = _innermost(scopes, line)
+        if inner is None:
+            top_level = True
+        else:
+            roots[id(inner[3])] = inner
+    out: list[Site] = []
+    seen: set[int] = set()
+
+    def visit(root: ast.AST, cls: str | None, func: str | None, enclosing) -> None:
+        stack: list[tuple[ast.AST, dict[str, frozenset[str]]]] = [(root, {})]
+        while stack:
+            node, narrow = stack.pop()
+            if isinstance(node, ast.If):
+                inner = dict(narrow)
+                inner.update(_isinstance_guard(node.test))
+                stack.append((node.test, narrow))
+                stack.extend((b, inner) for b in node.body)
+                stack.extend((b, narrow) for b in node.orelse)
+                continue
+            if isinstance(node, ast.Call) and id(node) not in seen and _called_name(node.func) == name:
+                inner_scope = _innermost(scopes, node.lineno)
+                here = (inner_scope[2], inner_scope[3].name) if inner_scope is not None else (None, None)
+                if here == (cls, func):
+                    seen.add(id(node))
+                    recv = _receiver(node.func)
+                    out.append(Site(mod.name, mod.path, cls, func, recv, call_shape(node, enclosing), plugin,
+                                    narrow.get(recv, frozenset())))
+            stack.extend((c, narrow) for c in ast.iter_child_nodes(node))
+
+    for _, _, cls, node in roots.values():
+        visit(node, cls, node.name, from_ast(node))  # type: ignore[arg-type]
+    if top_level:
+        for stmt in mod.tree.body:
+            if any(stmt.lineno <= ln <= (stmt.end_lineno or stmt.lineno) for ln in lines):
+                cls = stmt.name if isinstance(stmt, ast.ClassDef) else None
+                visit(stmt, cls if cls else None, None, None)
+    out.sort(key=lambda s: s.shape.line)
+    return out
+
+
+@dataclass
+class TextCache:
+    """Per-file name sets, shared across runs by content key (bisect steps)."""
+
+    names: dict[str, frozenset[bytes]] = field(default_factory=dict)
+
+
+class Callers:
+    def __init__(self, trees: list[tuple[TreeSource, frozenset[str], TreeIndex, bool]],
+                 dead: frozenset[tuple[str, str | None, str]], cache: TextCache | None = None) -> None:
+        """`trees`: (source, packages, index, is plugin) for core and plugin; `dead`:
+        (module, class or None, function) the plugin overrides or replaces."""
+        self.trees = trees
+        self.dead = dead
+        self.cache = cache or TextCache()
+        self._by_name: dict[bytes, list[tuple[str, int]]] | None = None
+        self._files: list[tuple[str, int]] = []
+        self._types: dict[tuple[int, str], tuple] = {}
+        self._texts: dict[tuple[int, str], bytes] = {}
+        self._sites: dict[tuple[int, str, str], list[Site]] = {}
+        self._scopes: dict[tuple[int, str], list] = {}
+        self._reach: dict[tuple[str, str | None, str], tuple[bool, str]] = {}
+
+    # -- the text index
+
+    def _index(self) -> dict[bytes, list[tuple[str, int]]]:
+        if self._by_name is None:
+            self._by_name = {}
+            for i, (src, packages, _, _) in enumerate(self.trees):
+                for pkg in sorted(packages):
+                    for path in src.py_files(pkg):
+                        self._files.append((path, i))
+                        key = src.key(path)
+                        names = self.cache.names.get(key)
+                        if names is None or key.startswith("dir:"):
+                            data = src.read(path) or b""
+                            self._texts[(i, path)] = data
+                            names = frozenset(CALLED.findall(data))
+                            self.cache.names[key] = names
+                        for n in names:
+                            self._by_name.setdefault(n, []).append((path, i))
+        return self._by_name
+
+    def files_calling(self, name: str) -> list[tuple[str, int]]:
+        return self._index().get(name.encode(), [])
+
+    def text(self, path: str, tree: int) -> bytes:
+        data = self._texts.get((tree, path))
+        if data is None:
+            data = self.trees[tree][0].read(path) or b""
+            self._texts[(tree, path)] = data
+        return data
+
+    def mentions(self, name: str) -> list[str]:
+        """Core files whose text contains the identifier `name` at all."""
+        word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
+        raw = name.encode()
+        return [path for path, i in self.all_files()
+                if not self.trees[i][3] and raw in self.text(path, i) and word.search(self.text(path, i))]
+
+    # -- call sites
+
+    def sites_in(self, path: str, tree: int, name: str) -> list[Site]:
+        key = (tree, path, name)
+        if key not in self._sites:
+            _, _, index, is_plugin = self.trees[tree]
+            mod = index.module(module_name(path))
+            if mod is None or mod.path != path or mod.tree is None:
+                self._sites[key] = []
+            else:
+                skey = (tree, path)
+                if skey not in self._scopes:
+                    self._scopes[skey] = _scopes(mod.tree)
+                self._sites[key] = module_sites(mod, is_plugin, name, self.text(path, tree), self._scopes[skey])
+        return self._sites[key]
+
+    def core_sites(self, path: str, name: str) -> list[Site]:
+        """Calls of `name` in one core file (the first tree is core)."""
+        return self.sites_in(path, 0, name)
+
+    def names_any(self, site: Site, names: set[str]) -> bool:
+        """Does the file holding `site` name any of these identifiers?"""
+        data = self.text(site.path, 1 if site.plugin else 0)
+        return any(re.search(rb"\b" + re.escape(n.encode()) + rb"\b", data) for n in names)
+
+    def typed_sites(self, name: str, class_names: set[str], limit: int) -> list[Site]:
+        """Core calls `recv.name(...)` through another object whose type the file states
+        as one of `class_names`: `self.recv: T = ...`, `self.recv = T(...)`, a
+        parameter `recv: T`. Only files naming one of the classes are parsed."""
+        files = self.files_calling(name)
+        if len(files) > limit:
+            return []
+        alt = b"|".join(re.escape(n.encode()) for n in sorted(class_names))
+        calls = re.compile(rb"\.%s\s*\(" % re.escape(name.encode()))
+        tail = re.compile(rb"([A-Za-z_][\w.]*)$")
+        out = []
+        for path, tree in files:
+            data = self.text(path, tree)
+            if self.trees[tree][3] or not re.search(rb"\b(%s)\b" % alt, data):
+                continue
+            # parse only when a receiver is typed or built as one of the classes in the text
+            receivers = set()
+            for m in calls.finditer(data):
+                before = tail.search(data, max(0, m.start() - 120), m.start())
+                if before:
+                    receivers.add(before.group(1).split(b".")[-1])
+            if not any(re.search(rb"\b%s\s*(:[^=\n]*\b(%s)\b|=\s*(%s)\s*\()" % (re.escape(r), alt, alt), data)
+                       for r in receivers):
+                continue
+            sites = [s for s in self.sites_in(path, tree, name)
+                     if s.receiver not in ("self", "cls", "super", "", "?")]
+            if not sites:
+                continue
+            typed = self.receiver_types(path, tree)
+            out += [s for s in sites if typed.get(s.receiver, set()) & class_names]
+        return out
+
+    def receiver_types(self, path: str, tree: int) -> dict[str, set[str]]:
+        """receiver (as written) -> class names its annotations/constructions mention."""
+        return self._receivers(path, tree)[0]
+
+    def receiver_builds(self, path: str, tree: int) -> dict[str, set[str] | None]:
+        """receiver -> the classes it is built from when every assignment to it in the
+        file is a construction `recv = Name(...)` (None when any assignment is not)."""
+        return self._receivers(path, tree)[1]
+
+    def _receivers(self, path: str, tree: int):
+        key = (tree, "types:" + path)
+        cached = self._types.get(key)
+        if cached is not None:
+            return cached
+        types: dict[str, set[str]] = {}
+        builds: dict[str, set[str] | None] = {}
+        mod = self.trees[tree][2].module(module_name(path))
+        if mod is not None and mod.tree is not None:
+            for node in ast.walk(mod.tree):
+                value = None
+                if isinstance(node, ast.AnnAssign):
+                    target, names, value = dotted(node.target), _names(node.annotation), node.value
+                    if value is not None and isinstance(value, ast.Call):
+                        names |= _names(value.func)
+                elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+                    target, value = dotted(node.targets[0]), node.value
+                    names = _names(value.func) if isinstance(value, ast.Call) else set()
+                elif isinstance(node, ast.arg) and node.annotation is not None:
+                    target, names = node.arg, _names(node.annotation)
+                    builds[node.arg] = None  # a parameter: any caller's object
+                else:
+                    continue
+                if not target:
+                    continue
+                types.setdefault(target, set()).update(names)
+                if value is not None:
+                    if isinstance(value, ast.Constant) and value.value is None:
+                        continue
+                    callee = dotted(value.func) if isinstance(value, ast.Call) else None
+                    made = None
+                    if callee is not None and callee.split(".")[-1][:1].isupper():
+                        made = {callee.split(".")[-1]}
+                    elif callee is not None and tree == 0:
+                        made = self._factory_classes(mod, callee)
+                    if made is None:
+                        builds[target] = None
+                    elif target not in builds or builds[target] is not None:
+                        builds.setdefault(target, set()).update(made)  # type: ignore[union-attr]
+        self._types[key] = (types, builds)
+        return self._types[key]
+
+    def _factory_classes(self, mod: ModuleInfo, callee: str) -> set[str] | None:
+        """The classes a core factory function builds, when every `return` in it is a
+        construction `return Name(...)`; None otherwise."""
+        from overlay.gate.index import qualify
+        target = qualify(mod, callee)
+        index = self.trees[0][2]
+        found = index.resolve_dotted(target) if target else None
+        if found is None or found[0] != "func":
+            return None
+        fmod, sig = found[1]  # type: ignore[misc]
+        node = next((n for n in ast.walk(fmod.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and n.name == sig.name and n.lineno == sig.line), None) if fmod.tree else None
+        if node is None:
+            return None
+        out: set[str] = set()
+        for n in ast.walk(node):
+            if isinstance(n, ast.Return):
+                made = dotted(n.value.func) if isinstance(n.value, ast.Call) else None
+                if made is None or not made.split(".")[-1][:1].isupper():
+                    return None
+                out.add(made.split(".")[-1])
+        return out or None
+
+    def sites(self, name: str, limit: int | None = None) -> list[Site] | None:
+        """Calls of `name` in both trees; None when more than `limit` files call it."""
+        files = self.files_calling(name)
+        if limit is not None and len(files) > limit:
+            return None
+        out: list[Site] = []
+        for path, tree in files:
+            out += self.sites_in(path, tree, name)
+        return out
+
+    def all_files(self) -> list[tuple[str, int]]:
+        self._index()
+        return self._files
+
+    def passed_as_value(self, name: str) -> bool:
+        """`x.name`, `= name` or "name" used other than as a call, in either tree: a
+        callback, a getattr, a registry entry. Name search cannot follow it, so it
+        counts as called."""
+        word = name.encode()
+        loose = re.compile(rb"""(\.%s\b(?!\s*[(\[])|["']%s["']|[=,(]\s*%s\b(?!\s*[(\[.]))"""
+                           % ((re.escape(word),) * 3))
+        for path, tree in self.all_files():
+            data = self.text(path, tree)
+            if word in data and loose.search(data):
+                return True
+        return False
+
+    # -- reachability
+
+    def is_dead(self, module: str, cls: str | None, func: str | None) -> bool:
+        return func is not None and (module, cls, func) in self.dead
+
+    def reachable(self, site: Site, depth: int = 0) -> tuple[bool, str]:
+        """Can the code holding `site` run? (answer, evidence)."""
+        if site.plugin or site.func is None:
+            return True, "module level" if site.func is None else "plugin code"
+        return self.function_reachable(site.module, site.cls, site.func, depth)
+
+    def function_reachable(self, module: str, cls: str | None, func: str, depth: int = 0) -> tuple[bool, str]:
+        key = (module, cls, func)
+        if self.is_dead(*key):
+            owner = f"{cls}.{func}" if cls else func
+            return False, f"{owner} is overridden or replaced by the plugin"
+        if func.startswith("__") and func.endswith("__"):
+            return True, "called implicitly"
+        if depth >= MAX_DEPTH:
+            return True, "depth limit"
+        if key in self._reach:
+            return self._reach[key]
+        self._reach[key] = (True, "recursive")  # a cycle counts as reachable
+        files = self.files_calling(func)
+        result: tuple[bool, str]
+        if len(files) > COMMON:
+            result = (True, f"{func} is called in {len(files)} files")
+        else:
+            callers = [s for s in self.sites(func) or [] if s.func != func or s.cls != cls]
+            live = None
+            for s in callers:
+                ok, _ = self.reachable(s, depth + 1)
+                if ok:
+                    live = s
+                    break
+            if live is not None:
+                result = (True, f"called at {live.where()}")
+            elif self.passed_as_value(func):
+                result = (True, f"{func} is passed around as a value")
+            elif not callers:
+                result = (True, f"no caller of {func} found by name (it may be called dynamically)")
+            else:
+                where = ", ".join(sorted({s.where() for s in callers})[:3])
+                result = (False, f"{func} is only called from code the plugin overrides or replaces ({where})")
+        self._reach[key] = result
+        return result

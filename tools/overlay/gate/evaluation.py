@@ -1,0 +1,177 @@
+"""Scoring the gate on real pairings against a committed, hand-made classification.
+
+`make gate-eval` (benchmarks/gate_eval.py) gates plugin commits against vLLM releases
+and scores every finding against `benchmarks/gate_eval.yaml`: for each pairing, each
+finding key (`symbol @ plugin path`) with a verdict (`true`: a real break on a path
+that runs; `false`: not one) and a one-line reason. Pure functions: load, score, render.
+
+- precision: the share of error findings whose verdict is true (an unclassified error
+  counts as not shown to be real);
+- recall: the share of true breaks (every `true` entry of the pairing) the gate
+  reports as errors;
+- unclassified: findings the file does not cover yet, listed so they get a verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from overlay import yamldoc
+from overlay.errors import OverlayError
+from overlay.gate.findings import Finding
+
+PAIRING_KEYS = {"name", "plugin", "core", "findings"}
+VERDICT_KEYS = {"key", "verdict", "reason"}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    key: str
+    real: bool
+    reason: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Pairing:
+    name: str
+    plugin: str  # plugin commit
+    core: str  # core release version (its source archive in the mirror)
+    verdicts: tuple[Verdict, ...]
+
+    def verdict(self, key: str) -> Verdict | None:
+        return next((v for v in self.verdicts if v.key == key), None)
+
+
+def finding_key(f: Finding) -> str:
+    """Stable across line moves: what broke and in which plugin file."""
+    return f"{f.symbol} @ {f.plugin_path}"
+
+
+def load(path: Path) -> tuple[Pairing, ...]:
+    shown = str(path)
+    doc = yamldoc.load(path, shown)
+    if not isinstance(doc.value, dict) or not isinstance(doc.value.get("pairings", yamldoc.Node(None, 0)).value,
+                                                          list):
+        raise OverlayError("a gate evaluation file is a mapping with a 'pairings' list", path=shown,
+                           line=doc.line)
+    out = []
+    for node in doc.value["pairings"].value:
+        out.append(_pairing(node, shown))
+    names = [p.name for p in out]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup:
+        raise OverlayError(f"pairing '{dup}' appears twice", path=shown)
+    return tuple(out)
+
+
+def _text(fields: dict, key: str, shown: str, line: int) -> str:
+    item = fields.get(key)
+    if item is None or not isinstance(item.value, str) or not item.value.strip():
+        raise OverlayError(f"missing '{key}'", path=shown, line=line)
+    return item.value.strip()
+
+
+def _known_keys(fields: dict, keys: set[str], shown: str) -> None:
+    unknown = sorted(set(fields) - keys)
+    if unknown:
+        raise OverlayError(f"unknown key '{unknown[0]}'", path=shown, line=fields[unknown[0]].line,
+                           hint="keys: " + ", ".join(sorted(keys)))
+
+
+def _pairing(node: yamldoc.Node, shown: str) -> Pairing:
+    if not isinstance(node.value, dict):
+        raise OverlayError("each pairing is a mapping", path=shown, line=node.line)
+    fields = node.value
+    _known_keys(fields, PAIRING_KEYS, shown)
+    name = _text(fields, "name", shown, node.line)
+    plugin = str(fields["plugin"].value) if "plugin" in fields else ""
+    core = str(fields["core"].value) if "core" in fields else ""
+    if not plugin or not core:
+        raise OverlayError(f"pairing '{name}' needs 'plugin' (a commit) and 'core' (a release)", path=shown,
+                           line=node.line)
+    verdicts = []
+    items = fields.get("findings")
+    for item in (items.value if items is not None and isinstance(items.value, list) else []):
+        if not isinstance(item.value, dict):
+            raise OverlayError("each classified finding is a mapping", path=shown, line=item.line)
+        f = item.value
+        _known_keys(f, VERDICT_KEYS, shown)
+        key = _text(f, "key", shown, item.line)
+        verdict = f.get("verdict")
+        if verdict is None or not isinstance(verdict.value, bool):
+            raise OverlayError(f"'{key}': verdict must be true or false", path=shown, line=item.line)
+        reason = _text(f, "reason", shown, item.line)
+        if "\n" in reason:
+            raise OverlayError(f"'{key}': the reason is one line", path=shown, line=item.line)
+        verdicts.append(Verdict(key, verdict.value, reason, item.line))
+    keys = [v.key for v in verdicts]
+    dup = next((k for k in keys if keys.count(k) > 1), None)
+    if dup:
+        raise OverlayError(f"'{dup}' is classified twice in pairing '{name}'", path=shown)
+    return Pairing(name, plugin, core, tuple(verdicts))
+
+
+@dataclass(frozen=True)
+class Score:
+    pairing: str
+    errors: int
+    warnings: int
+    infos: int
+    true_errors: int  # errors classified true
+    false_errors: int  # errors classified false
+    true_breaks: int  # every `true` entry of the pairing
+    caught: int  # true breaks reported as errors
+    unclassified: tuple[Finding, ...]
+    missed: tuple[str, ...]  # true breaks not reported as errors
+    false_alarms: tuple[str, ...]  # errors classified false
+
+    @property
+    def precision(self) -> float | None:
+        return self.true_errors / self.errors if self.errors else None
+
+    @property
+    def recall(self) -> float | None:
+        return self.caught / self.true_breaks if self.true_breaks else None
+
+
+def score(pairing: Pairing, findings: tuple[Finding, ...]) -> Score:
+    by_key: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_key.setdefault(finding_key(f), []).append(f)
+    errors = [f for f in findings if f.severity == "error"]
+    true_errors = [f for f in errors if (v := pairing.verdict(finding_key(f))) is not None and v.real]
+    false_errors = [f for f in errors if (v := pairing.verdict(finding_key(f))) is not None and not v.real]
+    true_keys = [v.key for v in pairing.verdicts if v.real]
+    caught = [k for k in true_keys if any(f.severity == "error" for f in by_key.get(k, []))]
+    return Score(
+        pairing=pairing.name, errors=len(errors),
+        warnings=sum(1 for f in findings if f.severity == "warning"),
+        infos=sum(1 for f in findings if f.severity == "info"),
+        true_errors=len(true_errors), false_errors=len(false_errors),
+        true_breaks=len(true_keys), caught=len(caught),
+        unclassified=tuple(f for f in findings if pairing.verdict(finding_key(f)) is None),
+        missed=tuple(k for k in true_keys if k not in caught),
+        false_alarms=tuple(finding_key(f) for f in false_errors))
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def render(scores: list[Score]) -> str:
+    head = ("| pairing | errors | true errors | precision | true breaks | caught as error | recall "
+            "| warnings | info | unclassified |")
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|"]
+    for s in scores:
+        lines.append(f"| {s.pairing} | {s.errors} | {s.true_errors} | {_pct(s.precision)} | {s.true_breaks} "
+                     f"| {s.caught} | {_pct(s.recall)} | {s.warnings} | {s.infos} | {len(s.unclassified)} |")
+    for s in scores:
+        for k in s.false_alarms:
+            lines.append(f"false alarm ({s.pairing}): {k}")
+        for k in s.missed:
+            lines.append(f"missed ({s.pairing}): {k}")
+        for f in s.unclassified:
+            lines.append(f"unclassified ({s.pairing}): {f.severity}: {finding_key(f)}  # {f.short()}")
+    return "\n".join(lines) + "\n"

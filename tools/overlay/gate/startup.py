@@ -1,0 +1,156 @@
+"""Which plugin modules run when core loads the plugin: the start-up import graph.
+
+Core loads a plugin through its entry points (`vllm.platform_plugins`,
+`vllm.general_plugins`, ... in setup.py, setup.cfg or pyproject.toml). From those
+modules the graph follows every import of a plugin module (at any scope, in the
+branches that run) and every dotted string naming one (`"vllm_ascend.worker.worker.NPUWorker"`,
+the way platforms name their worker classes). A module no chain reaches is opt-in
+(a user must name it in a configuration): a break there is a warning, not an error.
+A plugin that declares no entry points is taken as reached everywhere.
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import re
+from collections import deque
+from dataclasses import dataclass
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - older interpreters
+    tomllib = None  # type: ignore[assignment]
+
+from overlay.gate.source import TreeSource
+
+ENTRY = re.compile(r"^\s*([^=\s]+)\s*=\s*([\w.]+)(?::([\w.]+))?")
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    group: str
+    name: str
+    module: str
+    attr: str | None
+
+    def label(self) -> str:
+        return f"{self.module}:{self.attr}" if self.attr else self.module
+
+
+def _setup_py(data: bytes) -> list[tuple[str, str]]:
+    """(group, "name = module:attr") from a literal `entry_points={...}` in setup.py."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        for kw in node.keywords:
+            if kw.arg == "entry_points" and isinstance(kw.value, ast.Dict):
+                for k, v in zip(kw.value.keys, kw.value.values):
+                    if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
+                        continue
+                    items = v.elts if isinstance(v, (ast.List, ast.Tuple)) else [v]
+                    for e in items:
+                        if isinstance(e, ast.Constant) and isinstance(e.value, str):
+                            out.extend((k.value, line) for line in e.value.splitlines() if line.strip())
+    return out
+
+
+def _pyproject(data: bytes) -> list[tuple[str, str]]:
+    if tomllib is None:
+        return []
+    try:
+        doc = tomllib.loads(data.decode("utf-8", errors="replace"))
+    except (tomllib.TOMLDecodeError, ValueError):
+        return []
+    groups = (doc.get("project") or {}).get("entry-points") or {}
+    return [(g, f"{n} = {v}") for g, table in groups.items() if isinstance(table, dict)
+            for n, v in table.items() if isinstance(v, str)]
+
+
+def _setup_cfg(data: bytes) -> list[tuple[str, str]]:
+    cfg = configparser.ConfigParser()
+    try:
+        cfg.read_string(data.decode("utf-8", errors="replace"))
+    except configparser.Error:
+        return []
+    if not cfg.has_section("options.entry_points"):
+        return []
+    return [(g, line) for g, text in cfg.items("options.entry_points")
+            for line in text.splitlines() if line.strip()]
+
+
+def entry_points(source: TreeSource) -> tuple[EntryPoint, ...]:
+    found: list[tuple[str, str]] = []
+    for path, read in (("setup.py", _setup_py), ("pyproject.toml", _pyproject), ("setup.cfg", _setup_cfg)):
+        data = source.read(path)
+        if data:
+            found += read(data)
+    out = []
+    for group, line in found:
+        m = ENTRY.match(line)
+        if m:
+            out.append(EntryPoint(group, m.group(1), m.group(2), m.group(3)))
+    return tuple(dict.fromkeys(out))
+
+
+@dataclass(frozen=True)
+class Startup:
+    """The modules start-up reaches, each with the chain that reaches it."""
+
+    declared: bool  # the plugin declares entry points
+    parent: dict  # module -> the module that first reached it (None for a root)
+    roots: dict  # root module -> entry point label
+
+    def reached(self, module: str) -> bool:
+        return not self.declared or module in self.parent
+
+    def chain(self, module: str) -> str:
+        if not self.declared:
+            return "the plugin declares no entry points: every module counts as loaded"
+        if module not in self.parent:
+            return (f"{module} is opt-in: no import chain from the plugin's entry points "
+                    f"({', '.join(sorted(set(self.roots.values())))}) reaches it")
+        names = [module]
+        while self.parent.get(names[-1]) is not None and len(names) < 64:
+            names.append(self.parent[names[-1]])
+        names.reverse()
+        return f"loaded at start-up: entry point {self.roots[names[0]]} -> " + " -> ".join(names)
+
+
+def _parents(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def reach(points: tuple[EntryPoint, ...], refs: dict[str, set[str]], plugin_packages: frozenset[str],
+          exists) -> Startup:
+    """Breadth-first over `refs` (module -> modules it imports or names) from the entry
+    point modules of the plugin's own packages; importing a module runs its parent
+    packages first. `exists(name)`: whether the plugin has that module."""
+    mine = [p for p in points if p.module.split(".")[0] in plugin_packages and exists(p.module)]
+    if not mine:
+        return Startup(False, {}, {})
+    parent: dict[str, str | None] = {}
+    roots: dict[str, str] = {}
+    queue: deque[str] = deque()
+    for p in mine:
+        if p.module not in parent:
+            parent[p.module] = None
+            roots[p.module] = f"{p.group}: {p.label()}"
+            queue.append(p.module)
+    while queue:
+        mod = queue.popleft()
+        for nxt in sorted(set(_parents(mod)) | refs.get(mod, set())):
+            if nxt not in parent and exists(nxt):
+                parent[nxt] = mod
+                queue.append(nxt)
+    # a package reached first through a child keeps a chain back to a root
+    for mod in list(parent):
+        if parent[mod] is None and mod not in roots:
+            roots[mod] = "?"
+    return Startup(True, parent, roots)
