@@ -13,7 +13,7 @@ OVERLAY  := $(BIN)/overlay
 PIN_ARG   = $(if $(PIN),--pin $(PIN))
 TGT_ARG   = $(if $(TARGETS),--targets "$(TARGETS)")
 
-.PHONY: apply check test refresh lock bench clean composed-test gate gate-eval drift help evidence drift-scan drift-ci bench-drift evidence-e2e smoke rebase
+.PHONY: apply check test refresh lock bench clean composed-test mutation-check gate gate-eval drift help evidence drift-scan drift-ci bench-drift evidence-e2e smoke rebase
 
 help:
 	@echo "make apply [PIN=..] [TARGETS=..]  compose the pinned trees with the series (default pin set)"
@@ -30,6 +30,7 @@ help:
 	@echo "make evidence [CLAIM=evidence/..]  decisions, analysis.md/.json and plots for a claim"
 	@echo "make evidence-e2e [E2E_RESULTS=..] bench ab + analyze on the real vLLM CPU engine (opt-in, ~20 min)"
 	@echo "make composed-test PIN=v0.23.0     plugin CPU unit tests on the composed tree (needs a mirror)"
+	@echo "make mutation-check PIN=v0.25.0    revert each patch's change: its tests must fail (needs a mirror)"
 	@echo "make smoke PIN=v0.25.0 [ARGS=--baseline]  CPU start-up smoke of the composed plugin (needs a mirror)"
 	@echo "make bench                         benchmarks (ratios, side by side)"
 	@echo "make clean                         remove composed trees and caches"
@@ -121,6 +122,9 @@ smoke: $(VENV)/.installed
 
 composed-test: $(VENV)/.installed
 	$(BIN)/python scripts/composed-test $(if $(PIN),--pin $(PIN),--pin v0.23.0) $(ARGS)
+
+mutation-check: $(VENV)/.installed
+	$(BIN)/python scripts/mutation-check $(if $(PIN),--pin $(PIN),--pin v0.25.0) $(ARGS)
 
 clean:
 	rm -rf build .overlay .pytest_cache reports

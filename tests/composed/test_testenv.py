@@ -223,3 +223,21 @@ def test_export_tree_leaves_the_work_tree_alone(tmp_path):
     out = testenv.export_tree(repo, "HEAD", tmp_path / "out")
     assert (out / "a.txt").read_text() == "committed\n" and (repo / "a.txt").read_text() == "edited\n"
     assert not (tmp_path / "out.tar").exists()
+
+
+def test_ensure_venv_builds_with_progress_and_stamps_only_on_success(tmp_path):
+    req = tmp_path / "req.txt"
+    req.write_text("# nothing to install: the build, the stamp and the progress are what is tested\n")
+    venv = tmp_path / "venv"
+    seen: list[str] = []
+    python = testenv.ensure_venv(venv, seen.append, requirements=req)
+    assert python == venv / "bin" / "python" and python.exists()
+    assert (venv / testenv.REQUIREMENTS_STAMP).read_text() == testenv.requirements_digest(req)
+    assert seen[0].startswith(f"building the test environment in {venv} from req.txt: 0 packages")
+    # A changed requirements file rebuilds; a failed install leaves no stamp behind.
+    missing = tmp_path / "nope-1.0-py3-none-any.whl"
+    req.write_text(f"{missing}\n")
+    with pytest.raises(OverlayError) as err:
+        testenv.ensure_venv(venv, None, requirements=req)
+    assert "pip install failed" in err.value.one_line() and "No such file or directory" in err.value.one_line()
+    assert not (venv / testenv.REQUIREMENTS_STAMP).exists()

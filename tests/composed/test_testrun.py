@@ -282,3 +282,9 @@ def test_unexpected_failures_are_reported_once_per_cause():
         "and 2 more: vllm/config/device.py:56: RuntimeError: no device",
         "failure not on the known-failures list: tests/ut/b.py::u: b.py:1: x")
     assert len(v.unexpected) == 6
+
+
+def test_runner_mapping_keys_are_read_with_comments_and_quotes():
+    text = ("---\nrunner_mapping:   # routing\n  # a comment\n  \"tests/ut/.+/a2\":\n    default: a2_x1\n"
+            "  'tests/e2e/x':\n    default: a3_x2\npartition:\n  tests/ut/not/this: 2\n")
+    assert testrun.npu_patterns(text) == ("tests/ut/.+/a2",)

@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-import yaml
-
 from overlay import testenv, yamldoc
 from overlay.errors import OverlayError
 
@@ -42,7 +40,7 @@ def _where(report):
     crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
     if crash is not None:
         path = _short(str(crash.path))
-        return "%%s:%%s: %%s" %% (path, crash.lineno, crash.message.splitlines()[-1] if crash.message else "")
+        return "%%s:%%s: %%s" %% (path, crash.lineno, crash.message.splitlines()[0] if crash.message else "")
     text = (getattr(report, "longreprtext", "") or "").strip().splitlines()
     errs = [t[4:] for t in text if t.startswith("E   ")]
     return (errs or text or [""])[-1].strip()
@@ -293,16 +291,27 @@ def by_cause(failures: dict[str, str]) -> list[tuple[str, list[str]]]:
 
 
 def npu_patterns(test_config_text: str | None) -> tuple[str, ...]:
-    """The plugin CI's NPU routing patterns for unit tests (`runner_mapping:` keys under
-    tests/ut), or the documented directory conventions when it has none."""
-    if test_config_text:
-        try:
-            for doc in yaml.safe_load_all(test_config_text):
-                if isinstance(doc, dict) and isinstance(doc.get("runner_mapping"), dict):
-                    return tuple(k for k in doc["runner_mapping"] if str(k).startswith("tests/ut"))
-        except yaml.YAMLError:
-            pass
-    return CONVENTION_NPU_PATTERNS
+    """The plugin CI's NPU routing patterns for unit tests (the keys under tests/ut of the
+    top-level `runner_mapping:` block), or the documented directory conventions when it has
+    none. Read line by line (the file holds several YAML documents; only this block's keys,
+    one indentation step in, matter)."""
+    keys: list[tuple[int, str]] = []
+    inside = False
+    for line in (test_config_text or "").splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if not line[0].isspace():
+            if inside:
+                break
+            inside = line.split("#", 1)[0].strip() == "runner_mapping:"
+            continue
+        if inside:
+            m = re.match(r"^( +)([^\s#][^#]*?):\s*(#.*)?$", line)
+            indent = len(line) - len(line.lstrip())
+            if m and (not keys or indent == keys[0][0]):
+                keys.append((indent, m.group(2).strip().strip("'\"")))
+    found = tuple(k for _, k in keys if k.startswith("tests/ut"))
+    return found if keys else CONVENTION_NPU_PATTERNS
 
 
 def npu_only_files(files: Iterable[str], patterns: Iterable[str]) -> list[str]:
@@ -357,7 +366,22 @@ def run_pytest(python: Path, tree: Path, core_dir: Path, scratch: Path, args: li
             data = json.loads(report_file.read_text())
         except ValueError:
             data = None
-    return parse_report(data, code, tail)
+    return parse_report(_relative(data, (f"{tree}{os.sep}", f"{core_dir}{os.sep}")), code, tail)
+
+
+def _relative(data: dict | None, prefixes: tuple[str, ...]) -> dict | None:
+    """Error texts with the scratch tree and the installed core shown relative."""
+    if not data:
+        return data
+
+    def rel(text: str) -> str:
+        for prefix in prefixes:
+            text = text.replace(prefix, "")
+        return text
+
+    data["outcomes"] = {n: [o, rel(w)] for n, (o, w) in (data.get("outcomes") or {}).items()}
+    data["collect_errors"] = {n: rel(w) for n, w in (data.get("collect_errors") or {}).items()}
+    return data
 
 
 def echo_to_terminal(line: str) -> None:
