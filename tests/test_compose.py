@@ -268,25 +268,9 @@ def test_pin_prefix_and_default(world, run):
 
 def test_archive_source_composes_like_git(world, run, tmp_path):
     """A PyPI-style source archive pinned by sha256 is imported as one deterministic commit."""
-    import hashlib
     import tarfile
 
-    src = tmp_path / "pkg" / "core-1.0"
-    write(src, {"vllm/__init__.py": "__version__ = '1.0'\n", "vllm/graph.py": "X = 1\n",
-                ".gitignore": "vllm/\n"})
-    (world.mirror / "pypi").mkdir()
-    archive = world.mirror / "pypi" / "core-1.0.tar.gz"
-    with tarfile.open(archive, "w:gz") as tf:
-        tf.add(src, arcname="core-1.0")
-    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
-    pin = world.project / "pins" / "p1.yaml"
-    text = pin.read_text()
-    core_block = text[text.index("  core:"):text.index("  plugin:")]
-    pin.write_text(text.replace(core_block, f"  core:\n    pypi: core==1.0\n    sha256: {digest}\n"))
-    series = world.project / "series.yaml"
-    s = series.read_text()
-    series.write_text(s[:s.index("  - patch: 0002")] + s[s.index("  - patch: 0003"):])
-    (world.patch_file("0002-core-rename-helper.patch")).unlink()
+    src, archive = _pin_core_to_an_archive(world, tmp_path, {".gitignore": "vllm/\n"})
     code, out, err = run("apply", "--mirror", world.mirror, root=world.project)
     assert code == 0, err
     core = composed(world, "core")
@@ -550,12 +534,14 @@ def test_lock_brings_along_the_pin_sets_it_made_stale_and_refresh_names_them(wor
     assert out.count("(matches lock)") == 2
 
 
-def _pin_core_to_an_archive(world, tmp_path) -> None:
+def _pin_core_to_an_archive(world, tmp_path, extra: dict | None = None):
+    """Pin p1's core to a PyPI-style archive in the mirror (and drop the core patch);
+    returns the archive's source folder and the archive."""
     import hashlib
     import tarfile
 
     src = tmp_path / "pkg" / "core-1.0"
-    write(src, {"vllm/__init__.py": "__version__ = '1.0'\n", "vllm/graph.py": "X = 1\n"})
+    write(src, {"vllm/__init__.py": "__version__ = '1.0'\n", "vllm/graph.py": "X = 1\n", **(extra or {})})
     (world.mirror / "pypi").mkdir()
     archive = world.mirror / "pypi" / "core-1.0.tar.gz"
     with tarfile.open(archive, "w:gz") as tf:
@@ -569,6 +555,7 @@ def _pin_core_to_an_archive(world, tmp_path) -> None:
     s = series.read_text()
     series.write_text(s[:s.index("  - patch: 0002")] + s[s.index("  - patch: 0003"):])
     world.patch_file("0002-core-rename-helper.patch").unlink()
+    return src, archive
 
 
 def test_composing_from_an_archive_shows_progress_on_a_terminal_only(world, run, tmp_path, monkeypatch):
