@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -103,3 +104,21 @@ def test_walk_tree_passes_results_and_environment(tmp_path, monkeypatch):
     assert walk.steps[0].detail == f"1 {tree} {tree}"
     assert echoed == ["  ok      env"]
     assert (tree / "vllm_ascend" / "_build_info.py").is_file()  # the plugin's build-time file
+
+
+def test_a_pin_whose_core_is_unreachable_is_one_line_without_the_targets_hint(world, run, tmp_path, monkeypatch):
+    from overlay import testenv
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("the environment must not be built for a walk that cannot happen")
+
+    monkeypatch.setattr(testenv, "ensure_venv", no_build)
+    shutil.rmtree(world.mirror / "example+core")
+    shutil.rmtree(world.core)  # the pinned URL is gone too
+    code, out, err = run("smoke", "--pin", "p1", "--mirror", world.mirror, "--venv", tmp_path / "venv",
+                         root=world.project)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert "pins/p1.yaml: pin set p1: the smoke needs its core tree" in lines[0]
+    assert "--targets" not in lines[0] and "Traceback" not in err
+    assert not (tmp_path / "venv").exists()  # nothing built for a walk that cannot happen

@@ -22,7 +22,16 @@ STEP_TIMEOUT_S = 900  # the whole walk; a first import of vLLM takes tens of sec
 def prepare(root: Path, pin: str, mirror: str, venv: Path,
             progress: testenv.Progress) -> tuple[Path, Path, dict]:
     """(test python, installed core dir, plugin composition record) for `pin`."""
-    targets = testenv.compose(root, pin, mirror)
+    try:
+        targets = testenv.compose(root, pin, mirror)
+    except OverlayError as exc:
+        if "is unreachable" not in exc.message:
+            raise
+        # apply's own hint offers leaving the target out, which the smoke cannot do
+        raise OverlayError(f"pin set {pin}: the smoke needs its core tree, and a target cannot be "
+                           "obtained offline", path=f"pins/{pin}.yaml",
+                           hint="give a mirror that holds the pinned core, or walk a release pin set "
+                                "(v0.23.0, v0.24.0, v0.25.0)") from None
     if "core" not in targets or "plugin" not in targets:
         raise OverlayError(f"pin set {pin} has no composed core and plugin to walk",
                            path=f"pins/{pin}.yaml",
