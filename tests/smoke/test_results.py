@@ -122,3 +122,17 @@ def test_a_pin_whose_core_is_unreachable_is_one_line_without_the_targets_hint(wo
     assert "pins/p1.yaml: pin set p1: the smoke needs its core tree" in lines[0]
     assert "--targets" not in lines[0] and "Traceback" not in err
     assert not (tmp_path / "venv").exists()  # nothing built for a walk that cannot happen
+
+
+def test_walk_tree_stops_a_hung_walker_and_says_so(tmp_path, monkeypatch):
+    body = ("import json, sys, time\n"
+            "open(sys.argv[1], 'a').write(json.dumps({'step': 'first', 'status': 'ok'}) + '\\n')\n"
+            "print('  ok      first', flush=True)\n"
+            "time.sleep(600)\n")
+    monkeypatch.setattr(smoke_run, "WALKER", _walker_script(tmp_path, body))
+    monkeypatch.setattr(smoke_run, "WALK_TIMEOUT_S", 2)
+    walk = smoke_run.walk_tree("w", Path(sys.executable), tmp_path / "core", _plugin_tree(tmp_path),
+                               tmp_path / "scratch", echo=None)
+    assert not walk.ok
+    assert [s.step for s in walk.steps] == ["first"]
+    assert walk.error == "the walker was stopped after 2 s"

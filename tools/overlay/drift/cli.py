@@ -318,11 +318,6 @@ class GatePlan:
 
 
 def plan_gate(root: Path, pin: PinSet, resolved: list[Resolved]) -> GatePlan:
-    try:
-        from overlay.gate import run_gate, run_gate_on_commit  # noqa: F401
-    except ImportError:
-        raise OverlayError("--gate needs the contract gate (overlay.gate.run_gate), which this "
-                           "installation lacks", hint="run `overlay gate` separately") from None
     plugin_dir = paths.composed_dir(root, pin.name, "plugin")
     if not plugin_dir.is_dir():
         raise OverlayError(f"--gate needs the composed plugin tree {plugin_dir}",

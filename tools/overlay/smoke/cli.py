@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -31,9 +32,9 @@ def register(sub) -> None:
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
-    from overlay.smoke.run import default_mirror, run_smoke
+    from overlay.smoke.run import run_smoke
 
-    mirror = args.mirror or default_mirror()
+    mirror = args.mirror or os.environ.get("OVERLAY_MIRROR")
     if not mirror:
         raise OverlayError("the smoke composes the pinned trees and needs the upstream commits offline",
                            hint="set OVERLAY_MIRROR or pass --mirror DIR")

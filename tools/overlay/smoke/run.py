@@ -4,9 +4,9 @@ the series). Side effects live here; reading and judging are in `results`."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import tempfile
+import threading
 from collections import deque
 from pathlib import Path
 from typing import Callable
@@ -16,7 +16,7 @@ from overlay.errors import OverlayError
 from overlay.smoke.results import Walk, read_walk
 
 WALKER = Path(__file__).with_name("walker.py")
-STEP_TIMEOUT_S = 900  # the whole walk; a first import of vLLM takes tens of seconds
+WALK_TIMEOUT_S = 900  # the whole walk; a first import of vLLM takes tens of seconds
 
 
 def prepare(root: Path, pin: str, mirror: str, venv: Path,
@@ -58,16 +58,22 @@ def walk_tree(label: str, python: Path, core_dir: Path, tree: Path, scratch: Pat
     with log.open("w") as err:
         proc = subprocess.Popen([str(python), str(WALKER), str(results)], cwd=tree, env=env, text=True,
                                 stdout=subprocess.PIPE, stderr=err)
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if echo and line.startswith("  "):
-                echo(line.rstrip("\n"))
+        # The step lines are read as they come, so the deadline needs its own timer:
+        # a hung walker is killed, which also ends the read.
+        watchdog = threading.Timer(WALK_TIMEOUT_S, proc.kill)
+        watchdog.start()
         try:
-            returncode = proc.wait(timeout=STEP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if echo and line.startswith("  "):
+                    echo(line.rstrip("\n"))
             returncode = proc.wait()
+            timed_out = not watchdog.is_alive()  # the timer fired: it killed the walker
+        finally:
+            watchdog.cancel()
     tail = deque(log.read_text(errors="replace").splitlines(), maxlen=40)
+    if timed_out:
+        tail.append(f"the walker was stopped after {WALK_TIMEOUT_S} s")
     return read_walk(label, results, returncode, "\n".join(tail))
 
 
@@ -86,7 +92,3 @@ def run_smoke(root: Path, pin: str, mirror: str, venv: Path, *, baseline: bool,
             tree = testenv.export_tree(plugin["path"], rev, scratch / "plugin")
             walks.append(walk_tree(label, python, core_dir, tree, scratch, echo))
     return walks
-
-
-def default_mirror() -> str | None:
-    return os.environ.get("OVERLAY_MIRROR")
