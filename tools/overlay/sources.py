@@ -15,13 +15,12 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable
 
+from overlay import archive as archive_mod
 from overlay import gitcmd, paths
 from overlay.errors import OverlayError
 from overlay.model import ArchiveSource, GitSource, PinnedTarget
@@ -87,7 +86,8 @@ def _obtain_git(root: Path, target: PinnedTarget, src: GitSource, mirror: Path |
                 hint="update the mirror (git fetch in it) or check the pinned commit")
         if progress:
             progress(f"{target.name}: copying {src.commit[:12]} from mirror {mirror_repo}")
-        _fetch(cache, "file://" + str(mirror_repo), src.commit, target, progress)
+        # From a view: the mirror's config, attributes and hooks play no part.
+        _fetch(cache, "file://" + str(gitcmd.data_view(mirror_repo)), src.commit, target, progress)
         return Obtained(cache, src.commit, "mirror")
     if progress:
         progress(f"{target.name}: fetching {src.commit[:12]} from {src.url}")
@@ -118,7 +118,7 @@ def _fetch(cache: Path, url: str, sha: str, target: PinnedTarget,
         args.insert(1, "--progress")
     try:
         proc = gitcmd.git(args, git_dir=cache, timeout=FETCH_TIMEOUT, check=False,
-                          capture=not show,
+                          capture=not show, data=True,
                           env={"GIT_HTTP_LOW_SPEED_LIMIT": "1000", "GIT_HTTP_LOW_SPEED_TIME": "30"})
     except OverlayError:
         raise
@@ -135,24 +135,30 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
-def _sha256(path: Path) -> str:
+def _sha256(f: BinaryIO) -> str:
     h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+        h.update(chunk)
     return h.hexdigest()
 
 
 def _find_archive(folder: Path, src: ArchiveSource) -> Path | None:
+    """The release's archive in `folder`: .tar.gz/.tgz or .zip. One in a compression
+    PyPI sdists do not use (.tar.bz2, .tar.xz, ...) is refused, not skipped."""
     if not folder.is_dir():
         return None
-    want = f"{_norm(src.name)}-{src.version}"
+    want = _norm(f"{_norm(src.name)}-{src.version}")
+    refused = None
     for p in sorted(folder.iterdir()):
-        stem = p.name
-        for ext in (".tar.gz", ".tgz", ".zip", ".tar.bz2"):
-            if stem.endswith(ext):
-                if _norm(stem[: -len(ext)]) == _norm(want):
+        for ext in archive_mod.ACCEPTED + archive_mod.REFUSED:
+            if p.name.endswith(ext) and _norm(p.name[: -len(ext)]) == want:
+                if ext in archive_mod.ACCEPTED:
                     return p
+                refused = refused or p
+    if refused is not None:
+        raise OverlayError(f"{refused.name} is not a .tar.gz or .zip archive", path=str(refused),
+                           hint="PyPI source archives are .tar.gz (older ones .zip): put that "
+                                "one there instead")
     return None
 
 
@@ -233,56 +239,38 @@ def _obtain_archive(root: Path, target: PinnedTarget, src: ArchiveSource, mirror
                                path=_pin_display(target), line=target.line,
                                hint="put the archive under <mirror>/pypi/ and pass --mirror, "
                                     "or leave the target out (--targets)") from None
-    if progress:
-        progress(f"{target.name}: verifying the sha256 of {archive.name} "
-                 f"({archive.stat().st_size / 1e6:.0f} MB)")
-    digest = _sha256(archive)
-    if digest != src.sha256:
-        raise OverlayError(f"target '{target.name}': {archive.name} has sha256 {digest}, "
-                           f"the pin says {src.sha256}", path=_pin_display(target), line=target.line,
-                           hint="the archive is not the pinned release; remove it or fix the pin")
-    step = (lambda msg: progress(f"{target.name}: {msg}")) if progress else None
-    commit = import_archive(cache, archive, f"{src.requirement}\n\nsha256: {src.sha256}\n", step)
+    # One open file for the digest and the import: the bytes imported are the bytes verified.
+    with archive_mod.open_regular(archive) as fh:
+        if progress:
+            progress(f"{target.name}: verifying the sha256 of {archive.name} "
+                     f"({os.fstat(fh.fileno()).st_size / 1e6:.0f} MB)")
+        digest = _sha256(fh)
+        if digest != src.sha256:
+            raise OverlayError(f"target '{target.name}': {archive.name} has sha256 {digest}, "
+                               f"the pin says {src.sha256}", path=_pin_display(target), line=target.line,
+                               hint="the archive is not the pinned release; remove it or fix the pin")
+        fh.seek(0)
+        step = (lambda msg: progress(f"{target.name}: {msg}")) if progress else None
+        commit = import_archive(cache, archive, f"{src.requirement}\n\nsha256: {src.sha256}\n", step,
+                                opened=fh)
     gitcmd.git(["update-ref", ref, commit], git_dir=cache)
     return Obtained(cache, commit, "archive")
 
 
-def _extract(archive: Path, dest: Path) -> Path:
-    """Extract safely (no absolute paths, no '..'); return the single top folder if any."""
-    if archive.name.endswith(".zip"):
-        with zipfile.ZipFile(archive) as zf:
-            for n in zf.namelist():
-                if n.startswith("/") or ".." in n.split("/"):
-                    raise OverlayError(f"archive member escapes the tree: {n}", path=str(archive))
-            zf.extractall(dest)
-    else:
-        with tarfile.open(archive) as tf:
-            for m in tf.getmembers():
-                if m.name.startswith("/") or ".." in m.name.split("/"):
-                    raise OverlayError(f"archive member escapes the tree: {m.name}", path=str(archive))
-                if m.issym() or m.islnk():
-                    link = m.linkname
-                    if link.startswith("/") or ".." in Path(m.name).parent.joinpath(link).parts[:1]:
-                        raise OverlayError(f"archive link escapes the tree: {m.name}", path=str(archive))
-            tf.extractall(dest, filter="tar") if hasattr(tarfile, "data_filter") else tf.extractall(dest)
-    entries = list(dest.iterdir())
-    return entries[0] if len(entries) == 1 and entries[0].is_dir() else dest
-
-
 def import_archive(cache: Path, archive: Path, message: str,
-                   progress: Progress | None = None) -> str:
-    """One deterministic commit holding the archive's files (top folder stripped)."""
+                   progress: Progress | None = None, opened: BinaryIO | None = None) -> str:
+    """One deterministic commit holding the archive's files (top folder stripped),
+    unpacked as a sandboxed copy (see overlay.archive)."""
     with tempfile.TemporaryDirectory(prefix="overlay-archive-") as tmp:
         if progress:
             progress(f"extracting {archive.name} (once; later runs reuse the import)")
-        top = _extract(archive, Path(tmp) / "x")
-        if progress:
-            count = sum(len(files) for _, _, files in os.walk(top))
-            progress(f"importing {count} files into the object cache")
-        index = Path(tmp) / "index"
-        env = {"GIT_INDEX_FILE": str(index), "GIT_WORK_TREE": str(top)}
-        # -f: an sdist may ship a .gitignore that would hide its own files.
-        gitcmd.git(["add", "-A", "-f", "."], git_dir=cache, cwd=top, env=env)
-        tree = gitcmd.out(["write-tree"], git_dir=cache, env=env)
+        fh = opened if opened is not None else archive_mod.open_regular(archive)
+        try:
+            top = archive_mod.extract(archive, fh, Path(tmp) / "x")
+        finally:
+            if opened is None:
+                fh.close()
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        tree = archive_mod.import_tree(cache, archive, top, message, env, progress)
         env.update(_IMPORT_ENV)
-        return gitcmd.out(["commit-tree", tree, "-m", message], git_dir=cache, env=env)
+        return gitcmd.out(["commit-tree", tree, "-m", message], git_dir=cache, env=env, data=True)
