@@ -199,6 +199,8 @@ def data_view(repo: Path) -> Path:
     key = str(Path(repo).resolve())
     if key in _views and (_views[key] / "HEAD").is_file():
         return _views[key]
+    if any(str(v) == key for v in _views.values()):
+        return Path(key)  # already a view
     if _view_root is None:
         _view_root = tempfile.TemporaryDirectory(prefix="overlay-views-")
     view = Path(tempfile.mkdtemp(prefix="view-", dir=_view_root.name))

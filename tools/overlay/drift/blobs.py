@@ -15,18 +15,16 @@ import subprocess
 from pathlib import Path
 from typing import IO, Iterable, Mapping
 
+from overlay import gitcmd
 from overlay.errors import OverlayError
-from overlay.gitcmd import PINNED_CONFIG, isolated_env
 
 
 def _spawn(git_dir: Path, mode: str) -> subprocess.Popen:
-    cmd = ["git", "--git-dir", str(git_dir)]
-    for setting in PINNED_CONFIG:
-        cmd += ["-c", setting]
-    cmd += ["cat-file", mode]
+    # Objects only, through a view: no attribute, filter or textconv of the mirror applies.
+    cmd = gitcmd.command(gitcmd.data_view(git_dir), data=True) + ["cat-file", mode]
     try:
         return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, env=isolated_env())
+                                stderr=subprocess.DEVNULL, env=gitcmd.data_env())
     except FileNotFoundError:
         raise OverlayError("git is not installed", hint="install git (apt-get install git)") from None
 

@@ -41,14 +41,16 @@ def fetch_heads(mirror: Path, target: str, source: GitSource,
         dest = mirror / source.mirror_name
         args = ["clone", "--bare", "--quiet", source.url, str(dest)]
         git_dir = dest
-        proc = gitcmd.git(args, timeout=FETCH_TIMEOUT, check=False)
+        proc = gitcmd.git(args, timeout=FETCH_TIMEOUT, check=False, data=True)
     else:
-        bare = gitcmd.out(["rev-parse", "--is-bare-repository"], git_dir=existing) == "true"
+        bare = gitcmd.out(["rev-parse", "--is-bare-repository"], git_dir=existing, data=True) == "true"
         # A work-tree clone cannot have its checked-out branch overwritten: fetch to origin/*.
         spec = "+refs/heads/*:refs/heads/*" if bare else "+refs/heads/*:refs/remotes/origin/*"
         git_dir = existing
-        proc = gitcmd.git(["fetch", "--quiet", "--prune", "--no-tags", source.url, spec],
-                          git_dir=existing, timeout=FETCH_TIMEOUT, check=False)
+        # Writing into the mirror runs git in it; DATA_CONFIG keeps its helpers from running.
+        proc = gitcmd.git(["fetch", "--quiet", "--prune", "--no-tags", "--no-recurse-submodules",
+                           source.url, spec], git_dir=existing, timeout=FETCH_TIMEOUT, check=False,
+                          data=True)
     if proc.returncode != 0:
         reason = (proc.stderr or "").strip().splitlines()
         raise OverlayError(f"target '{target}': cannot fetch {source.url}: "

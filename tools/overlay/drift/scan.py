@@ -137,7 +137,8 @@ def range_log(git_dir: Path, base: str, head: str, first_parent: bool = True) ->
     """Commits after `base` up to `head`, oldest first."""
     fmt = "%H%x00%cI%x00%an%x00%s"
     text = gitcmd.git(["log", *(["--first-parent"] if first_parent else []), "--reverse",
-                       f"--format={fmt}", f"{base}..{head}"], git_dir=git_dir).stdout
+                       f"--format={fmt}", f"{base}..{head}"], git_dir=gitcmd.data_view(git_dir),
+                      data=True).stdout
     commits = []
     for line in text.splitlines():
         sha, date, author, subject = line.split("\0", 3)
@@ -153,7 +154,8 @@ def commit_log(git_dir: Path, base: str, head: str) -> list[CommitInfo]:
                            hint="scan to a descendant of the pinned commit, or use --onto to "
                                 "compare with an older or unrelated commit")
     if commits:
-        parent = gitcmd.out(["rev-parse", f"{commits[0].sha}^"], git_dir=git_dir)
+        parent = gitcmd.out(["rev-parse", f"{commits[0].sha}^"], git_dir=gitcmd.data_view(git_dir),
+                            data=True)
         if parent != base:
             raise OverlayError(f"{head[:12]} does not descend from the pinned commit {base[:12]} "
                                "along first parents", hint="scan to a ref on the pinned commit's "
@@ -162,7 +164,8 @@ def commit_log(git_dir: Path, base: str, head: str) -> list[CommitInfo]:
 
 
 def commit_info(git_dir: Path, sha: str) -> CommitInfo:
-    line = gitcmd.out(["log", "-1", "--format=%H%x00%cI%x00%an%x00%s", sha], git_dir=git_dir)
+    line = gitcmd.out(["log", "-1", "--format=%H%x00%cI%x00%an%x00%s", sha],
+                      git_dir=gitcmd.data_view(git_dir), data=True)
     a, b, author, c = line.split("\0", 3)
     return CommitInfo(a, b, c, author)
 
@@ -190,8 +193,10 @@ def upstream_log(git_dir: Path, base: str, head: str, paths: Sequence[str]) -> s
     diffs of the touched files between consecutive commits, where a blob changed."""
     if not paths:
         return ""
-    return gitcmd.git(["log", "--first-parent", "-p", "--no-color", "--no-renames", "--format=commit %H",
-                       f"{base}..{head}", "--", *paths], git_dir=git_dir).stdout
+    # Blob diffs as stored: no textconv, no external diff (a mirror's drivers never run).
+    return gitcmd.git(["log", "--first-parent", "-p", "--no-color", "--no-renames", "--no-textconv",
+                       "--no-ext-diff", "--format=commit %H", f"{base}..{head}", "--", *paths],
+                      git_dir=gitcmd.data_view(git_dir), data=True).stdout
 
 
 def upstream_patch_ids(git_dir: Path, base: str, head: str, paths: Sequence[str],
@@ -213,8 +218,8 @@ def rename_hints(git_dir: Path, old: str, new: str, paths: Sequence[str]) -> dic
     """Where each of `paths` went between two commits, by git's rename detection."""
     if not paths:
         return {}
-    out = gitcmd.git(["diff", "-M", "--name-status", "-z", "--diff-filter=R", old, new],
-                     git_dir=git_dir).stdout
+    out = gitcmd.git(["diff", "-M", "--name-status", "-z", "--diff-filter=R", "--no-textconv",
+                      "--no-ext-diff", old, new], git_dir=gitcmd.data_view(git_dir), data=True).stdout
     fields = out.split("\0")
     hints: dict[str, str] = {}
     k = 0
@@ -283,13 +288,13 @@ class Drift:
 
     def __init__(self, git_dir: Path, base: str, patches: tuple[DriftPatch, ...],
                  diffs: dict[str, str], reader: BlobReader | None = None, slug: str = "") -> None:
-        self.git_dir = git_dir
+        self.git_dir = gitcmd.data_view(git_dir)  # a mirror is data: read it through a view
         self.slug = slug  # owner/name of the target: which PR numbers are its own
         self.base = base
         self.patches = patches
         self.paths = tuple(dict.fromkeys(p for patch in patches for p in patch.paths))
         self.modified = tuple(dict.fromkeys(p for patch in patches for p in patch.modified))
-        self.reader = reader or BlobReader(git_dir)
+        self.reader = reader or BlobReader(self.git_dir)
         self.memo = Memo()
         self.own_ids = patch_ids([(p.name, diffs[p.name]) for p in patches])
         self.snapshots = 0

@@ -92,11 +92,11 @@ def bisect_core(git_dir: Path, good: str, bad: str, plugin: TreeSource, *,
                                hint="use a commit, tag or branch present in that repository")
     assert good_sha is not None and bad_sha is not None
     if gitcmd.git(["merge-base", "--is-ancestor", good_sha, bad_sha], git_dir=git_dir,
-                  check=False).returncode != 0:
+                  check=False, data=True).returncode != 0:
         raise OverlayError(f"{good} is not an ancestor of {bad}", path=str(git_dir),
                            hint="swap them, or pick a GOOD commit on BAD's history")
     listing = gitcmd.out(["rev-list", "--first-parent", "--reverse", f"{good_sha}..{bad_sha}"],
-                         git_dir=git_dir)
+                         git_dir=git_dir, data=True)
     commits = listing.split()
     if not commits:
         raise OverlayError(f"no commits in {good}..{bad}", path=str(git_dir),
@@ -140,7 +140,7 @@ def bisect_core(git_dir: Path, good: str, bad: str, plugin: TreeSource, *,
             else:
                 lo = mid + 1
         first = commits[hi]
-    subject = gitcmd.out(["log", "-1", "--format=%s", first], git_dir=git_dir)
+    subject = gitcmd.out(["log", "-1", "--format=%s", first], git_dir=git_dir, data=True)
     introduced = {_key(f) for f in first_new}
     later = tuple(f for f in bad_new if _key(f) not in introduced)
     return BisectResult(good_sha, bad_sha, first, subject, first_new, tuple(steps), len(commits),

@@ -75,9 +75,9 @@ class CatFile:
 
     def _start(self) -> subprocess.Popen:
         if self._proc is None:
-            cmd = ["git", "--git-dir", str(self.git_dir), "cat-file", "--batch"]
+            cmd = gitcmd.command(self.git_dir, data=True) + ["cat-file", "--batch"]
             self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.DEVNULL, env=gitcmd.isolated_env())
+                                          stderr=subprocess.DEVNULL, env=gitcmd.data_env())
         return self._proc
 
     def read(self, obj: str) -> bytes | None:
@@ -122,7 +122,8 @@ class GitTreeSource:
         self.commit = commit
         self.prefix = prefix.strip("/")
         try:
-            listing = gitcmd.out(["ls-tree", "-r", "--full-tree", commit], git_dir=cat.git_dir)
+            listing = gitcmd.out(["ls-tree", "-r", "--full-tree", commit], git_dir=cat.git_dir,
+                                 data=True)
         except GitFailed as exc:
             raise OverlayError(f"cannot list commit {commit[:12]}: {exc.stderr.strip()}",
                                path=str(cat.git_dir)) from None
