@@ -149,17 +149,24 @@ def git(args: Sequence[str], *, cwd: Path | None = None, git_dir: Path | None = 
     mirror or the cache, see DATA_CONFIG)."""
     cmd = command(git_dir, data) + list(args)
     try:
+        # git speaks UTF-8 here (i18n.logOutputEncoding, paths as bytes): decode it as such
+        # whatever the locale (LC_ALL=C would make text mode ASCII); odd bytes survive.
         proc = subprocess.run(cmd, cwd=cwd, input=input,
                               env=data_env(env) if data else isolated_env(env),
-                              capture_output=capture, text=text, timeout=timeout)
+                              capture_output=capture, timeout=timeout,
+                              **({"encoding": "utf-8", "errors": "surrogateescape"} if text else {}))
     except subprocess.TimeoutExpired:
         raise OverlayError(f"git {args[0]} did not finish within {timeout:.0f}s",
                            hint="check the network or use a local mirror (--mirror)") from None
     except FileNotFoundError:
         raise OverlayError("git is not installed", hint="install git (apt-get install git)") from None
     if check and proc.returncode != 0:
-        raise GitFailed(args, proc.returncode, proc.stdout if capture else "",
-                        proc.stderr if capture else "")
+        def as_text(value) -> str:
+            if isinstance(value, bytes):
+                return value.decode("utf-8", "replace")
+            return value or ""
+        raise GitFailed(args, proc.returncode, as_text(proc.stdout) if capture else "",
+                        as_text(proc.stderr) if capture else "")
     return proc
 
 

@@ -29,6 +29,7 @@ class FileChange:
     is_binary: bool
     mode: str | None  # new mode if the patch sets one (120000 = symlink)
     blobs: tuple[str, str] | None = None  # the index line's (before, after) blob ids
+    names: tuple[str, ...] = ()  # every other path the block names (diff --git, rename/copy)
 
     @property
     def created(self) -> bool:
@@ -73,10 +74,77 @@ def _strip_patch_prefix(subject: str) -> str:
     return re.sub(r"^\s*\[PATCH[^\]]*\]\s*", "", subject)
 
 
+# git's C quoting (quote.c, unquote_c_style): these escapes, and \ooo for one byte.
+_C_ESCAPES = {"a": 7, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11, "\\": 92, '"': 34}
+
+
+def _unquote_at(text: str, start: int) -> tuple[str, int]:
+    """Decode the C-quoted string that opens at text[start] ('"'); return it and the
+    index after its closing quote. Raise ValueError for quoting git never writes."""
+    out = bytearray()
+    i = start + 1
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            return out.decode("utf-8", "surrogateescape"), i + 1
+        if c != "\\":
+            out += c.encode("utf-8", "surrogateescape")
+            i += 1
+            continue
+        nxt = text[i + 1:i + 2]
+        if nxt and nxt in _C_ESCAPES:
+            out.append(_C_ESCAPES[nxt])
+            i += 2
+        elif nxt and nxt in "0123" and re.fullmatch(r"[0-7]{3}", text[i + 1:i + 4]):
+            out.append(int(text[i + 1:i + 4], 8))
+            i += 4
+        else:
+            raise ValueError(f"unknown escape '\\{nxt}'")
+    raise ValueError("no closing quote")
+
+
+def unquote_path(name: str) -> str:
+    """A path as git writes it in a diff, decoded: `"b/\\303\\274.py"` -> `b/ü.py`."""
+    if not name.startswith('"'):
+        return name
+    path, end = _unquote_at(name, 0)
+    if end != len(name):
+        raise ValueError("text after the closing quote")
+    return path
+
+
+def diff_git_names(header: str) -> tuple[str, ...]:
+    """The two paths of a `diff --git` line (after 'diff --git '), decoded, as git reads
+    them (builtin/apply.c, git_header_name): either may be quoted; two unquoted names
+    are split where both halves name the same file, else at ' b/'."""
+    header = header.rstrip("\n")
+    if header.startswith('"'):
+        first, end = _unquote_at(header, 0)
+        rest = header[end:]
+        if not rest.startswith(" "):
+            raise ValueError("no second path")
+        return first, unquote_path(rest[1:])
+    quoted = header.find(' "')
+    if quoted != -1 and header.endswith('"'):
+        return header[:quoted], unquote_path(header[quoted + 1:])
+    half = (len(header) - 1) // 2
+    if len(header) % 2 == 1 and header[half] == " " and header[:half].split("/", 1)[-1] == \
+            header[half + 1:].split("/", 1)[-1]:
+        return header[:half], header[half + 1:]
+    if " b/" in header:
+        a, b = header.split(" b/", 1)
+        return a, "b/" + b
+    return (header,)
+
+
 def _strip_git(path: str | None, prefix: str) -> str | None:
     if path is None or path == "/dev/null":
         return None
+    path = unquote_path(path)
     return path[len(prefix):] if path.startswith(prefix) else path
+
+
+_NAMED = ("rename from ", "rename to ", "copy from ", "copy to ")
 
 
 def parse_patch(text: str, path: Path, shown: str) -> PatchMail:
@@ -136,7 +204,11 @@ def parse_patch(text: str, path: Path, shown: str) -> PatchMail:
     except unidiff.UnidiffParseError as exc:
         raise OverlayError(f"diff does not parse: {exc}", path=shown,
                            hint="regenerate the patch with `overlay refresh`") from None
-    files = tuple(_file_changes(diff, ps))
+    try:
+        files = tuple(_file_changes(diff, ps))
+    except ValueError as exc:
+        raise OverlayError(f"a path in the diff is quoted the way git never writes it ({exc})",
+                           path=shown, hint="regenerate the patch with `overlay refresh`") from None
     if not files:
         raise OverlayError("patch changes no file", path=shown,
                            hint="drop it from series.yaml or regenerate it")
@@ -151,16 +223,24 @@ def _file_changes(diff: str, ps: unidiff.PatchSet) -> list[FileChange]:
     out = []
     for block, pf in zip(blocks, ps):
         mode = blobs = None
-        for line in block.splitlines()[1:8]:
+        header, *rest = block.split("\n")
+        names = [_strip_git(n, p) for n, p in zip(diff_git_names(header), ("a/", "b/"))]
+        for line in rest:
+            if line.startswith(("@@", "--- ", "+++ ", "GIT binary patch")):
+                break  # the extended header ends here
             if line.startswith(("new file mode ", "new mode ")):
                 mode = line.split()[-1]
             index = _INDEX.match(line)
             if index:
                 blobs = (index.group(1), index.group(2))
+            for named in _NAMED:
+                if line.startswith(named):
+                    names.append(unquote_path(line[len(named):]))
         binary = pf.is_binary_file or "GIT binary patch" in block or "\nBinary files " in block
         out.append(FileChange(source=_strip_git(pf.source_file, "a/"),
                               target=_strip_git(pf.target_file, "b/"),
-                              is_binary=binary, mode=mode, blobs=blobs))
+                              is_binary=binary, mode=mode, blobs=blobs,
+                              names=tuple(n for n in names if n)))
     return out
 
 
@@ -185,18 +265,28 @@ def read_patch(path: Path, shown: str | None = None) -> PatchMail:
     return parse_patch(text, path, shown)
 
 
+def _shown(path: str) -> str:
+    return f"'{path}'" if path.isprintable() else ascii(path)
+
+
+def _is_dot_git(part: str) -> bool:
+    # as git's verify_path refuses it: any case, and NTFS's trailing dots/spaces and 8.3 name
+    return part.rstrip(". ").lower() == ".git" or part.lower() == "git~1"
+
+
 def unsafe_reason(change: FileChange) -> str | None:
-    """Why a file change cannot be carried, or None when it is safe."""
-    for p in (change.source, change.target):
-        if p is None:
-            continue
+    """Why a file change cannot be carried, or None when it is safe. Paths are decoded
+    (git's C quoting) before they get here; every path the block names is checked."""
+    for p in dict.fromkeys(x for x in (change.source, change.target, *change.names) if x):
         parts = p.split("/")
         if p.startswith("/") or re.match(r"^[A-Za-z]:", p):
-            return f"absolute path '{p}'"
+            return f"absolute path {_shown(p)}"
         if ".." in parts:
-            return f"path '{p}' escapes the tree with '..'"
-        if ".git" in parts:
-            return f"path '{p}' reaches into .git/"
+            return f"path {_shown(p)} escapes the tree with '..'"
+        if any(_is_dot_git(part) for part in parts):
+            return f"path {_shown(p)} reaches into .git/"
+        if any(c in p for c in "\n\r\0"):
+            return f"path {_shown(p)} holds a line break (git and the tool read paths one a line)"
     if change.is_binary:
         return f"binary change to '{change.path}'"
     if change.mode == "120000":

@@ -20,7 +20,7 @@ from overlay.compose import select_targets
 from overlay.errors import OverlayError
 from overlay import model
 from overlay.model import PinSet, Project, SeriesEntry
-from overlay.patchfile import read_patch
+from overlay.patchfile import parse_patch, read_patch, unsafe_reason
 
 FORMAT_PATCH = ("format-patch", "-1", "--stdout", "--no-signature", "--zero-commit", "--full-index",
                 "--no-stat", "--no-numbered", "--subject-prefix=PATCH", "--no-renames",
@@ -174,6 +174,21 @@ def _subject(work: Path, commit: str) -> str:
     return gitcmd.out(["log", "-1", "--format=%s", commit], cwd=work)
 
 
+def refuse_uncarriable(work: Path, commit: str, subject: str, mail_text: str) -> None:
+    """A commit apply could not carry (a path with a line break, a binary or symlink
+    change, ...) is refused here, before anything is written, not at the next apply."""
+    try:
+        mail = parse_patch(mail_text, work, str(work))
+    except OverlayError:
+        return  # malformed mails are `overlay check`'s to report, in its words
+    for change in mail.files:
+        reason = unsafe_reason(change)
+        if reason:
+            raise OverlayError(f"commit {commit[:12]} ({subject}) cannot become a patch: {reason}",
+                               path=str(work), hint="amend the commit on the composed branch "
+                                                    "(rename the file) and refresh again")
+
+
 def _readable_state(project: Project, pin: PinSet, target: str, work: Path) -> composed.ComposedState:
     """The composed state of one target, if its branch can be read back as the series now."""
     state = composed.read_state(work)
@@ -257,6 +272,7 @@ def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
         for commit, entry_name in mapping:
             mail_text = export_patch(work, commit)
             subject = _subject(work, commit)
+            refuse_uncarriable(work, commit, subject, mail_text)
             if entry_name is None:
                 # numbered 0 for now: renumber() gives it the number of the place it stands
                 entry_name = f"0000-{slug(subject)}.patch"

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from overlay.errors import OverlayError
+from overlay.patchfile import unquote_path
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _DIFF_GIT = "diff --git "
@@ -69,11 +70,11 @@ class FilePatch:
 
 
 def _unquote(path: str) -> str:
-    if path.startswith('"') and path.endswith('"'):
-        # git C-quotes unusual paths; octal escapes are UTF-8 bytes.
-        raw = path[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
-        return raw.encode("latin-1").decode("utf-8", "surrogateescape")
-    return path
+    # git C-quotes unusual paths; the mail was vetted by patchfile, which decodes them alike
+    try:
+        return unquote_path(path)
+    except ValueError:
+        return path
 
 
 def _strip(path: str, prefix: str) -> str | None:
