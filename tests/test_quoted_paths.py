@@ -137,3 +137,23 @@ def test_refresh_in_an_ascii_locale_with_a_non_ascii_subject(world, run):
     assert "Subject: [PATCH] =?UTF-8?q?" in patch and "m\\303\\263dulo.py" in patch
     code, out, err = run("check", root=world.project)
     assert code == 0, out + err
+
+
+def test_names_git_lists_are_read_nul_separated(world, run):
+    """Names parsed from git's own listings (status, diff --name-only) come from -z output:
+    the message names the file as it is, not in git's quoted form."""
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    (_composed(world) / "vllm_ascend" / "ünï code.py").write_text("x = 1\n")
+    code, _, err = run("lock", root=world.project)
+    assert code == 2 and "uncommitted edits (vllm_ascend/ünï code.py)" in err, err
+
+
+def test_a_failing_binary_git_command_reports_text(world):
+    """Why-7: `cat-file blob` runs with bytes output; its failure once reached redact() as
+    bytes (a TypeError instead of one line)."""
+    from overlay import gitcmd
+    from overlay.errors import redact
+
+    with pytest.raises(gitcmd.GitFailed) as failed:
+        gitcmd.git(["cat-file", "blob", "0" * 40 + ':"b/uni'], cwd=world.plugin, text=False)
+    assert isinstance(failed.value.stderr, str) and redact(failed.value.stderr)

@@ -247,13 +247,15 @@ def blob_mismatch(work: Path, commits: list[str], mails: list[PatchMail]) -> tup
         return None
     proc = gitcmd.git(["cat-file", "--batch-check=%(objectname)"], cwd=work,
                       input="".join(n + "\n" for n in names))
-    answers = iter(line.split()[0] for line in proc.stdout.splitlines())
+    # "<name> missing" for a path the commit lacks: no blob id, nothing proven
+    answers = iter("" if line.endswith((" missing", " ambiguous")) else line.split()[0]
+                   for line in proc.stdout.splitlines())
     for mail, path, had_pre_image, before, after in checks:
         same_base = not had_pre_image or next(answers).startswith(before)
         got = next(answers)
         # A hand-edited patch has a stale index line and is fine; one that lost the
         # CR bytes of a CRLF file is not: the composed file is not what was committed.
-        if same_base and not got.startswith(after) and _crlf_blob(work, got).startswith(after):
+        if same_base and got and not got.startswith(after) and _crlf_blob(work, got).startswith(after):
             return mail, (f"{path} was composed as blob {got[:12]} but the patch's index line names "
                           f"{after[:12]}, the same text with CRLF line endings: {LOST_CR}")
     return None

@@ -110,8 +110,17 @@ def why_not_readable(work_tree: Path, state: ComposedState) -> str | None:
 
 
 def dirty_paths(work_tree: Path) -> list[str]:
-    proc = gitcmd.git(["status", "--porcelain", "--untracked-files=normal"], cwd=work_tree)
-    return [line[3:] for line in proc.stdout.splitlines() if line.strip()]
+    # -z: names as they are (no C quoting), a rename's old name in the entry after it
+    proc = gitcmd.git(["status", "--porcelain", "--untracked-files=normal", "-z"], cwd=work_tree)
+    entries = iter(proc.stdout.split("\0"))
+    out = []
+    for entry in entries:
+        if len(entry) < 4:
+            continue
+        out.append(entry[3:])
+        if entry[0] in "RC":
+            next(entries, None)
+    return out
 
 
 # Ignored paths that only hold what Python regenerates by itself: replacing a tree

@@ -135,8 +135,9 @@ def classify(report: RunReport) -> tuple[str, str]:
 
 def changed_paths(repo: Path, commit: str) -> list[str]:
     """Files a composed patch commit changes, against its parent."""
-    out = gitcmd.out(["diff", "--name-only", "--no-renames", f"{commit}^", commit], cwd=repo)
-    return [line for line in out.splitlines() if line]
+    out = gitcmd.git(["diff", "--name-only", "-z", "--no-renames", f"{commit}^", commit],
+                     cwd=repo).stdout
+    return [name for name in out.split("\0") if name]
 
 
 def make_mutant(repo: Path, head: str, commit: str, code_paths: tuple[str, ...], dest: Path) -> str | None:

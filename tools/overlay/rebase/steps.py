@@ -132,8 +132,8 @@ def _after_am(root: Path, state: RebaseState, proc, json_mode: bool) -> int:
         if stopped not in state.conflicts:
             state.conflicts.append(stopped)
         save_state(root, state)
-        files = gitcmd.git(["diff", "--name-only", "--diff-filter=U"], cwd=Path(state.work),
-                           check=False).stdout.split()
+        files = [f for f in gitcmd.git(["diff", "--name-only", "-z", "--diff-filter=U"],
+                                       cwd=Path(state.work), check=False).stdout.split("\0") if f]
         where = ", ".join(files) if files else "see git status"
         message = (f"{stopped} conflicts at {state.ref} ({where}): resolve it in {state.work} "
                    f"(edit, then git add), then `overlay rebase --continue`; "
@@ -167,8 +167,8 @@ def resume(root: Path, state: RebaseState, *, skip: bool, json_mode: bool) -> in
         proc = _am(work, ["--skip"])
         return _after_am(root, state, proc, json_mode)
     if stopped is not None:
-        unresolved = gitcmd.git(["diff", "--name-only", "--diff-filter=U"], cwd=work,
-                                check=False).stdout.split()
+        unresolved = [f for f in gitcmd.git(["diff", "--name-only", "-z", "--diff-filter=U"], cwd=work,
+                                            check=False).stdout.split("\0") if f]
         if unresolved:
             raise OverlayError(f"{stopped}: {', '.join(unresolved)} still has conflicts", path=str(work),
                                hint="resolve them, git add the files, then overlay rebase --continue")
