@@ -156,7 +156,7 @@ def test_a_chain_of_symlinks_that_escapes_is_refused(world, run):
 def test_writing_through_a_symlink_member_is_refused_in_one_line(world, run, victim):
     """Why-11: tarfile's own filter error used to surface as a traceback."""
     archive = _tar_gz(_pypi(world) / "core-1.0.tar.gz", _good_members([
-        _special(f"{TOP}/l", tarfile.SYMTYPE, "vllm/../../.."),
+        _special(f"{TOP}/l", tarfile.SYMTYPE, "vllm/../../../.."),
         _reg(f"{TOP}/l/x", b"planted\n")]))
     _pin_core_to(world, archive)
     _refused(world, run, archive, f"{TOP}/l")

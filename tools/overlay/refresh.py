@@ -223,8 +223,8 @@ def _upstream_commits(project: Project, pin: PinSet, target: str, commits: list[
             stores.append(found)
     known = []
     for store in stores:
-        proc = gitcmd.git(["cat-file", "--batch-check"], git_dir=store,
-                          input="".join(c + "\n" for c in commits), check=False)
+        proc = gitcmd.git(["cat-file", "--batch-check"], git_dir=gitcmd.data_view(store),
+                          input="".join(c + "\n" for c in commits), check=False, data=True)
         # answers are "<sha> commit <size>" or "<sha> missing"
         known += [line.split()[0] for line in proc.stdout.splitlines() if line.split()[1:2] == ["commit"]]
     return [c for c in commits if c in known]
