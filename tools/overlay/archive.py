@@ -66,7 +66,7 @@ class Limits:
         """Bytes the archive may expand to, and which limit sets that number."""
         by_ratio = max(self.max_ratio * archive_size, _RATIO_FLOOR)
         if by_ratio < self.max_bytes:
-            return by_ratio, (f"{self.max_ratio}x its own size (OVERLAY_ARCHIVE_MAX_RATIO)")
+            return by_ratio, f"{self.max_ratio}x its own size (OVERLAY_ARCHIVE_MAX_RATIO)"
         return self.max_bytes, f"{self.max_bytes} bytes (OVERLAY_ARCHIVE_MAX_BYTES)"
 
 
@@ -295,9 +295,10 @@ def _extract_tar(archive: Path, f: BinaryIO, dest: Path, limits: Limits, size: i
         raise OverlayError(f"the archive unpacks to more than {cap} bytes, the cap of {which}; "
                            "nothing was imported", path=str(archive),
                            hint="a release this large needs the cap raised; otherwise replace the archive") from None
-    except getattr(tarfile, "FilterError", ()) as exc:  # our checks come first; this is the second line of defence
-        raise _refuse(archive, getattr(exc, "tarinfo", None).name if getattr(exc, "tarinfo", None)
-                      else "?", f"is refused by tarfile's data filter ({type(exc).__name__})") from None
+    except getattr(tarfile, "FilterError", ()) as exc:  # a second line of defence behind ours
+        member = getattr(exc, "tarinfo", None)
+        raise _refuse(archive, member.name if member else "?",
+                      f"is refused by tarfile's data filter ({type(exc).__name__})") from None
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise OverlayError(f"the archive is not a readable gzip-compressed tar ({exc})",
                            path=str(archive), hint="replace it with the release's .tar.gz") from None
