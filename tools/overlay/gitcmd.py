@@ -238,3 +238,10 @@ def data_view(repo: Path) -> Path:
     (view / "config").write_text(config)
     _views[key] = view
     return view
+
+
+def forget_view(repo: Path) -> None:
+    """The tool wrote to `repo` (a fetch, a ref): its next view copies the refs anew."""
+    view = _views.pop(str(Path(repo).resolve()), None)
+    if view is not None:
+        shutil.rmtree(view, ignore_errors=True)

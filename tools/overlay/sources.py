@@ -122,6 +122,7 @@ def _fetch(cache: Path, url: str, sha: str, target: PinnedTarget,
                           env={"GIT_HTTP_LOW_SPEED_LIMIT": "1000", "GIT_HTTP_LOW_SPEED_TIME": "30"})
     except OverlayError:
         raise
+    gitcmd.forget_view(cache)
     if proc.returncode != 0 or not gitcmd.has_commit(cache, sha):
         detail = ((proc.stderr or "") if not show else "").strip().splitlines()
         reason = next((line for line in reversed(detail) if line.startswith(("fatal:", "error:"))),
@@ -254,6 +255,7 @@ def _obtain_archive(root: Path, target: PinnedTarget, src: ArchiveSource, mirror
         commit = import_archive(cache, archive, f"{src.requirement}\n\nsha256: {src.sha256}\n", step,
                                 opened=fh)
     gitcmd.git(["update-ref", ref, commit], git_dir=cache)
+    gitcmd.forget_view(cache)
     return Obtained(cache, commit, "archive")
 
 

@@ -51,6 +51,7 @@ def fetch_heads(mirror: Path, target: str, source: GitSource,
         proc = gitcmd.git(["fetch", "--quiet", "--prune", "--no-tags", "--no-recurse-submodules",
                            source.url, spec], git_dir=existing, timeout=FETCH_TIMEOUT, check=False,
                           data=True)
+    gitcmd.forget_view(git_dir)
     if proc.returncode != 0:
         reason = (proc.stderr or "").strip().splitlines()
         raise OverlayError(f"target '{target}': cannot fetch {source.url}: "
