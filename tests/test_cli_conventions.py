@@ -140,3 +140,28 @@ def test_the_envelope_keeps_every_document_and_passes_other_text_through():
     assert cli.add_schema_version("not json {") == "not json {"
     assert cli.add_schema_version('[1, 2]\n') == '[1, 2]\n'  # only objects get the field
     assert cli.add_schema_version('{"schema_version": 7}') == '{"schema_version": 7}'
+
+
+def test_no_message_names_a_bare_drift_command():
+    """`overlay drift` alone is a usage error (it needs --onto or --scan): no message may
+    suggest it. Docstrings are documentation, not messages, and are left out."""
+    import ast
+
+    bad = []
+    for path in (ROOT / "tools" / "overlay").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
+                      and n.body and isinstance(n.body[0], ast.Expr)
+                      and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.JoinedStr):
+                text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                text = node.value
+            else:
+                continue
+            for command in re.findall(r"`(overlay drift[^`]*)`", text):
+                if "--onto" not in command and "--scan" not in command:
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {command}")
+    assert bad == []
