@@ -172,7 +172,7 @@ def test_drift_workflow_refuses_the_injection_input(var, value):
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 def test_drift_workflow_accepts_ordinary_inputs():
-    env = {"PATH": "/usr/bin:/bin", "PIN": "1f486d96", "DRIFT_ONTO": "plugin=main,core=v0.26.0",
+    env = {"PATH": "/usr/bin:/bin", "PIN": "1f486d96", "DRIFT_ONTO": "plugin=main~2,core=v0.26.0",
            "DRIFT_FAIL_ON": "conflict,missing"}
     proc = subprocess.run(["bash", "-e", "-c", _validation_step()], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
