@@ -1,6 +1,7 @@
 # overlay: compose pinned vLLM core + vllm-ascend trees from an attributed patch series.
 # Everyday use:  make apply [PIN=name] [TARGETS=plugin] [OVERLAY_MIRROR=dir]   |   make test
 # The first call creates .venv/ with the tool and its test dependencies.
+# ARGS="..." adds arguments: split at spaces, each word passed as it is (no shell syntax).
 
 PYTHON ?= python3
 VENV   ?= .venv
