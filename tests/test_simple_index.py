@@ -63,6 +63,10 @@ class Index:
             if mode == "swap-bytes":
                 data = data[::-1]
             return self._send(h, "application/octet-stream", data)
+        if h.path.startswith("/blob/"):  # files named by their hash, as some registries do
+            match = [p for p in self.files() if hashlib.sha256(p.read_bytes()).hexdigest() == h.path[6:]]
+            return self._send(h, "application/octet-stream", match[0].read_bytes()) if match \
+                else h.send_error(404)
         if not h.path.startswith("/simple/"):
             return h.send_error(404)
         if mode == "redirect":
@@ -97,10 +101,14 @@ class Index:
                 (f"/files/core-1.0.tar.gz#sha256={'z' * 64}", "core-1.0.tar.gz"),
             ]) + "<a>no href</a><a href=x"
             return self._send(h, "text/html", body.encode())
-        wants_json = JSON_TYPE in h.headers.get("Accept", "") and mode == "json"
+        wants_json = JSON_TYPE in h.headers.get("Accept", "") and mode in ("json", "json-blob-urls",
+                                                                            "json-odd-names")
         if wants_json:
+            url = (lambda p: f"/blob/{digest(p)}") if mode == "json-blob-urls" else \
+                (lambda p: f"../../files/{p.name}")  # noqa: E731
+            name = (lambda p: f"../{p.name}") if mode == "json-odd-names" else (lambda p: p.name)  # noqa: E731
             doc = {"meta": {"api-version": "1.1"}, "name": "core",
-                   "files": [{"filename": p.name, "url": f"../../files/{p.name}",
+                   "files": [{"filename": name(p), "url": url(p),
                               "hashes": {"sha256": digest(p)}} for p in self.files()]}
             return self._send(h, JSON_TYPE, json.dumps(doc).encode())
         body = "<!DOCTYPE html><html><body>\n" + "".join(
@@ -141,7 +149,7 @@ def _downloaded(world) -> list[str]:
     return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
 
 
-@pytest.mark.parametrize("mode", ["json", "html"])
+@pytest.mark.parametrize("mode", ["json", "html", "json-blob-urls"])
 def test_sdist_from_a_local_index_in_json_and_html(world, run, served, mode):
     served.mode = mode
     code, _, err = run("apply", "--mirror", world.mirror, root=world.project)
@@ -160,6 +168,7 @@ def test_sdist_from_a_local_index_in_json_and_html(world, run, served, mode):
     ("redirect", "redirects to another host or scheme"),
     ("silent", "timed out"),
     ("odd-links", "no source archive for core==1.0 on the configured index"),
+    ("json-odd-names", "no source archive for core==1.0 on the configured index"),
 ])
 def test_hostile_index_answers_are_one_line_and_leave_nothing(world, run, served, monkeypatch,
                                                               mode, expected):

@@ -217,16 +217,25 @@ class _Anchors(HTMLParser):
             self._href = None
 
 
-def _file_entry(page_url: str, href: str, text: str | None, sha256: str | None,
-                local_ok: bool) -> tuple[str, str, str | None] | None:
-    """(filename, absolute URL, sha256) for one link, or None when the link is not one we follow."""
+def _file_entry(page_url: str, href: str, name: str | None, sha256: str | None,
+                local_ok: bool, name_is_field: bool = False) -> tuple[str, str, str | None] | None:
+    """(filename, absolute URL, sha256) for one link, or None when the link is not one we follow.
+
+    HTML (PEP 503): the anchor text, when there is one, must be the URL's last path part.
+    JSON (PEP 691): `filename` is a field of its own and the URL may be named otherwise."""
     url = urllib.parse.urljoin(page_url, href.strip())
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") and not (parts.scheme == "file" and local_ok):
         return None  # javascript:, data:, mailto:, or a local path named by a remote page
-    filename = urllib.parse.unquote(parts.path.rsplit("/", 1)[-1])
-    if not filename or filename.startswith(".") or "/" in filename or "\\" in filename or (text and text != filename):
-        return None  # PEP 503: the anchor text is the file name at the end of the URL
+    in_url = urllib.parse.unquote(parts.path.rsplit("/", 1)[-1])
+    if name_is_field:
+        filename = name or ""
+    elif name and name != in_url:
+        return None
+    else:
+        filename = in_url
+    if not filename or filename.startswith(".") or "/" in filename or "\\" in filename:
+        return None  # only a plain file name can name what we store
     if sha256 is None and parts.fragment.startswith("sha256="):
         sha256 = parts.fragment[len("sha256="):]
     if sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", sha256):
@@ -253,8 +262,8 @@ def parse_project_page(page_url: str, ctype: str, body: bytes, local_ok: bool) -
                 continue
             hashes = f.get("hashes") if isinstance(f.get("hashes"), dict) else {}
             sha = hashes.get("sha256") if isinstance(hashes.get("sha256"), str) else None
-            entry = _file_entry(page_url, f["url"], f.get("filename") if isinstance(f.get("filename"), str) else None,
-                                sha, local_ok)
+            name = f.get("filename") if isinstance(f.get("filename"), str) else None
+            entry = _file_entry(page_url, f["url"], name, sha, local_ok, name_is_field=True)
             if entry:
                 out.append(entry)
         return out
