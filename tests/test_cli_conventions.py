@@ -87,12 +87,23 @@ def test_failed_apply_after_the_pin_moved_says_so(world, tmp_path):
     assert f"`overlay drift --pin p1 --onto plugin={'b' * 40}`" in step
 
 
-def test_drift_creates_the_folders_of_its_reports(world, run, tmp_path):
+def test_report_options_create_their_folders(world, run, tmp_path):
+    """--junit, --markdown and --out create missing parent folders, as test tools do."""
     junit, markdown = tmp_path / "reports" / "a" / "drift.xml", tmp_path / "md" / "drift.md"
     code, _, err = run("drift", "--mirror", world.mirror, "--onto", f"plugin={world.plugin_commits[-1]}",
                        "--junit", junit, "--markdown", markdown, root=world.project)
     assert code in (0, 1), err
     assert junit.read_text().startswith("<?xml") and markdown.stat().st_size > 0
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    gate_junit = tmp_path / "gate" / "deep" / "gate.xml"
+    code, _, err = run("gate", "--junit", gate_junit, root=world.project)
+    assert code == 0, err
+    assert gate_junit.read_text().startswith("<?xml")
+    out = tmp_path / "analysis" / "deep"
+    code, _, err = run("evidence", "analyze", ROOT / "evidence" / "mrv2-metadata-barrier", "--no-plots",
+                       "--out", out, root=ROOT)
+    assert code == 0, err
+    assert (out / "analysis.json").is_file()
 
 
 # ---- --json: one envelope, documented fields ------------------------------------------------
