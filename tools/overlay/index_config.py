@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from overlay.errors import redact
+
 # pip's built-in default (pip/_internal/models/index.py, PyPI.simple_url): the one place this
 # host is written, used only when neither the environment nor a pip.conf names an index.
 PIP_DEFAULT_INDEX = "https://pypi.org/simple"
@@ -36,8 +38,9 @@ class IndexConfig:
     origin: dict = field(default_factory=dict, compare=False)  # setting -> where it came from
 
     def describe(self) -> str:
-        where = sorted(set(self.origin.values())) or ["pip's default"]
-        return ", ".join(where)
+        """Where it looks, credentials redacted (for progress and error lines)."""
+        places = [*self.index_urls, *(f"find-links {f}" for f in self.find_links)]
+        return redact(", ".join(places)) if places else "no index (no-index, no find-links)"
 
 
 def pip_config_files(env: Mapping[str, str], home: Path, prefix: Path) -> list[Path]:
