@@ -178,3 +178,24 @@ def test_drift_workflow_accepts_ordinary_inputs():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     drift = _load(ROOT / ".github" / "workflows" / "drift.yml")["jobs"]["drift"]
     assert drift["env"]["DRIFT_ONTO"] == "${{ inputs.onto || 'plugin=main' }}"  # env, not run
+
+
+def test_junit_summary_counts_and_lists_failures(tmp_path):
+    """.github/junit_summary.py on the shape pytest --junitxml writes (testsuites/testsuite
+    with tests/failures/errors/skipped, testcase classname/name, failure@message)."""
+    import sys
+
+    report = tmp_path / "pytest.xml"
+    report.write_text(
+        '<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="1" '
+        'failures="1" skipped="2" tests="7"><testcase classname="tests.a" name="test_ok"/>'
+        '<testcase classname="tests.a" name="test_bad"><failure message="assert 1 == 2\nmore">x'
+        '</failure></testcase><testcase classname="tests.b" name="test_err"><error message="boom"/>'
+        '</testcase></testsuite></testsuites>')
+    script = ROOT / ".github" / "junit_summary.py"
+    out = subprocess.run([sys.executable, str(script), str(report)], capture_output=True, text=True).stdout
+    assert "| 3 | 1 | 1 | 2 |" in out
+    assert "- `tests.a::test_bad`: assert 1 == 2 more" in out and "- `tests.b::test_err`: boom" in out
+    missing = subprocess.run([sys.executable, str(script), str(tmp_path / "none.xml")],
+                             capture_output=True, text=True)
+    assert missing.returncode == 0 and "No JUnit report" in missing.stdout
