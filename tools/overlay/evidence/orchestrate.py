@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -647,6 +648,35 @@ def _run_client(argv: list[str], log, timeout_s: float, server: subprocess.Popen
         raise
 
 
+def _listening(protocol: Protocol, timeout: float = 5.0) -> bool:
+    """Whether anything accepts connections on the server's port. The kernel completes a
+    TCP handshake for a listening socket however busy its process is, so only a closed
+    socket (connection refused) says no."""
+    try:
+        with socket.create_connection((protocol.host, protocol.port), timeout=timeout):
+            return True
+    except socket.timeout:
+        return True
+    except OSError:
+        return False
+
+
+def server_gone(proc: subprocess.Popen, protocol: Protocol) -> bool:
+    """Whether the server died while the client ran. A dying process closes its sockets
+    (the client's requests fail and it may exit 0 at once) before its exit status can be
+    read, so polling once would race the client: a server that no longer listens is
+    waited for (up to the stop timeout) instead."""
+    if proc.poll() is not None:
+        return True
+    if _listening(protocol):
+        return False
+    try:
+        proc.wait(timeout=protocol.stop_timeout_s)
+    except subprocess.TimeoutExpired:
+        pass
+    return True
+
+
 def _last_line(path: Path) -> str:
     """The last non-empty line of a log, for a failure reason (the log stays in the run)."""
     try:
@@ -717,9 +747,11 @@ def _serve_scenarios(protocol: Protocol, run: PlannedRun, proc: subprocess.Popen
                                                       f"scenario {name}"))
         meta["scenarios"][name] = {"argv": argv, "returncode": rc, "finished": _now()}
         save()
-        if rc == SERVER_DIED or proc.poll() is not None:  # its results would be cut short
+        if rc == SERVER_DIED or server_gone(proc, protocol):  # its results would be cut short
             last = _last_line(partial / "server.log")
-            return (f"server exited with status {proc.returncode} during scenario {name}"
+            how = ("stopped listening (still running after the stop timeout)" if proc.returncode is None
+                   else f"exited with status {proc.returncode}")
+            return (f"server {how} during scenario {name}"
                     + (f": {last}" if last else "") + " (see server.log)")
         if rc != 0 or not (partial / f"{name}.json").is_file():
             last = _last_line(partial / f"{name}.client.log")
