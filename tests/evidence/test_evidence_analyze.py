@@ -21,7 +21,8 @@ REPO = Path(__file__).resolve().parents[2]
 def claim(evroot: Path) -> Path:
     folder = evroot / "claim"
     proto = load_protocol(write_protocol(folder, starts=3, prompts=12, resamples=500))
-    synth.write_dataset(proto, folder, effect_pct={"fast": -8.0}, between_sd=0.01, seed=2)
+    # -12 %: at 3 starts an honest interval (t on log ratios) needs a clear effect
+    synth.write_dataset(proto, folder, effect_pct={"fast": -12.0}, between_sd=0.01, seed=2)
     return folder
 
 
@@ -40,7 +41,8 @@ def test_analyze_writes_markdown_json_and_plots(claim, run, evroot):
     tpot = next(c for c in data["claims"][0]["checks"] if c["metric"] == "tpot")
     assert tpot["interval"]["n_pairs"] == 3 and tpot["interval"]["high_pct"] < 0
     md = (a / "analysis.md").read_text()
-    assert "paired-start cluster bootstrap" in md and "| fast | c4 | p99 itl |" in md
+    assert "Student t-intervals on the log ratios of paired starts" in md and "| fast | c4 | p99 itl |" in md
+    assert "distinct resamples (10 at n=3)" in md and "| t-log-ratio |" in md
     pngs = sorted(p.name for p in a.glob("*.png"))
     assert pngs == ["deltas-fast-c4.png", "itl-c4.png"]
     for p in a.glob("*.png"):

@@ -221,7 +221,7 @@ def test_analyze_reports_progress_per_result_file(tmp_path):
     analyze.analyze(proto, claim, (), progress=seen.append)
     reads = [m for m in seen if m.startswith("reading results ")]
     assert reads[0].startswith("reading results 1/4: ") and reads[-1].startswith("reading results 4/4: ")
-    assert any(m.startswith("bootstrapping 1 treatment x scenario") for m in seen)
+    assert any(m.startswith("intervals for 1 treatment x scenario") for m in seen)
 
 
 def test_throttled_progress_drops_lines_within_the_interval():

@@ -31,11 +31,13 @@ def answering(port: int) -> bool:
 
 
 def test_bench_ab_end_to_end_then_analyze(run, evroot):
-    proto_path = fake_protocol(evroot / "ab", starts=2)
+    # 3 starts: with 2 pairs the honest interval (t, 1 degree of freedom) is too wide to decide
+    proto_path = fake_protocol(evroot / "ab", starts=3)
     code, out, err = run("bench", "ab", "--protocol", proto_path, "--json", root=evroot)
     assert code == 0, err
     summary = json.loads(out)
-    assert summary["ran"] == ["base-r1", "fast-r1", "fast-r2", "base-r2"] and summary["remaining"] == 0
+    assert summary["ran"] == ["base-r1", "fast-r1", "fast-r2", "base-r2", "base-r3", "fast-r3"]
+    assert summary["remaining"] == 0
     runs = evroot / "ab" / "runs"
     for rid in summary["ran"]:
         meta = json.loads((runs / rid / "run.json").read_text())
@@ -56,7 +58,7 @@ def test_bench_ab_end_to_end_then_analyze(run, evroot):
     assert "| itl | **REPRODUCED** |" in out
     data = json.loads((evroot / "ab" / "analysis" / "analysis.json").read_text())
     p50 = data["claims"][0]["checks"][0]["interval"]
-    assert p50["n_pairs"] == 2 and -65 < p50["delta_pct"] < -35  # 1.5 ms vs 3 ms per token
+    assert p50["n_pairs"] == 3 and -65 < p50["delta_pct"] < -35  # 1.5 ms vs 3 ms per token
 
 
 def test_interrupted_run_is_excluded_and_resume_does_not_double_count(run, evroot):

@@ -129,6 +129,7 @@ def cmd_analyze(args) -> int:
         print(json.dumps(data, indent=2))
     else:
         print(report.decision_table(a.claims, report.rows_from_claims(a.claims)), end="")
+        print(f"intervals: {report.interval_note(a)}")
         for note in a.notes:
             print(f"note: {note}")
         print(f"E2E latency: {a.e2el_source}")
