@@ -155,6 +155,13 @@ def test_ledger_cli(run):
     assert code == 2 and "no step '99' in the ledger" in err
 
 
+def test_analyze_on_a_ledger_folder_points_to_evidence_ledger(run):
+    code, out, err = run("evidence", "analyze", LEDGER, root=REPO)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "tuning ledger (ledger.yaml)" in err and f"overlay evidence ledger {LEDGER}" in err
+    assert "protocol.yaml: file not found" not in err
+
+
 CPU_SMOKE = REPO / "evidence" / "cpu-engine-smoke"
 
 
