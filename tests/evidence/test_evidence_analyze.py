@@ -207,3 +207,32 @@ def test_impossible_date_in_protocol_or_deviations_is_one_line(claim, run, evroo
     (claim / "deviations.yaml").write_text("deviations:\n  - {kind: excluded, run: base-r1, reason: 2026-02-30}\n")
     code, out, err = run("evidence", "analyze", claim, "--no-plots", root=evroot)
     assert code == 2 and err.count("\n") == 1 and "deviations.yaml:2:" in err
+
+
+def test_delta_plots_give_each_metric_its_own_axis_and_draw_the_thresholds(claim, monkeypatch, tmp_path):
+    """Throughput and TTFT changes differ by orders of magnitude (issue 20: -74% beside
+    +5977%): one shared axis collapses the smaller one to a dot."""
+    import matplotlib.pyplot as plt
+
+    from overlay.evidence import plots
+
+    a = analyze.analyze(load_protocol(claim), claim, ())
+    assert plots.thresholds(a, "fast", "c4", "tpot", "mean") == [(-2.0, "latency: min effect -2%")]
+    assert plots.thresholds(a, "fast", "c4", "throughput", "value") == [(2.0, "latency: min effect +2%")]
+    figures = []
+    real = plt.subplots
+
+    def spy(*args, **kw):
+        fig, axes = real(*args, **kw)
+        figures.append(fig)
+        return fig, axes
+
+    monkeypatch.setattr(plt, "subplots", spy)
+    monkeypatch.setattr(plt, "close", lambda fig: None)
+    (path,) = plots.per_start_deltas(a, tmp_path)
+    axes = figures[0].axes
+    assert [ax.get_title(loc="left").split(" (")[0] for ax in axes] == ["throughput", "mean tpot", "p99 itl"]
+    for ax, want in zip(axes, (2.0, -2.0, -2.0)):
+        xs = [line.get_xdata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"]
+        assert xs == [want]
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
