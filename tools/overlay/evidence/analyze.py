@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from overlay.errors import OverlayError
-from overlay.evidence import decide, profiler
+from overlay.evidence import bounded, decide, profiler
 from overlay.evidence.plan import plan
 from overlay.evidence.protocol import (DIGEST_FILE, RUN_METRICS, STATISTICS, Check, Claim, Deviation,
                                       Protocol, protocol_digest)
@@ -155,9 +155,9 @@ def find_issues(protocol: Protocol, runs: tuple[RunFolder, ...], excluded: tuple
 def protocol_issues(protocol: Protocol, results_dir: Path) -> list[Issue]:
     """The protocol file the runs were made under (bench ab's protocol.sha256) must be this one."""
     path = results_dir / DIGEST_FILE
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return []
-    then = path.read_text(encoding="utf-8").strip()
+    then = bounded.read_text(path).strip()
     now = protocol_digest(protocol)
     if then == now:
         return []

@@ -39,6 +39,7 @@ from typing import Callable
 from overlay.errors import OverlayError
 from overlay.evidence.plan import PlannedRun, plan
 from overlay.evidence.protocol import DIGEST_FILE, PLACEHOLDER, Protocol, Scenario, Variant, protocol_digest
+from overlay.evidence import bounded
 from overlay.evidence import trees as tree_mod
 from overlay.evidence.trees import VariantTrees
 from overlay.model import load_series
@@ -337,10 +338,10 @@ def _complete(run_dir: Path, run: PlannedRun) -> bool:
     if not meta.is_file():
         return False
     try:
-        status = json.loads(meta.read_text(encoding="utf-8")).get("status")
-    except json.JSONDecodeError:
-        return False
-    return status == "complete" and all((run_dir / f"{s}.json").is_file() for s in run.scenarios)
+        data = bounded.load_json(meta)
+    except OverlayError:
+        return False  # not complete: set aside and rerun
+    return isinstance(data, dict) and data.get("status") == "complete" and all((run_dir / f"{s}.json").is_file() for s in run.scenarios)
 
 
 # ----------------------------------------------------------------------------- the server pid file
@@ -444,7 +445,7 @@ def bench_ab(protocol: Protocol, root: Path, results: Path, progress: Progress,
     runs_dir = results / "runs"
     digest_file = results / DIGEST_FILE
     digest = protocol_digest(protocol)
-    if digest_file.is_file() and digest_file.read_text().strip() != digest:
+    if (digest_file.exists() or digest_file.is_symlink()) and bounded.read_text(digest_file).strip() != digest:
         raise OverlayError("the protocol changed after runs were recorded under these results",
                            path=str(protocol.path),
                            hint="a preregistered protocol is frozen: restore it, or start a new results folder")
