@@ -342,7 +342,8 @@ def _complete(run_dir: Path, run: PlannedRun) -> bool:
         data = bounded.load_json(meta)
     except OverlayError:
         return False  # not complete: set aside and rerun
-    return isinstance(data, dict) and data.get("status") == "complete" and all((run_dir / f"{s}.json").is_file() for s in run.scenarios)
+    return (isinstance(data, dict) and data.get("status") == "complete"
+            and all((run_dir / f"{s}.json").is_file() for s in run.scenarios))
 
 
 # ----------------------------------------------------------------------------- the server pid file
