@@ -15,7 +15,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from overlay import composed, gitcmd, lockfile, paths, sources, yamldoc
+from overlay import composed, gitcmd, lockfile, paths, seriesswap, sources, yamldoc
 from overlay.compose import select_targets
 from overlay.errors import OverlayError
 from overlay import model
@@ -34,7 +34,7 @@ FORMAT_PATCH = ("format-patch", "-1", "--stdout", "--no-signature", "--zero-comm
 def export_patch(work: Path, commit: str) -> str:
     """The canonical mail for one commit, byte for byte: lines of a CRLF file keep
     their CR (text-mode pipes would translate them away). Bytes that are not UTF-8
-    survive as surrogates; `_write_exact` turns them back into the same bytes."""
+    survive as surrogates; `_exact_bytes` turns them back into the same bytes."""
     raw = gitcmd.git([*FORMAT_PATCH, commit], cwd=work, text=False).stdout
     return raw.decode("utf-8", "surrogateescape")
 
@@ -43,8 +43,8 @@ def _read_exact(path: Path) -> str | None:
     return path.read_bytes().decode("utf-8", "surrogateescape") if path.is_file() else None
 
 
-def _write_exact(path: Path, text: str) -> None:
-    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+def _exact_bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
 
 
 @dataclass
@@ -217,6 +217,15 @@ def _upstream_commits(project: Project, pin: PinSet, target: str, commits: list[
 
 def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
             into: Path | None, mirror: Path | None = None) -> RefreshResult:
+    """Read the composed branches back into patches/ and series.yaml (under the checkout lock)."""
+    with seriesswap.checkout(project.root, f"refresh --pin {pin.name}") as recovered:
+        if recovered:
+            project = Project.load(project.root)
+        return _refresh(project, pin, targets=targets, into=into, mirror=mirror)
+
+
+def _refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
+             into: Path | None, mirror: Path | None) -> RefreshResult:
     result = RefreshResult(pin=pin.name)
     series_path = project.root / "series.yaml"
     text = series_path.read_text(encoding="utf-8")
@@ -314,27 +323,21 @@ def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
     result.series_changed = new_text != text
     refreshed = {work for work, _, _ in updates}
     followers = _trees_following_renames(project, into, renames, refreshed) if result.renamed else []
-    # Side effects last, after everything was computed without error.
-    project.patches_dir.mkdir(exist_ok=True)
-    for name, content in pending_writes.items():
-        _write_exact(project.patches_dir / name, content)
-    for name in result.removed + renamed_away:
-        if name not in pending_writes:  # a renamed patch may have taken over the name
-            (project.patches_dir / name).unlink(missing_ok=True)
-    if new_text != text:
-        series_path.write_text(new_text, encoding="utf-8")
+    # Side effects last, after everything was computed without error, as one swap:
+    # a kill or a full disk leaves the old series or the new one, never a mix.
+    removed = [n for n in result.removed + renamed_away if n not in pending_writes]
+    trees = []
     for work, state, notes in updates:
         notes = [(commit, new_name(name)) for commit, name in notes]
-        composed.add_notes(work, dict(notes))
-        names = tuple(name for _, name in notes)
-        composed.write_state(work, composed.ComposedState(
+        trees.append(seriesswap.TreeUpdate(work, dict(notes), composed.ComposedState(
             pin=state.pin, target=state.target, base=state.base, head=composed.head(work),
-            tree=composed.tree_of(work), branch=state.branch, patches=names,
-            series_digest=composed.series_digest(project.patches_dir, names)))
+            tree=composed.tree_of(work), branch=state.branch,
+            patches=tuple(name for _, name in notes))))
     for work, state in followers:  # same commits, new file names: still current
-        names = tuple(renames.get(n, n) for n in state.patches)
-        composed.write_state(work, dataclasses.replace(
-            state, patches=names, series_digest=composed.series_digest(project.patches_dir, names)))
+        trees.append(seriesswap.TreeUpdate(work, {}, dataclasses.replace(
+            state, patches=tuple(renames.get(n, n) for n in state.patches))))
+    seriesswap.write(project.root, {n: _exact_bytes(t) for n, t in pending_writes.items()},
+                     removed, new_text if new_text != text else None, trees)
     return result
 
 
