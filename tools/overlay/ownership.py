@@ -55,8 +55,13 @@ def make(parent: Path, prefix: str) -> Path:
     record = {"tool": "overlay", "pid": os.getpid(), "started": process_start(os.getpid()),
               "nonce": nonce, "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     tmp = folder / (MARKER + ".tmp")
-    tmp.write_text(json.dumps(record) + "\n")
-    tmp.replace(folder / MARKER)  # never a half-written marker
+    try:
+        tmp.write_text(json.dumps(record) + "\n")
+        tmp.replace(folder / MARKER)  # never a half-written marker
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # not yet provably ours: undo it here and now
+        folder.rmdir()
+        raise
     return folder
 
 

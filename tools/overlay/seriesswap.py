@@ -61,10 +61,13 @@ def write(root: Path, changes: dict[str, bytes], removed: list[str], series_text
     if not changes and not removed and series_text is None:
         _update_trees(root, trees)  # no file changes: nothing to swap
         return
-    tx = ownership.make(root / ".overlay", TX_PREFIX)
-    needed = 0
+    needed = _needed_bytes(root / "patches", changes, removed, series_text)
+    tx = None
     try:
-        needed = _needed_bytes(root / "patches", changes, removed, series_text)
+        try:
+            tx = ownership.make(root / ".overlay", TX_PREFIX)
+        except OSError as exc:
+            raise _WriteFailed(str(exc.filename or root / ".overlay"), exc) from None
         new_dir = tx / "patches" if changes or removed else None
         if new_dir is not None:
             _build_patches(root / "patches", new_dir, changes, removed)
@@ -75,7 +78,8 @@ def write(root: Path, changes: dict[str, bytes], removed: list[str], series_text
         _sync(tx)
         _write_plan(tx, new_dir, series_text is not None, trees)
     except BaseException as exc:
-        ownership.remove(tx, ignore_errors=True)
+        if tx is not None:
+            ownership.remove(tx, ignore_errors=True)
         if isinstance(exc, _WriteFailed):
             raise _write_error(root, exc, needed) from None
         raise
