@@ -78,26 +78,36 @@ def test_into_never_removes_or_moves_folders_it_did_not_make(world, run, tmp_pat
     assert (into / "p1" / "plugin" / "vllm_ascend" / "envs.py").is_file()
 
 
+def _forge(folder: Path, marker: dict) -> Path:
+    from overlay import ownership
+
+    folder.mkdir(parents=True)
+    (folder / ownership.MARKER).write_text(json.dumps(marker))
+    (folder / "p1" / "plugin").mkdir(parents=True)
+    (folder / "p1" / "plugin" / "user.txt").write_text("mine\n")
+    return folder
+
+
 def test_a_marker_that_does_not_fit_its_folder_or_names_a_live_run_proves_nothing(world, run, tmp_path):
     from overlay import ownership
 
     into = tmp_path / "trees"
-    made = ownership.make(into, ".staging-p1-")
-    assert ownership.owner(made) is not None
-    assert ownership.leftover(made) is None  # this very process made it: live, not a leftover
-    copied = into / ".staging-p1-copied"
-    copied.mkdir()
-    shutil.copy(made / ownership.MARKER, copied / ownership.MARKER)  # nonce is not its name's
-    (copied / "user.txt").write_text("mine\n")
-    record = json.loads((made / ownership.MARKER).read_text())
-    dead = into / f".discard-{record['nonce'][::-1]}"
-    dead.mkdir()
-    (dead / ownership.MARKER).write_text(json.dumps(dict(record, nonce=record["nonce"][::-1],
-                                                         started=-1)))
-    (dead / "p1").mkdir()
-    assert run("apply", "--mirror", world.mirror, "--into", into, root=world.project)[0] == 0
-    assert made.is_dir() and (copied / "user.txt").read_text() == "mine\n"
-    assert not dead.exists()  # marked by a run that is gone: cleaned up
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        started = ownership.process_start(live.pid)
+        assert started is not None
+        record = {"tool": "overlay", "pid": live.pid, "started": started, "since": "then"}
+        running = _forge(into / ".staging-p1-0123456789abcdef", dict(record, nonce="0123456789abcdef"))
+        copied = _forge(into / ".old-copied", dict(record, nonce="0123456789abcdef", started=-1))
+        malformed = _forge(into / ".discard-fedcba9876543210", {"pid": "x"})
+        gone = _forge(into / ".discard-00112233445566ff", dict(record, nonce="00112233445566ff", started=-1))
+        assert run("apply", "--mirror", world.mirror, "--into", into, root=world.project)[0] == 0
+        for kept in (running, copied, malformed):  # a live run's, or not provably ours
+            assert (kept / "p1" / "plugin" / "user.txt").read_text() == "mine\n", kept.name
+        assert not gone.exists()  # marked by a run that is gone: cleaned up
+    finally:
+        live.kill()
+        live.wait()
 
 
 # ----------------------------------------------------------------------------- case 6: atomic refresh

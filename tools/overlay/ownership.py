@@ -87,9 +87,15 @@ def owner(folder: Path) -> Owner | None:
 
 
 def leftover(folder: Path) -> Owner | None:
-    """The owner of a folder left by a run that is gone (None: not ours, or still live)."""
+    """The owner of a folder left behind (None: not ours, or another run still live).
+
+    Call it holding the lock that guards the folder's parent: then no run of this very
+    process is still using the folder either (an in-process caller's earlier run that
+    failed to clean up), and it counts as left behind too."""
     found = owner(folder)
-    return found if found is not None and not found.alive() else None
+    if found is None or (found.alive() and found.pid != os.getpid()):
+        return None
+    return found
 
 
 def remove(folder: Path, *, ignore_errors: bool = False) -> None:

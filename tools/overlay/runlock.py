@@ -81,8 +81,11 @@ def held(path: Path, command: str, *, wait: bool, busy: str, hint: str,
                 raise OverlayError(f"{busy}: held by {who}", path=str(path), hint=hint) from None
             (waiting or _say)(f"waiting for {busy}: held by {who}")
             fcntl.flock(fd, fcntl.LOCK_EX)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, _record(command), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, _record(command), 0)
+        except OSError:
+            pass  # a full disk: the lock holds all the same, it just cannot say whose it is
         _held[key] = 1
         _commands.append(command)
         try:
