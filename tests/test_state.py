@@ -305,11 +305,17 @@ class _FullDisk:
         monkeypatch.setattr(shutil, "_USE_CP_SENDFILE", False)  # copies go through write()
 
 
-@pytest.mark.parametrize("budget", [0, 5_000, 60_000])
+@pytest.mark.parametrize("full_at", ["first-write", "a-patch", "series.yaml"])
 def test_a_full_disk_changes_nothing_and_names_the_file_and_the_space_needed(world, run, many,
-                                                                           monkeypatch, budget):
+                                                                           monkeypatch, full_at):
+    """The disk fills up at the first byte, halfway through the new patches' bytes, or
+    halfway through series.yaml (written last)."""
     checkout, old, new = many
     records = checkout.save()["trees"]
+    patch_bytes = sum(len(data) for rel, data in new["series"].items()
+                      if rel.startswith("patches/") and data not in old["series"].values())
+    budget = {"first-write": 0, "a-patch": patch_bytes // 2,
+              "series.yaml": patch_bytes + 1000 + len(new["series"]["series.yaml"]) // 2}[full_at]
     disk = _FullDisk(monkeypatch, world.project, budget)
     code, out, err = run("refresh", root=world.project)
     monkeypatch.undo()
@@ -320,6 +326,8 @@ def test_a_full_disk_changes_nothing_and_names_the_file_and_the_space_needed(wor
     assert code == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
     assert "no space left" in err and "nothing was changed" in err
     assert Path(disk.failed).name in err  # the file it was writing
+    assert err.startswith("overlay: error: series.yaml: ") == (full_at == "series.yaml"), err
+    assert err.startswith("overlay: error: patches/0") == (full_at == "a-patch"), err
     assert "needs about" in err and " free" in err
     code, out, err = run("refresh", root=world.project)  # space again: no teammate blamed
     assert code == 0, err

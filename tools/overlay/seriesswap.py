@@ -61,7 +61,7 @@ def write(root: Path, changes: dict[str, bytes], removed: list[str], series_text
     if not changes and not removed and series_text is None:
         _update_trees(root, trees)  # no file changes: nothing to swap
         return
-    needed = _needed_bytes(root / "patches", changes, removed, series_text)
+    needed = _needed_bytes(changes, series_text)
     tx = None
     try:
         try:
@@ -75,7 +75,7 @@ def write(root: Path, changes: dict[str, bytes], removed: list[str], series_text
             _write_file(tx / "series.yaml", series_text.encode("utf-8"), "series.yaml",
                         like=root / "series.yaml")
         inject_fault("refresh-before-commit")
-        _sync(tx)
+        _fsync_dir(tx)
         _write_plan(tx, new_dir, series_text is not None, trees)
     except BaseException as exc:
         if tx is not None:
@@ -92,16 +92,9 @@ def write(root: Path, changes: dict[str, bytes], removed: list[str], series_text
                            hint="fix that and run `overlay refresh` again: it finishes the swap first") from None
 
 
-def _needed_bytes(patches: Path, changes: dict[str, bytes], removed: list[str],
-                  series_text: str | None) -> int:
-    """What the folder built aside takes: the whole new patches/ and series.yaml."""
-    total = sum(len(b) for b in changes.values())
-    if changes or removed:
-        skip = set(changes) | set(removed)
-        for child in (patches.iterdir() if patches.is_dir() else ()):
-            if child.name not in skip and child.is_file():
-                total += child.stat().st_size
-    return total + (len(series_text.encode("utf-8")) if series_text is not None else 0)
+def _needed_bytes(changes: dict[str, bytes], series_text: str | None) -> int:
+    """The new bytes the folder built aside takes (kept files are hard links)."""
+    return sum(len(b) for b in changes.values()) + len((series_text or "").encode("utf-8"))
 
 
 def _write_error(root: Path, failed: _WriteFailed, needed: int) -> OverlayError:
@@ -126,33 +119,53 @@ def _size(n: int) -> str:
 
 
 def _write_file(path: Path, data: bytes, shown: str, like: Path | None = None) -> None:
+    """A new file, on disk before the commit point (a crash must not commit to a file
+    whose data never landed: that is how 0-byte files appear)."""
     try:
         with open(path, "xb") as fh:
             fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
         if like is not None and like.is_file() and not like.is_symlink():
             os.chmod(path, stat.S_IMODE(like.stat().st_mode))
     except OSError as exc:
         raise _WriteFailed(shown, exc) from None
 
 
+def _link_or_copy(src: Path, dst: Path) -> None:
+    """A file kept as it is: a second name for the same bytes (already on disk, nothing to
+    copy or flush), or a copy where the filesystem has no hard links."""
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except OSError as exc:
+        if exc.errno in _FULL:
+            raise
+        shutil.copy2(src, dst, follow_symlinks=False)
+        with open(dst, "rb") as fh:
+            os.fsync(fh.fileno())
+
+
 def _build_patches(patches: Path, new_dir: Path, changes: dict[str, bytes], removed: list[str]) -> None:
-    """The whole new patches/: every file kept as it is, every change written."""
+    """The whole new patches/: every file kept as it is, every change written (a renamed
+    patch whose bytes did not change is linked from its old name)."""
     new_dir.mkdir()
     skip = set(changes) | set(removed)
+    going: dict[bytes, Path] = {}  # bytes of the files that leave under their old names
     if patches.is_dir():
         shutil.copymode(patches, new_dir)
         for child in sorted(patches.iterdir()):
-            if child.name in skip:
-                continue
             shown = f"patches/{child.name}"
             dst = new_dir / child.name
             try:
-                if child.is_symlink():
+                if child.name in skip:
+                    if child.is_file() and not child.is_symlink():
+                        going.setdefault(child.read_bytes(), child)
+                elif child.is_symlink():
                     os.symlink(os.readlink(child), dst)
                 elif child.is_dir():
                     shutil.copytree(child, dst, symlinks=True)
                 else:
-                    shutil.copy2(child, dst)
+                    _link_or_copy(child, dst)
             except shutil.Error as exc:  # copytree gathers its errors
                 first = exc.args[0][0] if exc.args and exc.args[0] else None
                 code = errno.ENOSPC if first and "No space" in str(first[-1]) else errno.EIO
@@ -160,20 +173,15 @@ def _build_patches(patches: Path, new_dir: Path, changes: dict[str, bytes], remo
             except OSError as exc:
                 raise _WriteFailed(shown, exc) from None
     for name, data in changes.items():
+        same = going.get(data)
+        if same is not None and same.name != name:
+            try:
+                _link_or_copy(same, new_dir / name)
+                continue
+            except OSError as exc:
+                raise _WriteFailed(f"patches/{name}", exc) from None
         _write_file(new_dir / name, data, f"patches/{name}", like=patches / name)
-
-
-def _sync(folder: Path) -> None:
-    """Flush what was built to disk before committing to it (one syncfs, not one fsync
-    per patch): a crash of the machine must not commit to files that never landed."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.syncfs(fd)
-    except (OSError, AttributeError):
-        os.sync()
-    finally:
-        os.close(fd)
+    _fsync_dir(new_dir)
 
 
 def _fsync_dir(folder: Path) -> None:
