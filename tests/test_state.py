@@ -157,19 +157,11 @@ class Checkout:
             (t / ".git" / "overlay-state.json").write_bytes(state)
             run_git(["update-ref", "refs/notes/overlay", notes], t)
 
-    def current_records(self) -> bool:
-        """Whether every composed tree's record matches the series now (else the next
-        refresh would blame patches pulled from a teammate)."""
-        from overlay import composed
-        from overlay.model import Project
-
-        project = Project.load(self.project)
-        for t in self.trees:
-            state = composed.read_state(t)
-            names = [e.patch for e in project.series.for_target(state.target, "p1")]
-            if composed.series_moved_on(state, project.patches_dir, names):
-                return False
-        return True
+    def records(self) -> list[tuple[bytes, str]]:
+        """Each composed tree's state file and the content (tree) of its notes: what the
+        next refresh compares with the series before it reads the branch back."""
+        return [((t / ".git" / "overlay-state.json").read_bytes(),
+                 run_git(["rev-parse", "refs/notes/overlay^{tree}"], t)) for t in self.trees]
 
 
 @pytest.fixture
@@ -188,14 +180,14 @@ def many(world, run):
     code, out, err = run("check", root=world.project)
     assert code == 0, out
     checkout = Checkout(world)
-    old = checkout.save()
+    old = dict(checkout.save(), records=checkout.records())
     kept = [i for i in reversed(range(N_PATCHES)) if i % 50 != 7]
     _fast_import(plugin, top, [(i, f"line {i} v2" if i % 20 == 3 else f"line {i}") for i in kept])
     branch = checkout.save()["trees"]
     code, out, err = run("refresh", root=world.project)
     assert code == 0, err
     assert "renamed" in out and "updated" in out and "dropped" in out
-    new = checkout.save()
+    new = dict(checkout.save(), records=checkout.records())
     checkout.restore(old)
     assert checkout.series() == old["series"] and branch == checkout.save()["trees"]
     return checkout, old, new
@@ -243,7 +235,9 @@ def test_refresh_killed_at_random_moments_leaves_the_old_or_the_new_series(world
         state = checkout.series()
         assert state in (old["series"], new["series"]), f"iteration {i}: a mix of old and new"
         outcomes["old" if state == old["series"] else "new"] += 1
-        assert checkout.current_records(), f"iteration {i}: the next refresh would blame a teammate"
+        # and the composed trees' records belong to that same state: else the next refresh
+        # would blame patches pulled from a teammate
+        assert checkout.records() == (old if state == old["series"] else new)["records"], i
         assert not list((world.project / ".overlay").glob("refresh-*"))
     # the checkout is usable after the last kill: refresh reads the branch back as the new state
     code, out, err = run("refresh", root=world.project)
