@@ -237,7 +237,9 @@ def test_refresh_killed_at_random_moments_leaves_the_old_or_the_new_series(world
         outcomes["old" if state == old["series"] else "new"] += 1
         # and the composed trees' records belong to that same state: else the next refresh
         # would blame patches pulled from a teammate
-        assert checkout.records() == (old if state == old["series"] else new)["records"], i
+        assert checkout.records() == (old if state == old["series"] else new)["records"], (
+            f"iteration {i}: the composed trees' records are not the {state == old['series'] and 'old' or 'new'} "
+            f"state's: the next refresh would blame patches pulled from a teammate")
         assert not list((world.project / ".overlay").glob("refresh-*"))
     # the checkout is usable after the last kill: refresh reads the branch back as the new state
     code, out, err = run("refresh", root=world.project)
