@@ -40,7 +40,7 @@ $(VENV)/.installed: pyproject.toml
 	@echo "make: [1/2] creating $(VENV) (first run only)"
 	$(PYTHON) -m venv $(VENV)
 	@echo "make: [2/2] installing the tool and its dependencies into $(VENV) (about a minute; pip lists each package)"
-	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e '.[test]'
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e '.[test,cluster]'
 	@touch $@
 	@echo "make: $(VENV) is ready"
 
@@ -76,6 +76,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_drift.py
 	$(BIN)/python benchmarks/bench_gate.py
 	$(BIN)/python benchmarks/bench_evidence.py
+	$(BIN)/python benchmarks/bench_cluster.py
 
 CLAIM ?= evidence/mrv2-metadata-barrier
 evidence: $(VENV)/.installed

@@ -22,7 +22,9 @@ from overlay.evidence.protocol import (DIGEST_FILE, RUN_METRICS, STATISTICS, Che
                                       Protocol, protocol_digest)
 from overlay.evidence.results import (E2EL_MEASURED, Excluded, RunFolder, ScenarioResult, load_result,
                                       scan_excluded, scan_runs)
-from overlay.evidence.stats import PairedInterval, paired_bootstrap, per_start_statistic
+from overlay.evidence import strata as strata_mod
+from overlay.evidence.stats import (PairedInterval, paired_bootstrap, paired_bootstrap_from_indices,
+                                    per_start_statistic)
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class Delta:
     baseline: tuple[float, ...]
     treated: tuple[float, ...]
     interval: PairedInterval
+    nodes: tuple[str, ...] = ()  # per pair, the node it ran on (a campaign's run.json); () serial
+    per_node_pct: tuple[tuple[str, float], ...] = ()  # the delta within each node, when several
 
 
 @dataclass(frozen=True)
@@ -240,6 +244,7 @@ def analyze(protocol: Protocol, results_dir: Path, deviations: tuple[Deviation, 
     summaries = tuple(Summary(v, s, m, st, tuple(sorted(d)), tuple(d[k] for k in sorted(d)))
                       for (v, s, m, st), d in sorted(table.items()))
     deltas: list[Delta] = []
+    node_of = {(r.variant, r.start): r.node for r in runs if r.run_id in planned}
     bs = protocol.bootstrap
     progress(f"bootstrapping {len(protocol.treatments) * len(protocol.scenarios)} treatment x scenario "
              f"comparison(s), {bs.resamples} resamples each")
@@ -255,11 +260,20 @@ def analyze(protocol: Protocol, results_dir: Path, deviations: tuple[Deviation, 
                         continue
                     b = np.array([base[k] for k in starts])
                     x = np.array([trt[k] for k in starts])
+                    pair_nodes = [node_of.get((protocol.baseline, k)) for k in starts]
+                    if strata_mod.resamplable(pair_nodes):
+                        # A campaign over several nodes: resample pairs within their node.
+                        idx = strata_mod.stratified_indices(pair_nodes, bs.resamples, bs.seed)
+                        iv = paired_bootstrap_from_indices(b, x, idx, bs.confidence)
+                        per_node = strata_mod.per_stratum_delta_pct(b, x, pair_nodes)
+                        deltas.append(Delta(t, sc.name, metric, stat, starts, tuple(b), tuple(x), iv,
+                                            tuple(pair_nodes), tuple(per_node.items())))
+                        continue
                     iv = paired_bootstrap(b, x, resamples=bs.resamples, confidence=bs.confidence,
                                           seed=bs.seed)
                     deltas.append(Delta(t, sc.name, metric, stat, starts, tuple(b), tuple(x), iv))
     claims = tuple(_decide_claim(protocol, c, deltas, counters_dir) for c in protocol.claims)
-    notes = []
+    notes = node_notes(protocol, runs, planned, claims)
     if protocol.server_cpus is None or protocol.client_cpus is None:
         notes.append("server and client were not both CPU-pinned by the protocol")
     bare = [r.run_id for r in runs if r.run_id in planned and not r.has_meta]
@@ -274,6 +288,32 @@ def analyze(protocol: Protocol, results_dir: Path, deviations: tuple[Deviation, 
                          "these results")
     return Analysis(protocol, tuple(results.values()), summaries, tuple(deltas), claims,
                     tuple(recorded), excluded, tuple(notes), e2el_note(tuple(results.values())))
+
+
+def node_notes(protocol: Protocol, runs: tuple[RunFolder, ...], planned: set[str],
+               claims: tuple[ClaimDecision, ...]) -> list[str]:
+    """A campaign's pairs split across nodes, and claims whose sign differs between nodes."""
+    notes = []
+    node_of = {(r.variant, r.start): r.node for r in runs if r.run_id in planned}
+    split = sorted({k for (v, k), n in node_of.items() if v != protocol.baseline
+                    and (protocol.baseline, k) in node_of and n != node_of[(protocol.baseline, k)]})
+    if split:
+        notes.append(f"start(s) {', '.join(map(str, split))}: the pair's runs ran on different nodes")
+    nodes = {n for n in node_of.values() if n}
+    if len(nodes) >= 2:
+        pair_nodes = [n for (v, k), n in node_of.items() if v == protocol.baseline]
+        how = ("pairs are resampled within their node" if strata_mod.resamplable(pair_nodes) else
+               f"fewer than {strata_mod.MIN_PAIRS_PER_STRATUM} pairs on some node, so pairs are resampled "
+               "across nodes")
+        notes.append(f"ran on {len(nodes)} nodes: {how}")
+    for c in claims:
+        for chk in c.checks:
+            d = chk.delta
+            if d is not None and d.per_node_pct and strata_mod.sign_differs(dict(d.per_node_pct)):
+                per = ", ".join(f"node {n[:8]} {v:+.1f}%" for n, v in d.per_node_pct)
+                notes.append(f"claim {c.name}: {d.treatment}/{d.scenario} {d.metric} {d.statistic}: the "
+                             f"sign differs between nodes ({per})")
+    return notes
 
 
 def e2el_note(results: tuple[ScenarioResult, ...]) -> str:
