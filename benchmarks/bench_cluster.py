@@ -9,7 +9,7 @@ wall times and their ratio; the goal is at most 0.6. Nothing is asserted.
 
 Ray runs in a network namespace of its own (loopback only): the script re-executes
 itself under `unshare -n` when it is not in one. Run: python benchmarks/bench_cluster.py
-[--starts 4] [--startup-s 5]
+[--starts 4] [--startup-s 8]
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def project(base: Path, name: str, starts: int, startup_s: float) -> tuple[Path,
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--starts", type=int, default=4)
-    ap.add_argument("--startup-s", type=float, default=5.0)  # a real start takes minutes
+    ap.add_argument("--startup-s", type=float, default=8.0)  # a real start takes minutes
     args = ap.parse_args()
     why = ray_cluster.netns_available()
     if why:

@@ -20,9 +20,9 @@ sys.path.insert(0, str(HERE))
 
 import ray_cluster  # noqa: E402
 from conftest import fake_servers  # noqa: E402
-from evhelpers import fake_protocol, free_port  # noqa: E402
+from evhelpers import fake_protocol, free_port, ladder_protocol  # noqa: E402
 
-ALL = ("normal", "fault", "cards", "interrupt", "driver-killed", "unreachable")
+ALL = ("normal", "ladder", "fault", "cards", "interrupt", "driver-killed", "unreachable")
 
 
 def project(out: Path, name: str, **kw) -> tuple[Path, Path]:
@@ -98,6 +98,13 @@ def main() -> int:
         if "normal" in wanted:
             root, proto = project(out, "normal", starts=2, startup_s=0.5)
             report["normal"] = {**finish(cli(root, proto, address)), "results": str(root / "ab"),
+                                "left": servers_gone(before)}
+        if "ladder" in wanted:
+            root = out / "ladder"
+            root.mkdir()
+            (root / "series.yaml").write_text("series: []\n")
+            proto = ladder_protocol(root / "ab", itls=(3.0, 1.5, 3.0), starts=2, startup_s=0.5)
+            report["ladder"] = {**finish(cli(root, proto, address)), "results": str(root / "ab"),
                                 "left": servers_gone(before)}
         if "fault" in wanted:
             root, proto = project(out, "fault", starts=2, startup_s=1.5)

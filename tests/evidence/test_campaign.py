@@ -76,6 +76,135 @@ def test_a_claim_whose_sign_differs_between_nodes_is_flagged():
     assert not strata.sign_differs({"a": 5.0, "b": 1.0})
 
 
+def test_ladder_must_list_every_variant_baseline_first(tmp_path):
+    from evhelpers import ladder_protocol
+
+    from overlay.errors import OverlayError
+    from overlay.evidence.protocol import load_protocol
+
+    p = ladder_protocol(tmp_path / "l")
+    proto = load_protocol(p)
+    assert proto.treatments == ("rung1", "rung2")
+    assert proto.compared_with("rung2") == "rung1" and proto.compared_with("rung1") == "rung0"
+    text = p.read_text()
+    p.write_text(text.replace("- rung0\n- rung1\n- rung2", "- rung1\n- rung0\n- rung2"))
+    with pytest.raises(OverlayError, match="first rung must be the baseline"):
+        load_protocol(p)
+    p.write_text(text.replace("- rung0\n- rung1\n- rung2", "- rung0\n- rung1"))
+    with pytest.raises(OverlayError, match="every variant exactly once"):
+        load_protocol(p)
+
+
+def test_ladder_protocol_from_a_ledger_climbs_the_kept_steps(run):
+    repo = Path(__file__).resolve().parents[2]
+    code, out, err = run("evidence", "ledger", repo / "evidence" / "910c-online-tuning", "--ladder-protocol",
+                         root=repo)
+    assert code == 0, err
+    import yaml
+
+    doc = yaml.safe_load(out.replace("YYYY-MM-DD  # fill in before the first run", "2026-12-01"))
+    assert doc["ladder"][0] == "base" and doc["baseline"] == "base"
+    assert set(doc["ladder"]) == set(doc["variants"])
+    assert doc["variants"]["step-2"]["env"]["HCCL_OP_EXPANSION_MODE"] == "AIV"
+    assert "step-2" in doc["ladder"] and doc["ladder"].index("step-2") > doc["ladder"].index("step-1")
+
+
+def _gone(pid: int, timeout: float = 10.0) -> bool:
+    import time
+
+    from overlay.evidence import orchestrate
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not orchestrate._alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_campaign_server_gets_sigterm_when_its_worker_dies(tmp_path):
+    """The exec wrapper's PR_SET_PDEATHSIG: a Ray worker killed hard takes its server along."""
+    import os
+    import signal
+    import subprocess
+
+    from overlay.evidence import orchestrate
+
+    pid_file = tmp_path / "child"
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys, time\n"
+        "from overlay.evidence.orchestrate import die_with_parent\n"
+        f"p = subprocess.Popen(die_with_parent(['sleep', '120']), start_new_session=True)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n"
+        "time.sleep(120)\n")])
+    try:
+        assert _wait_file(pid_file)
+        child = int(pid_file.read_text())
+        for _ in range(200):  # exec'd: the live command line becomes the server's own argv
+            if orchestrate._cmdline(child) == ["sleep", "120"]:
+                break
+            import time
+
+            time.sleep(0.05)
+        assert orchestrate._cmdline(child) == ["sleep", "120"]
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        assert _gone(child), "the server outlived the process that started it"
+    finally:
+        parent.kill()
+        if pid_file.is_file():
+            try:
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+
+
+def _wait_file(path: Path, timeout: float = 20.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.is_file() and path.read_text().strip():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_leftover_servers_are_stopped_only_when_their_worker_is_gone(tmp_path):
+    import os
+    import socket
+    import subprocess
+
+    from overlay.evidence import orchestrate
+
+    host, boot = socket.gethostname(), campaign._boot_id()
+    servers, records = [], {}
+    live_worker = subprocess.Popen(["sleep", "120"])
+    dead_worker = subprocess.Popen(["sleep", "120"])
+    dead_started = orchestrate._stat(dead_worker.pid)[3]
+    dead_worker.kill()
+    dead_worker.wait()
+    try:
+        for name, worker, started in (("beside", live_worker.pid, orchestrate._stat(live_worker.pid)[3]),
+                                      ("orphan", dead_worker.pid, dead_started)):
+            srv = subprocess.Popen(["sleep", "120"], start_new_session=True)
+            servers.append(srv)
+            d = tmp_path / campaign.PIDS / name
+            d.mkdir(parents=True)
+            orchestrate._write_pid(d, srv, ["sleep", "120"], name)
+            (d / "node.json").write_text(json.dumps({"hostname": host, "boot_id": boot, "worker_pid": worker,
+                                                     "worker_started": started}))
+            records[name] = srv
+        campaign._stop_own_leftovers(tmp_path, host, boot)
+        assert records["orphan"].wait(timeout=10) is not None  # its worker is gone: stopped
+        assert records["beside"].poll() is None  # a block running beside this one keeps its server
+    finally:
+        live_worker.kill()
+        for srv in servers:
+            srv.kill()
+            srv.wait()
+
+
 def test_cluster_without_ray_installed_is_one_line(run, evroot, monkeypatch):
     from evhelpers import fake_protocol
 
@@ -151,6 +280,27 @@ def test_campaign_decisions_equal_the_serial_analysis_of_the_same_data(session, 
     assert [c["decision"] for c in a["claims"]] == [c["decision"] for c in b["claims"]]
     assert [c["decision"] for c in a["claims"]] == ["REPRODUCED"]
     assert any("ran on 2 nodes" in n for n in a["notes"]) and not any("nodes" in n for n in b["notes"])
+
+
+@cluster
+def test_a_ladder_campaign_judges_each_rung_against_the_previous_on_one_node(session, run):
+    res = session["ladder"]
+    assert res["rc"] == 0, res["err"]
+    place = _placements(res["results"])
+    for k in (1, 2):  # every rung of block k on one node, so each adjacent pair is
+        assert len({place[f"rung{i}-r{k}"]["node_id"] for i in range(3)}) == 1
+    folder = Path(res["results"])
+    code, out, err = run("evidence", "analyze", folder, "--json", root=folder.parent)
+    assert code == 0, err
+    ledger = json.loads(out)["ladder"]
+    steps = {s["step"]: s for s in ledger["steps"]}
+    assert [s["step"] for s in ledger["steps"]] == ["rung1", "rung2"]
+    assert steps["rung1"]["compared-with"] == "rung0" and steps["rung2"]["compared-with"] == "rung1"
+    assert steps["rung1"]["result"] == "positive"  # 3 ms -> 1.5 ms per token
+    assert steps["rung2"]["result"] != "positive"  # 1.5 ms -> 3 ms per token: a step down
+    row = steps["rung1"]["checks"][0]
+    assert row["change_pct"] < -10 and row["before"] > row["after"]
+    assert (folder / "analysis" / "ledger.yaml").is_file()
 
 
 @cluster

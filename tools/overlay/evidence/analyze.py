@@ -252,7 +252,7 @@ def analyze(protocol: Protocol, results_dir: Path, deviations: tuple[Deviation, 
         for sc in protocol.scenarios:
             for metric in protocol.metrics:
                 for stat in _stats_for(metric):
-                    base = table.get((protocol.baseline, sc.name, metric, stat), {})
+                    base = table.get((protocol.compared_with(t), sc.name, metric, stat), {})
                     trt = table.get((t, sc.name, metric, stat), {})
                     starts = tuple(k for k in sorted(base) if k in trt
                                    and np.isfinite(base[k]) and np.isfinite(trt[k]))
@@ -260,7 +260,7 @@ def analyze(protocol: Protocol, results_dir: Path, deviations: tuple[Deviation, 
                         continue
                     b = np.array([base[k] for k in starts])
                     x = np.array([trt[k] for k in starts])
-                    pair_nodes = [node_of.get((protocol.baseline, k)) for k in starts]
+                    pair_nodes = [node_of.get((protocol.compared_with(t), k)) for k in starts]
                     if strata_mod.resamplable(pair_nodes):
                         # A campaign over several nodes: resample pairs within their node.
                         idx = strata_mod.stratified_indices(pair_nodes, bs.resamples, bs.seed)
@@ -295,8 +295,9 @@ def node_notes(protocol: Protocol, runs: tuple[RunFolder, ...], planned: set[str
     """A campaign's pairs split across nodes, and claims whose sign differs between nodes."""
     notes = []
     node_of = {(r.variant, r.start): r.node for r in runs if r.run_id in planned}
-    split = sorted({k for (v, k), n in node_of.items() if v != protocol.baseline
-                    and (protocol.baseline, k) in node_of and n != node_of[(protocol.baseline, k)]})
+    split = sorted({k for (v, k), n in node_of.items() if v in protocol.treatments
+                    and (protocol.compared_with(v), k) in node_of
+                    and n != node_of[(protocol.compared_with(v), k)]})
     if split:
         notes.append(f"start(s) {', '.join(map(str, split))}: the pair's runs ran on different nodes")
     nodes = {n for n in node_of.values() if n}

@@ -49,6 +49,9 @@ def register(sub) -> None:
     led = evs.add_parser("ledger", help="show a tuning ledger; emit a protocol for one step")
     led.add_argument("folder", type=Path)
     led.add_argument("--protocol-for", metavar="STEP", help="print the A/B protocol re-running this step")
+    led.add_argument("--ladder-protocol", action="store_true",
+                     help="print a ladder protocol re-running every kept step, rung k against rung k-1 "
+                          "(`bench ab [--cluster ...]` runs it; its analysis is the computed ledger)")
     led.add_argument("--json", action="store_true")
     led.set_defaults(func=cmd_ledger)
 
@@ -131,6 +134,16 @@ def cmd_analyze(args) -> int:
         plots = [p.name for p in plotmod.render_all(a, out)]
     md = report.render_markdown(a, plots)
     data = report.to_json(a, plots)
+    if proto.ladder:  # a ladder campaign: its result is a ledger, computed
+        from overlay.evidence import ledger as ledger_mod
+
+        computed = ledger_mod.computed_ladder(a)
+        data["ladder"] = computed
+        md += "\n" + ledger_mod.render_computed_ladder(computed)
+        import yaml
+
+        (out / "ledger.yaml").write_text(yaml.safe_dump(computed, sort_keys=False, allow_unicode=True),
+                                         encoding="utf-8")
     (out / "analysis.md").write_text(md, encoding="utf-8")
     (out / "analysis.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     if args.json:
@@ -254,6 +267,9 @@ def cmd_ledger(args) -> int:
     led = ledger.load_ledger(args.folder, args.root)
     if args.protocol_for is not None:
         print(ledger.protocol_yaml(led, args.protocol_for), end="")
+        return 0
+    if args.ladder_protocol:
+        print(ledger.ladder_protocol_yaml(led), end="")
         return 0
     if args.json:
         print(json.dumps(ledger.to_json(led), indent=2))

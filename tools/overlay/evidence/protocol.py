@@ -36,7 +36,7 @@ DEVIATION_KINDS = ("excluded", "missing", "parameters", "order", "failed-request
 PROTOCOL_FIELDS = ("claim", "preregistered", "hypothesis", "model", "baseline", "variants",
                    "scenarios", "starts", "order", "seed", "cpus", "server", "client",
                    "metrics", "claims", "bootstrap", "stop-rules", "max-failed-requests", "notes",
-                   "cards")
+                   "cards", "ladder")
 VARIANT_FIELDS = ("description", "pin", "series", "env", "server-args", "venv")
 SCENARIO_FIELDS = ("description", "dataset", "input-len", "output-len", "num-prompts",
                    "max-concurrency", "request-rate", "warmups", "client-args")
@@ -166,6 +166,7 @@ class Protocol:
     stop_rules: tuple[str, ...]
     max_failed_requests: int
     cards: Cards = Cards()
+    ladder: tuple[str, ...] = ()  # rung order (first = baseline): rung k is judged against rung k-1
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
@@ -185,8 +186,17 @@ class Protocol:
 
     @property
     def treatments(self) -> tuple[str, ...]:
-        """Every variant compared against the baseline."""
+        """Every variant compared with another: with the baseline, or on a ladder with the
+        rung before it (in rung order)."""
+        if self.ladder:
+            return self.ladder[1:]
         return tuple(v.name for v in self.variants if v.name != self.baseline)
+
+    def compared_with(self, treatment: str) -> str:
+        """The variant a treatment is judged against: the baseline, or its previous rung."""
+        if self.ladder:
+            return self.ladder[self.ladder.index(treatment) - 1]
+        return self.baseline
 
     @property
     def folder(self) -> Path:
@@ -489,7 +499,20 @@ def load_protocol(path: Path, root: Path | None = None) -> Protocol:
         stop_rules=top.str_list("stop-rules"),
         max_failed_requests=_int(top, "max-failed-requests", default=0),
         cards=_cards(top, shown, doc.line),
+        ladder=_ladder(top, baseline, tuple(v.name for v in variants)),
     )
+
+
+def _ladder(top: _Fields, baseline: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    if not top.has("ladder"):
+        return ()
+    rungs = top.str_list("ladder", expect="the variants in rung order, the baseline first")
+    if sorted(rungs) != sorted(names) or len(set(rungs)) != len(rungs):
+        raise top.error("ladder", "must list every variant exactly once, in rung order",
+                        hint="variants: " + ", ".join(names))
+    if rungs[0] != baseline:
+        raise top.error("ladder", f"the first rung must be the baseline '{baseline}'")
+    return tuple(rungs)
 
 
 def _cards(top: _Fields, shown: str, line: int) -> Cards:
