@@ -103,7 +103,7 @@ def main() -> int:
             root = out / "ladder"
             root.mkdir()
             (root / "series.yaml").write_text("series: []\n")
-            proto = ladder_protocol(root / "ab", itls=(3.0, 1.5, 3.0), starts=2, startup_s=0.5)
+            proto = ladder_protocol(root / "ab", itls=(3.0, 1.5, 3.0), starts=4, startup_s=0.2)
             report["ladder"] = {**finish(cli(root, proto, address)), "results": str(root / "ab"),
                                 "left": servers_gone(before)}
         if "fault" in wanted:

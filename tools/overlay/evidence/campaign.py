@@ -409,14 +409,17 @@ class _Driver:
 @contextlib.contextmanager
 def _stdout_to_stderr():
     """Ray's driver prints cluster events (a worker died, ...) on stdout, which is the
-    JSON document's with --json: while Ray runs, file descriptor 1 is stderr's."""
+    JSON document's with --json: while Ray runs, file descriptor 1 and sys.stdout are
+    stderr's."""
     sys.stdout.flush()
-    saved = os.dup(1)
+    saved, saved_stream = os.dup(1), sys.stdout
     os.dup2(2, 1)
+    sys.stdout = sys.stderr  # Ray's own threads print through sys.stdout too
     try:
         yield
     finally:
         sys.stdout.flush()
+        sys.stdout = saved_stream
         os.dup2(saved, 1)
         os.close(saved)
 
