@@ -679,7 +679,7 @@ def step_metadata_speculative(walk: Walk) -> tuple[str, dict]:
                            "change nothing when steps carry draft tokens")
     return (f"speculative (1 draft token per request, rejections on the device), switch on: {_counted(run)}, "
             f"as with it off; seq_lens_cpu device-corrected",
-            _counts_data(run, "speculative-switch-on") | {"switch-off": off.counts})
+            _counts_data(run, "speculative-switch-on") | {"switch-off": off.counts, "switch-off-sites": off.sites})
 
 
 # ----------------------------------------------------------------------------- the walk
