@@ -31,7 +31,7 @@ COMMON = {
     "scheduler-sync": "BalanceScheduler.schedule() takes 1 positional argument but 2 were given",
     "graph-manager-factory": "unexpected keyword argument 'lora_capture_cases'",
     "init-kv-cache": "unexpected keyword argument 'kv_cache_config'",
-    "metadata-switch-on": "device-to-host copies",  # the experiment is the series' own
+    "metadata-switch-on": "expected one device-to-host copy",  # the experiment is the series' own
 }
 PREDICTED = {
     "v0.24.0": COMMON,
@@ -73,6 +73,13 @@ def test_every_step_passes_with_the_series(project, mirror_dir, pin):
     composed = _smoke(project, mirror_dir, pin)[0]
     assert composed.ok, "\n".join(s.line() for s in composed.steps if not s.ok) or composed.summary()
     assert len(composed.steps) >= 15
+    # 8 decode steps of 8 requests: the seed's profile (24 -> 16 copies, 16 -> 8 waits),
+    # and nothing fewer when the steps carry draft tokens
+    counts = {s.step: s.data["counts"] for s in composed.steps if "counts" in s.data}
+    pick = ("acl_memcpy_device_to_host", "wait_event", "event_synchronize")
+    assert [counts["metadata-switch-off"][n] for n in pick] == [24, 16, 16]
+    assert [counts["metadata-switch-on"][n] for n in pick] == [16, 8, 8]
+    assert [counts["metadata-speculative"][n] for n in pick] == [24, 16, 16]
 
 
 @pytest.mark.parametrize("pin", ["v0.24.0", "v0.25.0"])

@@ -53,7 +53,7 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     target = walks[0]
     written: list[str] = []
     if args.write_counters is not None and target.ok:
-        written = write_counters(args.write_counters, target, args.pin, targets)
+        written = write_counters(args.write_counters, target, args.pin, targets, args.root)
     if args.json:
         print(json.dumps({"ok": target.ok, "pin": args.pin, "walks": [w.to_json() for w in walks],
                           "counters_written": written}, indent=2))
@@ -71,13 +71,17 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     return 0 if target.ok else 1
 
 
-def write_counters(folder: Path, walk, pin: str, targets: dict[str, dict]) -> list[str]:
+def write_counters(folder: Path, walk, pin: str, targets: dict[str, dict], root: Path) -> list[str]:
     """The counters files of a passed walk, into `folder` (created); their paths."""
     import datetime
 
     from overlay.smoke.counters import NotCounted, counter_files
 
-    command = f"overlay smoke --pin {pin} --write-counters {folder}"
+    try:  # the command as it is run from the repository (no path of this machine)
+        shown = folder.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        shown = "DIR"
+    command = f"overlay smoke --pin {pin} --write-counters {shown}"
     try:
         files = counter_files(walk, pin, targets, datetime.date.today().isoformat(), command)
     except NotCounted as exc:

@@ -74,7 +74,7 @@ def provenance_yaml(pin: str, targets: dict[str, dict], cases: dict[str, tuple[s
     lines = [
         "# Written by `overlay smoke --write-counters`; do not edit by hand.",
         "implementation: series",
-        "device: cpu, torch_npu stubbed (tools/overlay/smoke/device_counts.py counts the stand-in's calls)",
+        "device: CPU with the NPU stubbed (overlay smoke)",
         f"pin: {pin}",
         f"date: {date}",
         f"steps: {int(first['steps'])}",
