@@ -165,6 +165,8 @@ def build_runner(vllm_config: Any, *, draft_tokens: int) -> Any:
                  "parallel_config", "scheduler_config", "speculative_config", "observability_config"):
         setattr(runner, name, getattr(vllm_config, name, None))
     runner.ascend_config = get_ascend_config()
+    # 0.23.0's sample_tokens waits for the output itself unless scheduling is async.
+    runner.use_async_scheduling = vllm_config.scheduler_config.async_scheduling
     runner.device = DEVICE
     runner.max_num_reqs = MAX_REQS
     runner.num_speculative_steps = draft_tokens
@@ -283,8 +285,9 @@ def run_decode(vllm_config: Any, run_call_site: Callable, *, switch_on: bool, dr
             runner.execute_model_state = _make(ExecuteModelState, {
                 "input_batch": batch, "finished_req_ids": set(),
                 "hidden_states": torch.zeros(per_req * BATCH, 8, device=DEVICE)})
-            async_output = NPUModelRunner.sample_tokens(runner, None)
-            async_output.get_output()
+            step_output = NPUModelRunner.sample_tokens(runner, None)
+            if hasattr(step_output, "get_output"):  # an async output: the engine waits for it
+                step_output.get_output()
             # The scheduler assumes every scheduled token was accepted (its
             # correction arrives with a later step's output): an optimistic mirror.
             scheduler_view += per_req
