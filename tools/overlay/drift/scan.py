@@ -233,9 +233,14 @@ _SHA_REF = re.compile(r"(?<![0-9a-f])[0-9a-f]{7,40}(?![0-9a-f])")
 
 def declared_refs(patch: DriftPatch, slug: str) -> tuple[frozenset[int], tuple[str, ...]]:
     """PR numbers (of this target's repository) and commit ids a series entry names."""
+    return refs_in(patch.upstream, slug)
+
+
+def refs_in(refs: Sequence[str], slug: str) -> tuple[frozenset[int], tuple[str, ...]]:
+    """PR numbers (of repository `slug`) and commit ids in upstream references."""
     prs: set[int] = set()
     shas: list[str] = []
-    for ref in patch.upstream:
+    for ref in refs:
         for m in re.finditer(r"(?:([\w.-]+/[\w.-]+)#|([\w.-]+/[\w.-]+)/pull/|(?<![\w/])#)(\d+)", ref):
             repo = m.group(1) or m.group(2)
             if repo is None or repo.lower().endswith(slug.lower()) and slug:
