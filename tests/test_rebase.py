@@ -173,13 +173,14 @@ def test_merged_patches_alone_need_no_stop(capsys, project):
     rebase(capsys, project, "--abort")
     rc, out, err = rebase(capsys, project, "--pin", "base", "--onto", "plugin=u1", "--as", "at-u1")
     assert rc == 0, err
-    assert "| `0001-m-add-m_05b-and-raise-m_06.patch` | kept | clean | applies as it is |" in out
+    assert "| `0001-m-add-m_05b-and-raise-m_06.patch` | kept | clean |  | applies as it is |" in out
 
 
 @pytest.mark.parametrize("args, message", [
     (["--pin", "base"], "give --onto TARGET=REF"),
     (["--onto", "plugin"], "'plugin' is not TARGET=REF"),
-    (["--onto", "plugin=u1,core=k"], "--onto takes one TARGET=REF"),
+    (["--onto", "plugin=u1,core=k"], "unknown target 'core'"),
+    (["--onto", "plugin=u1", "--onto", "plugin=u2"], "target 'plugin' is given twice"),
     (["--onto", "gpu=u1"], "unknown target 'gpu'"),
     (["--onto", "plugin=no-such"], "'no-such' is not a commit"),
     (["--onto", "plugin=u0"], "nothing to move"),
