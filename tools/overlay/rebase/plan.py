@@ -63,7 +63,8 @@ def decide(verdicts, overlap, landed, slug: str = "", carriers=None,
                           "rule": v.rule}
                 plans.append(PatchPlan(v.patch, label, v.detail, DROPPED, lines,
                                        applied_upstream=record, outcome=DROPPED,
-                                       why=f"its upstream-commit {commits} is upstream "
+                                       why=f"its upstream-commit {commits} "
+                                           f"{'is' if len(v.upstream_commits) == 1 else 'are'} upstream "
                                            f"(carried by {ref}) and {paired[1]}"))
                 continue
             plans.append(PatchPlan(v.patch, label, v.detail, APPLY, lines,
@@ -127,7 +128,7 @@ def new_pin_text(old: PinSet, moved: dict, ref: str) -> str:
     series did not move); not the default."""
     said = ", ".join(f"{name} {_source_words(src)}" for name, src in moved.items())
     lines = [f"# Written by `overlay rebase` from pin set {old.name}: {said}.",
-             f"description: {json.dumps(f'{said} (rebased from pin set {old.name}, {ref})')}",
+             f"description: {json.dumps(f'{said} (rebased from pin set {old.name})')}",
              "targets:"]
     for t in old.targets:
         lines.append(f"  {t.name}:")
@@ -231,6 +232,9 @@ def skip_record(plan: PatchPlan) -> dict:
     return {"ref": "none found: dropped by the maintainer (overlay rebase --skip)", "rule": "skipped"}
 
 
+_FLAGS = ("upstream did this too", "upstream rewrote the same lines")
+
+
 def summary(state: RebaseState, result: dict) -> str:
     """Markdown for a pull request description."""
     moved = ", ".join(f"{t} {w}" for t, w in state.moves.items()) or f"{state.target} `{state.ref}`"
@@ -250,10 +254,15 @@ def summary(state: RebaseState, result: dict) -> str:
                    else f"({record['rule']})" if record.get("rule") else "")
         why = p.why + (f"; {p.note}" if p.note else "")
         out.append(f"| `{p.patch}` | {p.outcome} | {p.drift} | {carrier} | {why.replace('|', '/')} |")
-    notes = [(p.patch, line) for p in state.plans for line in p.overlap]
+    notes = []
+    for p in state.plans:  # the commits that did the same or rewrote the lines; a count of the rest
+        flagged = [line for line in p.overlap if line.endswith(_FLAGS)]
+        notes += [f"- `{p.patch}`: {line}" for line in flagged]
+        if len(p.overlap) > len(flagged):
+            notes.append(f"- `{p.patch}`: {len(p.overlap) - len(flagged)} "
+                         f"{'other ' if flagged else ''}commit(s) on its lines (--json lists them)")
     if notes:
-        out += ["", "Upstream commits on the lines each patch touches:", ""]
-        out += [f"- `{patch}`: {line}" for patch, line in notes]
+        out += ["", "Upstream commits on the lines each patch touches:", ""] + notes
     out += ["", "After the rebase:", ""]
     r = result["refresh"]
     out.append(f"- refresh: {len(r['written'])} patch file(s) rewritten, {len(r['unchanged'])} unchanged"

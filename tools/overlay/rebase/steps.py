@@ -314,6 +314,7 @@ def _decide(root: Path, state: RebaseState, *, skip: bool, json_mode: bool) -> i
                                hint="commit the port in the composed tree, or drop the patch with "
                                     "`overlay rebase --skip`")
         state.ports[patch] = added
+        record["rule"] = "superseded-by (ported)"
         plan.outcome = PORTED
         plan.why = f"superseded by upstream's own version {record['ref']}: ported on top of it"
     plan.applied_upstream = record
