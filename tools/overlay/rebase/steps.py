@@ -274,7 +274,7 @@ def _ask(root: Path, state: RebaseState, json_mode: bool) -> int:
     _stop(root, state)
     message = (f"{patch} is superseded at {state.ref} by upstream's own version {own.get('ref')} "
                f"({(own.get('commit') or '')[:12]}). Port it on top of upstream's: commit the port "
-               f"in {state.work} (git am PORT.patch, or edit and git commit), then "
+               f"in {state.work} (git am --keep-non-patch PORT.patch, or edit and git commit), then "
                f"`overlay rebase --continue`; or drop it: `overlay rebase --skip`")
     if json_mode:
         print(json.dumps({"ok": False, "status": "decision", "patch": patch, "work": state.work,
