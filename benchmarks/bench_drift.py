@@ -209,7 +209,7 @@ def main() -> int:
         pin = project.pin(args.pin)
         git_dir, base = target_repo(root, pin, args.target, mirror.resolve() if mirror else None)
         head = resolve_ref(git_dir, args.target, args.ref)
-        patches, diffs = load_patches(project, args.target)
+        patches, diffs = load_patches(project, args.target, pin.name)  # what the pin set carries
         if not patches:
             print(f"no patches for target {args.target} in {root}/series.yaml", file=sys.stderr)
             return 2
