@@ -442,3 +442,31 @@ def test_a_bad_core_move_is_one_line_and_changes_nothing(capsys, prov, monkeypat
     rc, out, err = rebase(capsys, project, "--pin", "base", "--onto", "plugin=p5", "--onto", onto)
     assert rc == 2 and message in err and err.count("\n") == 1, err
     assert snapshot(project) == before and not (project / "build").exists()
+
+
+def test_the_new_pin_set_carries_what_the_old_one_carried(tmp_path):
+    """What the old pin set left out stays out at the new one; what only it carried (a
+    port) the new one carries too; every other byte of series.yaml is kept."""
+    from overlay.rebase.state import RebaseState
+    from overlay.rebase.steps import _carriage
+
+    (tmp_path / "series.yaml").write_text(
+        "series:\n"
+        "  - patch: 0001-a.patch\n    target: plugin\n    origin: local\n"
+        "    applied-upstream:\n      ref: acme/plugin#1\n      rule: upstream-commit\n"
+        "      pins: [old]\n"
+        "  - patch: 0002-b.patch  # kept everywhere\n    target: plugin\n    origin: local\n"
+        "  - patch: 0003-port.patch\n    target: plugin\n    origin: local\n"
+        "    only-pins: [old]\n"
+        "  - patch: 0004-other.patch\n    target: plugin\n    origin: local\n"
+        "    only-pins: [elsewhere]\n")
+    project = Project.load(tmp_path)
+    state = RebaseState("old", "new", "plugin", "REF", "0" * 40, "", "", "", [], [])
+    (tmp_path / "series.yaml").write_text(_carriage((tmp_path / "series.yaml").read_text(),
+                                                    project, state))
+    series = Project.load(tmp_path).series
+    assert [e.patch[:4] for e in series.for_target("plugin", "new")] == ["0002", "0003"]
+    assert [e.patch[:4] for e in series.for_target("plugin", "old")] == ["0002", "0003"]
+    first = series.entries[0].provenance
+    assert (first.applied_upstream, first.applied_upstream_rule) == ("acme/plugin#1", "upstream-commit")
+    assert "  - patch: 0002-b.patch  # kept everywhere\n" in (tmp_path / "series.yaml").read_text()
