@@ -152,7 +152,6 @@ def run_checks(root: Path) -> list[Finding]:
         for problem in header_disagreements(entry, mail):
             findings.append(Finding("series.yaml", entry.line, f"{entry.patch}: {problem}",
                                     "make series.yaml and the patch header agree"))
-    findings += upstream_commit_findings(project, pins)
     patches_dir = root / "patches"
     if patches_dir.is_dir():
         for p in sorted(patches_dir.iterdir()):
@@ -161,4 +160,4 @@ def run_checks(root: Path) -> list[Finding]:
             if p.name not in listed:
                 findings.append(Finding(f"patches/{p.name}", None, "not listed in series.yaml",
                                         "add an entry for it or delete the file"))
-    return findings
+    return findings + upstream_commit_findings(project, pins)
