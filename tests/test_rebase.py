@@ -211,9 +211,12 @@ def _commit(project: Path, tag: str) -> str:
 
 
 @pytest.mark.mirror
-def test_real_rebase_onto_cd76505e_stops_at_0001_and_aborts_cleanly(capsys, tmp_path, monkeypatch):
-    """The real series on the real mirror (OVERLAY_MIRROR): at cd76505e upstream carries its
-    own versions of 0001-0003, so 0001 conflicts first, naming #10935; --abort restores."""
+def test_real_rebase_onto_cd76505e_drops_by_provenance_and_aborts_cleanly(capsys, tmp_path, monkeypatch):
+    """The real series on the real mirror (OVERLAY_MIRROR): cd76505e holds the upstream
+    commits 0001-0004, 0007, 0008 and 0010 cite, and it declares core 1f486d96 (its
+    main-verified commit), the pin set's core: they are dropped, whatever their text says.
+    0006 has one of its two upstream commits (8c28b0eb, not 15818534): kept, and it is the
+    first to conflict; --abort restores."""
     real = REAL_MIRROR
     if not real:
         pytest.fail("OVERLAY_MIRROR was not set when the session started")
@@ -230,8 +233,12 @@ def test_real_rebase_onto_cd76505e_stops_at_0001_and_aborts_cleanly(capsys, tmp_
                           "--as", "cd76505e", "--json")
     assert rc == 1, err
     stop = json.loads(out)
-    assert stop["status"] == "conflict" and stop["patch"] == "0001-mrv2-lora-graph-args.patch"
+    assert stop["status"] == "conflict" and stop["patch"] == "0006-parser-patches-by-core-capability.patch"
     assert any("(#10935)" in line and "upstream did this too" in line for line in stop["overlap"])
+    plans = json.loads((project / ".overlay" / "rebase.json").read_text())["plans"]
+    dropped = [p["patch"][:4] for p in plans if p["action"] == "dropped"]
+    assert dropped == ["0001", "0002", "0003", "0004", "0007", "0008", "0010"]
+    assert all("main-verified commit" in p["why"] for p in plans if p["action"] == "dropped")
     assert rebase(capsys, project, "--abort")[0] == 0
     assert snapshot(project) == before
 
