@@ -375,6 +375,10 @@ def test_provenance_drops_stop_for_the_superseded_port_and_move_core(capsys, pro
     series = Project.load(project).series
     entry = {e.patch[:4]: e for e in series.entries}
     assert entry["0003"].provenance.applied_upstream_pins == ("next",)
+    # the provenance fields survive the records and the refresh
+    assert entry["0001"].provenance.upstream_commits == (history.commits["p1"],)
+    assert entry["0002"].provenance.upstream_commits == (history.commits["p2"], history.commits["p4"])
+    assert entry["0003"].provenance.superseded_by_pr == "acme/plugin#305"
     assert entry[port[:4]].only_pins == ("next",)
     assert [e.patch for e in series.for_target("plugin", "next")] == [entry["0004"].patch, port]
     assert port not in [e.patch for e in series.for_target("plugin", "base")]

@@ -28,8 +28,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay.refresh import export_patch
-from tests.drift.conftest import Repo, git, numbered
+from tests.drift.conftest import Repo, numbered
+from tests.drift.series_history import write_patches
 
 URL = "https://git.example.invalid/acme/plugin"
 
@@ -68,20 +68,8 @@ def build(root: Path) -> ProvenanceHistory:
         up.write(f"{name}.py", numbered(name, 20))
     c = {"p0": up.commit("Initial import (#300)", "p0")}
 
-    work = root / "work"
-    git(["clone", "-q", str(up.path), str(work)], root)
-    for n, (rel, old, new, subject) in enumerate(PATCHES):
-        p = work / rel
-        p.write_text(p.read_text().replace(old, new, 1))
-        git(["add", "-A"], work, 100 + n)
-        git(["commit", "-q", "-m", subject, "-m", "Why: the synthetic series needs it.\n\n"
-             "Signed-off-by: Overlay Dev <overlay@example.org>"], work, 100 + n)
     project = root / "project"
-    (project / "patches").mkdir(parents=True)
-    git(["format-patch", "-q", "-o", str(project / "patches"), "p0"], work)
-    names = sorted(p.name for p in (project / "patches").iterdir())
-    for name, commit in zip(names, git(["rev-list", "--reverse", "p0..HEAD"], work).split()):
-        (project / "patches" / name).write_text(export_patch(work, commit))
+    names = write_patches(up.path, root, "p0", PATCHES, project / "patches")
 
     up.edit("a.py", "a_10 = 10\n", "a_10 = 'upstream'  # version check\n")
     c["p1"] = up.commit("[BugFix] a: theirs (#301)", "p1")

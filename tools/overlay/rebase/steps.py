@@ -246,16 +246,7 @@ def _after_am(root: Path, state: RebaseState, proc, json_mode: bool) -> int:
         message = (f"{stopped} conflicts at {state.ref} ({where}): resolve it in {state.work} "
                    f"(edit, then git add), then `overlay rebase --continue`; "
                    f"`overlay rebase --skip` drops it; `overlay rebase --abort` gives up")
-        plan = state.plan(stopped)
-        if json_mode:
-            print(json.dumps({"ok": False, "status": "conflict", "patch": stopped, "files": files,
-                              "work": state.work, "drift": plan.drift, "overlap": plan.overlap},
-                             indent=2))
-        else:
-            print(f"CONFLICT: {message}")
-            for line in plan.overlap:
-                print(f"  upstream overlap: {line}")
-        return 1
+        return _report_stop(state, stopped, "conflict", message, {"files": files}, json_mode)
     if proc is not None and proc.returncode != 0 and not (Path(state.work) / ".git" / "rebase-apply").exists():
         reason = (proc.stderr or proc.stdout or "").strip().splitlines()
         raise OverlayError(f"git am failed: {reason[-1] if reason else 'no message'}", path=state.work,
@@ -276,12 +267,19 @@ def _ask(root: Path, state: RebaseState, json_mode: bool) -> int:
                f"({(own.get('commit') or '')[:12]}). Port it on top of upstream's: commit the port "
                f"in {state.work} (git am --keep-non-patch PORT.patch, or edit and git commit), then "
                f"`overlay rebase --continue`; or drop it: `overlay rebase --skip`")
+    return _report_stop(state, patch, "decision", message, {"superseded_by": own}, json_mode)
+
+
+def _report_stop(state: RebaseState, patch: str, status: str, message: str, extra: dict,
+                 json_mode: bool) -> int:
+    """Say where the rebase stopped (a conflict, a decision) and what to do; exit 1."""
+    plan = state.plan(patch)
     if json_mode:
-        print(json.dumps({"ok": False, "status": "decision", "patch": patch, "work": state.work,
-                          "superseded_by": own, "drift": plan.drift, "overlap": plan.overlap},
+        print(json.dumps({"ok": False, "status": status, "patch": patch, **extra,
+                          "work": state.work, "drift": plan.drift, "overlap": plan.overlap},
                          indent=2))
     else:
-        print(f"DECISION: {message}")
+        print(f"{status.upper()}: {message}")
         for line in plan.overlap:
             print(f"  upstream overlap: {line}")
     return 1
