@@ -141,14 +141,47 @@ def _make(cls: Any, values: dict[str, Any]) -> Any:
     return cls(**{n: values.get(n) for n in names})
 
 
-def build_runner(vllm_config: Any, *, draft_tokens: int) -> Any:
+def _constants_of_init(runner: Any, *inits: Callable) -> None:
+    """The `self.<name> = <constant>` statements of each __init__ body (core's and
+    the plugin's: `pcp_manager = None`, ...), applied to a runner built without them,
+    so a newer core's or plugin's new attributes start as its __init__ starts them."""
+    import ast
+    import textwrap
+
+    for init in inits:
+        body = ast.parse(textwrap.dedent(inspect.getsource(init))).body[0].body
+        for node in body:
+            if (isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                            and target.value.id == "self"):
+                        setattr(runner, target.attr, node.value.value)
+
+
+def _eplb_controller(runner: Any, run_call_site: Callable) -> Any:
+    """The runner's EPLB controller, built by the plugin's __init__ call where the plugin
+    has its own (AscendEPLBController, 182b75ea on), else by core's __init__ call."""
+    from vllm.v1.worker.gpu.model_runner import GPUModelRunner
+    from vllm_ascend.worker.v2.model_runner import NPUModelRunner
+
+    given = {"self": runner, "parallel_config": runner.parallel_config, "device": runner.device,
+             "load_collection_phase": getattr(runner.ascend_config.eplb_config, "load_collection_phase", "all")}
+    for init, callee in ((NPUModelRunner.__init__, "AscendEPLBController"), (GPUModelRunner.__init__, "EPLBController")):
+        try:
+            return run_call_site(init, callee, given)
+        except LookupError:  # this __init__ builds no such controller
+            continue
+    raise LookupError("neither the plugin's nor core's runner __init__ builds an EPLB controller")
+
+
+def build_runner(vllm_config: Any, run_call_site: Callable, *, draft_tokens: int) -> Any:
     """The Ascend MRV2 runner as far as a decode step reads it, built without its
     __init__ (which needs the NPU), with what __init__ and core's __init__ set:
     the config attributes, the real input buffers, streams and events (on the
     counting device), the core helpers that run per step."""
     import numpy as np
     import torch
-    from vllm.v1.worker.gpu.eplb_utils import EPLBController
     from vllm.v1.worker.gpu.kv_connector import get_kv_connector
     from vllm.v1.worker.gpu.sample.prompt_logprob import PromptLogprobsWorker
     from vllm.v1.worker.gpu.spec_decode.utils import DraftTokensHandler
@@ -159,7 +192,10 @@ def build_runner(vllm_config: Any, *, draft_tokens: int) -> Any:
 
     from device_counts import DEVICE
 
+    from vllm.v1.worker.gpu.model_runner import GPUModelRunner
+
     runner = object.__new__(NPUModelRunner)
+    _constants_of_init(runner, GPUModelRunner.__init__, NPUModelRunner.__init__)
     runner.vllm_config = vllm_config
     for name in ("model_config", "cache_config", "compilation_config", "lora_config", "load_config",
                  "parallel_config", "scheduler_config", "speculative_config", "observability_config"):
@@ -210,10 +246,30 @@ def build_runner(vllm_config: Any, *, draft_tokens: int) -> Any:
     runner.num_computed_tokens_cpu.copy_(torch.tensor(prompt))
     runner.output_copy_stream = torch.cuda.Stream(runner.device)
     runner.draft_tokens_handler = DraftTokensHandler(runner.device)
-    runner.eplb = EPLBController(runner.parallel_config, runner.device)
+    runner.eplb = _eplb_controller(runner, run_call_site)
     runner.prompt_logprobs_worker = PromptLogprobsWorker(MAX_REQS)
     runner.kv_connector = get_kv_connector(vllm_config, {})
     return runner
+
+
+def _scheduler_output(req_ids: list[str], per_req: int, draft_tokens: int, computed: Any) -> Any:
+    """A decode step's SchedulerOutput, from core's own empty one (its dataclasses,
+    every field this core declares): only cached requests, each scheduled
+    `per_req` tokens, `draft_tokens` of them drafts."""
+    from vllm.v1.core.sched.output import CachedRequestData, SchedulerOutput
+
+    out = SchedulerOutput.make_empty()
+    cached = CachedRequestData.make_empty()
+    cached.req_ids = list(req_ids)
+    cached.num_computed_tokens = [int(n) for n in computed]
+    cached.new_block_ids = [None] * len(req_ids)
+    cached.new_token_ids = [[] for _ in req_ids]
+    cached.num_output_tokens = [1] * len(req_ids)
+    out.scheduled_cached_reqs = cached
+    out.num_scheduled_tokens = {r: per_req for r in req_ids}
+    out.total_num_scheduled_tokens = per_req * len(req_ids)
+    out.scheduled_spec_decode_tokens = {r: [7] * draft_tokens for r in req_ids} if draft_tokens else {}
+    return out
 
 
 def _rejected(step: int, slot: int, draft_tokens: int) -> int:
@@ -245,7 +301,7 @@ def run_decode(vllm_config: Any, run_call_site: Callable, *, switch_on: bool, dr
     expected: list[list[int]] = []
     with counting_device(torch_cuda_wrapper) as counts, _switch(switch_on), \
             _replaced([core_runner_module, ascend_runner_module], cpu_kernels(counts, core_input_batch)):
-        runner = build_runner(vllm_config, draft_tokens=draft_tokens)
+        runner = build_runner(vllm_config, run_call_site, draft_tokens=draft_tokens)
         runner.req_states.req_id_to_index.update({r: i for i, r in enumerate(req_ids)})
         scheduler_view = runner.req_states.num_computed_tokens_np[:BATCH].copy()
         counts.total.clear()
@@ -254,15 +310,7 @@ def run_decode(vllm_config: Any, run_call_site: Callable, *, switch_on: bool, dr
             with counts.device_kernel():
                 device_now = runner.req_states.num_computed_tokens.gpu[:BATCH].tolist()
             expected.append([n + per_req for n in device_now])
-            sched = types.SimpleNamespace(
-                num_scheduled_tokens={r: per_req for r in req_ids},
-                total_num_scheduled_tokens=per_req * BATCH,
-                scheduled_spec_decode_tokens={r: [7] * draft_tokens for r in req_ids} if draft_tokens else {},
-                scheduled_new_reqs=[], finished_req_ids=set(), preempted_req_ids=set(),
-                free_encoder_mm_hashes=[], new_block_ids_to_zero=None, has_structured_output_requests=False,
-                scheduled_cached_reqs=types.SimpleNamespace(
-                    req_ids=list(req_ids), num_computed_tokens=[int(n) for n in scheduler_view],
-                    new_block_ids=[None] * BATCH))
+            sched = _scheduler_output(req_ids, per_req, draft_tokens, scheduler_view)
             batch_desc = _make(BatchExecutionDescriptor, {"cg_mode": CUDAGraphMode.NONE,
                                                           "num_tokens": per_req * BATCH, "num_reqs": BATCH,
                                                           "num_active_loras": 0})

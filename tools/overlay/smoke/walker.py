@@ -375,7 +375,8 @@ def step_worker_patches() -> str:
 
     mrv2 = getattr(worker_patches, "_V2_MODEL_RUNNER_SUPPORTED", None)
     note = {True: "MRV2 worker patches applied", False: "the plugin keeps MRV2 off on this core (its V1 "
-            "runner is used; the MRV2 steps below still run the MRV2 code)", None: "MRV2 flag not found"}[mrv2]
+            "runner is used; the MRV2 steps below still run the MRV2 code)",
+            None: "no MRV2 gate in this plugin (its MRV2 worker patches apply unconditionally)"}[mrv2]
     return f"adapt_patch() as NPUWorker.__init__ (VLLM_USE_V2_MODEL_RUNNER=1); {note}"
 
 
@@ -517,6 +518,10 @@ def _npu_runner(walk: Walk) -> Any:
     runner.device = torch.device("cpu")
     runner.decode_query_len = 1
     runner.lora_capture_cases = []
+    # Newer plugins' __init__ (182b75ea) keeps the graph-parameter update stream on the
+    # runner for the graph managers: a stream with full graphs, else None.
+    full_graphs = vllm_config.compilation_config.cudagraph_mode.has_full_cudagraphs()
+    runner.update_stream = torch.npu.Stream() if full_graphs else None
     return runner
 
 
@@ -600,8 +605,10 @@ def step_input_batch(walk: Walk) -> str:
 
     runner = _npu_runner(walk)
     num_tokens = 8
-    runner.input_buffers = types.SimpleNamespace(is_padding=torch.zeros(16, dtype=torch.bool),
-                                                 seq_lens_np=StandIn())
+    # The buffers' other tensors (input_ids, positions, ...) are sliced into the batch unchecked.
+    runner.input_buffers = StandIn()
+    runner.input_buffers.is_padding = torch.zeros(16, dtype=torch.bool)
+    runner.input_buffers.seq_lens_np = StandIn()
     batch = run_call_site(NPUModelRunner.prepare_inputs, "AscendInputBatch",
                           {"self": runner, "num_tokens_after_padding": num_tokens})
     fields = sorted(f.name for f in dataclasses.fields(batch))
