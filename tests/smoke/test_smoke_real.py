@@ -68,7 +68,7 @@ def _smoke(project: Path, mirror: Path, pin: str, *extra: str) -> list[Walk]:
     return walks
 
 
-@pytest.mark.parametrize("pin", ["v0.23.0", "v0.24.0", "v0.25.0"])
+@pytest.mark.parametrize("pin", ["v0.23.0", "v0.24.0", "v0.25.0", "v0.27.1"])
 def test_every_step_passes_with_the_series(project, mirror_dir, pin):
     composed = _smoke(project, mirror_dir, pin)[0]
     assert composed.ok, "\n".join(s.line() for s in composed.steps if not s.ok) or composed.summary()
@@ -78,7 +78,9 @@ def test_every_step_passes_with_the_series(project, mirror_dir, pin):
     counts = {s.step: s.data["counts"] for s in composed.steps if "counts" in s.data}
     pick = ("acl_memcpy_device_to_host", "wait_event", "event_synchronize")
     assert [counts["metadata-switch-off"][n] for n in pick] == [24, 16, 16]
-    assert [counts["metadata-switch-on"][n] for n in pick] == [16, 8, 8]
+    on = [counts["metadata-switch-on"][n] for n in pick]
+    # on 0.23.0 the plugin keeps MRV2 off; its fail-closed check may keep the device path there
+    assert on == [16, 8, 8] or (pin == "v0.23.0" and on == [24, 16, 16])
     assert [counts["metadata-speculative"][n] for n in pick] == [24, 16, 16]
 
 

@@ -366,7 +366,7 @@ def _short(path_line: str) -> str:
     return path_line
 
 
-def step_worker_patches() -> str:
+def step_worker_patches(walk: Walk) -> str:
     # As NPUWorker.__init__ does, with MRV2 selected.
     from vllm_ascend.utils import adapt_patch
 
@@ -374,6 +374,7 @@ def step_worker_patches() -> str:
     import vllm_ascend.patch.worker as worker_patches
 
     mrv2 = getattr(worker_patches, "_V2_MODEL_RUNNER_SUPPORTED", None)
+    walk.values["mrv2-off"] = mrv2 is False
     note = {True: "MRV2 worker patches applied", False: "the plugin keeps MRV2 off on this core (its V1 "
             "runner is used; the MRV2 steps below still run the MRV2 code)",
             None: "no MRV2 gate in this plugin (its MRV2 worker patches apply unconditionally)"}[mrv2]
@@ -673,6 +674,11 @@ def step_metadata_on(walk: Walk) -> tuple[str, dict]:
     # record_event is not part of the claim: the copy records one, and so does its wait_stream.
     want = {name: off.counts[name] - (STEPS if name in (D2H, WAIT_EVENT, EVENT_SYNC) else 0)
             for name in off.counts if name != RECORD_EVENT}
+    if walk.values.get("mrv2-off") and {n: run.counts[n] for n in want} == {n: off.counts[n] for n in want}:
+        # The plugin does not use MRV2 on this core: its fail-closed check may decline the
+        # configuration (e.g. a ModelState attribute this core lacks); no drop is right then.
+        return (f"switch on: {_counted(run)}, as with it off: the plugin keeps MRV2 off on this core and "
+                "the patch keeps the device path; seq_lens_cpu device-corrected", _counts_data(run, "switch-on"))
     if {name: run.counts[name] for name in want} != want:
         raise RuntimeError(f"switch on: {_counted(run)}; {run.counts}, expected one device-to-host copy, one "
                            f"wait and one synchronize fewer per step than switch off: {want}")
@@ -704,7 +710,7 @@ def walk(out: Path | None) -> Walk:
     w.step("global-patches", step_global_patches, needs=("platform",))
     if w.results["platform"].status == "ok":
         continue_past(w, "global-patches", "vllm_ascend.patch.platform")
-    w.step("worker-patches", step_worker_patches, needs=("global-patches-loaded",))
+    w.step("worker-patches", lambda: step_worker_patches(w), needs=("global-patches-loaded",))
     if w.results["worker-patches"].status != "skipped":
         continue_past(w, "worker-patches", "vllm_ascend.patch.worker")
     w.step("config", lambda: step_config(w), needs=("global-patches-loaded",))
