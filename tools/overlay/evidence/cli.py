@@ -171,7 +171,14 @@ def _analyze_reported(proto, folder: Path, args) -> int:
 
     rep = reported.load_reported(folder, args.root)
     devs = load_deviations(folder, args.root)
-    decisions, rows = reported.decide_reported(proto, rep)
+    measured, measured_by = {}, None
+    if (folder / "counters").is_dir():  # counts measured here decide their counters claims
+        from overlay.evidence.analyze import decide_counter_claim
+
+        measured_by = reported.load_measured(folder, args.root)
+        measured = {c.name: decide_counter_claim(c, folder / "counters") for c in proto.claims
+                    if c.kind == "counters"}
+    decisions, rows = reported.decide_reported(proto, rep, measured, measured_by)
     md = reported.render(proto, rep, decisions, rows, devs)
     data = {"claim": proto.claim, "status": rep.status, "source": rep.source,
             "decisions": [d.__dict__ for d in decisions], "rows": [r.__dict__ for r in rows],
