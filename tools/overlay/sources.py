@@ -138,9 +138,13 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
-def _sha256(f: BinaryIO) -> str:
+def _sha256(source: Path | BinaryIO) -> str:
+    """The sha256 of an open archive, or of one named by path (a regular file only)."""
+    if isinstance(source, Path):
+        with archive_mod.open_regular(source) as f:
+            return _sha256(f)
     h = hashlib.sha256()
-    for chunk in iter(lambda: f.read(1 << 20), b""):
+    for chunk in iter(lambda: source.read(1 << 20), b""):
         h.update(chunk)
     return h.hexdigest()
 
