@@ -117,6 +117,28 @@ def header_disagreements(entry: SeriesEntry, mail: PatchMail) -> list[str]:
     return out
 
 
+def upstream_commit_findings(project: Project, pins: list) -> list[Finding]:
+    """With a mirror ($OVERLAY_MIRROR), every upstream commit an entry names exists in its
+    target's history and its subject carries the PR the entry names. Without one, the
+    form alone (checked when series.yaml is loaded)."""
+    from overlay import paths, provenance
+
+    named = [e for e in project.series.entries
+             if e.provenance.upstream_commits or e.provenance.superseded_by_commit]
+    mirror = paths.mirror_root(None, validate=False) if named else None
+    if mirror is None:
+        return []
+    out = []
+    for entry in named:
+        history = provenance.target_history(mirror, pins, entry.target)
+        if history is None:
+            continue  # the mirror does not hold this target: form only
+        for problem in provenance.commit_problems(entry, *history):
+            out.append(Finding("series.yaml", entry.line, f"{entry.patch}: {problem}",
+                               "write the commit that landed the PR (git log --grep in the mirror)"))
+    return out
+
+
 def run_checks(root: Path) -> list[Finding]:
     findings: list[Finding] = []
     try:
@@ -171,4 +193,4 @@ def run_checks(root: Path) -> list[Finding]:
             if p.name not in listed:
                 findings.append(Finding(f"patches/{p.name}", None, "not listed in series.yaml",
                                         "add an entry for it or delete the file"))
-    return findings
+    return findings + upstream_commit_findings(project, pins)

@@ -266,6 +266,9 @@ def stub_npu() -> str:
     torch_npu = module("torch_npu", __path__=[], npu=MagicMock(), profiler=MagicMock(),
                        npu_fusion_attention=MagicMock(),
                        npu_format_cast=MagicMock(side_effect=lambda weight, fmt: weight), _C=npu_c,
+                       # dtype ids the plugin reads at import from 182b75ea84 on (the values
+                       # its tests/ut/conftest.py assigns, "from real scenarios")
+                       float4_e2m1fn_x2=296, hifloat8=290, float8_e8m0fnu=293,
                        __overlay_smoke_stub__=True)
     sys.modules["torch_npu._C"] = npu_c
     sys.modules["torch_npu._C._distributed_c10d"] = npu_c._distributed_c10d
