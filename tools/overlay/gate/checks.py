@@ -214,7 +214,7 @@ def _value_signature(world: TreeIndex, r: Replacement) -> tuple[str, Signature] 
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return name, from_ast(node)
     if isinstance(node, ast.ClassDef):
-        sig = _init_signature(world, r.module, class_info(node), r.scope.local_imports)
+        sig = _init_signature(world, r.module, world.class_of(r.module, node), r.scope.local_imports)
         return (name, sig) if sig is not None else None
     target = qualify(r.module, name, r.scope.local_imports)
     if target is None:
@@ -435,7 +435,7 @@ def check_overrides(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[
     is_core = ev.is_core
     findings: list[Finding] = []
     for pc in facts.classes:
-        cls = class_info(pc.node)
+        cls = world.class_of(pc.module, pc.node)
         if not cls.bases:
             continue
         mro = _linearize(world, pc.module, cls, pc.scope.local_imports)
@@ -611,7 +611,7 @@ def _fields(cls: ClassInfo, kw_only: bool) -> list[tuple[str, bool, bool]] | Non
     """(name, has default, keyword-only) of a dataclass's own fields, in order."""
     out = []
     kw = kw_only
-    for stmt in cls.node.body if cls.node else []:
+    for stmt in cls.fields:
         if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
             continue
         ann = ast.unparse(stmt.annotation) if stmt.annotation is not None else ""

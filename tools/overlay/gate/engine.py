@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from overlay.errors import OverlayError
 from overlay.gate import checks
 from overlay.gate.callers import Callers, TextCache
-from overlay.gate.conditions import Env, core_version
+from overlay.gate.calls import check_calls
+from overlay.gate.conditions import Env, core_version, decide_branch
 from overlay.gate.findings import Finding, merge_sites
 from overlay.gate.index import ModuleInfo, TreeIndex, class_info
 from overlay.gate.scan import PluginFacts, scan_module
@@ -24,6 +25,12 @@ from overlay.gate.startup import entry_points, reach
 # Top-level directories that are never the importable package of a tree.
 NOT_PACKAGES = frozenset({"tests", "test", "docs", "doc", "examples", "benchmarks", "tools", "csrc",
                           "cmake", "build", "dist", "scripts", "requirements"})
+
+
+def tree_id(source: TreeSource) -> str:
+    """What names the tree's content (a source without `tree_id` is named by its label)."""
+    fn = getattr(source, "tree_id", None)
+    return fn() if fn is not None else source.label()
 
 
 def top_packages(source: TreeSource) -> frozenset[str]:
@@ -64,16 +71,22 @@ def gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str |
     plugin_packages = plugin_packages if plugin_packages is not None else top_packages(plugin_src)
     core_packages = core_packages - plugin_packages
     core = TreeIndex(core_src, cache.core, packages=core_packages)
-    world = TreeIndex(plugin_src, cache.plugin, packages=plugin_packages, other=core)
 
     def is_core(name: str) -> bool:
         return name.split(".")[0] in core_packages
 
     version = version or core_version(core, next(iter(sorted(core_packages)), "vllm"))
+    env_box: list[Env] = []
+    # the plugin's `if vllm_version_is(...)` / capability branches are settled for this
+    # core while its modules are indexed, so its definitions are the ones that run
+    world = TreeIndex(plugin_src, cache.plugin, packages=plugin_packages, other=core,
+                      decide=lambda test, mod: decide_branch(test, mod, env_box[0]),
+                      variant=f"@{version}@{tree_id(core_src)}")
     # who calls what, from the text of both trees (the dead code is known after the scan)
     callers = Callers([(core_src, core_packages, core, False), (plugin_src, plugin_packages, world, True)],
                       frozenset(), cache.text)
     env = Env(world=world, is_core=is_core, version=version, core_mentions=lambda n: bool(callers.mentions(n)))
+    env_box.append(env)
     facts = PluginFacts()
     notes: list[str] = []
     for pkg in sorted(plugin_packages):
@@ -97,7 +110,7 @@ def gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str |
     ev = checks.Evidence(startup, callers, is_core, replaced, env)
     found = (checks.check_imports(facts, core, ev) + checks.check_overrides(facts, world, ev)
              + checks.check_replacements(facts, world, core, ev) + checks.check_constructors(facts, world, ev)
-             + checks.check_attributes(facts, world, ev))
+             + checks.check_attributes(facts, world, ev) + check_calls(facts, world, ev))
     unique = merge_sites(sorted(set(found), key=Finding.sort_key))
     return RawResult(findings=tuple(unique), core_version=version,
                      core_files_read=tuple(sorted(core.files_read)), plugin_files=facts.files,
@@ -128,7 +141,7 @@ def dead_code(facts: PluginFacts, world: TreeIndex, is_core) -> frozenset[tuple[
     replaces. Core call sites in there do not count against the plugin."""
     dead: set[tuple[str, str | None, str]] = set()
     for pc in facts.classes:
-        cls = class_info(pc.node)
+        cls = world.class_of(pc.module, pc.node)
         if not cls.bases:
             continue
         for base in checks._linearize(world, pc.module, cls, pc.scope.local_imports):
