@@ -397,6 +397,15 @@ class Callers:
             out += self.sites_in(path, tree, name)
         return out
 
+    def plugin_reads(self, name: str) -> bool:
+        """Does any plugin file read `.name` other than by assigning it (`x.name = ...`)?
+        A name the plugin adds to a core module or class and then uses is a helper, not
+        a patch of something core has."""
+        word = re.compile(rb"\." + re.escape(name.encode()) + rb"\b(?!\s*=[^=])")
+        raw = name.encode()
+        return any(raw in self.text(path, i) and word.search(self.text(path, i))
+                   for path, i in self.all_files() if self.trees[i][3])
+
     def all_files(self) -> list[tuple[str, int]]:
         self._index()
         return self._files

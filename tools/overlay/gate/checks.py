@@ -519,8 +519,10 @@ def _replacement_finding(r: Replacement, symbol: str, subject: str, message: str
 def _module_replacement(r: Replacement, mod: ModuleInfo, symbol: str, world: TreeIndex,
                         core: TreeIndex, ev: Evidence) -> list[Finding]:
     res = core.lookup(mod.name, r.attr)
+    if res.status == "missing":
+        return _missing_target(r, mod.path, 0, f"core module {mod.name} has no '{r.attr}'", ev)
     if res.status != "found":
-        return []  # a new module attribute: nothing in core calls it
+        return []
     value = _value_signature(world, r)
     if value is None:
         return []
@@ -562,12 +564,61 @@ def _module_replacement(r: Replacement, mod: ModuleInfo, symbol: str, world: Tre
     return out
 
 
+def _missing_target(r: Replacement, core_path: str, core_line: int, why: str, ev: Evidence) -> list[Finding]:
+    """A patch of a core attribute that core does not have does nothing: core never looks
+    the name up. A name the plugin reads back itself (a helper it adds) or that some core
+    file still mentions (looked up dynamically) is not reported. An error where the
+    assignment runs at start-up (module level of a module the start-up chain loads)."""
+    if r.in_class or ev.callers.mentions(r.attr) or ev.callers.plugin_reads(r.attr):
+        return []
+    message = (f"the plugin assigns {r.owner}.{r.attr}, but {why} and no core file names it: "
+               "the patch does nothing (core renamed or removed what it patched)")
+    severity = _severity(r.ctx, ev, r.module.name, r.at_import)
+    evidence = "assigned when the module is imported" if r.at_import else \
+        "assigned inside a function (when it runs is not known)"
+    return [Finding(_kind(r.ctx, "patch-target"), f"patch-target:{r.owner}.{r.attr}", r.path, r.line,
+                    core_path, core_line, _why(r.ctx, message), severity=severity,
+                    reason=_reason(r.ctx, ev, r.module.name, evidence),
+                    summary=f"patch of {r.owner.rsplit('.', 1)[-1]}.{r.attr} does nothing: {why}")]
+
+
+def check_version_guards(facts: PluginFacts, ev: Evidence) -> list[Finding]:
+    """`vllm_version_is("0.25.0")` matches one release exactly: gated against a later
+    patch release of the same series (0.25.1), the test is false and the other branch
+    runs, whatever API that release keeps. A warning per guard and file, naming the
+    branch the core under test takes."""
+    from overlay.gate.conditions import normalize_version
+    version = getattr(ev.env, "version", None)
+    if not version:
+        return []
+    have = normalize_version(version)
+    out: list[Finding] = []
+    seen: set[tuple[str, str]] = set()
+    for path, line, want, ctx in facts.version_tests:
+        w = normalize_version(want)
+        if (path, want) in seen or w == have or len(w) < 2 or len(have) < 2 or w[:2] != have[:2] \
+                or not all(isinstance(x, int) for x in w + have) or w > have:
+            continue
+        seen.add((path, want))
+        message = (f"vllm_version_is({want!r}) is an exact match: core {version} is a later release of the "
+                   f"same series, so the test is false and the branch for other releases runs "
+                   f"(the `else` of an `if vllm_version_is({want!r})`)")
+        out.append(Finding("version-guard", f"version-guard:{want}", path, line, "", 0, message,
+                           severity="warning", reason="exact-match release guard",
+                           summary=f"vllm_version_is({want!r}) does not hold for {version}: "
+                                   "the other branch runs"))
+    return out
+
+
 def _method_replacement(r: Replacement, owner: tuple[ModuleInfo, ClassInfo], symbol: str,
                         world: TreeIndex, replaced: set[str], ev: Evidence) -> list[Finding]:
     mod, cls = owner
     member = world.class_member(mod, cls, r.attr)
+    if member is None and not r.in_class and not (r.attr.startswith("__") and r.attr.endswith("__")) \
+            and all(b is not None for b in _linearize(world, mod, cls)):
+        return _missing_target(r, mod.path, cls.line, f"core class {cls.name} has no '{r.attr}'", ev)
     if member is None or member[0] != "method":
-        return []  # a new attribute (or a plain value): nothing in core calls it yet
+        return []  # a plain value: nothing in core calls it
     core_mod, core_cls, core_sig = member[1]  # type: ignore[misc]
     if SKIP_METHOD_DECORATORS & set(core_sig.decorators):
         return []
@@ -762,20 +813,30 @@ def _missing_attribute(world: TreeIndex, expr: str, ev: Evidence) -> tuple[str, 
 
 def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
     findings: list[Finding] = []
+    memo: dict[str, tuple | None] = {}
     for read in facts.attr_reads:
-        target = qualify(read.module, read.expr)
+        target = qualify(read.module, read.expr, read.local)
         if target is None or not ev.is_core(target):
             continue
-        missing = _missing_attribute(world, target, ev)
+        if target not in memo:
+            memo[target] = _missing_attribute(world, target, ev)
+        missing = memo[target]
         if missing is None:
             continue
         owner, path, line, why = missing
+        if not read.import_time and line:
+            # in a function body, only a module's missing name is certain: a class may
+            # get attributes at run time that no static reading sees
+            continue
         attr = target[len(owner) + 1:].split(".")[0]
-        message = f"`{read.expr}` is read when the module is imported, and {why}"
-        p = Problem(path, line, (why,), "read at import time", True)
+        when = "when the module is imported" if read.import_time else "when the function runs"
+        message = f"`{read.expr}` is read {when}, and {why}"
+        p = Problem(path, line, (why,), "read at import time" if read.import_time else
+                    "read in a function body", True)
         findings.append(Finding(_kind(read.ctx, "attribute"), f"attribute:{owner}.{attr}", read.path, read.line,
                                 path, line, _why(read.ctx, message),
                                 severity=_severity(read.ctx, ev, read.module.name),
                                 reason=_reason(read.ctx, ev, read.module.name, p.evidence),
-                                summary=f"import-time read of {owner.rsplit('.', 1)[-1]}.{attr}: {why}"))
+                                summary=f"{'import-time ' if read.import_time else ''}read of "
+                                        f"{owner.rsplit('.', 1)[-1]}.{attr}: {why}"))
     return findings

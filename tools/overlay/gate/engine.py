@@ -110,7 +110,8 @@ def gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str |
     ev = checks.Evidence(startup, callers, is_core, replaced, env)
     found = (checks.check_imports(facts, core, ev) + checks.check_overrides(facts, world, ev)
              + checks.check_replacements(facts, world, core, ev) + checks.check_constructors(facts, world, ev)
-             + checks.check_attributes(facts, world, ev) + check_calls(facts, world, ev))
+             + checks.check_attributes(facts, world, ev) + check_calls(facts, world, ev)
+             + checks.check_version_guards(facts, ev))
     unique = merge_sites(sorted(set(found), key=Finding.sort_key))
     return RawResult(findings=tuple(unique), core_version=version,
                      core_files_read=tuple(sorted(core.files_read)), plugin_files=facts.files,

@@ -83,6 +83,7 @@ class Replacement:
     scope: Scope
     ctx: Context
     in_class: bool = False  # assigned inside a class body (not a replacement of core)
+    at_import: bool = False  # runs when the module is imported (module level, not in a function)
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,8 @@ class AttrRead:
     expr: str
     module: ModuleInfo
     ctx: Context
+    import_time: bool = True  # False: inside a function body (runs when it is called)
+    local: dict | None = None  # function-local imports in scope
 
 
 @dataclass
@@ -390,10 +393,12 @@ class _Scanner:
                 self.facts.name_reads.setdefault((self.mod.name, node.id), set()).add(ctx.guard is not None)
             if isinstance(node, ast.Call):
                 self.call(node, ctx, scope)
-            if import_time and isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
                 expr = dotted(node)
                 if expr is not None:
-                    self.facts.attr_reads.append(AttrRead(self.mod.path, node.lineno, expr, self.mod, ctx))
+                    if import_time or expr.split(".")[0] not in ("self", "cls"):
+                        self.facts.attr_reads.append(AttrRead(self.mod.path, node.lineno, expr, self.mod, ctx,
+                                                              import_time, scope.local_imports))
                     continue  # the longest chain only: its prefixes are checked with it
             stack.extend(ast.iter_child_nodes(node))
 
@@ -465,7 +470,7 @@ class _Scanner:
         if owner is None or not self.is_core(owner):
             return
         self.facts.replacements.append(Replacement(self.mod.path, line, owner, attr, value,
-                                                   self.mod, scope, ctx, in_class))
+                                                   self.mod, scope, ctx, in_class, scope is self.top))
 
     def run(self) -> None:
         assert self.mod.tree is not None
