@@ -108,6 +108,20 @@ def _import_findings(pairs: list[tuple[ImportUse, Lookup]], ev: Evidence, extra:
     return out
 
 
+def _called_only_guarded(facts: PluginFacts, use: ImportUse) -> bool:
+    """The import sits in a module-level function that the module only ever names under
+    a guard (`with contextlib.suppress(ImportError): install_patch()`): its ImportError
+    is caught where the function is called."""
+    if use.func is None:
+        return False
+    if facts.name_reads.get((use.mod_name, use.func)) != {True}:
+        return False
+    # another module may import it and call it unguarded: any unguarded read of the
+    # name anywhere in the plugin keeps the import a plain one
+    return not any(False in reads for (mod, name), reads in facts.name_reads.items()
+                   if name == use.func and mod != use.mod_name)
+
+
 def check_imports(facts: PluginFacts, core: TreeIndex, ev: Evidence) -> list[Finding]:
     findings: list[Finding] = []
     groups: dict[int, dict[str, list[tuple[ImportUse, Lookup]]]] = defaultdict(lambda: defaultdict(list))
@@ -118,7 +132,7 @@ def check_imports(facts: PluginFacts, core: TreeIndex, ev: Evidence) -> list[Fin
             tid, branch = use.ctx.guard
             groups[tid][branch].append((use, res))
             continue
-        if res.status != "found":
+        if res.status != "found" and not _called_only_guarded(facts, use):
             plain.append((use, res))
     findings += _import_findings(plain, ev)
     for tid, branches in groups.items():

@@ -1,0 +1,471 @@
+"""The plugin's own calls into core, version branches per core, guards, patch targets.
+
+Every fake core here is cut from the shape of the real vLLM release it stands for (read
+in the release source archives; only the parameters that matter are kept):
+- `get_kv_cache_coordinator` as in vLLM 0.25.1 `vllm/v1/core/kv_cache_coordinator.py`
+  (required `max_num_batched_tokens`, no `max_in_flight_tokens`);
+- `_compute_slot_mapping_kernel` as in 0.25.0 `vllm/v1/worker/block_table.py`
+  (`@triton.jit`, constexprs up to `BLOCK_SIZE`, no `KV_CACHE_BLOCK_SIZE`);
+- `DFlashCudaGraphManager.capture` as in 0.25.1
+  `vllm/v1/worker/gpu/spec_decode/dflash/cudagraph.py` (7 positions, no `causal`);
+- `SpecDecodeBaseProposer.set_inputs_first_pass` as in 0.25.0
+  `vllm/v1/spec_decode/llm_base_proposer.py` (no `req_scheduled_tokens`);
+- the `InputBatch` dataclass-style constructor and `FusedInputNorm` (0.27.1
+  `vllm/model_executor/models/vision.py` has none) for the branch and guard cases.
+"""
+
+from __future__ import annotations
+
+from overlay.gate import run_gate
+
+import gatekit
+
+UTILS = """
+    def vllm_version_is(target):
+        import vllm
+        return vllm.__version__ == target
+"""
+
+COORDINATOR = """
+    class KVCacheCoordinator:
+        pass
+
+
+    def get_kv_cache_coordinator(
+        kv_cache_config,
+        max_model_len,
+        max_num_batched_tokens,
+        use_eagle,
+        enable_caching,
+        enable_kv_cache_events,
+        dcp_world_size,
+        pcp_world_size,
+        scheduler_block_size,
+        hash_block_size,
+        metrics_collector=None,
+    ):
+        return KVCacheCoordinator()
+"""
+
+PLUGIN_COORDINATOR = """
+    import vllm
+    import vllm.v1.core.kv_cache_coordinator
+
+    from vllm_ascend.utils import vllm_version_is
+
+    _orig_get_kv_cache_coordinator = vllm.v1.core.kv_cache_coordinator.get_kv_cache_coordinator
+
+
+    def get_kv_cache_coordinator(kv_cache_config, max_model_len, max_in_flight_tokens=None, use_eagle=False,
+                                 enable_caching=True, enable_kv_cache_events=False, dcp_world_size=1,
+                                 pcp_world_size=1, hash_block_size=0, scheduler_block_size=None,
+                                 metrics_collector=None, max_num_batched_tokens=None):
+        orig_kwargs = dict(
+            kv_cache_config=kv_cache_config,
+            max_model_len=max_model_len,
+            use_eagle=use_eagle,
+            enable_caching=enable_caching,
+            enable_kv_cache_events=enable_kv_cache_events,
+            dcp_world_size=dcp_world_size,
+            pcp_world_size=pcp_world_size,
+            hash_block_size=hash_block_size,
+            metrics_collector=metrics_collector,
+        )
+        if vllm_version_is("0.25.0"):
+            orig_kwargs["max_num_batched_tokens"] = max_num_batched_tokens
+        else:
+            orig_kwargs["max_in_flight_tokens"] = max_in_flight_tokens
+        orig_kwargs["scheduler_block_size"] = scheduler_block_size
+        return _orig_get_kv_cache_coordinator(**orig_kwargs)
+
+
+    vllm.v1.core.kv_cache_coordinator.get_kv_cache_coordinator = get_kv_cache_coordinator
+"""
+
+PKGS = {"vllm/__init__.py": "", "vllm/v1/__init__.py": "", "vllm/v1/core/__init__.py": "",
+        "vllm/v1/worker/__init__.py": "", "vllm/v1/spec_decode/__init__.py": "",
+        "vllm/model_executor/__init__.py": "", "vllm/model_executor/models/__init__.py": "",
+        "vllm/triton_utils.py": "import triton\nimport triton.language as tl\n"}
+
+# The plugin's start-up chain: every module here is imported by the entry point.
+ENTRY = """
+    from setuptools import setup
+    setup(name="vllm-ascend", entry_points={"vllm.platform_plugins": ["ascend = vllm_ascend:register"]})
+"""
+
+
+def gate(tmp_path, core: dict[str, str], plugin: dict[str, str], version: str | None = None,
+         loaded: tuple[str, ...] = ()):
+    files = {**PKGS, **core}
+    if version:
+        files["vllm/_version.py"] = f"__version__ = version = '{version}'\n"
+    core_dir = gatekit.tree(tmp_path / "core", files)
+    imports = "".join(f"    import {m}  # noqa\n" for m in loaded)
+    init = "def register():\n" + (imports or "    pass\n")
+    plugin_dir = gatekit.tree(tmp_path / "plugin", {"setup.py": ENTRY, "vllm_ascend/__init__.py": init,
+                                                    "vllm_ascend/utils.py": UTILS, **plugin})
+    return run_gate(core_dir, plugin_dir)
+
+
+def of_kind(report, kind):
+    return [f for f in report.findings if f.kind == kind]
+
+
+def test_kwargs_built_under_a_version_branch_reach_the_captured_core_function(tmp_path):
+    core = {"vllm/v1/core/kv_cache_coordinator.py": COORDINATOR}
+    plugin = {"vllm_ascend/patch_coordinator.py": PLUGIN_COORDINATOR}
+    report = gate(tmp_path, core, plugin, "0.25.1", loaded=("vllm_ascend.patch_coordinator",))
+    calls = of_kind(report, "call")
+    assert [f.symbol for f in calls] == ["call:vllm.v1.core.kv_cache_coordinator.get_kv_cache_coordinator"]
+    assert calls[0].severity == "error"
+    assert "unexpected keyword argument 'max_in_flight_tokens'" in calls[0].message
+    assert "missing required argument(s) 'max_num_batched_tokens'" in calls[0].message
+    # the exact-match guard is named: 0.25.1 takes the other branch
+    guards = of_kind(report, "version-guard")
+    assert [(f.symbol, f.severity) for f in guards] == [("version-guard:0.25.0", "warning")]
+    assert "0.25.1" in guards[0].summary
+    # with the release the guard names, the branch that runs passes what core takes
+    fine = gate(tmp_path / "b", core, plugin, "0.25.0", loaded=("vllm_ascend.patch_coordinator",))
+    assert of_kind(fine, "call") == [] and of_kind(fine, "version-guard") == []
+
+
+KERNEL = """
+    from vllm.triton_utils import tl, triton
+
+
+    @triton.jit(do_not_specialize=["num_tokens", "max_num_tokens"])
+    def _compute_slot_mapping_kernel(
+        num_tokens,
+        max_num_tokens,
+        query_start_loc,
+        positions,
+        block_table,
+        block_table_stride,
+        block_size,
+        slot_mapping,
+        TOTAL_CP_WORLD_SIZE: tl.constexpr,
+        TOTAL_CP_RANK: tl.constexpr,
+        CP_KV_CACHE_INTERLEAVE_SIZE: tl.constexpr,
+        PAD_ID: tl.constexpr,
+        BLOCK_SIZE: tl.constexpr,
+    ):
+        pass
+"""
+
+PLUGIN_BLOCK_TABLE = """
+    from vllm.v1.worker.block_table import _compute_slot_mapping_kernel
+
+
+    class BlockTable:
+        def compute_slot_mapping(self, num_reqs, num_tokens, query_start_loc, positions):
+            kernel_kwargs = {
+                "TOTAL_CP_WORLD_SIZE": 1,
+                "TOTAL_CP_RANK": 0,
+                "CP_KV_CACHE_INTERLEAVE_SIZE": 1,
+                "PAD_ID": -1,
+                "BLOCK_SIZE": 1024,
+            }
+            if self.split_blocks:
+                kernel_kwargs.update(KV_CACHE_BLOCK_SIZE=self.physical_block_size,
+                                     BLOCKS_PER_KV_BLOCK=self.blocks_per_phys_block)
+            _compute_slot_mapping_kernel[(num_reqs + 1,)](
+                num_tokens, self.max_num_batched_tokens, query_start_loc, positions, self.block_table,
+                self.block_table.stride(0), self.block_size, self.slot_mapping, **kernel_kwargs, num_warps=4)
+"""
+
+
+def test_kernel_launch_with_constexpr_keywords_the_core_kernel_lacks(tmp_path):
+    core = {"vllm/v1/worker/block_table.py": KERNEL}
+    report = gate(tmp_path, core, {"vllm_ascend/block_table.py": PLUGIN_BLOCK_TABLE},
+                  loaded=("vllm_ascend.block_table",))
+    calls = of_kind(report, "call")
+    assert [f.symbol for f in calls] == ["call:vllm.v1.worker.block_table._compute_slot_mapping_kernel"]
+    assert "unexpected keyword argument 'KV_CACHE_BLOCK_SIZE'" in calls[0].message
+    assert "num_warps" not in calls[0].message  # a launcher option, not a kernel parameter
+    ok = PLUGIN_BLOCK_TABLE.replace("kernel_kwargs.update(KV_CACHE_BLOCK_SIZE=self.physical_block_size,\n"
+                                    "                                     BLOCKS_PER_KV_BLOCK=self.blocks_per_phys_block)",
+                                    "pass")
+    assert of_kind(gate(tmp_path / "b", core, {"vllm_ascend/block_table.py": ok}), "call") == []
+
+
+DFLASH = """
+    class DFlashCudaGraphManager:
+        def __init__(self, vllm_config, device, cudagraph_mode, decode_query_len, causal=False):
+            pass
+
+        def capture(self, forward_fn, input_buffers, block_tables, attn_groups, kv_cache_config,
+                    max_model_len, progress_bar_desc="Capturing CUDA graphs"):
+            pass
+"""
+
+PLUGIN_DFLASH = """
+    from vllm.v1.worker.gpu.dflash import DFlashCudaGraphManager
+
+
+    class DFlashAclGraphManager(DFlashCudaGraphManager):
+        def capture(self, forward_fn, input_buffers, block_tables, attn_groups, kv_cache_config,
+                    max_model_len, causal=False, progress_bar_desc="Capturing ACL graphs"):
+            super().capture(forward_fn, input_buffers, block_tables, attn_groups, kv_cache_config,
+                            max_model_len, causal, progress_bar_desc)
+"""
+
+
+def test_super_method_call_with_more_positions_than_core_takes(tmp_path):
+    core = {"vllm/v1/worker/gpu/__init__.py": "", "vllm/v1/worker/gpu/dflash.py": DFLASH}
+    report = gate(tmp_path, core, {"vllm_ascend/aclgraph.py": PLUGIN_DFLASH}, loaded=("vllm_ascend.aclgraph",))
+    calls = of_kind(report, "call")
+    assert [f.symbol for f in calls] == ["call:vllm.v1.worker.gpu.dflash.DFlashCudaGraphManager.capture"]
+    assert "takes 7 positional argument(s) but the call passes 8" in calls[0].message
+    assert calls[0].severity == "error"
+    # not on the start-up chain: the same break is a warning
+    elsewhere = gate(tmp_path / "b", core, {"vllm_ascend/aclgraph.py": PLUGIN_DFLASH})
+    assert [f.severity for f in of_kind(elsewhere, "call")] == ["warning"]
+
+
+PROPOSER = """
+    class SpecDecodeBaseProposer:
+        def __init__(self, vllm_config, device):
+            self.device = device
+
+        def set_inputs_first_pass(self, target_token_ids, next_token_ids, target_positions,
+                                  target_hidden_states, token_indices_to_sample, cad, num_rejected_tokens_gpu):
+            pass
+
+        def get_model_name(self, model):
+            return ""
+
+
+    class MedusaProposer:
+        def __init__(self, vllm_config, device):
+            pass
+
+        def propose(self, num_speculative_tokens, target_hidden_states, sampling_metadata, slot_mappings=None):
+            pass
+
+
+    def make_medusa(vllm_config, device) -> "MedusaProposer":
+        return MedusaProposer(vllm_config, device)
+"""
+
+PLUGIN_PROPOSER = """
+    from vllm.v1.spec_decode.proposer import MedusaProposer, SpecDecodeBaseProposer, make_medusa
+
+
+    class Step3p5Proposer(SpecDecodeBaseProposer):
+        def __init__(self, vllm_config, device):
+            super().__init__(vllm_config, device)
+            self.medusa = MedusaProposer(vllm_config, device)
+            self.factory_made = make_medusa(vllm_config, device)
+
+        def first_pass(self, batch):
+            self.set_inputs_first_pass(batch.ids, batch.next_ids, batch.positions, batch.hidden,
+                                       batch.indices, batch.cad, batch.rejected,
+                                       req_scheduled_tokens=batch.scheduled)
+            self.get_model_name(batch.model)
+
+        def draft(self, hidden, metadata):
+            self.medusa.propose(target_hidden_states=hidden, sampling_metadata=metadata)
+            self.factory_made.propose(3, hidden, metadata)
+            self.unknown.propose(target_hidden_states=hidden)
+"""
+
+
+def test_inherited_self_method_and_inferred_receivers(tmp_path):
+    core = {"vllm/v1/spec_decode/proposer.py": PROPOSER}
+    report = gate(tmp_path, core, {"vllm_ascend/step3p5.py": PLUGIN_PROPOSER}, loaded=("vllm_ascend.step3p5",))
+    calls = {f.symbol: f for f in of_kind(report, "call")}
+    assert sorted(calls) == ["call:vllm.v1.spec_decode.proposer.MedusaProposer.propose",
+                             "call:vllm.v1.spec_decode.proposer.SpecDecodeBaseProposer.set_inputs_first_pass"]
+    assert "unexpected keyword argument 'req_scheduled_tokens'" in \
+        calls["call:vllm.v1.spec_decode.proposer.SpecDecodeBaseProposer.set_inputs_first_pass"].message
+    medusa = calls["call:vllm.v1.spec_decode.proposer.MedusaProposer.propose"]
+    assert "missing required argument(s) 'num_speculative_tokens'" in medusa.message
+    assert "built as MedusaProposer(...)" in medusa.message
+    # the factory's return annotation types `self.factory_made`, and its call binds;
+    # `self.unknown` has no visible assignment and stays unjudged
+    assert medusa.plugin_line == gatekit.line_of(tmp_path / "plugin", "vllm_ascend/step3p5.py", "self.medusa.propose")
+
+
+def test_a_plugin_override_in_a_subclass_is_not_core_s_method(tmp_path):
+    core = {"vllm/v1/spec_decode/proposer.py": PROPOSER}
+    plugin = {"vllm_ascend/step3p5.py": PLUGIN_PROPOSER + """
+
+    class Child(Step3p5Proposer):
+        def set_inputs_first_pass(self, *args, req_scheduled_tokens=None):
+            pass
+"""}
+    report = gate(tmp_path, core, plugin)
+    assert [f.symbol for f in of_kind(report, "call")] == ["call:vllm.v1.spec_decode.proposer.MedusaProposer.propose"]
+
+
+INPUT_BATCH = """
+    from dataclasses import dataclass
+
+
+    @dataclass
+    class InputBatch:
+        max_num_reqs: int
+        max_model_len: int
+        device: str
+        pin_memory: bool = False
+"""
+
+PLUGIN_BATCH = """
+    from dataclasses import dataclass
+
+    from vllm.v1.worker.input_batch import InputBatch
+
+    from vllm_ascend.utils import vllm_version_is
+
+
+    @dataclass
+    class AscendInputBatch(InputBatch):
+        if vllm_version_is("0.27.1"):
+            seq_lens_np: object = None
+        else:
+            num_tokens_np: object = None
+
+
+    def build():
+        return AscendInputBatch(max_num_reqs=1, max_model_len=2, device="npu", seq_lens_np=None)
+
+
+    class LegacyBatch(InputBatch):
+        def __init__(self, *args, **kwargs):
+            super().__init__(max_num_reqs=1, max_model_len=2, device="npu", block_sizes=[16])
+"""
+
+
+def test_dataclass_fields_under_a_version_branch_and_super_init(tmp_path):
+    core = {"vllm/v1/worker/input_batch.py": INPUT_BATCH}
+    report = gate(tmp_path, core, {"vllm_ascend/batch.py": PLUGIN_BATCH}, "0.27.1", loaded=("vllm_ascend.batch",))
+    assert of_kind(report, "constructor") == []  # 0.27.1 declares seq_lens_np: the call binds
+    calls = of_kind(report, "call")
+    assert [f.symbol for f in calls] == ["call:vllm.v1.worker.input_batch.InputBatch.__init__"]
+    assert "unexpected keyword argument 'block_sizes'" in calls[0].message
+    other = gate(tmp_path / "b", core, {"vllm_ascend/batch.py": PLUGIN_BATCH}, "0.26.0", loaded=("vllm_ascend.batch",))
+    assert ["unexpected keyword argument 'seq_lens_np'" in f.message for f in of_kind(other, "constructor")] == [True]
+
+
+RUNNER = """
+    class GPUModelRunner:
+        def execute_model(self, scheduler_output):
+            self.prepare_inputs(scheduler_output, 4)
+
+        def prepare_inputs(self, scheduler_output, num_scheduled_tokens):
+            pass
+"""
+
+PLUGIN_RUNNER = """
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    from vllm_ascend.utils import vllm_version_is
+
+
+    class NPUModelRunner(GPUModelRunner):
+        if vllm_version_is("0.27.1"):
+            def prepare_inputs(self, scheduler_output, num_scheduled_tokens):
+                pass
+        else:
+            def prepare_inputs(self, scheduler_output):
+                pass
+"""
+
+
+def test_a_method_defined_twice_under_a_version_branch_is_the_one_core_runs(tmp_path):
+    core = {"vllm/v1/worker/gpu_model_runner.py": RUNNER}
+    plugin = {"vllm_ascend/runner.py": PLUGIN_RUNNER}
+    report = gate(tmp_path, core, plugin, "0.27.1", loaded=("vllm_ascend.runner",))
+    assert of_kind(report, "override") == []
+    older = gate(tmp_path / "b", core, plugin, "0.26.0", loaded=("vllm_ascend.runner",))
+    assert [f.symbol for f in of_kind(older, "override")] == \
+        ["override:vllm_ascend.runner.NPUModelRunner.prepare_inputs"]
+
+
+VISION = """
+    class VisionEncoder:
+        pass
+"""
+
+PLUGIN_VISION = """
+    import contextlib
+
+    from vllm_ascend.utils import vllm_version_is
+
+
+    def _forward(self, x):
+        return x
+
+
+    def install_patch():
+        from vllm.model_executor.models.vision import FusedInputNorm
+
+        FusedInputNorm.forward = _forward
+
+
+    with contextlib.suppress(ImportError):
+        from vllm.model_executor.models.vision import FusedInputNorm as _probe  # noqa: F401
+
+    with contextlib.suppress(ImportError):
+        if vllm_version_is("0.27.1"):
+            install_patch()
+"""
+
+
+def test_contextlib_suppress_import_error_is_a_guard(tmp_path):
+    core = {"vllm/model_executor/models/vision.py": VISION}
+    plugin = {"vllm_ascend/patch_vision.py": PLUGIN_VISION}
+    report = gate(tmp_path, core, plugin, "0.27.1", loaded=("vllm_ascend.patch_vision",))
+    assert of_kind(report, "import") == []
+    # called once without the guard: the import in it is a plain one again
+    unguarded = PLUGIN_VISION + "\n\n    install_patch()\n"
+    again = gate(tmp_path / "b", core, {"vllm_ascend/patch_vision.py": unguarded}, "0.27.1",
+                 loaded=("vllm_ascend.patch_vision",))
+    assert [f.symbol for f in of_kind(again, "import")] == \
+        ["import:vllm.model_executor.models.vision:FusedInputNorm"]
+
+
+MAMBA = """
+    def postprocess_mamba_fused_kernel(state_ptr, state_stride):
+        pass
+
+
+    def do_postprocess(state):
+        postprocess_mamba_fused_kernel(state, 1)
+"""
+
+PLUGIN_PATCHES = """
+    import vllm.v1.worker.mamba_utils as mamba_utils
+
+
+    def ours(state_ptr, state_stride):
+        pass
+
+
+    def helper():
+        return 1
+
+
+    mamba_utils.postprocess_mamba_kernel = ours  # core renamed it: this does nothing
+    mamba_utils.ascend_helper = helper
+
+
+    def later():
+        mamba_utils.old_fn = ours
+
+
+    def use():
+        mamba_utils.missing_function(1)
+        return mamba_utils.ascend_helper()
+"""
+
+
+def test_patch_targets_that_do_not_exist_and_missing_module_functions(tmp_path):
+    core = {"vllm/v1/worker/mamba_utils.py": MAMBA}
+    report = gate(tmp_path, core, {"vllm_ascend/patches.py": PLUGIN_PATCHES}, loaded=("vllm_ascend.patches",))
+    targets = {f.symbol: f.severity for f in of_kind(report, "patch-target")}
+    assert targets == {"patch-target:vllm.v1.worker.mamba_utils.postprocess_mamba_kernel": "error",
+                       "patch-target:vllm.v1.worker.mamba_utils.old_fn": "warning"}
+    # read in a function body: a module's missing name is certain
+    reads = [f for f in of_kind(report, "attribute") if "missing_function" in f.symbol]
+    assert [f.severity for f in reads] == ["error"]
