@@ -201,6 +201,9 @@ class TextCache:
     """Per-file name sets, shared across runs by content key (bisect steps)."""
 
     names: dict[str, frozenset[bytes]] = field(default_factory=dict)
+    # the names were loaded for exactly these trees (by tree id): a directory's file
+    # keys are then as good as content keys
+    trusted: bool = False
 
 
 class Callers:
@@ -230,7 +233,7 @@ class Callers:
                         self._files.append((path, i))
                         key = src.key(path)
                         names = self.cache.names.get(key)
-                        if names is None or key.startswith("dir:"):
+                        if names is None or (key.startswith("dir:") and not self.cache.trusted):
                             data = src.read(path) or b""
                             self._texts[(i, path)] = data
                             names = frozenset(CALLED.findall(data))

@@ -15,6 +15,7 @@ module is what `from M import name` would find at run time, read statically:
 from __future__ import annotations
 
 import ast
+import hashlib
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -256,9 +257,18 @@ def _decided_body(body: list[ast.stmt], decide: Decide | None) -> Iterable[ast.s
 
 
 def parse_module(name: str, path: str, is_package: bool, data: bytes,
-                 decide: "Callable[[ast.expr, ModuleInfo], bool | None] | None" = None) -> ModuleInfo:
+                 decide: "Callable[[ast.expr, ModuleInfo], bool | None] | None" = None,
+                 asts: dict | None = None) -> ModuleInfo:
+    """Index one module. `asts`: syntax trees shared by content (sha1 of the bytes), so
+    a file both cores (or every step of a bisection) hold is parsed once; the gate never
+    modifies a tree."""
     try:
-        tree = ast.parse(data, filename=path)
+        digest = hashlib.sha1(data).hexdigest() if asts is not None else ""
+        tree = asts.get(digest) if asts is not None else None
+        if tree is None:
+            tree = ast.parse(data, filename=path)
+            if asts is not None:
+                asts[digest] = tree
     except (SyntaxError, ValueError) as exc:
         mod = ModuleInfo(name, path, is_package, None, syntax_error=str(exc))
         mod.lazy_open = True  # we cannot say what it defines
@@ -365,8 +375,9 @@ class TreeIndex:
     def __init__(self, source: TreeSource, cache: dict[str, ModuleInfo] | None = None, *,
                  packages: frozenset[str] = frozenset(), other: "TreeIndex | None" = None,
                  decide: "Callable[[ast.expr, ModuleInfo], bool | None] | None" = None,
-                 variant: str = "") -> None:
+                 variant: str = "", asts: dict | None = None) -> None:
         self.source = source
+        self.asts = asts
         # `decide` settles `if` tests while a module is indexed (see Decide); what it
         # answers depends on the core under test, so the cache key carries `variant`
         self.decide = decide
@@ -411,7 +422,7 @@ class TreeIndex:
             if data is None:
                 continue
             self.files_read.add(path)
-            mod = parse_module(name, path, is_pkg, data, self.decide)
+            mod = parse_module(name, path, is_pkg, data, self.decide, self.asts)
             self._parsed[key] = mod
             return mod
         if self.source.is_dir(rel):  # a namespace package (no __init__.py)
