@@ -469,3 +469,51 @@ def test_patch_targets_that_do_not_exist_and_missing_module_functions(tmp_path):
     # read in a function body: a module's missing name is certain
     reads = [f for f in of_kind(report, "attribute") if "missing_function" in f.symbol]
     assert [f.severity for f in reads] == ["error"]
+
+
+SPECS = """
+    class KVCacheSpec:
+        pass
+
+
+    class SlidingWindowSpec(KVCacheSpec):
+        def max_admission_blocks_per_request(self, max_num_batched_tokens, max_model_len):
+            return 1
+
+
+    class ChunkedLocalAttentionSpec(KVCacheSpec):
+        def max_admission_blocks_per_request(self, max_num_batched_tokens, max_model_len):
+            return 1
+"""
+
+PLUGIN_SPECS = """
+    from vllm.v1.kv_cache_interface import ChunkedLocalAttentionSpec, KVCacheSpec, SlidingWindowSpec
+
+
+    def get_manager_for_kv_cache_spec(kv_cache_spec: KVCacheSpec, max_in_flight_tokens=None, max_model_len=None):
+        kwargs = {}
+        if isinstance(kv_cache_spec, (SlidingWindowSpec, ChunkedLocalAttentionSpec)):
+            kwargs["cap"] = kv_cache_spec.max_admission_blocks_per_request(
+                max_in_flight_tokens=max_in_flight_tokens, max_model_len=max_model_len)
+        kv_cache_spec.anything_else(1)
+        return kwargs
+
+
+    def typed(spec: SlidingWindowSpec | None):
+        return spec.max_admission_blocks_per_request(1)
+"""
+
+
+def test_receivers_typed_by_annotation_and_isinstance(tmp_path):
+    """Shapes from vLLM 0.25.0 `vllm/v1/kv_cache_interface.py` (both specs define the
+    method with `max_num_batched_tokens`) and the plugin's manager factory."""
+    core = {"vllm/v1/kv_cache_interface.py": SPECS}
+    report = gate(tmp_path, core, {"vllm_ascend/managers.py": PLUGIN_SPECS}, loaded=("vllm_ascend.managers",))
+    calls = of_kind(report, "call")
+    # one callee in one file: one finding, naming the other line
+    assert [f.plugin_line for f in calls] == [gatekit.line_of(tmp_path / "plugin", "vllm_ascend/managers.py",
+                                                               "kwargs[\"cap\"]")]
+    assert "unexpected keyword argument 'max_in_flight_tokens'" in calls[0].message
+    later = gatekit.line_of(tmp_path / "plugin", "vllm_ascend/managers.py", "return spec.max_admission")
+    assert f"also at line(s) {later}" in calls[0].message
+    assert "anything_else" not in calls[0].message  # the base class has no such method: not judged

@@ -116,8 +116,13 @@ def test_bad_classification_is_one_error_naming_the_file(tmp_path, body, message
     assert message in str(exc.value) and exc.value.path.endswith("eval.yaml")
 
 
-def test_the_committed_classification_loads_and_covers_the_four_pairings():
+def test_the_committed_classification_loads_and_covers_the_pairings():
     pairings = load(ROOT / "benchmarks" / "gate_eval.yaml")
     assert [p.name for p in pairings] == ["15818534ec-vs-0.24.0", "fe7bfc4746-vs-0.25.0",
-                                          "801a6b41-vs-0.24.0", "801a6b41-vs-0.25.0"]
+                                          "801a6b41-vs-0.24.0", "801a6b41-vs-0.25.0",
+                                          "bb474a6a94-vs-0.25.0", "76ab5e28b9-vs-0.25.1", "b909a4703d-vs-0.26.0",
+                                          "e8f25e304d-vs-0.27.1", "cda592a640-vs-0.27.1", "351879064c-vs-0.27.1"]
     assert all(p.verdicts and all(v.reason for v in p.verdicts) for p in pairings)
+    bumps = [p for p in pairings if p.truth]
+    assert len(bumps) == 5 and all(p.source for p in bumps)  # every truth set names the commits it was read from
+    assert [p.name for p in pairings if p.control] == ["351879064c-vs-0.27.1"]

@@ -152,7 +152,28 @@ class _Resolver:
             if len(parts) == 2 and head == "self":
                 return self.attr_callee(use, parts[0], parts[1])
             return None
+        if use.receiver_types and "." in use.func and use.func.split(".")[0] not in use.local:
+            return self.typed_callee(use)
         return self.named_callee(use)
+
+    def typed_callee(self, use: CallUse) -> Callee | None:
+        """`x.meth(...)` where `x` is a parameter annotated as a class, or narrowed by
+        `isinstance(x, (A, B))`: judged when every class resolves, in core, to the same
+        core method (one signature for all of them)."""
+        meth = use.func.split(".")[1]
+        found = set()
+        result = None
+        for expr in use.receiver_types:
+            cls = self.class_named(use.module, expr, use.local)
+            if cls is None or not self.is_core(cls[0].name):
+                return None
+            callee = self.method_in_mro([cls] + list(self.mro(cls[0], cls[1], None)), meth,
+                                        f"{use.func.split('.')[0]} is a {expr}")
+            if callee is None:
+                return None
+            found.add(callee.sig.render())
+            result = result or callee
+        return result if len(found) == 1 else None
 
     def super_callee(self, use: CallUse, meth: str) -> Callee | None:
         from overlay.gate.checks import constructor_signature

@@ -56,6 +56,9 @@ class Scope:
     # as far as the branches that run add them (`kw = {"a": 1}`, `kw["b"] = 2`,
     # `kw.update(c=3)`); None once the gate can no longer tell
     kwdicts: dict[str, list[str] | None] = field(default_factory=dict)
+    # local names whose class is known: a parameter's annotation (`spec: KVCacheSpec`,
+    # not reassigned in the function), narrowed under `if isinstance(spec, (A, B)):`
+    types: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def child(self, body: list[ast.stmt]) -> "Scope":
         new = Scope(dict(self.local_imports), dict(self.defs), dict(self.strings), dict(self.aliases))
@@ -111,6 +114,7 @@ class CallUse:
     cls: ast.ClassDef | None = None  # the plugin class whose method it sits in
     method: str | None = None  # that method
     aliases: dict | None = None  # local names bound to a dotted expression (`orig = mod.f`)
+    receiver_types: tuple[str, ...] = ()  # for `x.meth(...)`: the class(es) `x` is known to be
 
 
 @dataclass(frozen=True)
@@ -167,6 +171,40 @@ def _catches_import_error(handler: ast.ExceptHandler) -> bool:
         return True
     types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
     return any((dotted(t) or "").split(".")[-1] in IMPORT_ERRORS for t in types)
+
+
+def _isinstance_test(test: ast.expr) -> tuple[str, tuple[str, ...]] | None:
+    """`isinstance(name, X)` / `isinstance(name, (X, Y))`: (name, dotted classes)."""
+    if not (isinstance(test, ast.Call) and dotted(test.func) == "isinstance" and len(test.args) == 2
+            and isinstance(test.args[0], ast.Name)):
+        return None
+    cls = test.args[1]
+    items = cls.elts if isinstance(cls, ast.Tuple) else [cls]
+    names = tuple(dotted(i) for i in items)
+    if not names or any(n is None for n in names):
+        return None
+    return test.args[0].id, names  # type: ignore[return-value]
+
+
+def _annotated_params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, tuple[str, ...]]:
+    """Parameters annotated with one class (`x: C`, `x: C | None`, `Optional[C]`) that the
+    function never rebinds."""
+    rebound = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
+    out: dict[str, tuple[str, ...]] = {}
+    a = fn.args
+    for arg in a.posonlyargs + a.args + a.kwonlyargs:
+        ann = arg.annotation
+        if ann is None or arg.arg in rebound or arg.arg in ("self", "cls"):
+            continue
+        if isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.BitOr):
+            sides = [x for x in (ann.left, ann.right) if not (isinstance(x, ast.Constant) and x.value is None)]
+            ann = sides[0] if len(sides) == 1 else None
+        elif isinstance(ann, ast.Subscript) and (dotted(ann.value) or "").split(".")[-1] == "Optional":
+            ann = ann.slice
+        name = dotted(ann) if ann is not None else None
+        if name and name[:1].isupper() or (name and "." in name and name.split(".")[-1][:1].isupper()):
+            out[arg.arg] = (name,)
+    return out
 
 
 def _literal_keys(value: ast.expr) -> list[str] | None:
@@ -228,6 +266,16 @@ class _Scanner:
                                           self.top_func))
                 elif src and not ctx.type_checking:
                     self.ref(src if alias.name == "*" else f"{src}.{alias.name}", src)
+        elif isinstance(stmt, ast.If) and _isinstance_test(stmt.test) is not None:
+            name, classes = _isinstance_test(stmt.test)  # type: ignore[misc]
+            before = scope.types.get(name)
+            scope.types[name] = classes
+            self.block(stmt.body, ctx, scope, in_class)
+            if before is None:
+                scope.types.pop(name, None)
+            else:
+                scope.types[name] = before
+            self.block(stmt.orelse, ctx, scope, in_class)
         elif isinstance(stmt, ast.If):
             v = self.instance_flag(stmt.test, scope) or evaluate(stmt.test, self.mod, scope.local_imports, self.env)
             if v.kind == TYPE_CHECKING:
@@ -268,7 +316,9 @@ class _Scanner:
                 self.top_func = stmt.name
             if in_class:
                 self.method = stmt.name
-            self.block(stmt.body, ctx, scope.child(stmt.body))
+            inner = scope.child(stmt.body)
+            inner.types = _annotated_params(stmt)
+            self.block(stmt.body, ctx, inner)
             self.top_func, self.method = outer
         elif isinstance(stmt, ast.ClassDef):
             if not ctx.type_checking:
@@ -448,7 +498,9 @@ class _Scanner:
                                         shape, ctx,
                                         cls=self.class_stack[-1] if in_method else None,
                                         method=self.method if in_method else None,
-                                        aliases=scope.aliases))
+                                        aliases=scope.aliases,
+                                        receiver_types=scope.types.get(func.split(".")[0], ())
+                                        if func.count(".") == 1 else ()))
 
     def record(self, use: ImportUse) -> None:
         if not use.ctx.type_checking:
