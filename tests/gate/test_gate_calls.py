@@ -517,3 +517,42 @@ def test_receivers_typed_by_annotation_and_isinstance(tmp_path):
     later = gatekit.line_of(tmp_path / "plugin", "vllm_ascend/managers.py", "return spec.max_admission")
     assert f"also at line(s) {later}" in calls[0].message
     assert "anything_else" not in calls[0].message  # the base class has no such method: not judged
+
+
+EAGLE = """
+    class SpecDecodeBaseProposer:
+        def set_inputs_first_pass(self, target_token_ids, next_token_ids):
+            pass
+
+
+    class EagleProposer(SpecDecodeBaseProposer):
+        pass
+"""
+
+PLUGIN_EAGLE = """
+    from vllm.v1.spec_decode.eagle import EagleProposer, SpecDecodeBaseProposer
+
+
+    class AscendSpecDecodeBaseProposer(SpecDecodeBaseProposer):
+        def set_inputs_first_pass(self, target_token_ids, next_token_ids, req_scheduled_tokens=None):
+            pass
+
+
+    class AscendEagleProposer(EagleProposer, AscendSpecDecodeBaseProposer):
+        pass
+
+
+    class Step3p5Proposer(AscendEagleProposer):
+        def propose(self, ids, nxt):
+            return self.set_inputs_first_pass(ids, nxt, req_scheduled_tokens=1)
+"""
+
+
+def test_method_resolution_order_is_c3(tmp_path):
+    """vllm-ascend's AscendEagleProposer(EagleProposer, AscendSpecDecodeBaseProposer):
+    Python's C3 order puts the plugin base before core's SpecDecodeBaseProposer, so the
+    plugin's set_inputs_first_pass is the one that runs (a depth-first walk would reach
+    core's first)."""
+    report = gate(tmp_path, {"vllm/v1/spec_decode/eagle.py": EAGLE}, {"vllm_ascend/eagle.py": PLUGIN_EAGLE},
+                  loaded=("vllm_ascend.eagle",))
+    assert of_kind(report, "call") == []

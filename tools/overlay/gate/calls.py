@@ -81,10 +81,60 @@ class _Resolver:
         return self.world.class_of(mod, node)
 
     def mro(self, mod: ModuleInfo, cls: ClassInfo, local: dict | None):
+        """The classes after `cls` in its method resolution order (C3, as Python builds
+        it: `class A(CoreB, PluginBase(CoreC))` puts PluginBase before CoreC); None for a
+        base the gate cannot read. Falls back to depth-first order when C3 fails."""
         key = ("mro", mod.name, cls.name, cls.line)
         if key not in self.memo:
-            self.memo[key] = self.linearize(self.world, mod, cls, local)
-        return self.memo[key]
+            self.memo[key] = None  # a cycle ends here
+            order = self._c3(mod, cls, local, 0)
+            self.memo[key] = order[1:] if order is not None else self.linearize(self.world, mod, cls, local)
+        found = self.memo[key]
+        return found if found is not None else []
+
+    def _bases(self, mod: ModuleInfo, cls: ClassInfo, local: dict | None) -> list:
+        out = []
+        for expr in cls.bases:
+            target = qualify(mod, expr, local) if expr else None
+            found = self.world.resolve_dotted(target) if target else None
+            out.append(found[1] if found and found[0] == "class" else None)
+        return out
+
+    def _c3(self, mod: ModuleInfo, cls: ClassInfo, local: dict | None, depth: int):
+        if depth > 12:
+            return None
+        seqs = []
+        heads = []
+        for i, b in enumerate(self._bases(mod, cls, local)):
+            if b is None:
+                marker = ("?", f"{mod.name}.{cls.name}#{i}")
+                seqs.append([marker])
+                heads.append(marker)
+                continue
+            sub = self._c3(b[0], b[1], None, depth + 1)
+            if sub is None:
+                return None
+            seqs.append(sub)
+            heads.append(b)
+        seqs.append(heads)
+        out = [(mod, cls)]
+        seqs = [list(x) for x in seqs if x]
+
+        def ident(x):
+            return x if isinstance(x[0], str) else (x[0].name, x[1].name)
+
+        while seqs:
+            for seq in seqs:
+                head = ident(seq[0])
+                if not any(head in [ident(y) for y in other[1:]] for other in seqs):
+                    break
+            else:
+                return None  # no consistent order
+            picked = seq[0]
+            out.append(picked)
+            seqs = [[y for y in x if ident(y) != ident(picked)] for x in seqs]
+            seqs = [x for x in seqs if x]
+        return [None if isinstance(x[0], str) else x for x in out]
 
     def subclass_defs(self) -> dict[tuple[str, str], set[str]]:
         """(module, class) of a plugin class -> names its plugin subclasses define:
