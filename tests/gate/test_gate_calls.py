@@ -556,3 +556,59 @@ def test_method_resolution_order_is_c3(tmp_path):
     report = gate(tmp_path, {"vllm/v1/spec_decode/eagle.py": EAGLE}, {"vllm_ascend/eagle.py": PLUGIN_EAGLE},
                   loaded=("vllm_ascend.eagle",))
     assert of_kind(report, "call") == []
+
+
+ENVS = """
+    environment_variables = {"VLLM_HOST_IP": lambda: ""}
+
+
+    def __getattr__(name):
+        if name in environment_variables:
+            return environment_variables[name]()
+        raise AttributeError(name)
+"""
+
+PLUGIN_HANDLED = """
+    import vllm.envs as envs
+
+    from vllm.v1.worker.gpu.dflash import DFlashCudaGraphManager
+
+
+    def collecting():
+        try:
+            return envs.VLLM_ALLOW_EXPERT_LOAD_COLLECTING
+        except Exception:
+            return False
+
+
+    def unguarded():
+        return envs.VLLM_ALLOW_EXPERT_LOAD_COLLECTING
+
+
+    class Manager(DFlashCudaGraphManager):
+        def capture(self, forward_fn, *rest):
+            try:
+                super().capture(forward_fn, 1, 2, 3, 4, 5, 6, 7)
+            except TypeError:
+                super().capture(forward_fn, 1, 2, 3, 4, 5)
+
+
+    class Skipping(Manager):
+        def capture(self, forward_fn, *rest):
+            super(Manager, self).capture(forward_fn, 1, 2, 3, 4, 5, 6, 7)
+"""
+
+
+def test_handled_exceptions_and_two_argument_super(tmp_path):
+    """`vllm.envs` as in vLLM 0.25.0 (a module `__getattr__` over `environment_variables`);
+    vllm-ascend's eplb_updator reads a removed variable under `except Exception`."""
+    core = {"vllm/envs.py": ENVS, "vllm/v1/worker/gpu/__init__.py": "", "vllm/v1/worker/gpu/dflash.py": DFLASH}
+    report = gate(tmp_path, core, {"vllm_ascend/handled.py": PLUGIN_HANDLED}, loaded=("vllm_ascend.handled",))
+    reads = [f for f in of_kind(report, "attribute") if "VLLM_ALLOW_EXPERT_LOAD_COLLECTING" in f.symbol]
+    assert [f.plugin_line for f in reads] == [gatekit.line_of(tmp_path / "plugin", "vllm_ascend/handled.py",
+                                                               "def unguarded():") + 1]
+    calls = of_kind(report, "call")
+    # the try/except TypeError pair is not judged; super(Manager, self) skips Manager's
+    # own capture and reaches core's, which takes 7 positions
+    assert [f.plugin_line for f in calls] == [gatekit.line_of(tmp_path / "plugin", "vllm_ascend/handled.py",
+                                                               "super(Manager, self)")]

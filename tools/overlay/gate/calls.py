@@ -190,6 +190,8 @@ class _Resolver:
     # -- the callee of one call
 
     def callee(self, use: CallUse) -> Callee | None:
+        if use.func.startswith("super(") and not use.func.startswith("super()"):
+            return self.explicit_super_callee(use)
         head, _, rest = use.func.partition(".")
         if head == "super()":
             return self.super_callee(use, rest)
@@ -224,6 +226,22 @@ class _Resolver:
             found.add(callee.sig.render())
             result = result or callee
         return result if len(found) == 1 else None
+
+    def explicit_super_callee(self, use: CallUse) -> Callee | None:
+        """`super(X, self).meth(...)`: the first definer after X in the class's order."""
+        inner, _, meth = use.func[len("super("):].partition(").")
+        if use.cls is None or "." in meth:
+            return None
+        info = self.class_info(use.module, use.cls)
+        order = [(use.module, info)] + list(self.mro(use.module, info, use.local))
+        target = self.class_named(use.module, inner, use.local)
+        if target is None:
+            return None
+        idents = [None if b is None else (b[0].name, b[1].name) for b in order]
+        key = (target[0].name, target[1].name)
+        if key not in idents:
+            return None
+        return self.method_in_mro(order[idents.index(key) + 1:], meth, f"super({inner}, self).{meth} in {info.name}")
 
     def super_callee(self, use: CallUse, meth: str) -> Callee | None:
         from overlay.gate.checks import constructor_signature
@@ -381,8 +399,8 @@ def check_calls(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
     resolver = _Resolver(facts, world, ev)
     grouped: dict[tuple, list[tuple[CallUse, Callee, list[str]]]] = {}
     for use in facts.calls:
-        if use.ctx.type_checking:
-            continue
+        if use.ctx.type_checking or use.ctx.handles("TypeError"):
+            continue  # a TypeError there is caught (`try: ... except (TypeError|Exception):`)
         callee = resolver.callee(use)
         if callee is None:
             continue

@@ -838,6 +838,8 @@ def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list
         if missing is None:
             continue
         owner, path, line, why = missing
+        if read.ctx.handles("AttributeError"):
+            continue  # `try: ... except (AttributeError|Exception):` handles it
         if not read.import_time and line:
             # in a function body, only a module's missing name is certain: a class may
             # get attributes at run time that no static reading sees

@@ -30,6 +30,12 @@ class Context:
     guard: tuple[int, str] | None = None  # (try id, branch) of a try/except ImportError
     undecidable: str = ""  # why an enclosing core condition could not be decided
     type_checking: bool = False
+    # exceptions an enclosing `try:` in the same function catches (`Exception` and a
+    # bare `except:` included): a TypeError or AttributeError there is handled
+    catches: frozenset[str] = frozenset()
+
+    def handles(self, exc: str) -> bool:
+        return bool(self.catches & {exc, "Exception", "BaseException"})
 
 
 @dataclass(frozen=True)
@@ -207,6 +213,17 @@ def _annotated_params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, t
     return out
 
 
+def _caught(handlers: list[ast.ExceptHandler]) -> frozenset[str]:
+    names = set()
+    for h in handlers:
+        if h.type is None:
+            names.add("BaseException")
+            continue
+        for t in h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]:
+            names.add((dotted(t) or "").split(".")[-1])
+    return frozenset(names)
+
+
 def _literal_keys(value: ast.expr) -> list[str] | None:
     """The keys of `{"a": ...}` or `dict(a=...)` when all are literal strings."""
     if isinstance(value, ast.Dict):
@@ -279,12 +296,12 @@ class _Scanner:
         elif isinstance(stmt, ast.If):
             v = self.instance_flag(stmt.test, scope) or evaluate(stmt.test, self.mod, scope.local_imports, self.env)
             if v.kind == TYPE_CHECKING:
-                self.block(stmt.body, Context(ctx.guard, ctx.undecidable, True), scope, in_class)
+                self.block(stmt.body, dataclasses.replace(ctx, type_checking=True), scope, in_class)
                 self.block(stmt.orelse, ctx, scope, in_class)
             elif v.kind == DECIDED:
                 self.block(stmt.body if v.value else stmt.orelse, ctx, scope, in_class)
             elif v.kind == UNDECIDABLE:
-                inner = Context(ctx.guard, ctx.undecidable or v.why, ctx.type_checking)
+                inner = dataclasses.replace(ctx, undecidable=ctx.undecidable or v.why)
                 self.block(stmt.body, inner, scope, in_class)
                 self.block(stmt.orelse, inner, scope, in_class)
             else:
@@ -292,20 +309,20 @@ class _Scanner:
                 self.block(stmt.orelse, ctx, scope, in_class)
         elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
             guarded = any(_catches_import_error(h) for h in stmt.handlers)
+            body_ctx = dataclasses.replace(ctx, catches=ctx.catches | _caught(stmt.handlers))
             if guarded:
                 tid = len(self.facts.try_lines)
                 self.facts.try_lines[tid] = (self.mod.path, stmt.lineno)
-                self.block(stmt.body, Context((tid, "body"), ctx.undecidable, ctx.type_checking),
-                           scope, in_class)
+                self.block(stmt.body, dataclasses.replace(body_ctx, guard=(tid, "body")), scope, in_class)
                 self.facts.try_branches[tid] = ("body",) + tuple(
                     f"except{i}" for i, h in enumerate(stmt.handlers)
                     if _catches_import_error(h) and not any(isinstance(x, ast.Raise) for x in h.body))
                 for i, h in enumerate(stmt.handlers):
-                    branch = Context((tid, f"except{i}"), ctx.undecidable, ctx.type_checking) \
+                    branch = dataclasses.replace(ctx, guard=(tid, f"except{i}")) \
                         if _catches_import_error(h) else ctx
                     self.block(h.body, branch, scope, in_class)
             else:
-                self.block(stmt.body, ctx, scope, in_class)
+                self.block(stmt.body, body_ctx, scope, in_class)
                 for h in stmt.handlers:
                     self.block(h.body, ctx, scope, in_class)
             self.block(stmt.orelse, ctx, scope, in_class)
@@ -318,7 +335,8 @@ class _Scanner:
                 self.method = stmt.name
             inner = scope.child(stmt.body)
             inner.types = _annotated_params(stmt)
-            self.block(stmt.body, ctx, inner)
+            # a try around the definition does not run around the body
+            self.block(stmt.body, dataclasses.replace(ctx, catches=frozenset()), inner)
             self.top_func, self.method = outer
         elif isinstance(stmt, ast.ClassDef):
             if not ctx.type_checking:
@@ -336,7 +354,7 @@ class _Scanner:
             tid = len(self.facts.try_lines)
             self.facts.try_lines[tid] = (self.mod.path, stmt.lineno)
             self.facts.try_branches[tid] = ("body", "suppressed")
-            self.block(stmt.body, Context((tid, "body"), ctx.undecidable, ctx.type_checking), scope, in_class)
+            self.block(stmt.body, dataclasses.replace(ctx, guard=(tid, "body")), scope, in_class)
         elif isinstance(stmt, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)):
             self.block(stmt.body, ctx, scope, in_class)
             self.block(getattr(stmt, "orelse", []), ctx, scope, in_class)
@@ -478,7 +496,11 @@ class _Scanner:
         func = dotted(fn)
         if func is None and isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Call) \
                 and dotted(fn.value.func) == "super" and self.class_stack:
-            func = f"super().{fn.attr}"
+            args = fn.value.args
+            if not args:
+                func = f"super().{fn.attr}"
+            elif dotted(args[0]) is not None:
+                func = f"super({dotted(args[0])}).{fn.attr}"  # the MRO after that class
         if func is None:
             return
         if func.split(".")[-1] == "vllm_version_is" and node.args and isinstance(node.args[0], ast.Constant) \
