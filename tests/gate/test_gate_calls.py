@@ -612,3 +612,62 @@ def test_handled_exceptions_and_two_argument_super(tmp_path):
     # own capture and reaches core's, which takes 7 positions
     assert [f.plugin_line for f in calls] == [gatekit.line_of(tmp_path / "plugin", "vllm_ascend/handled.py",
                                                                "super(Manager, self)")]
+
+
+MANAGERS = """
+    class SingleTypeKVCacheManager:
+        def get_num_blocks_to_allocate(self, request_id, num_tokens, new_computed_blocks, total_computed_tokens,
+                                       num_local_computed_tokens, num_tokens_main_model, apply_admission_cap=False):
+            return 0
+
+
+    class FullAttentionManager(SingleTypeKVCacheManager):
+        pass
+
+
+    def get_manager_for_kv_cache_spec(kv_cache_spec, **kwargs) -> SingleTypeKVCacheManager:
+        return FullAttentionManager()
+"""
+
+COORDINATOR_0_26 = """
+    from vllm.v1.core.single_type_kv_cache_manager import get_manager_for_kv_cache_spec
+
+
+    class KVCacheCoordinator:
+        def __init__(self, kv_cache_config):
+            self.single_type_managers = tuple(
+                get_manager_for_kv_cache_spec(kv_cache_spec=g.kv_cache_spec) for g in kv_cache_config.groups)
+
+        def get_num_blocks_to_allocate(self, request_id, num_tokens, total_computed_tokens,
+                                       num_local_computed_tokens, num_tokens_main_model, apply_admission_cap=False):
+            n = 0
+            for i, manager in enumerate(self.single_type_managers):
+                n += manager.get_num_blocks_to_allocate(request_id, num_tokens, [], total_computed_tokens,
+                                                        num_local_computed_tokens, num_tokens_main_model,
+                                                        apply_admission_cap=apply_admission_cap)
+            return n
+"""
+
+PLUGIN_MANAGER = """
+    from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
+
+
+    class CompressAttentionManager(FullAttentionManager):
+        def get_num_blocks_to_allocate(self, request_id, num_tokens, new_computed_blocks, total_computed_tokens,
+                                       num_tokens_main_model, apply_admission_cap=False):
+            return 0
+"""
+
+
+def test_a_core_loop_over_factory_built_managers_types_the_receiver(tmp_path):
+    """vLLM 0.26.0 `kv_cache_coordinator.py`: the coordinator builds its managers with
+    `get_manager_for_kv_cache_spec(...) -> SingleTypeKVCacheManager` and calls each with
+    six positions and `apply_admission_cap=`; the plugin's override lacks the inserted
+    `num_local_computed_tokens` ("multiple values" in CPython)."""
+    core = {"vllm/v1/core/single_type_kv_cache_manager.py": MANAGERS,
+            "vllm/v1/core/kv_cache_coordinator.py": COORDINATOR_0_26}
+    report = gate(tmp_path, core, {"vllm_ascend/managers.py": PLUGIN_MANAGER}, loaded=("vllm_ascend.managers",))
+    overrides = of_kind(report, "override")
+    assert [(f.symbol, f.severity) for f in overrides] == [
+        ("override:vllm_ascend.managers.CompressAttentionManager.get_num_blocks_to_allocate", "error")]
+    assert "multiple values for argument 'apply_admission_cap'" in overrides[0].message
