@@ -671,3 +671,19 @@ def test_a_core_loop_over_factory_built_managers_types_the_receiver(tmp_path):
     assert [(f.symbol, f.severity) for f in overrides] == [
         ("override:vllm_ascend.managers.CompressAttentionManager.get_num_blocks_to_allocate", "error")]
     assert "multiple values for argument 'apply_admission_cap'" in overrides[0].message
+
+
+def test_an_unreadable_base_deep_in_the_hierarchy_stops_the_lookup(tmp_path):
+    core = {"vllm/v1/spec_decode/eagle.py": "import torch\n\n\nclass Base(torch.nn.Module):\n    pass\n\n\n"
+                                            "class EagleProposer(Base):\n    def propose(self, a):\n        pass\n"}
+    plugin = {"vllm_ascend/deep.py": """
+        from vllm.v1.spec_decode.eagle import EagleProposer
+
+
+        class Mine(EagleProposer):
+            def run(self):
+                return self.forward(1, 2, 3), self.propose(1, 2)
+    """}
+    report = gate(tmp_path, core, plugin, loaded=("vllm_ascend.deep",))
+    # forward may come from torch's Module (not read): not judged; propose is core's and takes one
+    assert [f.symbol for f in of_kind(report, "call")] == ["call:vllm.v1.spec_decode.eagle.EagleProposer.propose"]

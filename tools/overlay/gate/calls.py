@@ -88,7 +88,8 @@ class _Resolver:
         if key not in self.memo:
             self.memo[key] = None  # a cycle ends here
             order = self._c3(mod, cls, local, 0)
-            self.memo[key] = order[1:] if order is not None else self.linearize(self.world, mod, cls, local)
+            self.memo[key] = [None if isinstance(x[0], str) else x for x in order[1:]] if order is not None \
+                else self.linearize(self.world, mod, cls, local)
         found = self.memo[key]
         return found if found is not None else []
 
@@ -134,7 +135,7 @@ class _Resolver:
             out.append(picked)
             seqs = [[y for y in x if ident(y) != ident(picked)] for x in seqs]
             seqs = [x for x in seqs if x]
-        return [None if isinstance(x[0], str) else x for x in out]
+        return out
 
     def subclass_defs(self) -> dict[tuple[str, str], set[str]]:
         """(module, class) of a plugin class -> names its plugin subclasses define:
