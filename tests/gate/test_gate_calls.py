@@ -448,6 +448,7 @@ PLUGIN_PATCHES = """
 
     mamba_utils.postprocess_mamba_kernel = ours  # core renamed it: this does nothing
     mamba_utils.ascend_helper = helper
+    mamba_utils._ascend_original_postprocess = mamba_utils.do_postprocess  # a saved original, not a patch
 
 
     def later():

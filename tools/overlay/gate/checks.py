@@ -534,7 +534,7 @@ def _module_replacement(r: Replacement, mod: ModuleInfo, symbol: str, world: Tre
                         core: TreeIndex, ev: Evidence) -> list[Finding]:
     res = core.lookup(mod.name, r.attr)
     if res.status == "missing":
-        return _missing_target(r, mod.path, 0, f"core module {mod.name} has no '{r.attr}'", ev)
+        return _missing_target(r, mod.path, 0, f"core module {mod.name} has no '{r.attr}'", ev, world)
     if res.status != "found":
         return []
     value = _value_signature(world, r)
@@ -578,12 +578,19 @@ def _module_replacement(r: Replacement, mod: ModuleInfo, symbol: str, world: Tre
     return out
 
 
-def _missing_target(r: Replacement, core_path: str, core_line: int, why: str, ev: Evidence) -> list[Finding]:
+def _missing_target(r: Replacement, core_path: str, core_line: int, why: str, ev: Evidence,
+                    world: TreeIndex) -> list[Finding]:
     """A patch of a core attribute that core does not have does nothing: core never looks
-    the name up. A name the plugin reads back itself (a helper it adds) or that some core
-    file still mentions (looked up dynamically) is not reported. An error where the
-    assignment runs at start-up (module level of a module the start-up chain loads)."""
+    the name up. Only the plugin's own callables count as patches (a saved original or a
+    marker, `Cls._orig_x = Cls.x`, is not one). A name the plugin reads back itself (a
+    helper it adds) or that some core file still mentions (looked up dynamically) is not
+    reported. An error where the assignment runs at start-up (module level of a module
+    the start-up chain loads)."""
     if r.in_class or ev.callers.mentions(r.attr) or ev.callers.plugin_reads(r.attr):
+        return []
+    value = dotted(r.value)
+    if not isinstance(r.value, ast.Lambda) and (value is None or _value_signature(world, r) is None
+                                                 or ev.is_core(qualify(r.module, value, r.scope.local_imports) or "")):
         return []
     message = (f"the plugin assigns {r.owner}.{r.attr}, but {why} and no core file names it: "
                "the patch does nothing (core renamed or removed what it patched)")
@@ -630,7 +637,7 @@ def _method_replacement(r: Replacement, owner: tuple[ModuleInfo, ClassInfo], sym
     member = world.class_member(mod, cls, r.attr)
     if member is None and not r.in_class and not (r.attr.startswith("__") and r.attr.endswith("__")) \
             and all(b is not None for b in _linearize(world, mod, cls)):
-        return _missing_target(r, mod.path, cls.line, f"core class {cls.name} has no '{r.attr}'", ev)
+        return _missing_target(r, mod.path, cls.line, f"core class {cls.name} has no '{r.attr}'", ev, world)
     if member is None or member[0] != "method":
         return []  # a plain value: nothing in core calls it
     core_mod, core_cls, core_sig = member[1]  # type: ignore[misc]
