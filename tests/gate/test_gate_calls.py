@@ -688,3 +688,40 @@ def test_an_unreadable_base_deep_in_the_hierarchy_stops_the_lookup(tmp_path):
     report = gate(tmp_path, core, plugin, loaded=("vllm_ascend.deep",))
     # forward may come from torch's Module (not read): not judged; propose is core's and takes one
     assert [f.symbol for f in of_kind(report, "call")] == ["call:vllm.v1.spec_decode.eagle.EagleProposer.propose"]
+
+
+def test_a_common_method_name_is_followed_through_files_naming_the_hierarchy(tmp_path):
+    """vLLM 0.25.0 DFlashSpeculator.capture calls `self.query_cudagraph_manager.capture(
+    6 positions, progress_bar_desc=...)` on the manager it builds as
+    `DFlashCudaGraphManager(...)`, a name the plugin replaces with its own manager whose
+    capture requires `causal`. `capture` is called in many core files."""
+    core = {"vllm/v1/worker/gpu/__init__.py": "", "vllm/v1/worker/gpu/dflash.py": DFLASH,
+            "vllm/v1/worker/gpu/speculator.py": """
+        from vllm.v1.worker.gpu.dflash import DFlashCudaGraphManager
+
+
+        class DFlashSpeculator:
+            def __init__(self, vllm_config):
+                self.query_cudagraph_manager = DFlashCudaGraphManager(vllm_config, None, None, 1)
+
+            def capture(self):
+                self.query_cudagraph_manager.capture(self.fwd, 1, 2, 3, 4, 5, progress_bar_desc="x")
+    """}
+    for i in range(30):  # many other core files call some .capture(...)
+        core[f"vllm/v1/worker/other{i}.py"] = "def f(g):\n    g.capture(1)\n"
+    plugin = {"vllm_ascend/aclgraph.py": """
+        import vllm.v1.worker.gpu.speculator as speculator_module
+        from vllm.v1.worker.gpu.dflash import DFlashCudaGraphManager
+
+
+        class DFlashAclGraphManager(DFlashCudaGraphManager):
+            def capture(self, forward_fn, input_buffers, block_tables, attn_groups, kv_cache_config,
+                        max_model_len, causal, progress_bar_desc="Capturing ACL graphs"):
+                pass
+
+
+        speculator_module.DFlashCudaGraphManager = DFlashAclGraphManager
+    """}
+    report = gate(tmp_path, core, plugin, loaded=("vllm_ascend.aclgraph",))
+    found = [f for f in of_kind(report, "override") if f.symbol.endswith("DFlashAclGraphManager.capture")]
+    assert [(f.severity, "missing required argument(s) 'causal'" in f.message) for f in found] == [("error", True)]

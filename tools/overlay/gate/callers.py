@@ -298,9 +298,14 @@ class Callers:
         as one of `class_names`: `self.recv: T = ...`, `self.recv = T(...)`, a
         parameter `recv: T`. Only files naming one of the classes are parsed."""
         files = self.files_calling(name)
-        if len(files) > limit:
-            return []
         alt = b"|".join(re.escape(n.encode()) for n in sorted(class_names))
+        if len(files) > limit:
+            # a common name (`capture`): only the core files that name a class of the
+            # hierarchy can type a receiver as one of them
+            named = re.compile(rb"\b(%s)\b" % alt)
+            files = [(p, t) for p, t in files if not self.trees[t][3] and named.search(self.text(p, t))]
+            if len(files) > limit:
+                return []
         calls = re.compile(rb"\.%s\s*\(" % re.escape(name.encode()))
         tail = re.compile(rb"([A-Za-z_][\w.]*)$")
         out = []
