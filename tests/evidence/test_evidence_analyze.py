@@ -21,7 +21,8 @@ REPO = Path(__file__).resolve().parents[2]
 def claim(evroot: Path) -> Path:
     folder = evroot / "claim"
     proto = load_protocol(write_protocol(folder, starts=3, prompts=12, resamples=500))
-    synth.write_dataset(proto, folder, effect_pct={"fast": -8.0}, between_sd=0.01, seed=2)
+    # -12 %: at 3 starts an honest interval (t on log ratios) needs a clear effect
+    synth.write_dataset(proto, folder, effect_pct={"fast": -12.0}, between_sd=0.01, seed=2)
     return folder
 
 
@@ -40,7 +41,8 @@ def test_analyze_writes_markdown_json_and_plots(claim, run, evroot):
     tpot = next(c for c in data["claims"][0]["checks"] if c["metric"] == "tpot")
     assert tpot["interval"]["n_pairs"] == 3 and tpot["interval"]["high_pct"] < 0
     md = (a / "analysis.md").read_text()
-    assert "paired-start cluster bootstrap" in md and "| fast | c4 | p99 itl |" in md
+    assert "Student t-intervals on the log ratios of paired starts" in md and "| fast | c4 | p99 itl |" in md
+    assert "distinct resamples (10 at n=3)" in md and "| t-log-ratio |" in md
     pngs = sorted(p.name for p in a.glob("*.png"))
     assert pngs == ["deltas-fast-c4.png", "itl-c4.png"]
     for p in a.glob("*.png"):
@@ -205,3 +207,32 @@ def test_impossible_date_in_protocol_or_deviations_is_one_line(claim, run, evroo
     (claim / "deviations.yaml").write_text("deviations:\n  - {kind: excluded, run: base-r1, reason: 2026-02-30}\n")
     code, out, err = run("evidence", "analyze", claim, "--no-plots", root=evroot)
     assert code == 2 and err.count("\n") == 1 and "deviations.yaml:2:" in err
+
+
+def test_delta_plots_give_each_metric_its_own_axis_and_draw_the_thresholds(claim, monkeypatch, tmp_path):
+    """Throughput and TTFT changes differ by orders of magnitude (issue 20: -74% beside
+    +5977%): one shared axis collapses the smaller one to a dot."""
+    import matplotlib.pyplot as plt
+
+    from overlay.evidence import plots
+
+    a = analyze.analyze(load_protocol(claim), claim, ())
+    assert plots.thresholds(a, "fast", "c4", "tpot", "mean") == [(-2.0, "latency: min effect -2%")]
+    assert plots.thresholds(a, "fast", "c4", "throughput", "value") == [(2.0, "latency: min effect +2%")]
+    figures = []
+    real = plt.subplots
+
+    def spy(*args, **kw):
+        fig, axes = real(*args, **kw)
+        figures.append(fig)
+        return fig, axes
+
+    monkeypatch.setattr(plt, "subplots", spy)
+    monkeypatch.setattr(plt, "close", lambda fig: None)
+    (path,) = plots.per_start_deltas(a, tmp_path)
+    axes = figures[0].axes
+    assert [ax.get_title(loc="left").split(" (")[0] for ax in axes] == ["throughput", "mean tpot", "p99 itl"]
+    for ax, want in zip(axes, (2.0, -2.0, -2.0)):
+        xs = [line.get_xdata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"]
+        assert xs == [want]
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

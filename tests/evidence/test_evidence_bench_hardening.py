@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -159,37 +160,102 @@ def test_client_failure_reason_quotes_the_client(run, evroot):
     assert "ValueError: bad --model" in reason and "burst.client.log" in reason
 
 
-def test_console_script_server_is_recognised_as_ours():
-    recorded = ["taskset", "-c", "0", "vllm", "serve", "m", "--port", "8000"]
-    running = ["/env/bin/python3", "/env/bin/vllm", "serve", "m", "--port", "8000"]
-    assert orchestrate._ours(recorded, running)
-    assert not orchestrate._ours(recorded, ["/env/bin/python3", "/env/bin/other", "serve", "m", "--port", "8000"])
-    assert not orchestrate._ours(recorded, ["/env/bin/python3", "/env/bin/vllm", "serve", "x", "--port", "8000"])
+def _sleeper(env: dict | None = None, argv_tail: tuple[str, ...] = ()) -> subprocess.Popen:
+    """An unrelated process leading its own session, as bench ab's servers do."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *argv_tail],
+                            start_new_session=True, env=env)
 
 
-def test_leftover_server_is_identified_by_pid_and_start_time(run, evroot):
-    """A leftover recorded with its start time is ours even when its command line
-    no longer matches the argv (vLLM's processes rename themselves)."""
-    proto_path = fake_protocol(evroot / "ab", starts=2)
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+def _proc_stat(pid: int) -> tuple[int, int]:
+    """(process group, start time) from /proc/<pid>/stat, as anyone can read them."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[2]), int(fields[19])
+
+
+def _record(folder: Path, proc: subprocess.Popen, nonce: str, started: int | None = None) -> None:
+    """A server.pid as bench ab writes it (orchestrate.pid_record), for any process."""
+    pgid, start = _proc_stat(proc.pid)
+    rec = {"pid": proc.pid, "pgid": pgid, "started": start if started is None else started, "nonce": nonce,
+           "argv": ["vllm", "serve"], "run": "base-r1"}
+    (folder / "server.pid").write_text(json.dumps(rec))
+
+
+def test_forged_pid_record_naming_an_unrelated_process_is_reported_and_survives(evroot):
+    """Issue 16, item 3: pid, process group and start time all match (copied from /proc),
+    but the process was never given the run's nonce: it is not signalled."""
+    folder = evroot / "ab"
+    folder.mkdir()
+    victim = _sleeper()
+    warnings: list[str] = []
     try:
-        started = orchestrate._stat(other.pid)[3]
-        (evroot / "ab" / "server.pid").write_text(json.dumps(
-            {"pid": other.pid, "argv": ["vllm", "serve"], "run": "base-r1", "started": started}))
-        assert orchestrate.stop_leftover_server(evroot / "ab", lambda m: None, timeout=5) == other.pid
-        assert other.wait(timeout=5) is not None
-        # the same pid with another start time is someone else's: left alone
-        other2 = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-        (evroot / "ab" / "server.pid").write_text(json.dumps(
-            {"pid": other2.pid, "argv": ["vllm", "serve"], "run": "base-r1", "started": 1}))
-        assert orchestrate.stop_leftover_server(evroot / "ab", lambda m: None, timeout=5) is None
-        assert other2.poll() is None
-        other2.kill()
-        other2.wait()
+        _record(folder, victim, secrets.token_hex(16))
+        assert orchestrate.stop_leftover_server(folder, lambda m: None, timeout=5, warn=warnings.append) is None
+        assert victim.poll() is None  # alive: not ours
+        assert len(warnings) == 1 and "does not carry the run's nonce" in warnings[0]
+        assert str(folder / "server.pid") in warnings[0] and "nothing signalled" in warnings[0]
+        # an old-style record (pid, argv, start time) carries no verifiable identity either
+        (folder / "server.pid").write_text(json.dumps({"pid": victim.pid, "argv": ["vllm", "serve"],
+                                                       "started": _proc_stat(victim.pid)[1]}))
+        assert orchestrate.stop_leftover_server(folder, lambda m: None, timeout=5, warn=warnings.append) is None
+        assert victim.poll() is None and "no verifiable identity" in warnings[1]
     finally:
-        if other.poll() is None:
+        victim.kill()
+        victim.wait()
+
+
+def test_forged_pid_record_via_cli_is_one_warning_and_the_process_survives(run, evroot):
+    proto_path = fake_protocol(evroot / "ab", starts=2)
+    victim = _sleeper()
+    try:
+        _record(evroot / "ab", victim, secrets.token_hex(16))
+        code, out, err = run("bench", "ab", "--protocol", proto_path, "--max-runs", "1", "--json", root=evroot)
+        assert code == 0, err
+        assert victim.poll() is None
+        assert err.count("\n") == 1 and "does not carry the run's nonce" in err
+        assert json.loads(out)["ran"] == ["base-r1"]
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_leftover_server_is_identified_by_start_time_group_and_nonce(evroot):
+    """The real leftover is stopped even though its command line is no longer the argv
+    (vLLM's processes rename themselves): the nonce in its environment, or on its
+    command line, is what proves it ours. The same pid with another start time is not."""
+    folder = evroot / "ab"
+    folder.mkdir()
+    nonce = secrets.token_hex(16)
+    ours = _sleeper({**os.environ, "OVERLAY_SERVER_NONCE": nonce})
+    by_argv = _sleeper(argv_tail=(f"--tag={nonce}",))
+    warnings: list[str] = []
+    try:
+        _record(folder, ours, nonce)
+        assert orchestrate.stop_leftover_server(folder, lambda m: None, timeout=5, warn=warnings.append) == ours.pid
+        assert ours.wait(timeout=5) is not None and not (folder / "server.pid").exists()
+        _record(folder, by_argv, nonce)
+        assert orchestrate.stop_leftover_server(folder, lambda m: None, timeout=5, warn=warnings.append) == by_argv.pid
+        assert by_argv.wait(timeout=5) is not None and warnings == []
+        other = _sleeper({**os.environ, "OVERLAY_SERVER_NONCE": nonce})
+        try:
+            _record(folder, other, nonce, started=1)  # the pid reused by a later process
+            assert orchestrate.stop_leftover_server(folder, lambda m: None, timeout=5, warn=warnings.append) is None
+            assert other.poll() is None and "started at another time" in warnings[0]
+        finally:
             other.kill()
             other.wait()
+    finally:
+        for p in (ours, by_argv):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_record_identity_needs_every_part():
+    good = {"pid": 1234, "pgid": 1234, "started": 99, "nonce": "ab" * 16}
+    assert orchestrate.record_identity(good) == (1234, 1234, 99, "ab" * 16)
+    for broken in ({**good, "pgid": 1}, {**good, "nonce": "x"}, {k: v for k, v in good.items() if k != "started"},
+                   [], {**good, "pid": "me"}):
+        assert isinstance(orchestrate.record_identity(broken), str)
 
 
 # ---- item 11: progress, quiet with --json
@@ -221,7 +287,7 @@ def test_analyze_reports_progress_per_result_file(tmp_path):
     analyze.analyze(proto, claim, (), progress=seen.append)
     reads = [m for m in seen if m.startswith("reading results ")]
     assert reads[0].startswith("reading results 1/4: ") and reads[-1].startswith("reading results 4/4: ")
-    assert any(m.startswith("bootstrapping 1 treatment x scenario") for m in seen)
+    assert any(m.startswith("intervals for 1 treatment x scenario") for m in seen)
 
 
 def test_throttled_progress_drops_lines_within_the_interval():

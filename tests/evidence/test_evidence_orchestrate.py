@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 
 from evhelpers import FAKE_SERVER, fake_protocol
-from overlay.evidence import orchestrate
+from overlay.evidence import decide, orchestrate
 from overlay.evidence.protocol import load_protocol
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,10 +53,18 @@ def test_bench_ab_end_to_end_then_analyze(run, evroot):
     assert not answering(load_protocol(proto_path).port)  # every server was stopped
     code, out, err = run("evidence", "analyze", evroot / "ab", root=evroot)
     assert code == 0, err
-    assert "| itl | **REPRODUCED** |" in out
     data = json.loads((evroot / "ab" / "analysis" / "analysis.json").read_text())
-    p50 = data["claims"][0]["checks"][0]["interval"]
+    check = data["claims"][0]["checks"][0]
+    p50 = check["interval"]
     assert p50["n_pairs"] == 2 and -65 < p50["delta_pct"] < -35  # 1.5 ms vs 3 ms per token
+    # Whether 2 starts of sleep-timed tokens on a loaded machine demonstrate the -10% at 95%
+    # is the machine's business (the decision rules are tested on synthetic data); the
+    # decision printed is the one its interval gives.
+    assert p50["method"] == "t-log-ratio" and p50["low_pct"] < p50["delta_pct"] < p50["high_pct"]
+    want = decide.decide_check(change="lower", estimate_pct=p50["delta_pct"], low_pct=p50["low_pct"],
+                               high_pct=p50["high_pct"], min_effect_pct=10, rule="interval-excludes-min-effect",
+                               agreeing_pairs=check["agreeing_pairs"], min_pairs=0)
+    assert check["decision"] == want and f"| itl | **{want}** |" in out
 
 
 def test_interrupted_run_is_excluded_and_resume_does_not_double_count(run, evroot):

@@ -77,6 +77,7 @@ def test_packet_analyze_json(run, tmp_path):
     assert data["status"].startswith("reported by the source")
     assert [d["decision"] for d in data["decisions"]] == ["REPRODUCED", "NOT_REPRODUCED", "INCONCLUSIVE"]
     assert data["deviations"][0]["run"] == "optimized-r5"
+    assert data.pop("schema_version") == 1  # stdout's envelope (docs/json.md); the file is the rest
     assert json.loads((tmp_path / "a" / "analysis.json").read_text()) == data
     md = (tmp_path / "a" / "analysis.md").read_text()
     assert "REPORTED BY THE SOURCE" in md and "excluded (optimized-r5):" in md
@@ -155,6 +156,13 @@ def test_ledger_cli(run):
     assert code == 2 and "no step '99' in the ledger" in err
 
 
+def test_analyze_on_a_ledger_folder_points_to_evidence_ledger(run):
+    code, out, err = run("evidence", "analyze", LEDGER, root=REPO)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "tuning ledger (ledger.yaml)" in err and f"overlay evidence ledger {LEDGER}" in err
+    assert "protocol.yaml: file not found" not in err
+
+
 CPU_SMOKE = REPO / "evidence" / "cpu-engine-smoke"
 
 
@@ -193,3 +201,17 @@ def test_e2e_dist_info_registers_vllm_with_the_cpu_version(tmp_path):
     e2e.dist_info(tmp_path)
     found = [d for d in md.distributions(path=[str(tmp_path)]) if d.metadata["Name"] == "vllm"]
     assert [d.version for d in found] == ["0.32.0+cpu"]  # the +cpu is what platform detection reads
+
+
+def test_committed_cpu_engine_analysis_is_what_its_runs_give_now(run, tmp_path):
+    """The packet's analysis/ is re-derived from runs/ by the current intervals (issue 20:
+    re-decided with the small-sample t-interval; its README lists before and after)."""
+    code, out, err = run("evidence", "analyze", CPU_SMOKE, "--out", tmp_path, "--no-plots", "--json", root=REPO)
+    assert code == 0, err
+    fresh = json.loads(out)
+    committed = json.loads((CPU_SMOKE / "analysis" / "analysis.json").read_text())
+    decisions = lambda d: [(c["name"], c["decision"], [x["decision"] for x in c["checks"]]) for c in d["claims"]]  # noqa: E731
+    assert decisions(fresh) == decisions(committed) == [
+        ("planted-one-seq", "INCONCLUSIVE", ["INCONCLUSIVE", "REPRODUCED"]),
+        ("aa-control", "INCONCLUSIVE", ["INCONCLUSIVE", "INCONCLUSIVE"])]
+    assert all(d["interval"]["method"] == "t-log-ratio" for d in committed["deltas"])

@@ -119,3 +119,26 @@ def test_plan_refuses_a_variant_naming_a_patch_not_in_the_series(run, evroot):
     code, out, err = run("evidence", "plan", path, root=evroot)
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "variant 'base' names patch 0009-nope.patch, which series.yaml does not list" in err
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("starts: 5", "starts: 100000000", "field 'starts' of the protocol: 100000000 is above the maximum 100: "
+                                       "each start is a server start"),
+    ("resamples: 2000", "resamples: 100000000000", "100000000000 is above the maximum 100000: the bootstrap "
+                                                   "holds resamples x starts indices in memory"),
+    ("resamples: 2000", "resamples: 1.0e+11", "100000000000 is above the maximum 100000"),
+    ("num-prompts: 24", "num-prompts: 1000000000", "1000000000 is above the maximum 100000: every request's "
+                                                   "token gaps are kept"),
+])
+def test_sizes_beyond_the_bounds_are_refused_at_load_with_the_reason(tmp_path, run, evroot, old, new, message):
+    """Issue 16, item 10: a few zeros too many must be one line at load, not minutes of
+    planning and a MemoryError traceback from numpy."""
+    path = write_protocol(evroot / "c")
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+    with pytest.raises(OverlayError, match=message.replace("(", r"\(")):
+        load_protocol(path)
+    code, out, err = run("evidence", "plan", path, root=evroot)
+    assert code == 2 and out == "" and err.count("\n") == 1 and message in err
+    assert "Traceback" not in err and "MemoryError" not in err

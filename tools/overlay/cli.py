@@ -21,6 +21,7 @@ except ValueError:  # imported outside the main thread: leave signals alone
 
 import argparse  # noqa: E402
 import importlib  # noqa: E402
+import io  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -41,6 +42,95 @@ SUBSYSTEMS = (
     "overlay.evidence.cli",
     "overlay.smoke.cli",
 )
+
+
+# Exit statuses, one line per command (shown in its --help). Every command also exits 130
+# when interrupted; usage errors (argparse) exit 2.
+EXIT_STATUS = {
+    "overlay": "0 the command succeeded; otherwise the command's own status (see COMMAND --help); "
+               "2 usage error",
+    "apply": "0 composed (with --gate: and the gate passed); 1 a patch does not apply (with --gate: "
+             "or the gate found errors); 2 bad input or an unreachable target; 3 composed, but a "
+             "tree differs from its lock",
+    "check": "0 consistent; 1 problems found (each listed); 2 bad input (also: not a project, "
+             "no series.yaml here or above)",
+    "refresh": "0 patches regenerated; 2 bad input (nothing composed, a branch rebased onto upstream)",
+    "lock": "0 trees recorded; 2 bad input (nothing composed, a tree older than the series)",
+    "gate": "0 no errors; 1 errors (see --fail-on); 2 bad input",
+    "drift": "0 no patch in a --fail-on class; 1 a patch's class is in --fail-on; 2 bad input",
+    "rebase": "0 moved, and the new pin set checks and gates clean; 1 a patch conflicts (resolve, "
+              "then --continue) or the new pin set's check or gate fails; 2 bad input",
+    "evidence": "2 usage error; otherwise the subcommand's (see evidence SUBCOMMAND --help)",
+    "evidence plan": "0 plan printed; 2 bad input",
+    "evidence analyze": "0 analysed (whatever the decisions say); 2 bad input",
+    "evidence counters": "0 counted; 2 bad input",
+    "evidence tails": "0 tails reported; 2 bad input",
+    "evidence ledger": "0 ledger printed; 2 bad input",
+    "bench": "2 usage error; otherwise the subcommand's (see bench SUBCOMMAND --help)",
+    "bench ab": "0 every run complete; 1 a run failed (kept under excluded/); 2 bad input; 3 a "
+                "variant's composed tree differs from its lock",
+    "smoke": "0 every step passed; 1 a step failed or nothing ran; 2 bad input or setup",
+}
+# Every --json document carries this (docs/json.md); raised when a document changes incompatibly.
+SCHEMA_VERSION = 1
+
+
+def _walk_parsers(parser: argparse.ArgumentParser, name: str = "overlay"):
+    yield name, parser
+    for action in parser._actions:  # argparse has no public accessor for subparsers
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub in action.choices.items():
+                yield from _walk_parsers(sub, f"{name} {sub_name}")
+
+
+def _add_exit_status(parser: argparse.ArgumentParser) -> None:
+    for name, p in _walk_parsers(parser):
+        command = name.split(" ", 1)[1] if " " in name else "overlay"
+        status = EXIT_STATUS.get(command)
+        if status is None:  # a new command without its line: tests/test_cli_conventions.py says so
+            continue
+        text = f"exit status: {status}; 130 interrupted."
+        p.epilog = f"{p.epilog}\n\n{text}" if p.epilog else text
+
+
+def add_schema_version(text: str) -> str:
+    """`text` (what a --json command printed) with `schema_version` first in each JSON object
+    document; anything that is not JSON passes through unchanged."""
+    decoder, out, pos = json.JSONDecoder(), [], 0
+    while pos < len(text):
+        start = len(text) - len(text[pos:].lstrip())
+        if start >= len(text):
+            out.append(text[pos:])
+            break
+        try:
+            doc, end = decoder.raw_decode(text, start)
+        except ValueError:
+            out.append(text[pos:])
+            break
+        raw = text[start:end]
+        if isinstance(doc, dict) and "schema_version" not in doc:
+            doc = {"schema_version": SCHEMA_VERSION, **doc}
+            raw = json.dumps(doc, indent=2 if "\n" in raw else None)
+        out.append(text[pos:start] + raw)
+        pos = end
+    return "".join(out)
+
+
+class _JsonCapture:
+    """While a --json command runs, stdout is kept here, then written once with the envelope."""
+
+    def __enter__(self):
+        self.real, self.buffer = sys.stdout, io.StringIO()
+        sys.stdout = self.buffer
+        return self
+
+    def __exit__(self, *exc_info):
+        sys.stdout = self.real
+        text = self.buffer.getvalue()
+        if text:
+            self.real.write(add_schema_version(text))
+            self.real.flush()
+        return False
 
 
 def _terminate(signum, frame):  # noqa: ARG001 - signal handler signature
@@ -66,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBSYSTEMS:
         importlib.import_module(name).register(sub)
+    _add_exit_status(parser)
     return parser
 
 
@@ -99,11 +190,15 @@ def _main(argv: list[str] | None) -> int:
         if not args.root.is_dir():
             raise OverlayError("the project root is not a directory", path=str(args.root),
                                hint="pass --root DIR holding series.yaml, or run inside the project")
+        if getattr(args, "json", False):
+            with _JsonCapture():
+                return int(args.func(args) or 0)
         return int(args.func(args) or 0)
     except OverlayError as exc:
         print(f"overlay: error: {exc.one_line()}", file=sys.stderr)
         if getattr(args, "json", False):  # machines get the error on stdout too
-            print(json.dumps({"ok": False, "error": redact(exc.message), "path": exc.path,
+            print(json.dumps({"schema_version": SCHEMA_VERSION, "ok": False,
+                              "error": redact(exc.message), "path": exc.path,
                               "line": exc.line, "hint": exc.hint}))
         return exc.exit_code
     except GitFailed as exc:

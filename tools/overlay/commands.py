@@ -10,7 +10,7 @@ from pathlib import Path
 from overlay import checks, compose, lockfile, paths, refresh
 from overlay.gate import cli as gate_cli
 from overlay.errors import OverlayError, redact
-from overlay.model import Project
+from overlay.model import Project, load_series
 
 
 def _targets(value: str | None) -> list[str] | None:
@@ -77,6 +77,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    if not (args.root / "series.yaml").is_file():
+        load_series(args.root)  # not a project: its one line, exit 2 (not a finding, exit 1)
     findings = checks.run_checks(args.root)
     if args.json:
         print(json.dumps({"ok": not findings,

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 from overlay import composed, gitcmd, paths, sources
 from overlay.errors import Interrupted, OverlayError, inject_fault
-from overlay.model import PinSet, PinnedTarget, Project, SeriesEntry
+from overlay.model import GitSource, PinSet, PinnedTarget, Project, SeriesEntry
 from overlay.patchfile import PatchMail, read_patch, unsafe_reason
 
 Report = Callable[[str], None]
@@ -297,7 +297,7 @@ def compose(project: Project, pin: PinSet, *, targets: list[str] | None, into: P
         staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{pin.name}-", dir=where))
         try:
             outcomes = _compose_all(project, pin, chosen, plan, mails, obtained, staging, report,
-                                    progress)
+                                    progress, finals)
             failed = [p for o in outcomes for p in o.patches if p.status == "failed"]
             if failed:
                 first = failed[0]
@@ -333,7 +333,8 @@ def compose(project: Project, pin: PinSet, *, targets: list[str] | None, into: P
 def _compose_all(project: Project, pin: PinSet, chosen: list[PinnedTarget],
                  plan: dict[str, tuple[SeriesEntry, ...]], mails: dict[str, list[PatchMail]],
                  obtained: dict[str, sources.Obtained], staging: Path,
-                 report: Report, progress: sources.Progress | None = None) -> list[TargetOutcome]:
+                 report: Report, progress: sources.Progress | None = None,
+                 finals: dict[str, Path] | None = None) -> list[TargetOutcome]:
     committer = gitcmd.user_identity()
     branch = paths.branch_name(pin.name)
     outcomes = []
@@ -362,9 +363,8 @@ def _compose_all(project: Project, pin: PinSet, chosen: list[PinnedTarget],
         if failed:
             entry, mail = entries[len(commits)], target_mails[len(commits)]
             detail = explain_failure(work, mail, f"patches/{entry.patch}")
-            step = (f"the pinned {target.name} changed under this patch: run `overlay drift "
-                    f"--pin {pin.name}` to classify it, then fix it on the composed branch and "
-                    f"`overlay refresh --pin {pin.name}`")
+            step = failed_apply_step(pin.name, target, got.commit, entry.patch,
+                                     (finals or {}).get(target.name))
             if LOST_CR in detail:
                 step = ("not an upstream change: restore the CR bytes, or recreate the change on "
                         f"the composed branch and `overlay refresh --pin {pin.name}` (it keeps them)")
@@ -386,6 +386,25 @@ def _compose_all(project: Project, pin: PinSet, chosen: list[PinnedTarget],
         outcomes.append(TargetOutcome(target.name, work, got.commit, got.how, head, tree,
                                       target.tree if full else None, tuple(results)))
     return outcomes
+
+
+def failed_apply_step(pin: str, target: PinnedTarget, base: str, patch: str,
+                      last_good: Path | None) -> str:
+    """The next step after `patch` failed on `base`, from what the last good compose of this
+    pin set and target (its composed state) says: the series changed, or the pin moved."""
+    state = composed.read_state(last_good) if last_good is not None else None
+    fix = f"fix it on the composed branch and `overlay refresh --pin {pin}`"
+    classify = (f"run `overlay drift --pin {pin} --onto {target.name}={base}` to classify it, then "
+                if isinstance(target.source, GitSource) else "")  # an archive has no history to walk
+    if state is not None and state.base == base and patch in state.patches:
+        return (f"the pinned {target.name} has not moved since the last good apply (both on "
+                f"{base[:12]}), so the series changed: this patch or one before it differs from what "
+                f"applied then; compare it with that branch (`git -C {last_good} log -p`), then {fix}")
+    if state is not None and state.base != base:
+        return (f"the pinned {target.name} moved from {state.base[:12]} (last good apply) to "
+                f"{base[:12]} under this patch: {classify}{fix}")
+    return (f"it does not apply on the pinned {target.name} {base[:12]} (a changed patch or a "
+            f"changed pin): {classify}{fix}")
 
 
 _HELD = {signal.SIGINT, signal.SIGTERM}

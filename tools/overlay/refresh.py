@@ -249,8 +249,10 @@ def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
             raise OverlayError(
                 f"the composed {target.name} branch holds upstream commit {upstream[0][:12]}: it was "
                 f"rebased onto a newer upstream, which refresh cannot turn into patches",
-                path=str(work), hint=f"bump the pin in pins/{pin.name}.yaml instead, re-apply, and "
-                                     f"check the series with `overlay drift`")
+                path=str(work), hint=f"move the series with `overlay rebase --pin {pin.name} --onto "
+                                     f"{target.name}=REF` instead (a new pin set), or bump the pin "
+                                     f"in pins/{pin.name}.yaml, re-apply, and classify the series "
+                                     f"with `overlay drift --pin {pin.name} --onto {target.name}=REF`")
         subjects = {e.patch: e.subject for e in entries}
         new_order_for_target: list[str] = []
         note_updates: list[tuple[str, str]] = []

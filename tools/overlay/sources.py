@@ -2,7 +2,7 @@
 
 A git target comes from a mirror (offline) or from its URL with a shallow fetch
 of just that commit. A PyPI target's source archive is found in the mirror's
-`pypi/` folder, the cache, or downloaded with pip's own index configuration; it
+`pypi/` folder, the cache, or downloaded from the index the user configured for pip or uv; it
 is verified by sha256 and imported as one deterministic commit, so both kinds
 compose the same way. Objects are cached: a second run fetches nothing.
 """
@@ -13,7 +13,6 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -22,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from overlay import gitcmd, paths
+from overlay import gitcmd, paths, simple_index
 from overlay.errors import OverlayError
+from overlay.index_config import read_index_config
 from overlay.model import ArchiveSource, GitSource, PinnedTarget
 
 Progress = Callable[[str], None]
@@ -156,62 +156,25 @@ def _find_archive(folder: Path, src: ArchiveSource) -> Path | None:
     return None
 
 
-_PIP_FIND = r"""
-import json, sys
-from pip._internal.commands import create_command
-from pip._vendor.packaging.specifiers import SpecifierSet
-name, version, dest = sys.argv[1:4]
-cmd = create_command("download")
-options, _ = cmd.parse_args(["--no-deps", "--no-binary", ":all:", f"{name}=={version}"])
-_ctx = cmd.main_context(); _ctx.__enter__()  # keep a reference: pip asserts it is inside
-session = cmd.get_default_session(options)
-finder = cmd._build_package_finder(options=options, session=session, ignore_requires_python=True)
-found = finder.find_best_candidate(name, SpecifierSet(f"=={version}"))
-cand = found.best_candidate
-if cand is None or not cand.link.is_file and not cand.link.filename.endswith((".tar.gz", ".zip")):
-    print(json.dumps({"error": f"no source archive for {name}=={version} on the configured index"}))
-    sys.exit(3)
-link = cand.link
-if link.is_file:
-    import shutil; shutil.copyfile(link.file_path, dest)
-else:
-    resp = session.get(link.url, stream=True)
-    resp.raise_for_status()
-    with open(dest, "wb") as f:
-        for chunk in resp.iter_content(1 << 20):
-            f.write(chunk)
-print(json.dumps({"filename": link.filename}))
-"""
-
-
 def download_archive(src: ArchiveSource, folder: Path, progress: Progress | None = None) -> Path:
-    """Download the sdist with pip's own index configuration (no host of ours)."""
-    import json
-
+    """Fetch the pinned sdist from the index the user configured (environment or pip.conf,
+    read as data: pip is neither imported nor run), verified against the pin's sha256."""
+    config = read_index_config()
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=".download-", dir=folder)
     os.close(fd)
     tmp = Path(tmp_name)
     if progress:
-        progress(f"downloading {src.requirement} source archive with pip")
+        progress(f"looking up {src.requirement} on {config.describe()}")
     try:
-        proc = subprocess.run([sys.executable, "-c", _PIP_FIND, src.name, src.version, str(tmp)],
-                              capture_output=True, text=True, timeout=FETCH_TIMEOUT)
-        result = {}
-        for line in proc.stdout.splitlines()[::-1]:
-            if line.startswith("{"):
-                result = json.loads(line)
-                break
-        if proc.returncode != 0 or "filename" not in result:
-            reason = result.get("error") or (proc.stderr.strip().splitlines() or ["pip failed"])[-1]
-            raise OverlayError(f"cannot download {src.requirement}: {reason}",
-                               hint="put the archive in <mirror>/pypi/ or check the package index")
-        final = folder / result["filename"]
+        filename = simple_index.fetch_sdist(config, src.name, src.version, src.sha256, tmp,
+                                            FETCH_TIMEOUT, progress)
+        final = folder / filename
         os.replace(tmp, final)
         return final
-    except subprocess.TimeoutExpired:
-        raise OverlayError(f"downloading {src.requirement} timed out",
-                           hint="put the archive in <mirror>/pypi/") from None
+    except OverlayError as exc:
+        raise OverlayError(f"cannot download {src.requirement}: {exc.message}",
+                           hint=exc.hint or "put the archive in <mirror>/pypi/ or check the package index") from None
     finally:
         tmp.unlink(missing_ok=True)
 

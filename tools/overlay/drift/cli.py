@@ -165,9 +165,11 @@ def check_output(path: Path | None, option: str) -> None:
         return
     if path.is_dir():
         raise OverlayError(f"{option} {path} is a directory", hint="give a file name")
-    if not path.parent.is_dir():
-        raise OverlayError(f"{option}: folder {path.parent} does not exist",
-                           hint="create it first or write elsewhere")
+    try:  # as test tools do: a report's folder is created (reports/ in CI)
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OverlayError(f"{option}: cannot create folder {path.parent}: {exc.strerror or exc}",
+                           hint="write elsewhere") from None
 
 
 def load_patches(project: Project, target: str,

@@ -3,8 +3,10 @@
 Modules, one job each:
   protocol     load and validate evidence/<claim>/protocol.yaml (+ deviations.yaml)
   plan         the balanced interleaved run order
+  bounded      regular-file, size and JSON-depth checks for every file read from a results folder
   results      read `vllm bench serve --save-result --save-detailed` JSON files
-  stats        paired-start cluster bootstrap (pure, vectorised numpy)
+  stats        paired-start intervals: t on log pair ratios at few starts, cluster bootstrap
+               from 20 pairs, sign-flip p (pure, vectorised numpy)
   decide       three-way decisions from intervals and the protocol's thresholds
   analyze      per-variant summaries, deltas, decisions, deviation checks
   report       Markdown / JSON rendering

@@ -16,13 +16,13 @@ from typing import Callable
 import numpy as np
 
 from overlay.errors import OverlayError
-from overlay.evidence import decide, profiler
+from overlay.evidence import bounded, decide, profiler
 from overlay.evidence.plan import plan
 from overlay.evidence.protocol import (DIGEST_FILE, RUN_METRICS, STATISTICS, Check, Claim, Deviation,
                                       Protocol, protocol_digest)
 from overlay.evidence.results import (E2EL_MEASURED, Excluded, RunFolder, ScenarioResult, load_result,
                                       scan_excluded, scan_runs)
-from overlay.evidence.stats import PairedInterval, paired_bootstrap, per_start_statistic
+from overlay.evidence.stats import PairedInterval, paired_interval, per_start_statistic
 
 
 @dataclass(frozen=True)
@@ -155,9 +155,9 @@ def find_issues(protocol: Protocol, runs: tuple[RunFolder, ...], excluded: tuple
 def protocol_issues(protocol: Protocol, results_dir: Path) -> list[Issue]:
     """The protocol file the runs were made under (bench ab's protocol.sha256) must be this one."""
     path = results_dir / DIGEST_FILE
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return []
-    then = path.read_text(encoding="utf-8").strip()
+    then = bounded.read_text(path).strip()
     now = protocol_digest(protocol)
     if then == now:
         return []
@@ -241,8 +241,8 @@ def analyze(protocol: Protocol, results_dir: Path, deviations: tuple[Deviation, 
                       for (v, s, m, st), d in sorted(table.items()))
     deltas: list[Delta] = []
     bs = protocol.bootstrap
-    progress(f"bootstrapping {len(protocol.treatments) * len(protocol.scenarios)} treatment x scenario "
-             f"comparison(s), {bs.resamples} resamples each")
+    progress(f"intervals for {len(protocol.treatments) * len(protocol.scenarios)} treatment x scenario "
+             f"comparison(s)")
     for t in protocol.treatments:
         for sc in protocol.scenarios:
             for metric in protocol.metrics:
@@ -255,8 +255,8 @@ def analyze(protocol: Protocol, results_dir: Path, deviations: tuple[Deviation, 
                         continue
                     b = np.array([base[k] for k in starts])
                     x = np.array([trt[k] for k in starts])
-                    iv = paired_bootstrap(b, x, resamples=bs.resamples, confidence=bs.confidence,
-                                          seed=bs.seed)
+                    iv = paired_interval(b, x, resamples=bs.resamples, confidence=bs.confidence,
+                                         seed=bs.seed)
                     deltas.append(Delta(t, sc.name, metric, stat, starts, tuple(b), tuple(x), iv))
     claims = tuple(_decide_claim(protocol, c, deltas, counters_dir) for c in protocol.claims)
     notes = []

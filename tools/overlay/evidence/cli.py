@@ -101,6 +101,11 @@ def cmd_plan(args) -> int:
 
 def cmd_analyze(args) -> int:
     folder = args.folder if args.folder.is_dir() else args.folder.parent
+    if args.folder.is_dir() and (folder / "ledger.yaml").is_file() and not (folder / "protocol.yaml").exists():
+        raise OverlayError("this is a tuning ledger (ledger.yaml), not a claim with a protocol.yaml",
+                           path=str(folder),
+                           hint=f"show it with `overlay evidence ledger {folder}`; `overlay evidence ledger "
+                                f"{folder} --protocol-for STEP` writes a protocol that re-runs one step")
     proto = _protocol(args.folder, args.root)
     results = args.results or folder
     if (folder / "reported.yaml").is_file() and args.results is None and not (folder / "runs").is_dir():
@@ -129,6 +134,7 @@ def cmd_analyze(args) -> int:
         print(json.dumps(data, indent=2))
     else:
         print(report.decision_table(a.claims, report.rows_from_claims(a.claims)), end="")
+        print(f"intervals: {report.interval_note(a)}")
         for note in a.notes:
             print(f"note: {note}")
         print(f"E2E latency: {a.e2el_source}")

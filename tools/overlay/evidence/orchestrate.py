@@ -23,8 +23,10 @@ import json
 import math
 import os
 import re
+import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -38,6 +40,7 @@ from typing import Callable
 from overlay.errors import OverlayError
 from overlay.evidence.plan import PlannedRun, plan
 from overlay.evidence.protocol import DIGEST_FILE, PLACEHOLDER, Protocol, Scenario, Variant, protocol_digest
+from overlay.evidence import bounded
 from overlay.evidence import trees as tree_mod
 from overlay.evidence.trees import VariantTrees
 from overlay.model import load_series
@@ -336,15 +339,17 @@ def _complete(run_dir: Path, run: PlannedRun) -> bool:
     if not meta.is_file():
         return False
     try:
-        status = json.loads(meta.read_text(encoding="utf-8")).get("status")
-    except json.JSONDecodeError:
-        return False
-    return status == "complete" and all((run_dir / f"{s}.json").is_file() for s in run.scenarios)
+        data = bounded.load_json(meta)
+    except OverlayError:
+        return False  # not complete: set aside and rerun
+    return (isinstance(data, dict) and data.get("status") == "complete"
+            and all((run_dir / f"{s}.json").is_file() for s in run.scenarios))
 
 
 # ----------------------------------------------------------------------------- the server pid file
 
 PID_FILE = "server.pid"
+SERVER_NONCE_VAR = "OVERLAY_SERVER_NONCE"  # a secret per server start, in its environment
 
 
 def _cmdline(pid: int) -> list[str] | None:
@@ -370,21 +375,59 @@ def _alive(pid: int, started: int | None = None) -> bool:
     return st is not None and st[2] != "Z" and (started is None or st[3] == started)
 
 
-def _ours(recorded: list[str], running: list[str]) -> bool:
-    """taskset execs the server, so the live command line is the argv without it; a
-    console script (`vllm serve`) runs as `python .../bin/vllm serve ...`."""
-    if running == recorded:
-        return True
-    cmd = recorded[3:] if recorded[:2] == ["taskset", "-c"] else recorded
-    if running == cmd:
-        return True
-    return (len(running) == len(cmd) + 1 and bool(cmd) and running[2:] == cmd[1:]
-            and Path(running[1]).name == Path(cmd[0]).name)
+def _environ(pid: int) -> list[bytes] | None:
+    """The environment a process started with (None when unreadable: not ours to judge)."""
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
 
 
-def _write_pid(results: Path, proc: subprocess.Popen, argv: list[str], run_id: str) -> None:
-    st = _stat(proc.pid)
-    rec = {"pid": proc.pid, "argv": argv, "run": run_id, "started": st[3] if st else None}
+def new_nonce() -> str:
+    return secrets.token_hex(16)
+
+
+def pid_record(pid: int, stat: tuple[int, int, str, int] | None, nonce: str, argv: list[str],
+               run_id: str) -> dict:
+    """What server.pid holds: enough to recognise this very process later and nothing else; pure."""
+    return {"pid": pid, "pgid": stat[1] if stat else None, "started": stat[3] if stat else None,
+            "nonce": nonce, "argv": argv, "run": run_id}
+
+
+def record_identity(rec: object) -> tuple[int, int, int, str] | str:
+    """(pid, process group, start time, nonce) from a server.pid record, or why it has none; pure."""
+    if not isinstance(rec, dict):
+        return "not a server pid record (expected a JSON object)"
+    try:
+        pid, pgid, started = (int(rec[k]) for k in ("pid", "pgid", "started"))
+        nonce = str(rec["nonce"])
+    except (KeyError, TypeError, ValueError):
+        return "no verifiable identity (pid, pgid, started and nonce are all needed)"
+    if pid < 2 or pgid != pid or not re.fullmatch(r"[0-9a-f]{32}", nonce):
+        return "no verifiable identity (the server leads its own process group; the nonce is 32 hex digits)"
+    return pid, pgid, started, nonce
+
+
+def why_not_ours(pid: int, pgid: int, started: int, nonce: str) -> str | None:
+    """None when the live process is the server a `bench ab` started with this nonce:
+    same start time (pid reuse), leader of the recorded process group (start_new_session),
+    and the nonce in its environment or on its command line (a forged record can copy a
+    pid and a start time, not a secret only the real server was given)."""
+    st = _stat(pid)
+    if st is None or st[2] == "Z":
+        return f"no process {pid} runs (a stale record)"
+    if st[3] != started:
+        return f"process {pid} started at another time than the recorded server (its pid was reused)"
+    if st[1] != pgid:
+        return f"process {pid} is not the leader of the recorded process group {pgid}"
+    env, cmd = _environ(pid), _cmdline(pid) or []
+    if (env is None or f"{SERVER_NONCE_VAR}={nonce}".encode() not in env) and not any(nonce in a for a in cmd):
+        return f"process {pid} does not carry the run's nonce ({SERVER_NONCE_VAR}), so this tool did not start it"
+    return None
+
+
+def _write_pid(results: Path, proc: subprocess.Popen, argv: list[str], run_id: str, nonce: str) -> None:
+    rec = pid_record(proc.pid, _stat(proc.pid), nonce, argv, run_id)
     tmp = results / (PID_FILE + ".tmp")
     tmp.write_text(json.dumps(rec) + "\n", encoding="utf-8")
     tmp.replace(results / PID_FILE)
@@ -397,36 +440,37 @@ def _clear_pid(results: Path) -> None:
         pass
 
 
-def stop_leftover_server(results: Path, progress: Progress, timeout: float = 10.0) -> int | None:
+def _warn(msg: str) -> None:
+    print(f"overlay: warning: {msg}", file=sys.stderr, flush=True)
+
+
+def stop_leftover_server(results: Path, progress: Progress, timeout: float = 10.0,
+                         warn: Progress = _warn) -> int | None:
     """Stop the server a killed `bench ab` left running (recorded in server.pid); its pid, if any.
 
-    Only a process whose command line is the recorded one is ours; a reused pid is
-    left alone. A server we cannot stop is refused, naming its pid."""
+    Only a process matching the whole recorded identity (why_not_ours) is signalled, with
+    its process group and descendants; a forged, stale or unverifiable record is reported
+    in one line and left alone (it is replaced when the next server starts). A server
+    we cannot stop is refused, naming its pid."""
     path = results / PID_FILE
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return None
     try:
-        rec = json.loads(path.read_text(encoding="utf-8"))
-        pid, argv = int(rec["pid"]), [str(a) for a in rec["argv"]]
-    except (ValueError, KeyError, TypeError):
-        raise OverlayError("not a server pid record", path=str(path),
-                           hint="check that no benchmark server is still running, then delete the file") from None
-    running = _cmdline(pid)
-    started = rec.get("started")
-    if started is not None:  # pid and start time name one process, whatever it exec'd since
-        mine = running is not None and _alive(pid, int(started))
-    else:
-        mine = running is not None and _ours(argv, running)
-    if not mine:
-        _clear_pid(results)  # gone, or the pid now belongs to someone else
+        ident = record_identity(bounded.load_json(path))
+    except OverlayError as exc:
+        ident = exc.message
+    why = ident if isinstance(ident, str) else why_not_ours(*ident)
+    if why is not None:
+        warn(f"{path}: {why}; nothing signalled, record ignored")
         return None
-    progress(f"stopping the server a previous run left behind (pid {pid}, run {rec.get('run')})")
+    pid, _, started, _ = ident  # type: ignore[misc]
+    progress(f"stopping the server a previous run left behind (pid {pid})")
     try:
         stop_tree(pid, timeout)  # it leads its own process group (start_new_session)
     except PermissionError:
         raise OverlayError(f"a server left by an earlier run is still running (pid {pid}) and cannot be "
                            "stopped", path=str(path), hint=f"stop it (kill {pid}) and run again") from None
-    if _alive(pid, None if started is None else int(started)):
+    if _alive(pid, started):
         raise OverlayError(f"a server left by an earlier run is still running (pid {pid})", path=str(path),
                            hint=f"stop it (kill -9 {pid}) and run again")
     _clear_pid(results)
@@ -443,7 +487,7 @@ def bench_ab(protocol: Protocol, root: Path, results: Path, progress: Progress,
     runs_dir = results / "runs"
     digest_file = results / DIGEST_FILE
     digest = protocol_digest(protocol)
-    if digest_file.is_file() and digest_file.read_text().strip() != digest:
+    if (digest_file.exists() or digest_file.is_symlink()) and bounded.read_text(digest_file).strip() != digest:
         raise OverlayError("the protocol changed after runs were recorded under these results",
                            path=str(protocol.path),
                            hint="a preregistered protocol is frozen: restore it, or start a new results folder")
@@ -582,10 +626,12 @@ def _one_run(protocol: Protocol, root: Path, results: Path, run: PlannedRun, pro
         log = open(partial / "server.log", "wb")
         # Its own session (process group): stopping it stops the workers it forked,
         # and server.pid lets the next invocation stop it if this one is killed hard.
-        proc = subprocess.Popen(meta["server_argv"], env=server_env(protocol, variant, root, run, tree=tree),
+        nonce = new_nonce()
+        env = {**server_env(protocol, variant, root, run, tree=tree), SERVER_NONCE_VAR: nonce}
+        proc = subprocess.Popen(meta["server_argv"], env=env,
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=root)
-        _write_pid(results, proc, meta["server_argv"], run.run_id)
+        _write_pid(results, proc, meta["server_argv"], run.run_id, nonce)
         meta["server_pid"] = proc.pid
         save()
         _INTERRUPTS.check()
@@ -645,6 +691,35 @@ def _run_client(argv: list[str], log, timeout_s: float, server: subprocess.Popen
     except KeyboardInterrupt:
         _stop(client, 5.0)
         raise
+
+
+def _listening(protocol: Protocol, timeout: float = 5.0) -> bool:
+    """Whether anything accepts connections on the server's port. The kernel completes a
+    TCP handshake for a listening socket however busy its process is, so only a closed
+    socket (connection refused) says no."""
+    try:
+        with socket.create_connection((protocol.host, protocol.port), timeout=timeout):
+            return True
+    except socket.timeout:
+        return True
+    except OSError:
+        return False
+
+
+def server_gone(proc: subprocess.Popen, protocol: Protocol) -> bool:
+    """Whether the server died while the client ran. A dying process closes its sockets
+    (the client's requests fail and it may exit 0 at once) before its exit status can be
+    read, so polling once would race the client: a server that no longer listens is
+    waited for (up to the stop timeout) instead."""
+    if proc.poll() is not None:
+        return True
+    if _listening(protocol):
+        return False
+    try:
+        proc.wait(timeout=protocol.stop_timeout_s)
+    except subprocess.TimeoutExpired:
+        pass
+    return True
 
 
 def _last_line(path: Path) -> str:
@@ -717,9 +792,11 @@ def _serve_scenarios(protocol: Protocol, run: PlannedRun, proc: subprocess.Popen
                                                       f"scenario {name}"))
         meta["scenarios"][name] = {"argv": argv, "returncode": rc, "finished": _now()}
         save()
-        if rc == SERVER_DIED or proc.poll() is not None:  # its results would be cut short
+        if rc == SERVER_DIED or server_gone(proc, protocol):  # its results would be cut short
             last = _last_line(partial / "server.log")
-            return (f"server exited with status {proc.returncode} during scenario {name}"
+            how = ("stopped listening (still running after the stop timeout)" if proc.returncode is None
+                   else f"exited with status {proc.returncode}")
+            return (f"server {how} during scenario {name}"
                     + (f": {last}" if last else "") + " (see server.log)")
         if rc != 0 or not (partial / f"{name}.json").is_file():
             last = _last_line(partial / f"{name}.client.log")

@@ -18,9 +18,26 @@ def _plt():
     return plt
 
 
+def thresholds(a: Analysis, treatment: str, scenario: str, metric: str, statistic: str
+               ) -> list[tuple[float, str]]:
+    """(x in %, label) of every decision threshold a check puts on this delta: the signed
+    minimum effect in the claimed direction; pure."""
+    out = []
+    for cl in a.claims:
+        for c in cl.checks:
+            if (c.treatment, c.scenario, c.check.metric, c.check.statistic) == (treatment, scenario, metric,
+                                                                                  statistic):
+                x = c.check.min_effect_pct if c.check.change == "higher" else -c.check.min_effect_pct
+                item = (x, f"{cl.name}: min effect {x:+g}%")
+                if item not in out:
+                    out.append(item)
+    return out
+
+
 def per_start_deltas(a: Analysis, out: Path) -> list[Path]:
-    """One figure per treatment and scenario: per-start % deltas of every checked
-    metric, with the bootstrap estimate and interval drawn over them."""
+    """One figure per treatment and scenario, one axis per checked metric (their scales
+    differ by orders of magnitude): the per-start-pair % deltas, the estimate with its
+    interval, zero and the decision thresholds the checks use."""
     plt = _plt()
     paths = []
     checked = {(c.check.metric, c.check.statistic) for cl in a.claims for c in cl.checks}
@@ -30,22 +47,26 @@ def per_start_deltas(a: Analysis, out: Path) -> list[Path]:
                   and (d.metric, d.statistic) in checked]
             if not ds:
                 continue
-            fig, ax = plt.subplots(figsize=(7, 0.6 * len(ds) + 1.6))
-            for i, d in enumerate(ds):
+            fig, axes = plt.subplots(len(ds), 1, figsize=(7, 1.9 * len(ds) + 0.9), squeeze=False)
+            for ax, d in zip(axes[:, 0], ds):
                 b, x = np.array(d.baseline), np.array(d.treated)
-                per = 100.0 * (x / b - 1.0)
-                ax.scatter(per, np.full(per.shape, i), color="tab:gray", zorder=3, s=18,
-                           label="per start pair" if i == 0 else None)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    per = 100.0 * (x / b - 1.0)
+                ax.scatter(per, np.zeros(per.shape), color="tab:gray", zorder=3, s=18, label="start pairs")
                 iv = d.interval
-                ax.errorbar([iv.delta_pct], [i], xerr=[[iv.delta_pct - iv.low_pct], [iv.high_pct - iv.delta_pct]],
+                ax.errorbar([iv.delta_pct], [0.35], xerr=[[iv.delta_pct - iv.low_pct], [iv.high_pct - iv.delta_pct]],
                             fmt="o", color="tab:blue", capsize=4, zorder=4,
-                            label=f"estimate, {int(iv.confidence * 100)}% CI" if i == 0 else None)
-            ax.axvline(0, color="black", lw=0.8)
-            ax.set_yticks(range(len(ds)))
-            ax.set_yticklabels([d.metric if d.statistic == "value" else f"{d.statistic} {d.metric}" for d in ds])
-            ax.set_xlabel(f"{t} vs {a.protocol.baseline}: change (%)")
-            ax.set_title(f"{a.protocol.claim}: {sc.name} (paired starts, n={ds[0].interval.n_pairs})")
-            ax.legend(loc="best", fontsize=8)
+                            label=f"estimate, {int(round(iv.confidence * 100))}% CI ({iv.method})")
+                ax.axvline(0, color="black", lw=0.8)
+                for xt, label in thresholds(a, t, sc.name, d.metric, d.statistic):
+                    ax.axvline(xt, color="tab:red", ls="--", lw=1.0, label=label)
+                ax.set_ylim(-0.6, 0.9)
+                ax.set_yticks([])
+                name = d.metric if d.statistic == "value" else f"{d.statistic} {d.metric}"
+                ax.set_title(f"{name} (n={iv.n_pairs} pairs)", fontsize=9, loc="left")
+                ax.set_xlabel("change (%)", fontsize=8)
+                ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+            fig.suptitle(f"{a.protocol.claim}: {t} vs {a.protocol.baseline}, {sc.name}", fontsize=10)
             fig.tight_layout()
             p = out / f"deltas-{t}-{sc.name}.png"
             fig.savefig(p, dpi=110)

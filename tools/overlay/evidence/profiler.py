@@ -20,18 +20,16 @@ import fnmatch
 from pathlib import Path
 
 from overlay.errors import OverlayError
+from overlay.evidence import bounded
 
 NAME_COLUMNS = ("API Name", "Name", "OP Type", "Op Name")
 
 
 def load_statistics(path: Path) -> dict[str, int]:
     """name -> total call count over all rows of one statistics CSV."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise OverlayError("profiler statistics file not found", path=str(path)) from None
-    except UnicodeDecodeError:
-        raise OverlayError("not UTF-8 text", path=str(path)) from None
+    if not path.exists() and not path.is_symlink():
+        raise OverlayError("profiler statistics file not found", path=str(path))
+    text = bounded.read_text(path, limit=bounded.RESULT_MAX_BYTES, encoding="utf-8-sig")
     reader = csv.DictReader(text.splitlines())
     header = [h.strip() for h in (reader.fieldnames or [])]
     name_col = next((c for c in NAME_COLUMNS if c in header), None)

@@ -199,16 +199,31 @@ def protocol_digest(protocol: Protocol) -> str:
 # ----------------------------------------------------------------------------- field helpers
 
 
-def _int(f: _Fields, key: str, *, default: int | None = None, minimum: int = 0) -> int:
+# Upper bounds, each with the reason it is given in the refusal: a typo of a few zeros
+# must be one line at load, not minutes of planning and a MemoryError.
+MAX_STARTS = (100, "each start is a server start of its own (minutes each); the plan and the "
+                   "analysis hold every start")
+MAX_RESAMPLES = (100_000, "the bootstrap holds resamples x starts indices in memory; 10000 already "
+                          "puts the percentile bounds within about 0.1% of the spread")
+MAX_REQUESTS = (100_000, "every request's token gaps are kept in the client's result file, which "
+                         "the analysis reads whole")
+
+
+def _int(f: _Fields, key: str, *, default: int | None = None, minimum: int = 0,
+         maximum: tuple[int, str] | None = None) -> int:
     if not f.has(key):
         if default is None:
             raise f.error(key, "missing; expected a whole number")
         return default
     value = f.map[key].value
+    if isinstance(value, float) and value.is_integer() and maximum is not None and value > maximum[0]:
+        value = int(value)  # 1e11 written as a float: refused for its size below, not its type
     if isinstance(value, bool) or not isinstance(value, int):
         raise f.error(key, f"expected a whole number, got {_kind(value)} {value!r}")
     if value < minimum:
         raise f.error(key, f"{value} is below the minimum {minimum}")
+    if maximum is not None and value > maximum[0]:
+        raise f.error(key, f"{value} is above the maximum {maximum[0]}: {maximum[1]}")
     return value
 
 
@@ -318,8 +333,8 @@ def _scenario(name: str, node: Node, path: str) -> Scenario:
     return Scenario(name=name, description=f.str("description") or "",
                     dataset=f.str("dataset") or "random",
                     input_len=_int(f, "input-len", minimum=1), output_len=_int(f, "output-len", minimum=2),
-                    num_prompts=_int(f, "num-prompts", minimum=1), max_concurrency=conc,
-                    request_rate=rate, warmups=_int(f, "warmups", default=0),
+                    num_prompts=_int(f, "num-prompts", minimum=1, maximum=MAX_REQUESTS), max_concurrency=conc,
+                    request_rate=rate, warmups=_int(f, "warmups", default=0, maximum=MAX_REQUESTS),
                     client_args=_cmd_list(f, "client-args", ()), line=node.line)
 
 
@@ -417,7 +432,7 @@ def load_protocol(path: Path, root: Path | None = None) -> Protocol:
     scenarios = tuple(_scenario(_name(top, "scenarios", n, "scenario"), node, shown) for n, node in sn.value.items())
     if not scenarios:
         raise top.error("scenarios", "expected at least one scenario")
-    starts = _int(top, "starts", minimum=2)
+    starts = _int(top, "starts", minimum=2, maximum=MAX_STARTS)
     order = top.str("order") or "balanced"
     if order != "balanced":
         raise top.error("order", f"'{order}' is not supported", hint="use balanced (interleaved, counterbalanced)")
@@ -471,7 +486,7 @@ def load_protocol(path: Path, root: Path | None = None) -> Protocol:
         client_command=_cmd_list(cli, "command", DEFAULT_CLIENT_COMMAND),
         client_timeout_s=_number(cli, "timeout-s", default=7200.0),
         metrics=metrics, claims=tuple(claims),
-        bootstrap=Bootstrap(_int(bf, "resamples", default=10000, minimum=100), conf,
+        bootstrap=Bootstrap(_int(bf, "resamples", default=10000, minimum=100, maximum=MAX_RESAMPLES), conf,
                             _int(bf, "seed", default=seed)),
         stop_rules=top.str_list("stop-rules"),
         max_failed_requests=_int(top, "max-failed-requests", default=0),

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 from overlay.evidence.analyze import Analysis, ClaimDecision
+from overlay.evidence.stats import BOOTSTRAP_MIN_PAIRS, METHOD_BOOTSTRAP, METHOD_T, METHOD_T_DIFF, distinct_resamples
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,30 @@ def decision_table(claims: tuple[ClaimDecision, ...], rows: list[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def interval_note(a: Analysis) -> str:
+    """Which interval method the deltas used, and why (one line); pure."""
+    p = a.protocol
+    conf = int(round(p.bootstrap.confidence * 100))
+    methods = {d.interval.method for d in a.deltas}
+    ns = sorted({d.interval.n_pairs for d in a.deltas})
+    parts = []
+    if methods & {METHOD_T, METHOD_T_DIFF}:
+        small = [n for n in ns if n < BOOTSTRAP_MIN_PAIRS]
+        resamples = ", ".join(f"{distinct_resamples(n)} at n={n}" for n in small)
+        parts.append(f"{conf}% Student t-intervals on the log ratios of paired starts (on the differences "
+                     f"where a value is 0): with fewer than {BOOTSTRAP_MIN_PAIRS} pairs a bootstrap has few "
+                     f"distinct resamples ({resamples}) and its interval shrinks to the pairs' min..max; "
+                     "the pair range is shown beside them and is not an interval")
+    if METHOD_BOOTSTRAP in methods:
+        parts.append(f"{conf}% paired-start cluster bootstrap (server starts resampled, not requests), "
+                     f"{p.bootstrap.resamples} resamples, seed {p.bootstrap.seed}")
+    return "; ".join(parts) or "none (no paired starts)"
+
+
+def _range(lo: float, hi: float) -> str:
+    return "n/a" if math.isnan(lo) or math.isnan(hi) else f"{lo:+.2f}%..{hi:+.2f}%"
+
+
 def render_markdown(a: Analysis, plots: list[str]) -> str:
     p = a.protocol
     conf = int(round(p.bootstrap.confidence * 100))
@@ -80,8 +105,7 @@ def render_markdown(a: Analysis, plots: list[str]) -> str:
            f"Protocol preregistered {p.preregistered.isoformat()}; {p.starts} independent server "
            f"starts per variant in balanced interleaved order; baseline `{p.baseline}`.", "",
            f"Hypothesis: {p.hypothesis}", "",
-           f"Intervals: {conf}% paired-start cluster bootstrap (server starts resampled, not "
-           f"requests), {p.bootstrap.resamples} resamples, seed {p.bootstrap.seed}.", "",
+           f"Intervals: {interval_note(a)}.", "",
            "## Decisions", "", decision_table(a.claims, rows_from_claims(a.claims)),
            "## Per variant (mean over starts of the per-start statistic)", "",
            "| variant | scenario | metric | mean | p50 | p95 | p99 | starts |",
@@ -103,13 +127,16 @@ def render_markdown(a: Analysis, plots: list[str]) -> str:
                 out.append(f"| {v} | {sc.name} | {m} (ms) | {vals} | {n} |")
     out += ["", "## Deltas (treatment minus baseline)", "",
             "| treatment | scenario | metric | baseline | treatment | delta | delta % | "
-            f"{conf}% CI | positive pairs |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+            f"{conf}% CI | method | pair range (not a CI) | distinct resamples | sign-flip p | positive pairs |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for d in a.deltas:
         iv = d.interval
         name = d.metric if d.statistic == "value" else f"{d.statistic} {d.metric}"
+        flip = "n/a" if iv.sign_flip_p is None else f"{iv.sign_flip_p:.3g}"
         out.append(f"| {d.treatment} | {d.scenario} | {name} | {iv.baseline_mean:.3f} | "
                    f"{iv.treatment_mean:.3f} | {iv.delta:+.3f} | {_pct(iv.delta_pct)} | "
-                   f"{_ci(iv.low_pct, iv.high_pct)} | {iv.positive_pairs}/{iv.n_pairs} |")
+                   f"{_ci(iv.low_pct, iv.high_pct)} | {iv.method} | {_range(iv.pair_low_pct, iv.pair_high_pct)} | "
+                   f"{iv.distinct_resamples} | {flip} | {iv.positive_pairs}/{iv.n_pairs} |")
     out += ["", "## Deviations", ""]
     if a.recorded:
         for issue, dev in a.recorded:
@@ -136,6 +163,7 @@ def to_json(a: Analysis, plots: list[str]) -> dict:
         "bootstrap": {"resamples": a.protocol.bootstrap.resamples,
                       "confidence": a.protocol.bootstrap.confidence, "seed": a.protocol.bootstrap.seed,
                       "unit": "server start (paired by start number)"},
+        "intervals": {"note": interval_note(a), "bootstrap_min_pairs": BOOTSTRAP_MIN_PAIRS},
         "claims": [{"name": c.name, "hypothesis": c.hypothesis, "kind": c.kind, "decision": c.decision,
                     "note": c.note,
                     "checks": [{"treatment": x.treatment, "scenario": x.scenario, "metric": x.check.metric,

@@ -25,7 +25,6 @@ Layout of a results folder:
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from overlay.errors import OverlayError
+from overlay.evidence import bounded
 
 RUN_DIR = re.compile(r"^(?P<variant>[A-Za-z0-9][A-Za-z0-9_-]*?)-r(?P<start>\d+)$")
 REQUIRED = ("output_throughput", "request_throughput", "ttfts", "itls", "output_lens", "errors")
@@ -156,12 +156,9 @@ def _flat_gaps(gaps: list[list], rows: np.ndarray, lengths: np.ndarray, where: s
 def load_result(path: Path, run_id: str, variant: str, start: int, scenario: str,
                 shown: str | None = None) -> ScenarioResult:
     where = shown or str(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise OverlayError("result file not found", path=where) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise OverlayError(f"not valid JSON: {exc}", path=where) from None
+    if not path.exists() and not path.is_symlink():
+        raise OverlayError("result file not found", path=where)
+    data = bounded.load_json(path, where, bounded.RESULT_MAX_BYTES)
     if not isinstance(data, dict):
         raise OverlayError("not a `vllm bench serve` result (expected a JSON object)", path=where)
     missing = [k for k in REQUIRED if k not in data]
@@ -212,12 +209,9 @@ def parse_run_id(name: str) -> tuple[str, int] | None:
 
 def _meta(path: Path) -> dict:
     """run.json as written by `bench ab` ({} when absent)."""
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise OverlayError("run.json is not valid JSON", path=str(path)) from None
+    data = bounded.load_json(path)
     if not isinstance(data, dict):
         raise OverlayError("run.json is not a JSON object", path=str(path))
     return data
@@ -267,7 +261,8 @@ def scan_excluded(results: Path) -> tuple[Excluded, ...]:
         if not d.is_dir():
             continue
         reason_file = d / "reason.txt"
-        reason = reason_file.read_text(encoding="utf-8").strip() if reason_file.is_file() else ""
+        present = reason_file.exists() or reason_file.is_symlink()
+        reason = bounded.read_text(reason_file).strip() if present else ""
         run = d.name.split(".")[0]
         out.append(Excluded(d.name, run if parse_run_id(run) else None, reason, d,
                             _meta(d / "run.json").get("started")))

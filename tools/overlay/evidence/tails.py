@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from overlay.errors import OverlayError
+from overlay.evidence import bounded
 
 
 @dataclass(frozen=True)
@@ -78,10 +79,9 @@ def check_rows(rows: list[tuple[int, str, str, float]], lines: list[int], path: 
 def load_records(path: Path) -> dict[str, Phase]:
     rows: list[tuple[int, str, str, float]] = []
     lines: list[int] = []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise OverlayError("timing file not found", path=str(path)) from None
+    if not path.exists() and not path.is_symlink():
+        raise OverlayError("timing file not found", path=str(path))
+    text = bounded.read_text(path, limit=bounded.RESULT_MAX_BYTES)
     if path.suffix in (".jsonl", ".ndjson"):
         for i, line in enumerate(text.splitlines(), 1):
             if not line.strip():

