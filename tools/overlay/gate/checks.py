@@ -17,7 +17,7 @@ from typing import Callable
 from overlay.gate.callers import COMMON, Callers, Site
 from overlay.gate.conditions import unknown_bases_in_core
 from overlay.gate.findings import Finding
-from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, class_info, dotted, qualify
+from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, dotted, qualify
 from overlay.gate.scan import Context, ImportUse, PluginFacts, Replacement
 from overlay.gate.signature import (CallShape, Param, Signature, accepts_call, accepts_open_call, covers,
                                     from_ast)

@@ -20,7 +20,7 @@ from overlay.gate.callers import Callers, TextCache
 from overlay.gate.calls import check_calls
 from overlay.gate.conditions import Env, core_version, decide_branch
 from overlay.gate.findings import Finding, merge_sites
-from overlay.gate.index import ModuleInfo, TreeIndex, class_info
+from overlay.gate.index import ModuleInfo, TreeIndex
 from overlay.gate.scan import PluginFacts, scan_module
 from overlay.gate.source import TreeSource
 from overlay.gate.startup import entry_points, reach
