@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         pairings = [p for p in evaluation.load(args.classification) if not args.only or p.name in args.only]
         allowlist = ROOT / "gate-allowlist.yaml"
         scores = []
+        reports = []
         with tempfile.TemporaryDirectory(prefix="gate-eval-") as tmp:
             cores: dict[str, Path] = {}
             shared = Cache()  # syntax trees shared by content across pairings
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                 report = run_gate(core, plugin, allowlist if allowlist.is_file() else None, note_unused=False,
                                   cache=shared)
                 scores.append(evaluation.score(p, report.findings, float(report.stats.get("seconds", 0.0))))
+                reports.append(report.findings)
     except OverlayError as exc:
         where = f"{exc.path}{':' + str(exc.line) if exc.line else ''}: " if exc.path else ""
         hint = f" ({exc.hint})" if exc.hint else ""
@@ -98,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
                            "control": s.control,
                            "missed": list(s.missed), "false_alarms": list(s.false_alarms),
                            "unclassified": [dict(f.to_dict(), key=evaluation.finding_key(f))
-                                            for f in s.unclassified]} for s in scores], indent=2))
+                                            for f in s.unclassified],
+                           "findings": [dict(f.to_dict(), key=evaluation.finding_key(f)) for f in found]}
+                          for s, found in zip(scores, reports)], indent=2))
     else:
         sys.stdout.write(evaluation.render(scores))
     return 1 if any(s.unclassified for s in scores) else 0
