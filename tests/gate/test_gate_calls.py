@@ -725,3 +725,21 @@ def test_a_common_method_name_is_followed_through_files_naming_the_hierarchy(tmp
     report = gate(tmp_path, core, plugin, loaded=("vllm_ascend.aclgraph",))
     found = [f for f in of_kind(report, "override") if f.symbol.endswith("DFlashAclGraphManager.capture")]
     assert [(f.severity, "missing required argument(s) 'causal'" in f.message) for f in found] == [("error", True)]
+
+
+def test_methods_the_plugin_adds_to_a_core_class_are_not_patch_targets(tmp_path):
+    """vllm-ascend 15818534ec adds its tool parser's helpers to core's
+    DeepSeekV4ToolParser (`DeepSeekV4ToolParser._function_name = _function_name`)."""
+    core = {"vllm/v1/worker/mamba_utils.py": MAMBA + "\n\nclass Parser:\n    def parse(self):\n        pass\n"}
+    plugin = {"vllm_ascend/parser.py": """
+        from vllm.v1.worker.mamba_utils import Parser
+
+
+        def _function_name(tool):
+            return tool
+
+
+        Parser._function_name = _function_name
+    """}
+    report = gate(tmp_path, core, plugin, loaded=("vllm_ascend.parser",))
+    assert of_kind(report, "patch-target") == []
