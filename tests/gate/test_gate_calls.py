@@ -747,3 +747,29 @@ def test_methods_the_plugin_adds_to_a_core_class_are_not_patch_targets(tmp_path)
     """}
     report = gate(tmp_path, core, plugin, loaded=("vllm_ascend.parser",))
     assert report.findings == ()
+
+
+def test_code_after_a_taken_version_branch_that_returns_does_not_run(tmp_path):
+    """vllm-ascend 182b75ea84 NPUModelRunner.execute_model: `if vllm_version_is("0.27.1"):
+    return super().execute_model(...)` and, after it, the call for newer cores with
+    `context_len=` (vLLM 0.27.1 `GPUModelRunner.execute_model` has no context_len)."""
+    core = {"vllm/v1/worker/gpu_model_runner.py": """
+        class GPUModelRunner:
+            def execute_model(self, scheduler_output, intermediate_tensors=None, dummy_run=False):
+                pass
+    """}
+    plugin = {"vllm_ascend/runner.py": """
+        from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+        from vllm_ascend.utils import vllm_version_is
+
+
+        class NPUModelRunner(GPUModelRunner):
+            def execute_model(self, scheduler_output, intermediate_tensors=None, dummy_run=False, context_len=0):
+                if vllm_version_is("0.27.1"):
+                    return super().execute_model(scheduler_output, intermediate_tensors=intermediate_tensors)
+                return super().execute_model(scheduler_output, dummy_run=dummy_run, context_len=context_len)
+    """}
+    assert of_kind(gate(tmp_path, core, plugin, "0.27.1", loaded=("vllm_ascend.runner",)), "call") == []
+    newer = gate(tmp_path / "b", core, plugin, "0.28.0", loaded=("vllm_ascend.runner",))
+    assert ["context_len" in f.message for f in of_kind(newer, "call")] == [True]

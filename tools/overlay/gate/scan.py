@@ -255,6 +255,18 @@ class _Scanner:
     def block(self, body: list[ast.stmt], ctx: Context, scope: Scope, in_class: bool = False) -> None:
         for stmt in body:
             self.stmt(stmt, ctx, scope, in_class)
+            if isinstance(stmt, ast.If) and self.ends_block(stmt, scope):
+                break  # `if vllm_version_is(X): return ...` taken: the rest never runs for this core
+
+    def ends_block(self, stmt: ast.If, scope: Scope) -> bool:
+        """The branch this core takes returns or raises at its end."""
+        if _isinstance_test(stmt.test) is not None:
+            return False
+        v = self.instance_flag(stmt.test, scope) or evaluate(stmt.test, self.mod, scope.local_imports, self.env)
+        if v.kind != DECIDED:
+            return False
+        taken = stmt.body if v.value else stmt.orelse
+        return bool(taken) and isinstance(taken[-1], (ast.Return, ast.Raise))
 
     def stmt(self, stmt: ast.stmt, ctx: Context, scope: Scope, in_class: bool) -> None:
         if not ctx.type_checking:
