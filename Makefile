@@ -67,7 +67,7 @@ $(VENV)/.installed: pyproject.toml
 	@echo "make: [1/2] creating $(VENV) (first run only)"
 	$(call q,$(PYTHON)) -m venv $(call q,$(VENV))
 	@echo "make: [2/2] installing the tool and its dependencies into $(VENV) (about a minute; pip lists each package)"
-	$(PY) -m pip install --disable-pip-version-check --progress-bar on -e '.[test]'
+	$(PY) -m pip install --disable-pip-version-check --progress-bar on -e '.[test,cluster]'
 	@touch $@
 	@echo "make: $(VENV) is ready"
 
@@ -108,6 +108,7 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/bench_drift.py
 	$(PY) benchmarks/bench_gate.py
 	$(PY) benchmarks/bench_evidence.py
+	$(PY) benchmarks/bench_cluster.py
 
 CLAIM ?= evidence/mrv2-metadata-barrier
 evidence: $(VENV)/.installed

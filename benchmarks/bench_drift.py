@@ -55,7 +55,8 @@ def git(args, **kw) -> str:
 
 def synthetic(root: Path, files: int = 1500, commits: int = 400, seed: int = 7) -> Path:
     """A project + mirror: a tree of `files` files, `commits` first-parent commits
-    each editing 3 files; 3 patches on files that upstream edits now and then."""
+    each editing 3 files; 3 patches on files that upstream edits now and then, the first
+    naming an upstream commit half way along (`upstream-commit`: the provenance rule)."""
     rng = random.Random(seed)
     content = {f"src/m{i:04d}.py": [f"value_{i}_{k} = {k}\n" for k in range(200)]
                for i in range(files)}
@@ -80,7 +81,8 @@ def synthetic(root: Path, files: int = 1500, commits: int = 400, seed: int = 7) 
     git(["init", "-q", "--bare", str(repo)])
     subprocess.run(["git", "fast-import", "--quiet"], cwd=repo, input="".join(stream).encode(),
                    check=True, env=isolated_env())
-    first = git(["rev-list", "--max-parents=0", "main"], cwd=repo).split()[0]
+    walk = git(["rev-list", "--reverse", "--first-parent", "main"], cwd=repo).split()
+    first = walk[0]
     project = root / "project"
     (project / "patches").mkdir(parents=True)
     (project / "pins").mkdir()
@@ -100,6 +102,8 @@ def synthetic(root: Path, files: int = 1500, commits: int = 400, seed: int = 7) 
             f"Subject: [PATCH] bench {j}\n\nA benchmark patch.\n---\n"
             f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -{k - 2},7 +{k - 2},7 @@\n{hunk}")
         series += [f"  - patch: {name}", "    target: plugin", "    origin: local"]
+        if j == 1:  # the provenance rule too: upstream carries it from the walk's middle on
+            series.append(f"    upstream-commit: {walk[len(walk) // 2]}")
     (project / "series.yaml").write_text("\n".join(series) + "\n")
     return project
 
@@ -209,7 +213,7 @@ def main() -> int:
         pin = project.pin(args.pin)
         git_dir, base = target_repo(root, pin, args.target, mirror.resolve() if mirror else None)
         head = resolve_ref(git_dir, args.target, args.ref)
-        patches, diffs = load_patches(project, args.target)
+        patches, diffs = load_patches(project, args.target, pin.name)  # what the pin set carries
         if not patches:
             print(f"no patches for target {args.target} in {root}/series.yaml", file=sys.stderr)
             return 2

@@ -122,3 +122,39 @@ def test_redact_hides_user_info_in_any_url():
     assert url_credentials("https://tok@github.com/a/b") and url_credentials("HTTPS://u:p@h/x")
     assert not url_credentials("ssh://git@github.com/a/b") and not url_credentials("git@github.com:a/b")
     assert not url_credentials("https://github.com/a/b") and not url_credentials("file:///tmp/x@y")
+
+
+def _creates(path: str, blob: str, line: str) -> str:
+    return (f"diff --git a/{path} b/{path}\nnew file mode 100644\nindex {'0' * 40}..{blob}\n"
+            f"--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+{line}\n")
+
+
+def test_entries_that_create_one_file_must_create_the_same_blob(world, run):
+    """A file two entries of one target create (shared guard code) must be one blob."""
+    patches = world.project / "patches"
+    same, other = "a" * 40, "b" * 40
+    for name in ("0001-plugin-lora-args.patch", "0003-plugin-switch.patch"):
+        (patches / name).write_text((patches / name).read_text() + _creates("shared/guard.py", same, "x = 1"))
+    # The same path in another target's tree is another file.
+    core = patches / "0002-core-rename-helper.patch"
+    core.write_text(core.read_text() + _creates("shared/guard.py", other, "y = 2"))
+    code, out, _ = run("check", root=world.project)
+    assert code == 0, out
+
+    edit(patches / "0003-plugin-switch.patch", f"..{same}", f"..{other}")
+    code, out, _ = run("check", root=world.project)
+    assert code == 1
+    assert ("0003-plugin-switch.patch: creates shared/guard.py as blob bbbbbbbbbbbb, "
+            "but 0001-plugin-lora-args.patch creates it as aaaaaaaaaaaa") in out, out
+    assert out.count("shared/guard.py") == 1, out
+
+
+def test_a_shared_new_file_without_an_index_line_is_not_proven_equal(world, run):
+    patches = world.project / "patches"
+    p1, p3 = patches / "0001-plugin-lora-args.patch", patches / "0003-plugin-switch.patch"
+    p1.write_text(p1.read_text() + _creates("shared/guard.py", "a" * 40, "x = 1"))
+    p3.write_text(p3.read_text() + _creates("shared/guard.py", "a" * 40, "x = 1").replace(
+        f"index {'0' * 40}..{'a' * 40}\n", ""))
+    code, out, _ = run("check", root=world.project)
+    assert code == 1
+    assert "creates shared/guard.py as blob unknown (no index line)" in out, out

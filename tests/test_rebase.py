@@ -173,13 +173,14 @@ def test_merged_patches_alone_need_no_stop(capsys, project):
     rebase(capsys, project, "--abort")
     rc, out, err = rebase(capsys, project, "--pin", "base", "--onto", "plugin=u1", "--as", "at-u1")
     assert rc == 0, err
-    assert "| `0001-m-add-m_05b-and-raise-m_06.patch` | kept | clean | applies as it is |" in out
+    assert "| `0001-m-add-m_05b-and-raise-m_06.patch` | kept | clean |  | applies as it is |" in out
 
 
 @pytest.mark.parametrize("args, message", [
     (["--pin", "base"], "give --onto TARGET=REF"),
     (["--onto", "plugin"], "'plugin' is not TARGET=REF"),
-    (["--onto", "plugin=u1,core=k"], "--onto takes one TARGET=REF"),
+    (["--onto", "plugin=u1,core=k"], "unknown target 'core'"),
+    (["--onto", "plugin=u1", "--onto", "plugin=u2"], "target 'plugin' is given twice"),
     (["--onto", "gpu=u1"], "unknown target 'gpu'"),
     (["--onto", "plugin=no-such"], "'no-such' is not a commit"),
     (["--onto", "plugin=u0"], "nothing to move"),
@@ -210,9 +211,12 @@ def _commit(project: Path, tag: str) -> str:
 
 
 @pytest.mark.mirror
-def test_real_rebase_onto_cd76505e_stops_at_0001_and_aborts_cleanly(capsys, tmp_path, monkeypatch):
-    """The real series on the real mirror (OVERLAY_MIRROR): at cd76505e upstream carries its
-    own versions of 0001-0003, so 0001 conflicts first, naming #10935; --abort restores."""
+def test_real_rebase_onto_cd76505e_drops_by_provenance_and_aborts_cleanly(capsys, tmp_path, monkeypatch):
+    """The real series on the real mirror (OVERLAY_MIRROR): cd76505e holds the upstream
+    commits 0001-0004, 0007, 0008 and 0010 cite, and it declares core 1f486d96 (its
+    main-verified commit), the pin set's core: they are dropped, whatever their text says.
+    0006 has one of its two upstream commits (8c28b0eb, not 15818534): kept, and it is the
+    first to conflict; --abort restores."""
     real = REAL_MIRROR
     if not real:
         pytest.fail("OVERLAY_MIRROR was not set when the session started")
@@ -229,8 +233,12 @@ def test_real_rebase_onto_cd76505e_stops_at_0001_and_aborts_cleanly(capsys, tmp_
                           "--as", "cd76505e", "--json")
     assert rc == 1, err
     stop = json.loads(out)
-    assert stop["status"] == "conflict" and stop["patch"] == "0001-mrv2-lora-graph-args.patch"
+    assert stop["status"] == "conflict" and stop["patch"] == "0006-parser-patches-by-core-capability.patch"
     assert any("(#10935)" in line and "upstream did this too" in line for line in stop["overlap"])
+    plans = json.loads((project / ".overlay" / "rebase.json").read_text())["plans"]
+    dropped = [p["patch"][:4] for p in plans if p["action"] == "dropped"]
+    assert dropped == ["0001", "0002", "0003", "0004", "0007", "0008", "0010"]
+    assert all("main-verified commit" in p["why"] for p in plans if p["action"] == "dropped")
     assert rebase(capsys, project, "--abort")[0] == 0
     assert snapshot(project) == before
 
@@ -296,3 +304,180 @@ def test_a_failure_while_starting_leaves_no_rebase_behind(capsys, project, monke
     assert not (project / "build" / "next").exists()
     assert not (project / ".overlay" / "rebase.json").exists()
     assert not (project / ".overlay" / "rebase-pins").exists()
+
+
+# ----------------------------------------------------------------------------- provenance
+# The history of tests/drift/provenance_history.py: 0001 and 0002 are carried upstream by
+# provenance at p5 (their upstream commits are ancestors, their text conflicts), 0003 is
+# superseded by upstream's #305 there, and p5 declares core release v1.1.
+
+
+@pytest.fixture(scope="session")
+def _provenance(tmp_path_factory):
+    from tests.drift.provenance_history import build as build_provenance
+
+    return build_provenance(tmp_path_factory.mktemp("rebase-provenance"))
+
+
+@pytest.fixture
+def prov(_provenance, tmp_path, monkeypatch):
+    dest = tmp_path / "project"
+    shutil.copytree(_provenance.project, dest)
+    monkeypatch.setenv("OVERLAY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OVERLAY_MIRROR", str(_provenance.mirror))
+    return _provenance, dest
+
+
+def _port(work: Path, text: str = "c_10 = 'fast path where proven'\n") -> None:
+    p = work / "c.py"
+    p.write_text(p.read_text().replace("c_10 = 'fast path, default on'\n", text))
+    env = {**os.environ, "GIT_AUTHOR_NAME": "Overlay Dev", "GIT_AUTHOR_EMAIL": "overlay@example.org"}
+    subprocess.run(["git", "commit", "-qam", "c: port the fast path onto upstream's"], cwd=work,
+                   check=True, env=env)
+
+
+def test_provenance_drops_stop_for_the_superseded_port_and_move_core(capsys, prov):
+    history, project = prov
+    before = snapshot(project)
+    rc, out, err = rebase(capsys, project, "--pin", "base", "--onto", "plugin=p5",
+                          "--onto", "core=pypi:core==1.1", "--as", "next")
+    archive, digest = history.archives["1.1"]
+    assert rc == 1 and f"core to PyPI `core==1.1` (sha256 `{digest}`)" in out, err
+    assert "0001-a-fix-a_10-backport-of-301.patch: drift says merged (upstream-commit); drop it" in out
+    assert "core core==1.1 is the plugin's release (v1.1)" in out
+    assert "DECISION: 0003-c-experimental-fast-path.patch is superseded at p5 by upstream's own " \
+           "version acme/plugin#305" in out
+    assert snapshot(project) == before
+    work = project / "build" / "next" / "plugin"
+    rc, _, err = rebase(capsys, project, "--continue")  # nothing ported yet
+    assert rc == 2 and "nothing was ported" in err and err.count("\n") == 1
+    _port(work)
+    rc, _, err = rebase(capsys, project, "--skip")  # a port exists: --skip would lose it
+    assert rc == 2 and "1 commit(s) were added since the stop" in err
+    rc, out, err = rebase(capsys, project, "--continue", "--json")
+    result = json.loads(out)
+    # it finishes; what is left is the port's provenance (check) and a gate that finds no
+    # package in this fixture plugin: exit 1, "finished with check or gate findings"
+    assert rc == 1 and result["status"] == "done", err
+    assert [f["message"].split(": ", 1)[1] for f in result["check"]] == [
+        "a local patch needs 'forwarded' (where it was or will be sent upstream)"]
+    assert result["gate"]["ran"] is False and "no Python package" in result["gate"]["why"]
+    outcome = {p["patch"][:4]: p["outcome"] for p in result["patches"]}
+    assert outcome == {"0001": "dropped", "0002": "dropped", "0003": "ported", "0004": "kept"}
+    assert set(result["timings"]) >= {"drift", "compose", "git am -3", "refresh", "lock", "gate"}
+    records = {p["patch"][:4]: p["applied_upstream"] for p in result["patches"]}
+    assert records["0001"] == {"ref": "acme/plugin#301", "commit": history.commits["p1"],
+                               "rule": "upstream-commit"}
+    assert records["0002"]["commit"] == history.commits["p4"]  # the last of its two
+    assert records["0003"]["rule"] == "superseded-by (ported)"
+    (port,) = result["refresh"]["added"]
+
+    series = Project.load(project).series
+    entry = {e.patch[:4]: e for e in series.entries}
+    assert entry["0003"].provenance.applied_upstream_pins == ("next",)
+    # the provenance fields survive the records and the refresh
+    assert entry["0001"].provenance.upstream_commits == (history.commits["p1"],)
+    assert entry["0002"].provenance.upstream_commits == (history.commits["p2"], history.commits["p4"])
+    assert entry["0003"].provenance.superseded_by_pr == "acme/plugin#305"
+    assert entry[port[:4]].only_pins == ("next",)
+    assert [e.patch for e in series.for_target("plugin", "next")] == [entry["0004"].patch, port]
+    assert port not in [e.patch for e in series.for_target("plugin", "base")]
+    pin = Project.load(project).pin("next")
+    core = pin.target("core")
+    assert (core.source.requirement, core.source.sha256) == ("core==1.1", digest)
+    assert core.tree and pin.target("plugin").tree == result["tree"]
+    # the new pin set composes from the files alone, to its lock, core included
+    shutil.rmtree(project / "build")
+    assert main(["--root", str(project), "apply", "--pin", "next", "--json"]) == 0
+    applied = {t["target"]: t for t in json.loads(capsys.readouterr().out)["targets"]}
+    assert applied["core"]["tree_matches_lock"] and applied["plugin"]["tree_matches_lock"]
+    # and the old one still carries the whole series, without the port
+    assert main(["--root", str(project), "apply", "--pin", "base", "--json", "--targets", "plugin"]) == 0
+    patches = [p["patch"][:4] for p in json.loads(capsys.readouterr().out)["targets"][0]["patches"]]
+    assert patches == ["0001", "0002", "0003", "0004"]
+
+
+def test_a_superseded_patch_can_be_dropped_at_the_decision(capsys, prov):
+    history, project = prov
+    rebase(capsys, project, "--pin", "base", "--onto", "plugin=p5", "--onto",
+           "core=pypi:core==1.1", "--as", "next")
+    rc, out, err = rebase(capsys, project, "--skip", "--json")
+    result = json.loads(out)
+    assert result["status"] == "done" and result["check"] == [], err
+    p3 = next(p for p in result["patches"] if p["patch"].startswith("0003"))
+    assert p3["outcome"] == "dropped" and p3["applied_upstream"] == {
+        "ref": "acme/plugin#305", "commit": history.commits["p5"], "rule": "superseded-by"}
+    assert result["refresh"]["added"] == []
+
+
+def test_a_core_the_new_plugin_does_not_declare_keeps_what_upstream_carries(capsys, prov):
+    history, project = prov
+    # core stays at 1.0; p5 declares v1.1: upstream's versions of 0001/0002 are unproven here
+    rc, out, err = rebase(capsys, project, "--pin", "base", "--onto", "plugin=p5", "--as", "next")
+    assert "0001-a-fix-a_10-backport-of-301.patch: drift says merged (upstream-commit); apply it " \
+           "with 3-way (upstream carries it" in out, err
+    assert "but core core==1.0 is not a core the new plugin declares (release v1.1): upstream's " \
+           "version is proven only there: kept" in out
+    # kept, it meets upstream's own text: git am -3 stops there for the maintainer
+    assert rc == 1 and "CONFLICT: 0001-a-fix-a_10-backport-of-301.patch" in out
+    assert rebase(capsys, project, "--abort")[0] == 0
+
+
+def test_a_backport_with_one_of_two_upstream_commits_is_kept(capsys, prov):
+    history, project = prov
+    rc, out, err = rebase(capsys, project, "--pin", "base", "--onto", "plugin=p3", "--as", "at-p3")
+    lines = {line[2:6]: line for line in out.splitlines() if line.startswith("  000")}
+    # only p2 of 0002's two upstream commits has landed: the text rules decide
+    assert "0002-b-both-halves-backport-of-302-303.patch: drift says conflict; apply it with " \
+           "3-way" in lines["0002"] and "upstream carries it" not in lines["0002"], out
+    # 0001 is carried, but the plugin at p3 declares no core at all
+    assert "(it declares none)" in lines["0001"] and rc == 1
+    assert rebase(capsys, project, "--abort")[0] == 0
+
+
+@pytest.mark.parametrize("onto, message", [
+    ("core=pypi:core", "expected pypi:NAME==VERSION"),
+    ("core=pypi:core==9.9", "cannot download core==9.9"),
+    ("core=pypi:core==1.1#sha256=" + "0" * 64, "has sha256"),
+])
+def test_a_bad_core_move_is_one_line_and_changes_nothing(capsys, prov, monkeypatch, onto, message):
+    from overlay import sources
+    from overlay.errors import OverlayError
+
+    def offline(src, folder, progress=None):
+        raise OverlayError(f"cannot download {src.requirement}: no network")
+
+    monkeypatch.setattr(sources, "download_archive", offline)
+    history, project = prov
+    before = snapshot(project)
+    rc, out, err = rebase(capsys, project, "--pin", "base", "--onto", "plugin=p5", "--onto", onto)
+    assert rc == 2 and message in err and err.count("\n") == 1, err
+    assert snapshot(project) == before and not (project / "build").exists()
+
+
+def test_the_new_pin_set_carries_what_the_old_one_carried(tmp_path):
+    """What the old pin set left out stays out at the new one; what only it carried (a
+    port) the new one carries too; every other byte of series.yaml is kept."""
+    from overlay.rebase.state import RebaseState
+    from overlay.rebase.steps import _carriage
+
+    (tmp_path / "series.yaml").write_text(
+        "series:\n"
+        "  - patch: 0001-a.patch\n    target: plugin\n    origin: local\n"
+        "    applied-upstream:\n      ref: acme/plugin#1\n      rule: upstream-commit\n"
+        "      pins: [old]\n"
+        "  - patch: 0002-b.patch  # kept everywhere\n    target: plugin\n    origin: local\n"
+        "  - patch: 0003-port.patch\n    target: plugin\n    origin: local\n"
+        "    only-pins: [old]\n"
+        "  - patch: 0004-other.patch\n    target: plugin\n    origin: local\n"
+        "    only-pins: [elsewhere]\n")
+    project = Project.load(tmp_path)
+    state = RebaseState("old", "new", "plugin", "REF", "0" * 40, "", "", "", [], [])
+    (tmp_path / "series.yaml").write_text(_carriage((tmp_path / "series.yaml").read_text(),
+                                                    project, state))
+    series = Project.load(tmp_path).series
+    assert [e.patch[:4] for e in series.for_target("plugin", "new")] == ["0002", "0003"]
+    assert [e.patch[:4] for e in series.for_target("plugin", "old")] == ["0002", "0003"]
+    first = series.entries[0].provenance
+    assert (first.applied_upstream, first.applied_upstream_rule) == ("acme/plugin#1", "upstream-commit")
+    assert "  - patch: 0002-b.patch  # kept everywhere\n" in (tmp_path / "series.yaml").read_text()

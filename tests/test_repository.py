@@ -18,8 +18,13 @@ def test_reference_pins():
     pins = {p.name: p for p in load_all_pins(ROOT)}
     assert {"1f486d96", "a30addc7", "v0.23.0"} <= set(pins)
     assert [n for n, p in pins.items() if p.default] == ["1f486d96"]
-    plugin_commits = {p.target("plugin").source.commit for p in pins.values()}
+    plugin_commits = {p.target("plugin").source.commit for n, p in pins.items() if n != "v0.27.1"}
     assert plugin_commits == {"801a6b41d29d23399bd8c9ebc2ea8883e2beefae"}
+    # the pin set `overlay rebase` made: the newest plugin with the release it declares
+    newest = pins["v0.27.1"]
+    assert newest.target("plugin").source.commit == "182b75ea84ff13ece27b57391331ef8935410aea"
+    assert (newest.target("core").source.requirement, newest.target("core").source.sha256) == (
+        "vllm==0.27.1", "eec2d54d137ac1e59cb4c39226dfee1943eefc8f4788f5821d7300d6acbdb646")
     core = pins["1f486d96"].target("core").source
     assert isinstance(core, GitSource) and core.commit.startswith("1f486d96")
     assert pins["v0.23.0"].target("core").source.requirement == "vllm==0.23.0"

@@ -45,6 +45,28 @@ class SeriesHistory:
     commits: dict[str, str]  # u0..u5 -> sha
 
 
+def write_patches(upstream: Path, root: Path, base: str, patches, folder: Path) -> list[str]:
+    """Each (file, old, new, subject) as one mail in `folder`, each on top of the one
+    before, against `base` of `upstream`; the mail names, in order. Contents as `overlay
+    refresh` writes them (its pinned format-patch options), so a rebase that changes
+    nothing rewrites no byte."""
+    work = root / "work"
+    git(["clone", "-q", str(upstream), str(work)], root)
+    git(["checkout", "-q", base], work)
+    for n, (rel, old, new, subject) in enumerate(patches):
+        p = work / rel
+        p.write_text(p.read_text().replace(old, new, 1))
+        git(["add", "-A"], work, 100 + n)
+        git(["commit", "-q", "-m", subject, "-m", "Why: the synthetic series needs it.\n\n"
+             "Signed-off-by: Overlay Dev <overlay@example.org>"], work, 100 + n)
+    folder.mkdir(parents=True)
+    git(["format-patch", "-q", "-o", str(folder), base], work)
+    names = sorted(p.name for p in folder.iterdir())
+    for name, commit in zip(names, git(["rev-list", "--reverse", f"{base}..HEAD"], work).split()):
+        (folder / name).write_text(export_patch(work, commit))
+    return names
+
+
 def build(root: Path) -> SeriesHistory:
     mirror = root / "mirror"
     up = Repo(mirror / "acme+plugin")
@@ -53,24 +75,10 @@ def build(root: Path) -> SeriesHistory:
         up.write(f"{name}.py", numbered(name, count))
     c = {"u0": up.commit("Initial import (#200)", "u0")}
 
-    work = root / "work"
-    git(["clone", "-q", str(up.path), str(work)], root)
-    for n, (rel, old, new, subject) in enumerate(PATCHES):
-        p = work / rel
-        p.write_text(p.read_text().replace(old, new, 1))
-        git(["add", "-A"], work, 100 + n)
-        git(["commit", "-q", "-m", subject, "-m", "Why: the synthetic series needs it.\n\n"
-             "Signed-off-by: Overlay Dev <overlay@example.org>"], work, 100 + n)
     project = root / "project"
-    (project / "patches").mkdir(parents=True)
-    git(["format-patch", "-q", "-o", str(project / "patches"), "u0"], work)
-    # Contents as `overlay refresh` writes them (its pinned format-patch options), so a
-    # rebase that changes nothing rewrites no byte.
-    commits = git(["rev-list", "--reverse", "u0..HEAD"], work).split()
-    for name, commit in zip(sorted(p.name for p in (project / "patches").iterdir()), commits):
-        (project / "patches" / name).write_text(export_patch(work, commit))
+    names = write_patches(up.path, root, "u0", PATCHES, project / "patches")
     lines = ["series:"]
-    for name in sorted(p.name for p in (project / "patches").iterdir()):
+    for name in names:
         lines += [f"  - patch: {name}", "    target: plugin", "    origin: local",
                   "    forwarded: not yet"]
     (project / "series.yaml").write_text("\n".join(lines) + "\n")

@@ -54,10 +54,13 @@ def test_backport_turns_merged_where_upstream_landed_it(tmp_path, capsys):
 
 @pytest.mark.mirror
 def test_series_scan_sees_blocked_patches_alone_and_upstream_overlap(capsys):
-    """Issue 12 on the real history, with this repository's own series: 0005 is blocked
-    from #10935 on, but alone it applies until #12731 (where git apply, which has no
-    fuzz, already fails), and upstream's own version of it is #13382; 0001's overlap
-    names #10935, the upstream change it backports."""
+    """Issues 12 and 18 on the real history, with this repository's own series: the
+    backports before 0005 are carried upstream by provenance from the commits they cite
+    (merged patches block nothing), so 0005 is checked in series all along: it applies
+    until #12731 (fuzz, where git apply, which has no fuzz, already fails), conflicts from
+    #13005, and from #13382 on it is superseded by upstream's own version; 0006 is merged
+    only where the last of its two upstream commits (#12019) landed; 0001's overlap names
+    #10935, the upstream change it backports."""
     mirror = Path(REAL_MIRROR or "")
     if find_mirror_repo(mirror, "vllm-project+vllm-ascend") is None:
         pytest.fail(f"OVERLAY_MIRROR={mirror} has no vllm-project+vllm-ascend")
@@ -65,11 +68,17 @@ def test_series_scan_sees_blocked_patches_alone_and_upstream_overlap(capsys):
                  "--scan", "plugin=182b75ea", "--json", "--fail-on", "none"]) == 0
     run, = json.loads(capsys.readouterr().out)["runs"]
     history = {h["patch"][:4]: h for h in run["history"]}
-    alone = [(t["verdict"].get("alone", {}).get("class"), t["commit"][:8], t["pr"])
-             for t in history["0005"]["transitions"]]
-    assert alone[0] == ("clean", "8c28b0eb", 10935)
-    assert ("fuzz", "0838ce8d", 12731) in alone
-    assert alone[-1][0] == "conflict"
+    steps = {p: [(t["to"], t["verdict"].get("rule"), t["commit"][:8], t["pr"]) for t in h["transitions"]]
+             for p, h in history.items()}
+    assert steps["0001"] == [("merged", "upstream-commit", "8c28b0eb", 10935)]
+    assert steps["0006"] == [("conflict", None, "8c28b0eb", 10935),
+                             ("merged", "upstream-commit", "15818534", 12019)]
+    assert [s[2:] for s in steps["0005"]] == [("cd76505e", 10454), ("0838ce8d", 12731),
+                                              ("c9e95ba3", 13005), ("baed9356", 13382)]
+    assert [s[0] for s in steps["0005"]] == ["offset", "fuzz", "conflict", "conflict"]
+    superseded = history["0005"]["transitions"][-1]["verdict"]["superseded_by"]
+    assert superseded == {"pr": "vllm-project/vllm-ascend#13382",
+                          "commit": "baed93569b03a1e96a1f8aa6680d5a9567df7b31"}
     overlap = {o["patch"][:4]: {c["commit"][:8]: c for c in o["commits"]} for o in run["overlap"]}
     assert overlap["0005"]["baed9356"]["upstream_did_this_too"]
     assert overlap["0005"]["baed9356"]["pr"] == 13382

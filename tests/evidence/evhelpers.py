@@ -97,3 +97,20 @@ claims:
     p = folder / "protocol.yaml"
     p.write_text(text)
     return p
+
+
+def ladder_protocol(folder: Path, *, itls: tuple[float, ...] = (3.0, 1.5, 1.5), starts: int = 2,
+                    startup_s: float = 0.0) -> Path:
+    """The fake protocol as a ladder: rung0 (the baseline), rung1, ... each with its own ITL;
+    rung k is judged against rung k-1."""
+    import yaml
+
+    p = fake_protocol(folder, starts=starts, cpus=False, startup_s=startup_s)
+    doc = yaml.safe_load(p.read_text())
+    base = doc["variants"]["base"]
+    names = [f"rung{i}" for i in range(len(itls))]
+    doc["variants"] = {n: {"env": {**base["env"], "FAKE_ITL_MS": str(itl)}} for n, itl in zip(names, itls)}
+    doc["baseline"], doc["ladder"] = names[0], names
+    doc["hypothesis"] = "each rung streams tokens faster than the one before"
+    p.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return p

@@ -45,8 +45,10 @@ def test_metadata_protocol_switches_the_series_experimental_patch():
 
 
 def test_metadata_packet_records_the_sources_deviation():
-    (dev,) = load_deviations(MRV2)
+    dev, erratum = load_deviations(MRV2)
     assert (dev.kind, dev.run) == ("excluded", "optimized-r5")
+    # the wording correction of the preregistered protocol is recorded as such
+    assert erratum.kind == "protocol" and "wording only" in erratum.reason
     assert "optimized-r5" in {r.run_id for r in plan(load_protocol(MRV2))}
 
 
@@ -58,7 +60,8 @@ def test_a_disagreeing_source_decision_is_flagged(tmp_path, run):
     (tmp_path / "series.yaml").write_text("series: []\n")
     code, out, err = run("evidence", "analyze", folder, root=tmp_path)
     assert code == 0, err
-    assert "| service-gain | **NOT_REPRODUCED** | REPRODUCED (DISAGREES) |" in out
+    assert "| service-gain | **NOT_REPRODUCED** | ANOTHER IMPLEMENTATION: " in out
+    assert "| REPRODUCED (DISAGREES) |" in out
 
 
 def test_reported_file_must_say_it_is_not_re_measured(tmp_path):

@@ -141,3 +141,26 @@ def test_stand_in_absorbs_what_a_call_site_does_with_it():
     s = walker.StandIn()
     assert isinstance(s.a.b[1:3](4) + 1, walker.StandIn)
     assert len(s) == 0 and list(s) == []
+
+
+def test_a_runner_built_without_init_gets_the_inits_constant_attributes(tmp_path):
+    import decode_steps  # noqa: E402  (stdlib-only at import, like the walker)
+
+    mod = _module(tmp_path, "fake_runner_init", """
+        class Core:
+            def __init__(self, config):
+                self.config = config          # not a constant: left to the caller
+                self.pcp_manager = None
+                self.use_async_scheduling: bool = False
+                if config:
+                    self.nested = 1           # only the __init__ body's own statements
+
+        class Plugin(Core):
+            def __init__(self, config):
+                super().__init__(config)
+                self.update_stream = None
+                self.pcp_manager = "plugin"   # the later __init__ wins, as when it runs
+    """)
+    runner = object.__new__(mod.Plugin)
+    decode_steps._constants_of_init(runner, mod.Core.__init__, mod.Plugin.__init__)
+    assert vars(runner) == {"pcp_manager": "plugin", "use_async_scheduling": False, "update_stream": None}

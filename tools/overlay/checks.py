@@ -53,6 +53,36 @@ def provenance_gaps(entry: SeriesEntry, root: Path) -> list[str]:
     return gaps
 
 
+def _blob_name(blob: str | None) -> str:
+    return blob[:12] if blob else "unknown (no index line)"
+
+
+def shared_file_drift(mails: list[tuple[SeriesEntry, PatchMail]]) -> list[Finding]:
+    """Entries for one target that create the same file must create it as the same blob
+    (the `index` line's new id): two copies of shared code, say one carried on old pins
+    and its port on a new base, cannot drift apart unnoticed."""
+    first: dict[tuple[str, str], tuple[SeriesEntry, str | None]] = {}
+    findings = []
+    for entry, mail in mails:
+        for change in mail.files:
+            if not change.created:
+                continue
+            blob = change.blobs[1] if change.blobs else None
+            key = (entry.target, change.path)
+            if key not in first:
+                first[key] = (entry, blob)
+                continue
+            other, other_blob = first[key]
+            if blob is None or blob != other_blob:
+                findings.append(Finding(
+                    "series.yaml", entry.line,
+                    f"{entry.patch}: creates {change.path} as blob {_blob_name(blob)}, "
+                    f"but {other.patch} creates it as {_blob_name(other_blob)}",
+                    "shared files must stay identical: give both patches the same content, "
+                    "then `overlay refresh`"))
+    return findings
+
+
 def _same_person(wanted: str, candidate: str) -> bool:
     """Same e-mail address, or (when `wanted` gives none) the same name, ignoring case."""
     w_name, w_addr = email.utils.parseaddr(wanted)
@@ -87,6 +117,28 @@ def header_disagreements(entry: SeriesEntry, mail: PatchMail) -> list[str]:
     return out
 
 
+def upstream_commit_findings(project: Project, pins: list) -> list[Finding]:
+    """With a mirror ($OVERLAY_MIRROR), every upstream commit an entry names exists in its
+    target's history and its subject carries the PR the entry names. Without one, the
+    form alone (checked when series.yaml is loaded)."""
+    from overlay import paths, provenance
+
+    named = [e for e in project.series.entries
+             if e.provenance.upstream_commits or e.provenance.superseded_by_commit]
+    mirror = paths.mirror_root(None, validate=False) if named else None
+    if mirror is None:
+        return []
+    out = []
+    for entry in named:
+        history = provenance.target_history(mirror, pins, entry.target)
+        if history is None:
+            continue  # the mirror does not hold this target: form only
+        for problem in provenance.commit_problems(entry, *history):
+            out.append(Finding("series.yaml", entry.line, f"{entry.patch}: {problem}",
+                               "write the commit that landed the PR (git log --grep in the mirror)"))
+    return out
+
+
 def run_checks(root: Path) -> list[Finding]:
     findings: list[Finding] = []
     try:
@@ -106,6 +158,7 @@ def run_checks(root: Path) -> list[Finding]:
         findings.append(Finding("pins/", None, "no pin sets", "add pins/<name>.yaml"))
 
     listed = set()
+    mails: list[tuple[SeriesEntry, PatchMail]] = []
     for entry in project.series.entries:
         listed.add(entry.patch)
         shown = f"patches/{entry.patch}"
@@ -122,6 +175,7 @@ def run_checks(root: Path) -> list[Finding]:
         except OverlayError as exc:
             findings.append(Finding.of(exc))
             continue
+        mails.append((entry, mail))
         for change in mail.files:
             reason = unsafe_reason(change)
             if reason:
@@ -130,6 +184,7 @@ def run_checks(root: Path) -> list[Finding]:
         for problem in header_disagreements(entry, mail):
             findings.append(Finding("series.yaml", entry.line, f"{entry.patch}: {problem}",
                                     "make series.yaml and the patch header agree"))
+    findings += shared_file_drift(mails)
     patches_dir = root / "patches"
     if patches_dir.is_dir():
         for p in sorted(patches_dir.iterdir()):
@@ -138,4 +193,4 @@ def run_checks(root: Path) -> list[Finding]:
             if p.name not in listed:
                 findings.append(Finding(f"patches/{p.name}", None, "not listed in series.yaml",
                                         "add an entry for it or delete the file"))
-    return findings
+    return findings + upstream_commit_findings(project, pins)

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from overlay import checks, compose, lockfile, paths, refresh
+from overlay import checks, compose, lockfile, paths, refresh, seriesswap
 from overlay.gate import cli as gate_cli
 from overlay.errors import OverlayError, redact
 from overlay.model import Project, load_series
@@ -79,6 +79,9 @@ def cmd_apply(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     if not (args.root / "series.yaml").is_file():
         load_series(args.root)  # not a project: its one line, exit 2 (not a finding, exit 1)
+    if seriesswap.pending(args.root):  # a refresh was killed mid-swap: finish it first
+        with seriesswap.checkout(args.root, "check"):
+            pass
     findings = checks.run_checks(args.root)
     if args.json:
         print(json.dumps({"ok": not findings,

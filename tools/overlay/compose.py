@@ -3,24 +3,23 @@
 Atomic: everything is built under a staging folder next to the composed trees and
 moved into place only when every selected target composed; a failure or an
 interrupted run leaves the previous good trees untouched (a killed run leaves only
-a staging folder, removed by the next run).
+a staging folder, removed by the next run). Every folder a run makes next to the
+trees carries its marker (overlay.ownership); the next run cleans up only those.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shutil
 import signal
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
 from contextlib import contextmanager
 
-from overlay import composed, gitcmd, paths, sources
+from overlay import composed, gitcmd, ownership, paths, runlock, seriesswap, sources
 from overlay.errors import Interrupted, OverlayError, inject_fault
 from overlay.model import GitSource, PinSet, PinnedTarget, Project, SeriesEntry
 from overlay.patchfile import PatchMail, read_patch, unsafe_reason
@@ -86,40 +85,39 @@ def load_patches(project: Project, entries: tuple[SeriesEntry, ...]) -> list[Pat
 
 
 @contextmanager
-def _run_lock(where: Path) -> Iterator[None]:
+def _run_lock(where: Path, pin: str) -> Iterator[None]:
     try:
         where.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         raise OverlayError("the composed-trees folder is a file, not a directory", path=str(where),
                            hint="remove it or pass another --into") from None
-    lock_path = where / ".overlay.lock"
-    with open(lock_path, "w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise OverlayError("another overlay run is composing here", path=str(where),
-                               hint="wait for it to finish") from None
+    # Another checkout may compose into the same --into folder: this lock is the folder's.
+    with runlock.held(where / ".overlay.lock", f"apply --pin {pin}", wait=False,
+                      busy="another overlay run is composing here", hint="wait for it to finish"):
         yield
 
 
 def _remove_leftovers(where: Path) -> None:
-    """Clean up after killed runs (we hold the lock, so none is live).
+    """Clean up after killed runs: only folders whose marker proves a run that is gone
+    made them (a user's `.staging-area` or `.old-drafts` is never touched).
 
     A staging folder is simply dropped. An `.old-` folder holds good trees moved
     aside during a swap; a tree whose replacement never arrived is put back.
     """
     for p in where.iterdir():
-        if not p.is_dir():
+        if not p.name.startswith((STAGING_PREFIX, DISCARD_PREFIX, OLD_PREFIX)):
             continue
-        if p.name.startswith((STAGING_PREFIX, DISCARD_PREFIX)):
-            shutil.rmtree(p, ignore_errors=True)
-        elif p.name.startswith(OLD_PREFIX):
+        if ownership.leftover(p) is None:
+            continue
+        if p.name.startswith(OLD_PREFIX):
             for tree in p.glob("*/*"):
+                if not tree.is_dir() or tree.is_symlink():
+                    continue
                 final = where / tree.parent.name / tree.name
                 if not final.exists():
                     final.parent.mkdir(parents=True, exist_ok=True)
                     os.replace(tree, final)
-            shutil.rmtree(p, ignore_errors=True)
+        ownership.remove(p, ignore_errors=True)
 
 
 _COMPOSED_CONFIG = """\
@@ -277,7 +275,18 @@ def compose(project: Project, pin: PinSet, *, targets: list[str] | None, into: P
 
     `only` limits the series to those patch files (A/B variants compose subsets into
     their own --into folder); their trees are then not compared with the pin's lock.
+    Holds the checkout lock: a refresh never rewrites patches/ under it.
     """
+    with seriesswap.checkout(project.root, f"apply --pin {pin.name}") as recovered:
+        if recovered:
+            project = Project.load(project.root)
+        return _compose(project, pin, targets=targets, into=into, mirror=mirror, force=force,
+                        report=report, progress=progress, only=only)
+
+
+def _compose(project: Project, pin: PinSet, *, targets: list[str] | None, into: Path | None,
+             mirror: Path | None, force: bool, report: Report,
+             progress: sources.Progress | None, only: frozenset[str] | None) -> list[TargetOutcome]:
     chosen = select_targets(pin, targets)
     if only is not None:
         unknown = sorted(only - {e.patch for e in project.series.entries})
@@ -289,12 +298,12 @@ def compose(project: Project, pin: PinSet, *, targets: list[str] | None, into: P
     mails = {name: load_patches(project, entries) for name, entries in plan.items()}
     where = paths.composed_root(project.root, into)
     finals = {t.name: paths.composed_dir(project.root, pin.name, t.name, into) for t in chosen}
-    with _run_lock(where):
+    with _run_lock(where, pin.name):
         _remove_leftovers(where)
         for name, final in finals.items():
             composed.guard(final, pin.name, force)
         obtained = {t.name: sources.obtain(project.root, t, mirror, progress) for t in chosen}
-        staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{pin.name}-", dir=where))
+        staging = ownership.make(where, f"{STAGING_PREFIX}{pin.name}-")
         try:
             outcomes = _compose_all(project, pin, chosen, plan, mails, obtained, staging, report,
                                     progress, finals)
@@ -308,22 +317,25 @@ def compose(project: Project, pin: PinSet, *, targets: list[str] | None, into: P
             # between moving a good tree aside and moving its replacement in.
             signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
         except KeyboardInterrupt:
-            shutil.rmtree(staging, ignore_errors=True)
+            ownership.remove(staging, ignore_errors=True)
             raise Interrupted(f"interrupted before the new trees were installed: {where / pin.name} "
                               f"is as it was (run the command again)") from None
         except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
+            ownership.remove(staging, ignore_errors=True)
             raise
+        discard = None
         try:
             discard = _swap_into_place(staging, finals, where, pin.name)
-            shutil.rmtree(staging, ignore_errors=True)
+            ownership.remove(staging, ignore_errors=True)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)  # one pressed meanwhile lands here
             inject_fault("after-swap")
-            shutil.rmtree(discard, ignore_errors=True)
+            if discard is not None:
+                ownership.remove(discard, ignore_errors=True)
         except KeyboardInterrupt:
+            left = (f"; the replaced trees left in {discard} are removed by the next run"
+                    if discard is not None else "")
             raise Interrupted(f"interrupted after the new trees were installed in {where / pin.name} "
-                              f"(composed); the replaced trees left in {discard} are removed by the "
-                              f"next run") from None
+                              f"(composed){left}") from None
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
     return [TargetOutcome(o.target, finals[o.target], o.base, o.how, o.head, o.tree,
@@ -410,19 +422,23 @@ def failed_apply_step(pin: str, target: PinnedTarget, base: str, patch: str,
 _HELD = {signal.SIGINT, signal.SIGTERM}
 
 
-def _swap_into_place(staging: Path, finals: dict[str, Path], where: Path, pin: str) -> Path:
-    """Move the staged trees into place; return the folder holding the replaced ones
-    (deleting them is slow and left to the caller; a killed run's next run does it)."""
-    old_root = where / f"{OLD_PREFIX}{os.getpid()}"
-    discard = where / f"{DISCARD_PREFIX}{os.getpid()}"
+def _swap_into_place(staging: Path, finals: dict[str, Path], where: Path, pin: str) -> Path | None:
+    """Move the staged trees into place; return the folder holding the replaced ones, if
+    any (deleting them is slow and left to the caller; a killed run's next run does it)."""
+    old_root: Path | None = None
     for name, final in finals.items():
         final.parent.mkdir(parents=True, exist_ok=True)
         if final.exists():
+            if old_root is None:  # marked before anything is moved into it
+                old_root = ownership.make(where, OLD_PREFIX)
             old = old_root / pin / name
             old.parent.mkdir(parents=True, exist_ok=True)
             os.replace(final, old)
             inject_fault("mid-swap")
         os.replace(staging / name, final)
-    if old_root.exists():
-        os.replace(old_root, discard)  # swap done: nothing in it is ever to be put back
+    if old_root is None:
+        return None
+    # Swap done: nothing in it is ever to be put back. Same nonce, so the marker still fits.
+    discard = where / (DISCARD_PREFIX + old_root.name[len(OLD_PREFIX):])
+    os.replace(old_root, discard)
     return discard

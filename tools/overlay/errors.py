@@ -63,9 +63,12 @@ class Interrupted(KeyboardInterrupt):
 
 def inject_fault(point: str) -> None:
     """Test hook: OVERLAY_FAULT_INJECT=<point> kills the process there (SIGKILL, no
-    cleanup runs); <point>:INT sends Ctrl-C instead (atomicity and interrupt tests)."""
+    cleanup runs); <point>:INT sends Ctrl-C instead (atomicity and interrupt tests);
+    <point>:STOP stops the process there until SIGCONT (tests of overlapping runs)."""
     wanted = os.environ.get("OVERLAY_FAULT_INJECT")
     if wanted == point:
         os.kill(os.getpid(), signal.SIGKILL)
     elif wanted == point + ":INT":
         os.kill(os.getpid(), signal.SIGINT)
+    elif wanted == point + ":STOP":
+        os.kill(os.getpid(), signal.SIGSTOP)

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from overlay import composed, paths
+from overlay import composed, paths, seriesswap
 from overlay.compose import select_targets
 from overlay.errors import OverlayError
 from overlay.model import ArchiveSource, GitSource, PinSet, Project, Source, load_all_pins, load_pinset
@@ -84,6 +84,14 @@ def lock_with_siblings(project: Project, pin: PinSet, *, targets: list[str] | No
                        into: Path | None) -> LockOutcome:
     """Record the composed trees in the pin file, and in every other pin set that pins
     the same target source to a different tree: that lock would be stale now."""
+    with seriesswap.checkout(project.root, f"lock --pin {pin.name}") as recovered:
+        if recovered:
+            project = Project.load(project.root)
+        return _lock_with_siblings(project, pin, targets=targets, into=into)
+
+
+def _lock_with_siblings(project: Project, pin: PinSet, *, targets: list[str] | None,
+                        into: Path | None) -> LockOutcome:
     trees: dict[str, str] = {}
     for target in select_targets(pin, targets):
         work = paths.composed_dir(project.root, pin.name, target.name, into)

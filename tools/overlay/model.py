@@ -120,6 +120,14 @@ class Provenance:
     applied_upstream_pins: tuple[str, ...] = ()
     switch: str | None = None  # opt-in environment switch (experimental)
     evidence: str | None = None  # evidence folder (experimental / speed claims)
+    # `upstream-commit`: the full ids of the upstream commits a backport carries. When
+    # all are ancestors of a newer base, upstream carries the patch (drift's rule
+    # `merged (upstream-commit)`), whatever the text says
+    upstream_commits: tuple[str, ...] = ()
+    # `superseded-by: {commit, pr}`: upstream's own version of the patch (a rebase onto
+    # a base that holds it stops for a decision: drop the patch, or port it on top)
+    superseded_by_commit: str | None = None
+    superseded_by_pr: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,14 +138,22 @@ class SeriesEntry:
     subject: str | None
     tests: tuple[str, ...]
     line: int  # where the entry starts in series.yaml
+    # `only-pins`: the pin sets that carry this entry, every other one leaves it out
+    # (a port onto a newer upstream, made by `overlay rebase`); empty: every pin set
+    only_pins: tuple[str, ...] = ()
 
     @property
     def origin(self) -> str:
         return self.provenance.origin
 
     def carried_at(self, pin: str | None) -> bool:
-        """Whether pin set `pin` carries this patch (not when its upstream already does)."""
-        return pin is None or pin not in self.provenance.applied_upstream_pins
+        """Whether pin set `pin` carries this patch: not when its upstream already does
+        (`applied-upstream` pins), nor when the entry names other pin sets (`only-pins`)."""
+        if pin is None:
+            return True
+        if pin in self.provenance.applied_upstream_pins:
+            return False
+        return not self.only_pins or pin in self.only_pins
 
 
 @dataclass(frozen=True)
@@ -385,8 +401,10 @@ def load_all_pins(root: Path) -> list[PinSet]:
 
 # ----------------------------------------------------------------------------- series loading
 
-ENTRY_FIELDS = ("patch", "target", "origin", "subject", "upstream", "original-author",
-                "core-change", "forwarded", "applied-upstream", "switch", "evidence", "tests")
+ENTRY_FIELDS = ("patch", "target", "origin", "subject", "upstream", "upstream-commit",
+                "superseded-by", "original-author", "core-change", "forwarded", "applied-upstream",
+                "switch", "evidence", "tests", "only-pins")
+SUPERSEDED_FIELDS = ("commit", "pr")
 
 
 APPLIED_FIELDS = ("ref", "commit", "rule", "pins")
@@ -402,11 +420,41 @@ def _applied_upstream(f: _Fields, shown: str, i: int
                   APPLIED_FIELDS)
     ref = sub.str("ref", required=True, expect="the upstream PR or commit that carries the patch")
     commit = sub.str("commit", pattern=FULL_SHA, expect="a full 40-hex commit id")
-    pins = sub.str_list("pins", expect="a list of pin set names")
+    return ref, commit, sub.str("rule"), _pin_names(sub, "pins")
+
+
+def _pin_names(f: _Fields, key: str) -> tuple[str, ...]:
+    pins = f.str_list(key, expect="a list of pin set names")
     for name in pins:
         if not PIN_NAME.match(name):
-            raise sub.error("pins", f"'{name}' is not a pin set name")
-    return ref, commit, sub.str("rule"), pins
+            raise f.error(key, f"'{name}' is not a pin set name")
+    return pins
+
+
+def _upstream_commits(f: _Fields) -> tuple[str, ...]:
+    """`upstream-commit`: one full 40-hex commit id or a list of them."""
+    out = []
+    for value in f.str_list("upstream-commit", expect="a full 40-hex commit id or a list of them"):
+        lowered = value.lower()
+        if not FULL_SHA.match(lowered):
+            raise f.error("upstream-commit", f"'{value}' is not a full 40-hex commit id",
+                          hint="write the full 40-hex commit id (git rev-parse in the mirror gives it)")
+        out.append(lowered)
+    return tuple(dict.fromkeys(out))
+
+
+def _superseded_by(f: _Fields, shown: str, i: int) -> tuple[str | None, str | None]:
+    """`superseded-by: {commit, pr}`: (commit, pr)."""
+    node = f.mapping("superseded-by")
+    if node is None:
+        return None, None
+    sub = _Fields(node, shown, f"'superseded-by' of series entry {i}", SUPERSEDED_FIELDS)
+    commit = sub.str("commit", required=True, pattern=FULL_SHA, expect="a full 40-hex commit id")
+    pr = sub.str("pr", required=True, expect="upstream's pull request, as owner/name#N")
+    assert pr is not None
+    if not re.match(r"^[\w.-]+/[\w.-]+#\d+$", pr):
+        raise sub.error("pr", f"'{pr}' is not owner/name#N")
+    return commit, pr
 
 
 def load_series(root: Path) -> Series:
@@ -443,6 +491,7 @@ def load_series(root: Path) -> Series:
             raise f.error("origin", f"'{origin}' is not one of " + ", ".join(ORIGINS))
         assert target and origin
         applied = _applied_upstream(f, shown, i)
+        superseded = _superseded_by(f, shown, i)
         prov = Provenance(
             origin=origin,
             upstream=f.str_list("upstream"),
@@ -455,10 +504,13 @@ def load_series(root: Path) -> Series:
             applied_upstream_pins=applied[3],
             switch=f.str("switch"),
             evidence=f.str("evidence"),
+            upstream_commits=_upstream_commits(f),
+            superseded_by_commit=superseded[0],
+            superseded_by_pr=superseded[1],
         )
         entries.append(SeriesEntry(patch=patch, target=target, provenance=prov,
                                    subject=f.str("subject"), tests=f.str_list("tests"),
-                                   line=item.line))
+                                   line=item.line, only_pins=_pin_names(f, "only-pins")))
     return Series(path, tuple(entries))
 
 

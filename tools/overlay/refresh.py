@@ -15,7 +15,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from overlay import composed, gitcmd, lockfile, paths, sources, yamldoc
+from overlay import composed, gitcmd, lockfile, paths, seriesswap, sources, yamldoc
 from overlay.compose import select_targets
 from overlay.errors import OverlayError
 from overlay import model
@@ -34,17 +34,47 @@ FORMAT_PATCH = ("format-patch", "-1", "--stdout", "--no-signature", "--zero-comm
 def export_patch(work: Path, commit: str) -> str:
     """The canonical mail for one commit, byte for byte: lines of a CRLF file keep
     their CR (text-mode pipes would translate them away). Bytes that are not UTF-8
-    survive as surrogates; `_write_exact` turns them back into the same bytes."""
+    survive as surrogates; `_exact_bytes` turns them back into the same bytes."""
     raw = gitcmd.git([*FORMAT_PATCH, commit], cwd=work, text=False).stdout
     return raw.decode("utf-8", "surrogateescape")
+
+
+_MAIL_START = b"From %s Mon Sep 17 00:00:00 2001\n"
+
+
+def export_patches(work: Path, commits: list[str]) -> dict[str, str]:
+    """export_patch for a whole linear branch in one git process (a refresh of 1,000
+    patches would otherwise start 1,000 of them). Split where each mail's `From <id>`
+    line names the next commit; anything unexpected (an empty commit is left out of a
+    range) falls back to one process per commit."""
+    if len(commits) < 2:
+        return {c: export_patch(work, c) for c in commits}
+    args = [a for a in FORMAT_PATCH if a not in ("-1", "--zero-commit")]
+    raw = gitcmd.git([*args, f"{commits[0]}^..{commits[-1]}"], cwd=work, text=False).stdout
+    spans: list[list[int]] = []  # [start, end) of each mail; git puts one "\n" between mails
+    for commit in commits:
+        marker = _MAIL_START % commit.encode()
+        if not spans:
+            found = 0 if raw.startswith(marker) else -1
+        else:
+            found = raw.find(b"\n\n" + marker, spans[-1][0])
+            if found >= 0:
+                spans[-1][1] = found + 1
+                found += 2
+        if found < 0:
+            return {c: export_patch(work, c) for c in commits}
+        spans.append([found, len(raw)])
+    zero = _MAIL_START % (b"0" * 40)
+    return {commit: (zero + raw[start + len(zero):end]).decode("utf-8", "surrogateescape")
+            for commit, (start, end) in zip(commits, spans)}
 
 
 def _read_exact(path: Path) -> str | None:
     return path.read_bytes().decode("utf-8", "surrogateescape") if path.is_file() else None
 
 
-def _write_exact(path: Path, text: str) -> None:
-    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+def _exact_bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
 
 
 @dataclass
@@ -164,14 +194,39 @@ def _branch_commits(work: Path, base: str) -> list[str]:
     return listed.split() if listed else []
 
 
-def _note(work: Path, commit: str) -> str | None:
-    proc = gitcmd.git(["notes", "--ref", composed.NOTES_REF, "show", commit], cwd=work, check=False)
-    m = re.search(r"^patch: (\S+)$", proc.stdout, re.M) if proc.returncode == 0 else None
-    return m.group(1) if m else None
-
-
 def _subject(work: Path, commit: str) -> str:
     return gitcmd.out(["log", "-1", "--format=%s", commit], cwd=work)
+
+
+def _subjects(work: Path, base: str) -> dict[str, str]:
+    """_subject of every branch commit, in one git process."""
+    fields = gitcmd.git(["log", "--format=%H%x00%s%x00", f"{base}..HEAD"], cwd=work).stdout.split("\0")
+    return {sha.strip(): subject.strip() for sha, subject in zip(fields[0::2], fields[1::2])}
+
+
+def _notes(work: Path) -> dict[str, str]:
+    """The patch file each composed commit's note names, in two git processes."""
+    listed = gitcmd.git(["notes", "--ref", composed.NOTES_REF, "list"], cwd=work, check=False)
+    pairs = [line.split() for line in listed.stdout.splitlines()] if listed.returncode == 0 else []
+    pairs = [p for p in pairs if len(p) == 2]
+    if not pairs:
+        return {}
+    raw = gitcmd.git(["cat-file", "--batch"], cwd=work, text=False,
+                     input="".join(f"{blob}\n" for blob, _ in pairs).encode()).stdout
+    out, at = {}, 0
+    for _, commit in pairs:
+        header_end = raw.index(b"\n", at)
+        header = raw[at:header_end].split()
+        if len(header) != 3:  # "<id> missing"
+            at = header_end + 1
+            continue
+        size = int(header[2])
+        body = raw[header_end + 1:header_end + 1 + size].decode("utf-8", "replace")
+        at = header_end + 1 + size + 1
+        m = re.search(r"^patch: (\S+)$", body, re.M)
+        if m:
+            out[commit] = m.group(1)
+    return out
 
 
 def _readable_state(project: Project, pin: PinSet, target: str, work: Path) -> composed.ComposedState:
@@ -217,6 +272,15 @@ def _upstream_commits(project: Project, pin: PinSet, target: str, commits: list[
 
 def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
             into: Path | None, mirror: Path | None = None) -> RefreshResult:
+    """Read the composed branches back into patches/ and series.yaml (under the checkout lock)."""
+    with seriesswap.checkout(project.root, f"refresh --pin {pin.name}") as recovered:
+        if recovered:
+            project = Project.load(project.root)
+        return _refresh(project, pin, targets=targets, into=into, mirror=mirror)
+
+
+def _refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
+             into: Path | None, mirror: Path | None) -> RefreshResult:
     result = RefreshResult(pin=pin.name)
     series_path = project.root / "series.yaml"
     text = series_path.read_text(encoding="utf-8")
@@ -256,9 +320,11 @@ def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
         subjects = {e.patch: e.subject for e in entries}
         new_order_for_target: list[str] = []
         note_updates: list[tuple[str, str]] = []
+        mails = export_patches(work, [c for c, _ in mapping])
+        on_branch = _subjects(work, state.base)
         for commit, entry_name in mapping:
-            mail_text = export_patch(work, commit)
-            subject = _subject(work, commit)
+            mail_text = mails[commit]
+            subject = on_branch[commit] if commit in on_branch else _subject(work, commit)
             if entry_name is None:
                 # numbered 0 for now: renumber() gives it the number of the place it stands
                 entry_name = f"0000-{slug(subject)}.patch"
@@ -316,27 +382,21 @@ def refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
     result.series_changed = new_text != text
     refreshed = {work for work, _, _ in updates}
     followers = _trees_following_renames(project, into, renames, refreshed) if result.renamed else []
-    # Side effects last, after everything was computed without error.
-    project.patches_dir.mkdir(exist_ok=True)
-    for name, content in pending_writes.items():
-        _write_exact(project.patches_dir / name, content)
-    for name in result.removed + renamed_away:
-        if name not in pending_writes:  # a renamed patch may have taken over the name
-            (project.patches_dir / name).unlink(missing_ok=True)
-    if new_text != text:
-        series_path.write_text(new_text, encoding="utf-8")
+    # Side effects last, after everything was computed without error, as one swap:
+    # a kill or a full disk leaves the old series or the new one, never a mix.
+    removed = [n for n in result.removed + renamed_away if n not in pending_writes]
+    trees = []
     for work, state, notes in updates:
         notes = [(commit, new_name(name)) for commit, name in notes]
-        composed.add_notes(work, dict(notes))
-        names = tuple(name for _, name in notes)
-        composed.write_state(work, composed.ComposedState(
+        trees.append(seriesswap.TreeUpdate(work, dict(notes), composed.ComposedState(
             pin=state.pin, target=state.target, base=state.base, head=composed.head(work),
-            tree=composed.tree_of(work), branch=state.branch, patches=names,
-            series_digest=composed.series_digest(project.patches_dir, names)))
+            tree=composed.tree_of(work), branch=state.branch,
+            patches=tuple(name for _, name in notes))))
     for work, state in followers:  # same commits, new file names: still current
-        names = tuple(renames.get(n, n) for n in state.patches)
-        composed.write_state(work, dataclasses.replace(
-            state, patches=names, series_digest=composed.series_digest(project.patches_dir, names)))
+        trees.append(seriesswap.TreeUpdate(work, {}, dataclasses.replace(
+            state, patches=tuple(renames.get(n, n) for n in state.patches))))
+    seriesswap.write(project.root, {n: _exact_bytes(t) for n, t in pending_writes.items()},
+                     removed, new_text if new_text != text else None, trees)
     return result
 
 
@@ -381,10 +441,11 @@ def _map_commits(project: Project, work: Path, base: str,
             pass
     used: set[str] = set()
     out: list[tuple[str, str | None]] = []
+    notes, on_branch = _notes(work), _subjects(work, base)
     for commit in _branch_commits(work, base):
-        name = _note(work, commit)
+        name = notes.get(commit)
         if name not in names or name in used:
-            subject = _subject(work, commit)
+            subject = on_branch[commit] if commit in on_branch else _subject(work, commit)
             name = next((p for p, s in subjects.items() if s == subject and p not in used), None)
         if name:
             used.add(name)

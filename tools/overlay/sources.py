@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from overlay import gitcmd, paths, simple_index
+from overlay import gitcmd, paths, runlock, simple_index
 from overlay.errors import OverlayError
 from overlay.index_config import read_index_config
 from overlay.model import ArchiveSource, GitSource, PinnedTarget
@@ -64,9 +64,11 @@ def cache_repo(root: Path, name: str) -> Path:
 
 def obtain(root: Path, target: PinnedTarget, mirror: Path | None,
            progress: Progress | None = None) -> Obtained:
-    if isinstance(target.source, GitSource):
-        return _obtain_git(root, target, target.source, mirror, progress)
-    return _obtain_archive(root, target, target.source, mirror, progress)
+    # Runs sharing a cache take turns: two fetches into one repository collide on its locks.
+    with runlock.cache(paths.cache_dir(root), f"obtaining {target.name}", progress):
+        if isinstance(target.source, GitSource):
+            return _obtain_git(root, target, target.source, mirror, progress)
+        return _obtain_archive(root, target, target.source, mirror, progress)
 
 
 def _keep_ref(sha: str) -> str:

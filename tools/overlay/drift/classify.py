@@ -5,6 +5,11 @@ that applied (their in-memory results), exactly as composing would stack them.
 
 Decision order for one patch (the first rule that holds decides):
 
+0. merged, rule `upstream-commit` (provenance, ahead of every text rule): every
+   upstream commit the entry names (`upstream-commit:`) is an ancestor of the
+   snapshot, so upstream carries the backport whatever its text became (the caller
+   says which are); when only some are, the verdict names the missing ones and the
+   text rules decide;
 1. forward, exact: `clean` at the recorded lines, or `offset` when hunks moved;
 2. merged, rule `reverse`: the patch reverse-applies exactly (its result is there);
 3. merged, rule `patch-id`: an upstream commit in the checked range has the same
@@ -35,7 +40,7 @@ from __future__ import annotations
 import itertools
 import keyword
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Hashable, Mapping
 
 from overlay.drift.inmem_apply import (CLEAN, FAIL, FUZZ, OFFSET, FilePatch, FileResult, Hunk,
@@ -45,7 +50,7 @@ from overlay.drift.lines import rebased
 CLASSES = ("clean", "offset", "fuzz", "merged", "conflict", "missing", "blocked")
 APPLIES = frozenset({"clean", "offset", "fuzz"})
 FAILED = frozenset({"conflict", "missing", "blocked"})
-MERGED_RULES = ("reverse", "patch-id", "likely")
+MERGED_RULES = ("upstream-commit", "reverse", "patch-id", "likely")
 
 # "likely merged" looks this many lines around a hunk's recorded place (plus the
 # hunk's own length): far enough for upstream's neighbouring edits, near enough
@@ -75,6 +80,8 @@ class DriftPatch:
     files: tuple[FilePatch, ...]
     subject: str = ""
     upstream: tuple[str, ...] = ()  # series.yaml upstream / applied-upstream references
+    upstream_commits: tuple[str, ...] = ()  # series.yaml upstream-commit: full ids
+    superseded_by: tuple[str, str] | None = None  # series.yaml superseded-by: (commit, pr)
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -106,6 +113,11 @@ class Verdict:
     alone: str | None = None
     alone_rule: str | None = None
     alone_detail: str | None = None
+    # provenance: the entry's upstream commits this snapshot holds, and those it lacks
+    upstream_commits: tuple[str, ...] = ()
+    missing_commits: tuple[str, ...] = ()
+    superseded_by: str | None = None  # upstream's own version (PR), held by this snapshot
+    superseded_commit: str | None = None
 
     @property
     def key(self) -> tuple:
@@ -114,7 +126,7 @@ class Verdict:
         exactly either way): a blocked patch's hunks move whenever upstream edits
         around them, and each move would bury the changes that matter."""
         alone = "clean" if self.alone == "offset" else self.alone
-        return (self.cls, self.rule, alone, self.alone_rule)
+        return (self.cls, self.rule, alone, self.alone_rule, self.superseded_by)
 
     def to_json(self) -> dict:
         out: dict = {"patch": self.patch, "class": self.cls, "detail": self.detail}
@@ -134,6 +146,11 @@ class Verdict:
             out["upstream_commit"] = self.upstream_commit
         if self.landed:
             out["landed"] = self.landed
+        if self.upstream_commits or self.missing_commits:
+            out["upstream_commits"] = {"merged": list(self.upstream_commits),
+                                       "missing": list(self.missing_commits)}
+        if self.superseded_by:
+            out["superseded_by"] = {"pr": self.superseded_by, "commit": self.superseded_commit}
         if self.alone:
             out["alone"] = {"class": self.alone, "detail": self.alone_detail or ""}
             if self.alone_rule:
@@ -182,17 +199,21 @@ class Memo:
 def classify_series(patches: tuple[DriftPatch, ...], base: Mapping[str, Key | None],
                     read: Reader, *, merged_by_id: Mapping[str, str] | None = None,
                     renames: Mapping[str, str] | None = None,
-                    memo: Memo | None = None) -> tuple[Verdict, ...]:
+                    memo: Memo | None = None,
+                    held: frozenset[str] | None = None) -> tuple[Verdict, ...]:
     """Verdicts for `patches` (in order) on the upstream snapshot `base`.
 
     `base` maps every path the patches touch to its upstream key (None: absent);
     `read(key)` returns upstream text; `merged_by_id[patch name]` is the upstream
     commit with the same patch-id, if any; `renames[path]` is where a missing path
-    went. `memo` only caches: the verdicts do not depend on it.
+    went; `held` is the set of the entries' upstream commits (`upstream-commit`,
+    `superseded-by`) that are ancestors of the snapshot. `memo` only caches: the
+    verdicts do not depend on it.
     """
     memo = memo if memo is not None else Memo()
     merged_by_id = merged_by_id or {}
     renames = renames or {}
+    held = held or frozenset()
     state: dict[str, Key | None] = dict(base)
     poisoned: dict[str, str] = {}  # path -> name of the failed patch that owns it
     failed: list[int] = []  # indexes of the patches that failed or were blocked
@@ -203,6 +224,17 @@ def classify_series(patches: tuple[DriftPatch, ...], base: Mapping[str, Key | No
         return derived if derived is not None else read(key)
 
     for index, patch in enumerate(patches):
+        carried = tuple(c for c in patch.upstream_commits if c in held)
+        lacking = tuple(c for c in patch.upstream_commits if c not in held)
+        if carried and not lacking:
+            # Provenance decides: upstream's text stays in place, and later patches
+            # build on it (a merged patch blocks nothing).
+            verdicts.append(_with_provenance(Verdict(
+                patch.name, "merged", "carried upstream: its upstream-commit "
+                + ", ".join(c[:12] for c in carried)
+                + (" is an ancestor" if len(carried) == 1 else " are ancestors")
+                + " of this commit", rule="upstream-commit"), patch, held))
+            continue
         inputs = tuple(state.get(p) for p in patch.paths)
         upstream = merged_by_id.get(patch.name)
         blockers = [poisoned[p] for p in patch.paths if p in poisoned]
@@ -222,11 +254,10 @@ def classify_series(patches: tuple[DriftPatch, ...], base: Mapping[str, Key | No
             # against), but the check above ran on the state without the failed
             # patches: that is its class alone.
             blocker = blockers[0]
-            verdicts.append(Verdict(patch.name, "blocked",
-                                    f"not checked in series: builds on {blocker}, which failed; "
-                                    f"alone: {_alone_label(check)}",
-                                    blocked_by=blocker, alone=check.cls, alone_rule=check.rule,
-                                    alone_detail=check.detail))
+            verdicts.append(_with_provenance(Verdict(
+                patch.name, "blocked", f"not checked in series: builds on {blocker}, which "
+                f"failed; alone: {_alone_label(check)}", blocked_by=blocker, alone=check.cls,
+                alone_rule=check.rule, alone_detail=check.detail), patch, held))
             for p in patch.paths:
                 poisoned[p] = patch.name  # the nearest failed patch is the one to name
             failed.append(index)
@@ -240,7 +271,7 @@ def classify_series(patches: tuple[DriftPatch, ...], base: Mapping[str, Key | No
                 where = "; ".join(f"{a} was renamed to {b}" for a, b in moved)
                 verdict = Verdict(patch.name, "missing", f"{check.detail}; {where}",
                                   missing=check.missing, moved_to=moved)
-        verdicts.append(verdict)
+        verdicts.append(_with_provenance(verdict, patch, held))
         if check.cls in APPLIES:
             state.update(dict(check.outputs))
         elif check.cls in FAILED:
@@ -248,6 +279,28 @@ def classify_series(patches: tuple[DriftPatch, ...], base: Mapping[str, Key | No
                 poisoned[p] = patch.name
             failed.append(index)
     return tuple(verdicts)
+
+
+def _with_provenance(v: Verdict, patch: DriftPatch, held: frozenset[str]) -> Verdict:
+    """The verdict with what the entry's provenance says at this snapshot: which of its
+    upstream commits are there and which are not, and upstream's own version if the
+    snapshot holds it."""
+    carried = tuple(c for c in patch.upstream_commits if c in held)
+    lacking = tuple(c for c in patch.upstream_commits if c not in held)
+    detail = v.detail
+    if carried and lacking:
+        detail += (f"; upstream-commit: {', '.join(c[:12] for c in carried)} upstream, "
+                   f"{', '.join(c[:12] for c in lacking)} not yet (the text rules decide)")
+    superseded = pr = None
+    if patch.superseded_by and patch.superseded_by[0] in held:
+        superseded, pr = patch.superseded_by
+        detail += (f"; superseded by upstream's own version {pr} ({superseded[:12]}): "
+                   "port it on top of upstream's, or drop it")
+    if detail == v.detail and not carried:
+        return v
+    return replace(v, detail=detail, upstream_commits=carried,
+                   missing_commits=lacking if carried else (), superseded_by=pr,
+                   superseded_commit=superseded)
 
 
 def _alone_label(check: "_Check") -> str:

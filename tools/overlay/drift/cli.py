@@ -184,8 +184,11 @@ def load_patches(project: Project, target: str,
         shown = f"patches/{entry.patch}"
         refs = entry.provenance.upstream + ((entry.provenance.applied_upstream,)
                                             if entry.provenance.applied_upstream else ())
+        prov = entry.provenance
+        superseded = ((prov.superseded_by_commit, prov.superseded_by_pr)
+                      if prov.superseded_by_commit and prov.superseded_by_pr else None)
         patches.append(DriftPatch(entry.patch, target, parse_diff(mail.diff, shown), mail.subject,
-                                  refs))
+                                  refs, prov.upstream_commits, superseded))
         diffs[entry.patch] = mail.diff
     return tuple(patches), diffs
 

@@ -233,9 +233,14 @@ _SHA_REF = re.compile(r"(?<![0-9a-f])[0-9a-f]{7,40}(?![0-9a-f])")
 
 def declared_refs(patch: DriftPatch, slug: str) -> tuple[frozenset[int], tuple[str, ...]]:
     """PR numbers (of this target's repository) and commit ids a series entry names."""
+    return refs_in(patch.upstream, slug)
+
+
+def refs_in(refs: Sequence[str], slug: str) -> tuple[frozenset[int], tuple[str, ...]]:
+    """PR numbers (of repository `slug`) and commit ids in upstream references."""
     prs: set[int] = set()
     shas: list[str] = []
-    for ref in patch.upstream:
+    for ref in refs:
         for m in re.finditer(r"(?:([\w.-]+/[\w.-]+)#|([\w.-]+/[\w.-]+)/pull/|(?<![\w/])#)(\d+)", ref):
             repo = m.group(1) or m.group(2)
             if repo is None or repo.lower().endswith(slug.lower()) and slug:
@@ -294,9 +299,50 @@ class Drift:
         self.own_ids = patch_ids([(p.name, diffs[p.name]) for p in patches])
         self.snapshots = 0
         self._logs: dict[str, str] = {}
+        self._ancestry: dict[tuple[str, str], bool] = {}
 
     def close(self) -> None:
         self.reader.close()
+
+    # -- provenance: the upstream commits series entries name --------------------
+
+    @property
+    def named_commits(self) -> tuple[str, ...]:
+        """Every upstream commit the entries name (`upstream-commit`, `superseded-by`)."""
+        return tuple(dict.fromkeys(
+            [c for p in self.patches for c in p.upstream_commits]
+            + [p.superseded_by[0] for p in self.patches if p.superseded_by]))
+
+    def is_ancestor(self, commit: str, head: str) -> bool:
+        """Whether `commit` is in `head`'s history (a commit the repository lacks is not)."""
+        key = (commit, head)
+        if key not in self._ancestry:
+            proc = gitcmd.git(["merge-base", "--is-ancestor", commit, head], git_dir=self.git_dir,
+                              check=False)
+            self._ancestry[key] = proc.returncode == 0
+        return self._ancestry[key]
+
+    def held(self, head: str) -> frozenset[str]:
+        """The named upstream commits that are ancestors of `head`."""
+        return frozenset(c for c in self.named_commits if self.is_ancestor(c, head))
+
+    def arrivals(self, shas: Sequence[str]) -> dict[str, int]:
+        """Per named commit, the first walk position (0 = the pin) whose commit holds it,
+        by bisection: along first parents each commit holds everything before it. A
+        commit that never arrives is left out."""
+        out = {}
+        for c in self.named_commits:
+            if not shas or not self.is_ancestor(c, shas[-1]):
+                continue
+            lo, hi = 0, len(shas) - 1  # hi holds it
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if self.is_ancestor(c, shas[mid]):
+                    hi = mid
+                else:
+                    lo = mid + 1
+            out[c] = lo
+        return out
 
     def log(self, head: str) -> str:
         """`upstream_log` from the pin to `head`, read once per head (patch-ids and
@@ -338,14 +384,15 @@ class Drift:
 
     def classify(self, commit: str, oids: dict[str, str | None] | None = None,
                  merged: dict[str, str] | None = None,
-                 renames: dict[str, str] | None = None) -> tuple[Verdict, ...]:
+                 renames: dict[str, str] | None = None,
+                 held: frozenset[str] | None = None) -> tuple[Verdict, ...]:
         if oids is None:
             oids = self.reader.oids(commit, self.paths)
         # Changed blobs are about to be read: fetch them in one round trip.
         self.reader.prefetch(oids.values())
         self.snapshots += 1
         return classify_series(self.patches, oids, self.reader.text, merged_by_id=merged,
-                               renames=renames, memo=self.memo)
+                               renames=renames, memo=self.memo, held=held)
 
     def hints_for(self, old: str, new: str, oids: dict[str, str | None]) -> dict[str, str]:
         gone = [p for p in self.modified if oids.get(p) is None]
@@ -356,7 +403,8 @@ class Drift:
     def onto(self, head: str) -> tuple[Verdict, ...]:
         merged = {n: c[0] for n, c in self.merged_ids(head).items()}
         oids = self.reader.oids(head, self.paths)
-        verdicts = self.classify(head, oids, merged, self.hints_for(self.base, head, oids))
+        verdicts = self.classify(head, oids, merged, self.hints_for(self.base, head, oids),
+                                 self.held(head))
         if any(p.upstream for p in self.patches):
             commits = range_log(self.git_dir, self.base, head, first_parent=False)
             landed = landed_in(self.patches, commits, self.slug)
@@ -372,6 +420,7 @@ class Drift:
         merged_sha = self.merged_ids(head)
         shas = [self.base] + [c.sha for c in commits]
         landed = landed_in(self.patches, commits, self.slug)
+        arrived = self.arrivals(shas)
         renames: dict[str, str] = {}
         previous_oids: dict[str, str | None] | None = None
         previous_key = None
@@ -387,11 +436,13 @@ class Drift:
                         renames.update(rename_hints(self.git_dir, shas[i - 1], sha, [p]))
                     elif oids.get(p) is not None:
                         renames.pop(p, None)
-            key = (tuple(oids.values()), tuple(sorted(merged.items())), tuple(sorted(renames.items())))
+            held = frozenset(c for c, at in arrived.items() if at <= i)
+            key = (tuple(oids.values()), tuple(sorted(merged.items())), tuple(sorted(renames.items())),
+                   held)
             if key == previous_key:
                 verdicts = previous  # nothing the series reads changed
             else:
-                verdicts = self.classify(sha, oids, merged, renames)
+                verdicts = self.classify(sha, oids, merged, renames, held)
             previous_oids, previous_key, previous = oids, key, verdicts
             results.append(annotate(verdicts, {n: commits[at - 1] for n, at in landed.items()
                                                if at <= i}))
@@ -419,13 +470,18 @@ class Drift:
         cache: dict[int, tuple[Verdict, ...]] = {}
         looked: list[set[int]] = [set() for _ in range(count)]
 
+        arrived = self.arrivals(shas)
+
         def merged_at(i: int) -> dict[str, str]:
             return {name: c for name, cs in merged_sha.items()
                     if (c := _first_at(cs, index_of, i)) is not None}
 
+        def held_at(i: int) -> frozenset[str]:
+            return frozenset(c for c, at in arrived.items() if at <= i)
+
         def at(i: int) -> tuple[Verdict, ...]:
             if i not in cache:
-                cache[i] = self.classify(shas[i], None, merged_at(i), None)
+                cache[i] = self.classify(shas[i], None, merged_at(i), None, held_at(i))
                 if progress:
                     progress(f"bisect: {len(cache)} snapshots")
             return cache[i]
@@ -461,7 +517,7 @@ class Drift:
             prev = self.reader.oids(shas[i - 1], self.paths)
             gone = [p for p in self.modified if oids.get(p) is None and prev.get(p) is not None]
             renames = rename_hints(self.git_dir, shas[i - 1], shas[i], gone) if gone else {}
-            return self.classify(shas[i], oids, merged_at(i), renames)
+            return self.classify(shas[i], oids, merged_at(i), renames, held_at(i))
 
         landed = landed_in(self.patches, commits, self.slug)
 
@@ -482,7 +538,8 @@ class Drift:
         if progress:
             print(file=sys.stderr)
         oids = self.reader.oids(head, self.paths)
-        at_head = (self.classify(head, oids, merged_at(n), self.hints_for(self.base, head, oids))
+        at_head = (self.classify(head, oids, merged_at(n), self.hints_for(self.base, head, oids),
+                                 held_at(n))
                    if any(v.cls == "missing" for v in at(n)) else at(n))
         return results, noted(n, at_head)
 

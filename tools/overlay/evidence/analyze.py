@@ -8,6 +8,7 @@ requests beyond the protocol's allowance, or a different run order.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,9 @@ from overlay.evidence.protocol import (DIGEST_FILE, RUN_METRICS, STATISTICS, Che
                                       Protocol, protocol_digest)
 from overlay.evidence.results import (E2EL_MEASURED, Excluded, RunFolder, ScenarioResult, load_result,
                                       scan_excluded, scan_runs)
-from overlay.evidence.stats import PairedInterval, paired_interval, per_start_statistic
+from overlay.evidence import strata as strata_mod
+from overlay.evidence.stats import (BOOTSTRAP_MIN_PAIRS, METHOD_BOOTSTRAP, PairedInterval,
+                                    paired_bootstrap_from_indices, paired_interval, per_start_statistic)
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,8 @@ class Delta:
     baseline: tuple[float, ...]
     treated: tuple[float, ...]
     interval: PairedInterval
+    nodes: tuple[str, ...] = ()  # per pair, the node it ran on (a campaign's run.json); () serial
+    per_node_pct: tuple[tuple[str, float], ...] = ()  # the delta within each node, when several
 
 
 @dataclass(frozen=True)
@@ -240,6 +245,7 @@ def analyze(protocol: Protocol, results_dir: Path, deviations: tuple[Deviation, 
     summaries = tuple(Summary(v, s, m, st, tuple(sorted(d)), tuple(d[k] for k in sorted(d)))
                       for (v, s, m, st), d in sorted(table.items()))
     deltas: list[Delta] = []
+    node_of = {(r.variant, r.start): r.node for r in runs if r.run_id in planned}
     bs = protocol.bootstrap
     progress(f"intervals for {len(protocol.treatments) * len(protocol.scenarios)} treatment x scenario "
              f"comparison(s)")
@@ -247,7 +253,7 @@ def analyze(protocol: Protocol, results_dir: Path, deviations: tuple[Deviation, 
         for sc in protocol.scenarios:
             for metric in protocol.metrics:
                 for stat in _stats_for(metric):
-                    base = table.get((protocol.baseline, sc.name, metric, stat), {})
+                    base = table.get((protocol.compared_with(t), sc.name, metric, stat), {})
                     trt = table.get((t, sc.name, metric, stat), {})
                     starts = tuple(k for k in sorted(base) if k in trt
                                    and np.isfinite(base[k]) and np.isfinite(trt[k]))
@@ -257,9 +263,17 @@ def analyze(protocol: Protocol, results_dir: Path, deviations: tuple[Deviation, 
                     x = np.array([trt[k] for k in starts])
                     iv = paired_interval(b, x, resamples=bs.resamples, confidence=bs.confidence,
                                          seed=bs.seed)
+                    pair_nodes = [node_of.get((protocol.compared_with(t), k)) for k in starts]
+                    if len({n for n in pair_nodes if n}) >= 2 and all(pair_nodes):
+                        # A campaign over several nodes: node is a stratum.
+                        iv = stratified(iv, b, x, pair_nodes, bs.resamples, bs.seed, bs.confidence)
+                        per_node = strata_mod.per_stratum_delta_pct(b, x, pair_nodes)
+                        deltas.append(Delta(t, sc.name, metric, stat, starts, tuple(b), tuple(x), iv,
+                                            tuple(pair_nodes), tuple(per_node.items())))
+                        continue
                     deltas.append(Delta(t, sc.name, metric, stat, starts, tuple(b), tuple(x), iv))
     claims = tuple(_decide_claim(protocol, c, deltas, counters_dir) for c in protocol.claims)
-    notes = []
+    notes = node_notes(protocol, runs, planned, claims)
     if protocol.server_cpus is None or protocol.client_cpus is None:
         notes.append("server and client were not both CPU-pinned by the protocol")
     bare = [r.run_id for r in runs if r.run_id in planned and not r.has_meta]
@@ -274,6 +288,49 @@ def analyze(protocol: Protocol, results_dir: Path, deviations: tuple[Deviation, 
                          "these results")
     return Analysis(protocol, tuple(results.values()), summaries, tuple(deltas), claims,
                     tuple(recorded), excluded, tuple(notes), e2el_note(tuple(results.values())))
+
+
+METHOD_STRATIFIED = METHOD_BOOTSTRAP + "-within-nodes"
+
+
+def stratified(iv: PairedInterval, b: np.ndarray, x: np.ndarray, nodes: list[str], resamples: int,
+               seed: int, confidence: float) -> PairedInterval:
+    """Where the bootstrap decides (enough pairs) and every node holds enough pairs to
+    resample, pairs are drawn within their node; below that the small-sample interval
+    over all pairs stands (the per-node changes are reported beside it)."""
+    if b.size < BOOTSTRAP_MIN_PAIRS or not strata_mod.resamplable(nodes):
+        return iv
+    boot = paired_bootstrap_from_indices(b, x, strata_mod.stratified_indices(nodes, resamples, seed), confidence)
+    return dataclasses.replace(iv, low_pct=boot.low_pct, high_pct=boot.high_pct, low=boot.low, high=boot.high,
+                               resamples=boot.resamples, method=METHOD_STRATIFIED)
+
+
+def node_notes(protocol: Protocol, runs: tuple[RunFolder, ...], planned: set[str],
+               claims: tuple[ClaimDecision, ...]) -> list[str]:
+    """A campaign's pairs split across nodes, and claims whose sign differs between nodes."""
+    notes = []
+    node_of = {(r.variant, r.start): r.node for r in runs if r.run_id in planned}
+    split = sorted({k for (v, k), n in node_of.items() if v in protocol.treatments
+                    and (protocol.compared_with(v), k) in node_of
+                    and n != node_of[(protocol.compared_with(v), k)]})
+    if split:
+        notes.append(f"start(s) {', '.join(map(str, split))}: the pair's runs ran on different nodes")
+    nodes = {n for n in node_of.values() if n}
+    if len(nodes) >= 2:
+        pair_nodes = [n for (v, k), n in node_of.items() if v == protocol.baseline]
+        how = ("pairs are resampled within their node"
+               if len(pair_nodes) >= BOOTSTRAP_MIN_PAIRS and strata_mod.resamplable(pair_nodes) else
+               f"the interval spans all pairs (a bootstrap within nodes needs {BOOTSTRAP_MIN_PAIRS} pairs and "
+               f"{strata_mod.MIN_PAIRS_PER_STRATUM} on every node); the change within each node is listed")
+        notes.append(f"ran on {len(nodes)} nodes: {how}")
+    for c in claims:
+        for chk in c.checks:
+            d = chk.delta
+            if d is not None and d.per_node_pct and strata_mod.sign_differs(dict(d.per_node_pct)):
+                per = ", ".join(f"node {n[:8]} {v:+.1f}%" for n, v in d.per_node_pct)
+                notes.append(f"claim {c.name}: {d.treatment}/{d.scenario} {d.metric} {d.statistic}: the "
+                             f"sign differs between nodes ({per})")
+    return notes
 
 
 def e2el_note(results: tuple[ScenarioResult, ...]) -> str:

@@ -49,6 +49,9 @@ def register(sub) -> None:
     led = evs.add_parser("ledger", help="show a tuning ledger; emit a protocol for one step")
     led.add_argument("folder", type=Path)
     led.add_argument("--protocol-for", metavar="STEP", help="print the A/B protocol re-running this step")
+    led.add_argument("--ladder-protocol", action="store_true",
+                     help="print a ladder protocol re-running every kept step, rung k against rung k-1 "
+                          "(`bench ab [--cluster ...]` runs it; its analysis is the computed ledger)")
     led.add_argument("--json", action="store_true")
     led.set_defaults(func=cmd_ledger)
 
@@ -61,6 +64,14 @@ def register(sub) -> None:
     ab.add_argument("--max-runs", type=int, help="stop after this many new runs (resume later)")
     ab.add_argument("--mirror", type=Path, help="local mirror for composing the variants' trees "
                                                  "(default: $OVERLAY_MIRROR)")
+    ab.add_argument("--cluster", metavar="ADDRESS|local",
+                    help="run the protocol's blocks as Ray tasks on the cluster at HOST:PORT, or on a "
+                         "local one (needs the cluster extra: pip install '.[cluster]')")
+    ab.add_argument("--local-cards", type=int, metavar="N",
+                    help="with --cluster local: the cards (the protocol's cards.resource) the local "
+                         "cluster offers (default: what Ray detects)")
+    ab.add_argument("--max-attempts", type=int, default=3, metavar="N",
+                    help="with --cluster: how often a block lost with its worker or node is sent again")
     ab.add_argument("--json", action="store_true")
     ab.set_defaults(func=cmd_bench_ab)
 
@@ -128,6 +139,16 @@ def cmd_analyze(args) -> int:
         plots = [p.name for p in plotmod.render_all(a, out)]
     md = report.render_markdown(a, plots)
     data = report.to_json(a, plots)
+    if proto.ladder:  # a ladder campaign: its result is a ledger, computed
+        from overlay.evidence import ledger as ledger_mod
+
+        computed = ledger_mod.computed_ladder(a)
+        data["ladder"] = computed
+        md += "\n" + ledger_mod.render_computed_ladder(computed)
+        import yaml
+
+        (out / "ledger.yaml").write_text(yaml.safe_dump(computed, sort_keys=False, allow_unicode=True),
+                                         encoding="utf-8")
     (out / "analysis.md").write_text(md, encoding="utf-8")
     (out / "analysis.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     if args.json:
@@ -150,7 +171,14 @@ def _analyze_reported(proto, folder: Path, args) -> int:
 
     rep = reported.load_reported(folder, args.root)
     devs = load_deviations(folder, args.root)
-    decisions, rows = reported.decide_reported(proto, rep)
+    measured, measured_by = {}, None
+    if (folder / "counters").is_dir():  # counts measured here decide their counters claims
+        from overlay.evidence.analyze import decide_counter_claim
+
+        measured_by = reported.load_measured(folder, args.root)
+        measured = {c.name: decide_counter_claim(c, folder / "counters") for c in proto.claims
+                    if c.kind == "counters"}
+    decisions, rows = reported.decide_reported(proto, rep, measured, measured_by)
     md = reported.render(proto, rep, decisions, rows, devs)
     data = {"claim": proto.claim, "status": rep.status, "source": rep.source,
             "decisions": [d.__dict__ for d in decisions], "rows": [r.__dict__ for r in rows],
@@ -253,6 +281,9 @@ def cmd_ledger(args) -> int:
     if args.protocol_for is not None:
         print(ledger.protocol_yaml(led, args.protocol_for), end="")
         return 0
+    if args.ladder_protocol:
+        print(ledger.ladder_protocol_yaml(led), end="")
+        return 0
     if args.json:
         print(json.dumps(ledger.to_json(led), indent=2))
         return 0
@@ -267,6 +298,10 @@ def cmd_bench_ab(args) -> int:
     proto = _protocol(args.protocol, args.root)
     results = (args.results or proto.folder).resolve()
 
+    if args.cluster:
+        return _bench_campaign(proto, results, args)
+    if args.local_cards is not None:
+        raise OverlayError("--local-cards is for --cluster local", hint="add --cluster local or drop it")
     # SIGINT and SIGTERM stop the current server and set its run aside (orchestrate).
     summary = orchestrate.bench_ab(proto, args.root, results, orchestrate.terminal_progress(args.json),
                                    only=args.max_runs, mirror=paths.mirror_root(args.mirror))
@@ -278,6 +313,32 @@ def cmd_bench_ab(args) -> int:
     else:
         print(f"{len(summary.ran)} runs done now, {len(summary.already_complete)} already complete, "
               f"{remaining} remaining of {summary.planned}; results in {summary.results}")
+        for e in summary.excluded:
+            print(f"excluded/{e}: record it in deviations.yaml before analysis")
+    return 0
+
+
+def _bench_campaign(proto, results: Path, args) -> int:
+    from overlay import paths
+    from overlay.evidence import campaign, orchestrate
+
+    if args.max_runs is not None:
+        raise OverlayError("--max-runs is for the serial bench ab", hint="drop it with --cluster")
+    if args.max_attempts < 1:
+        raise OverlayError("--max-attempts must be at least 1")
+    summary = campaign.campaign(proto, args.root, results, orchestrate.terminal_progress(args.json),
+                                address=args.cluster, mirror=paths.mirror_root(args.mirror),
+                                local_cards=args.local_cards, max_attempts=args.max_attempts)
+    remaining = summary.planned - len(summary.already_complete) - len(summary.ran)
+    data = {"planned": summary.planned, "already_complete": list(summary.already_complete),
+            "ran": list(summary.ran), "excluded": list(summary.excluded), "requeued": summary.requeued,
+            "nodes": summary.nodes, "results": str(summary.results), "remaining": remaining}
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        print(f"{len(summary.ran)} runs done now on {len(summary.nodes)} node(s), "
+              f"{len(summary.already_complete)} already complete, {remaining} remaining of {summary.planned}; "
+              f"{summary.requeued} block(s) requeued; results in {summary.results}")
         for e in summary.excluded:
             print(f"excluded/{e}: record it in deviations.yaml before analysis")
     return 0

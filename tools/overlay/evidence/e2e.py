@@ -130,6 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, default=WORK / "results",
                     help="results folder (the packet's own folder to record its runs)")
     ap.add_argument("--root", type=Path, default=Path.cwd())
+    ap.add_argument("--cluster", metavar="ADDRESS|local",
+                    help="run the protocol as a Ray campaign (`bench ab --cluster`); with `local`, a "
+                         "local Ray instance offering --local-cards cards")
+    ap.add_argument("--local-cards", type=int, default=2, metavar="N",
+                    help="with --cluster local: cards of the protocol's resource (default 2)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     root = args.root.resolve()
@@ -145,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     results = args.results if args.results.is_absolute() else root / args.results
     bench = step.run("overlay bench ab", lambda: subprocess.call(
         overlay + ["bench", "ab", "--protocol", str(args.protocol), "--results", str(results)]
+        + (["--cluster", args.cluster] if args.cluster else [])
+        + (["--local-cards", str(args.local_cards)] if args.cluster == "local" else [])
         + (["--json"] if args.json else []), cwd=root, env=run_env,
         stdout=subprocess.DEVNULL if args.json else None))
     if bench != 0:

@@ -428,6 +428,7 @@ def why_not_ours(pid: int, pgid: int, started: int, nonce: str) -> str | None:
 
 def _write_pid(results: Path, proc: subprocess.Popen, argv: list[str], run_id: str, nonce: str) -> None:
     rec = pid_record(proc.pid, _stat(proc.pid), nonce, argv, run_id)
+    results.mkdir(parents=True, exist_ok=True)
     tmp = results / (PID_FILE + ".tmp")
     tmp.write_text(json.dumps(rec) + "\n", encoding="utf-8")
     tmp.replace(results / PID_FILE)
@@ -600,8 +601,25 @@ def _wait_port_free(protocol: Protocol, progress: Progress) -> None:
         time.sleep(1.0)
 
 
+# Exec'd in front of a campaign's server: SIGTERM reaches the server when the process that
+# started it dies (a Ray worker killed hard must not leave its server holding the card).
+# An exec wrapper rather than preexec_fn, which is unsafe in a threaded process such as a
+# Ray worker; PR_SET_PDEATHSIG (1) survives the exec, and the live command line is the argv.
+_DIE_WITH_PARENT = ("import ctypes, os, signal, sys; "
+                    "ctypes.CDLL(None).prctl(1, signal.SIGTERM); os.execvp(sys.argv[1], sys.argv[1:])")
+
+
+def die_with_parent(argv: list[str]) -> list[str]:
+    return [sys.executable, "-c", _DIE_WITH_PARENT] + list(argv)
+
+
 def _one_run(protocol: Protocol, root: Path, results: Path, run: PlannedRun, progress: Progress,
-             excluded: list[str], tree: VariantTrees | None) -> None:
+             excluded: list[str], tree: VariantTrees | None, *, placement: dict | None = None,
+             pid_dir: Path | None = None) -> None:
+    """One server start and its scenarios. A campaign (evidence.campaign) passes where the
+    run was placed (node, cards, host CPUs: recorded in run.json) and a pid folder of the
+    run's own, since several runs share one results folder at once."""
+    pid_dir = results if pid_dir is None else pid_dir
     variant = protocol.variant(run.variant)
     partial = results / "runs" / f"{run.run_id}.partial"
     meta = {"run": run.run_id, "variant": run.variant, "start": run.start, "position": run.position,
@@ -611,6 +629,8 @@ def _one_run(protocol: Protocol, root: Path, results: Path, run: PlannedRun, pro
             "series": variant.series if isinstance(variant.series, str) else list(variant.series),
             "composed_trees": dict(tree.tree_ids) if tree else {},
             "composed_dirs": {t: str(p) for t, p in tree.dirs} if tree else {}, "scenarios": {}}
+    if placement is not None:
+        meta["placement"] = dict(placement)
 
     def save() -> None:
         portable = portable_paths(meta, {"<results>": results.resolve(), "<root>": root.resolve()})
@@ -628,10 +648,11 @@ def _one_run(protocol: Protocol, root: Path, results: Path, run: PlannedRun, pro
         # and server.pid lets the next invocation stop it if this one is killed hard.
         nonce = new_nonce()
         env = {**server_env(protocol, variant, root, run, tree=tree), SERVER_NONCE_VAR: nonce}
-        proc = subprocess.Popen(meta["server_argv"], env=env,
+        argv = meta["server_argv"] if placement is None else die_with_parent(meta["server_argv"])
+        proc = subprocess.Popen(argv, env=env,
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=root)
-        _write_pid(results, proc, meta["server_argv"], run.run_id, nonce)
+        _write_pid(pid_dir, proc, meta["server_argv"], run.run_id, nonce)
         meta["server_pid"] = proc.pid
         save()
         _INTERRUPTS.check()
@@ -639,14 +660,14 @@ def _one_run(protocol: Protocol, root: Path, results: Path, run: PlannedRun, pro
     except KeyboardInterrupt:
         if proc is not None:
             _stop(proc, protocol.stop_timeout_s)
-            _clear_pid(results)
+            _clear_pid(pid_dir)
         if log is not None:
             log.close()
         excluded.append(_exclude(results, partial, run.run_id,
                                  "interrupted by the operator; rerun from a fresh server start"))
         raise
     _stop(proc, protocol.stop_timeout_s)
-    _clear_pid(results)
+    _clear_pid(pid_dir)
     log.close()
     if failure is not None:
         name = _exclude(results, partial, run.run_id, failure)

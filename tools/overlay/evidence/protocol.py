@@ -35,7 +35,8 @@ DEVIATION_KINDS = ("excluded", "missing", "parameters", "order", "failed-request
 
 PROTOCOL_FIELDS = ("claim", "preregistered", "hypothesis", "model", "baseline", "variants",
                    "scenarios", "starts", "order", "seed", "cpus", "server", "client",
-                   "metrics", "claims", "bootstrap", "stop-rules", "max-failed-requests", "notes")
+                   "metrics", "claims", "bootstrap", "stop-rules", "max-failed-requests", "notes",
+                   "cards", "ladder")
 VARIANT_FIELDS = ("description", "pin", "series", "env", "server-args", "venv")
 SCENARIO_FIELDS = ("description", "dataset", "input-len", "output-len", "num-prompts",
                    "max-concurrency", "request-rate", "warmups", "client-args")
@@ -45,6 +46,8 @@ CLAIM_FIELDS = ("hypothesis", "kind", "scenarios", "treatments", "checks", "not-
                 "min-positive-pairs", "steps", "expect")
 CHECK_FIELDS = ("metric", "statistic", "change", "min-effect-pct")
 BOOT_FIELDS = ("resamples", "confidence", "seed")
+CARD_FIELDS = ("resource", "per-run")
+RESOURCE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
 # What a server command may contain; {composed:<target>} is the variant's composed tree.
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_:-]*)\}")
@@ -126,6 +129,15 @@ class Bootstrap:
 
 
 @dataclass(frozen=True)
+class Cards:
+    """What one run holds exclusively on a campaign's cluster (a Ray resource: Ray
+    labels Ascend cards NPU natively); a serial `bench ab` ignores it."""
+
+    resource: str = "NPU"
+    per_run: int = 1
+
+
+@dataclass(frozen=True)
 class Protocol:
     path: Path
     claim: str
@@ -153,6 +165,8 @@ class Protocol:
     bootstrap: Bootstrap
     stop_rules: tuple[str, ...]
     max_failed_requests: int
+    cards: Cards = Cards()
+    ladder: tuple[str, ...] = ()  # rung order (first = baseline): rung k is judged against rung k-1
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
@@ -172,8 +186,17 @@ class Protocol:
 
     @property
     def treatments(self) -> tuple[str, ...]:
-        """Every variant compared against the baseline."""
+        """Every variant compared with another: with the baseline, or on a ladder with the
+        rung before it (in rung order)."""
+        if self.ladder:
+            return self.ladder[1:]
         return tuple(v.name for v in self.variants if v.name != self.baseline)
+
+    def compared_with(self, treatment: str) -> str:
+        """The variant a treatment is judged against: the baseline, or its previous rung."""
+        if self.ladder:
+            return self.ladder[self.ladder.index(treatment) - 1]
+        return self.baseline
 
     @property
     def folder(self) -> Path:
@@ -490,7 +513,29 @@ def load_protocol(path: Path, root: Path | None = None) -> Protocol:
                             _int(bf, "seed", default=seed)),
         stop_rules=top.str_list("stop-rules"),
         max_failed_requests=_int(top, "max-failed-requests", default=0),
+        cards=_cards(top, shown, doc.line),
+        ladder=_ladder(top, baseline, tuple(v.name for v in variants)),
     )
+
+
+def _ladder(top: _Fields, baseline: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    if not top.has("ladder"):
+        return ()
+    rungs = top.str_list("ladder", expect="the variants in rung order, the baseline first")
+    if sorted(rungs) != sorted(names) or len(set(rungs)) != len(rungs):
+        raise top.error("ladder", "must list every variant exactly once, in rung order",
+                        hint="variants: " + ", ".join(names))
+    if rungs[0] != baseline:
+        raise top.error("ladder", f"the first rung must be the baseline '{baseline}'")
+    return tuple(rungs)
+
+
+def _cards(top: _Fields, shown: str, line: int) -> Cards:
+    cf = _Fields(top.mapping("cards") or Node({}, line), shown, "cards", CARD_FIELDS)
+    resource = cf.str("resource") or Cards.resource
+    if not RESOURCE_NAME.match(resource):
+        raise cf.error("resource", f"'{resource}' is not a resource name", hint="for example NPU")
+    return Cards(resource, _int(cf, "per-run", default=Cards.per_run, minimum=1))
 
 
 def _check_placeholders(args: tuple[str, ...], variant: Variant | None, path: str, line: int) -> None:

@@ -181,7 +181,8 @@ def to_json(a: Analysis, plots: list[str]) -> dict:
                        "mean": s.mean} for s in a.summaries],
         "deltas": [{"treatment": d.treatment, "scenario": d.scenario, "metric": d.metric,
                     "statistic": d.statistic, "starts": list(d.starts), "baseline": list(d.baseline),
-                    "treatment_values": list(d.treated), "interval": iv_dict(d.interval)}
+                    "treatment_values": list(d.treated), "interval": iv_dict(d.interval),
+                    **({"nodes": list(d.nodes), "per_node_pct": dict(d.per_node_pct)} if d.nodes else {})}
                    for d in a.deltas],
         "deviations": [{"kind": i.kind, "run": i.run, "scenario": i.scenario, "detail": i.detail,
                         "reason": d.reason} for i, d in a.recorded],

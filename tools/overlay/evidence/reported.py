@@ -19,6 +19,13 @@ reported.yaml:
   counters:
     - {id, date, steps, counts: {<api>: {<variant>: <count>}}}
   source-decisions: {<claim>: REPRODUCED | NOT_REPRODUCED | INCONCLUSIVE}
+
+Every table and counters set may say whose code it measured (`implementation:`,
+default the file's top-level one): `series` is this repository's series, anything
+else names another implementation. A decision taken from another implementation's
+(or an unnamed one's) figures is labelled so in the output. counters/ beside the
+file (with its measured.yaml) holds counts measured here; a counters claim is then
+decided from them, and the reported counts are shown as the source's.
 """
 
 from __future__ import annotations
@@ -34,6 +41,16 @@ from overlay.evidence.report import Row, check_label
 from overlay.model import _Fields, _rel
 
 DECISIONS = (decide.REPRODUCED, decide.NOT_REPRODUCED, decide.INCONCLUSIVE)
+THIS_SERIES = "series"  # implementation: this repository's patch series
+
+
+def implementation_label(implementation: str, short: bool = False) -> str:
+    """How a result set's implementation reads next to a decision (short: next to a row)."""
+    if implementation == THIS_SERIES:
+        return "this series"
+    if not implementation:
+        return "implementation not recorded" if short else "implementation not recorded (not shown to be this series)"
+    return "another implementation" if short else f"ANOTHER IMPLEMENTATION: {implementation}"
 
 
 @dataclass(frozen=True)
@@ -56,6 +73,7 @@ class ReportedTable:
     treatment: str
     conditions: str
     rows: tuple[ReportedRow, ...]
+    implementation: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,6 +82,7 @@ class ReportedCounters:
     date: str
     steps: int
     counts: dict[str, dict[str, int]]
+    implementation: str = ""
 
 
 @dataclass(frozen=True)
@@ -74,6 +93,26 @@ class Reported:
     tables: tuple[ReportedTable, ...]
     counters: tuple[ReportedCounters, ...]
     source_decisions: dict[str, str]
+
+
+@dataclass(frozen=True)
+class MeasuredCounters:
+    """counters/measured.yaml: whose code the counts in counters/ are of, and how."""
+
+    implementation: str
+    device: str
+    command: str
+
+
+def load_measured(folder: Path, root: Path | None = None) -> MeasuredCounters | None:
+    path = folder / "counters" / "measured.yaml"
+    if not path.is_file():
+        return None
+    shown = _rel(path, root)
+    f = _Fields(yamldoc.load(path, shown), shown, "measured.yaml",
+                ("implementation", "device", "pin", "date", "steps", "batch", "command", "trees", "cases"))
+    return MeasuredCounters(f.str("implementation", required=True, expect="series, or the implementation counted")
+                            or "", f.str("device") or "", f.str("command") or "")
 
 
 def _pairs(f: _Fields, key: str) -> tuple[int, int] | None:
@@ -92,14 +131,16 @@ def load_reported(folder: Path, root: Path | None = None) -> Reported:
     shown = _rel(path, root)
     doc = yamldoc.load(path, shown)
     top = _Fields(doc, shown, "reported.yaml", ("source", "status", "tables", "counters", "source-decisions",
-                                                "notes"))
+                                                "notes", "implementation"))
+    implementation = top.str("implementation") or ""
     status = top.str("status", required=True, expect="'reported by the source, not re-measured here'")
     assert status
     if "not re-measured" not in status:
         raise top.error("status", "must say the figures are reported by the source, not re-measured here")
     tables = []
     for item in (top.map["tables"].value if top.has("tables") else []) or []:
-        tf = _Fields(item, shown, "table", ("id", "date", "role", "treatment", "conditions", "rows", "columns"))
+        tf = _Fields(item, shown, "table", ("id", "date", "role", "treatment", "conditions", "rows", "columns",
+                                            "implementation"))
         role = tf.str("role", required=True, expect="preregistered or exploratory")
         if role not in ("preregistered", "exploratory"):
             raise tf.error("role", f"'{role}' is not preregistered or exploratory")
@@ -126,10 +167,12 @@ def load_reported(folder: Path, root: Path | None = None) -> Reported:
                                     _pairs(rf, "positive-pairs"), rf.str("note") or ""))
         tables.append(ReportedTable(tf.str("id", required=True) or "", str(tf.map["date"].value)
                                     if tf.has("date") else "", role or "", tf.str("treatment") or "",
-                                    tf.str("conditions") or "", tuple(rows)))
+                                    tf.str("conditions") or "", tuple(rows),
+                                    tf.str("implementation") or implementation))
     counters = []
     for item in (top.map["counters"].value if top.has("counters") else []) or []:
-        cf = _Fields(item, shown, "counters", ("id", "date", "steps", "batch", "counts", "conditions"))
+        cf = _Fields(item, shown, "counters", ("id", "date", "steps", "batch", "counts", "conditions",
+                                               "implementation"))
         counts: dict[str, dict[str, int]] = {}
         cn = cf.mapping("counts", required=True)
         assert cn is not None
@@ -141,7 +184,8 @@ def load_reported(folder: Path, root: Path | None = None) -> Reported:
         if not isinstance(steps, int) or steps < 1:
             raise cf.error("steps", "expected the number of profiled decode steps")
         counters.append(ReportedCounters(cf.str("id", required=True) or "",
-                                         str(cf.map["date"].value) if cf.has("date") else "", steps, counts))
+                                         str(cf.map["date"].value) if cf.has("date") else "", steps, counts,
+                                         cf.str("implementation") or implementation))
     src: dict[str, str] = {}
     sd = top.mapping("source-decisions")
     if sd is not None:
@@ -159,27 +203,55 @@ class ReportedDecision:
     hypothesis: str
     decision: str
     source_decision: str | None
+    decided_from: str = ""  # implementation_label() of the result sets the decision used
+    other_implementation: bool = True  # not (only) this series' own results
 
 
-def decide_reported(protocol: Protocol, rep: Reported) -> tuple[list[ReportedDecision], list[Row]]:
-    """Apply the protocol's claims to the preregistered reported tables; pure."""
+def decide_reported(protocol: Protocol, rep: Reported, measured: dict | None = None,
+                    measured_by: MeasuredCounters | None = None) -> tuple[list[ReportedDecision], list[Row]]:
+    """Apply the protocol's claims to the preregistered reported tables; pure.
+    `measured`: claim -> analyze.ClaimDecision of counts measured here (counters/),
+    which decide their claim; the reported counts are then shown, not used."""
     rows: list[Row] = []
     decisions: list[ReportedDecision] = []
     pre = [t for t in rep.tables if t.role == "preregistered"]
     for claim in protocol.claims:
         got: list[str] = []
+        used: set[str] = set()
+        own = (measured or {}).get(claim.name)
+        own_impl = measured_by.implementation if measured_by else ""
+        own_device = measured_by.device if measured_by else ""
+        if own is not None:
+            impl = own_impl
+            used.add(impl)
+            got.append(own.decision)
+            where = f"measured here ({measured_by.device})" if measured_by and measured_by.device else "measured here"
+            for k in own.counters:
+                exp = ", ".join(f"{v} {n:g}" for v, n in k.expected.items())
+                seen = ", ".join(f"{v} {k.raw[v]} ({k.measured[v]:g}/step)" for v in k.raw)
+                rows.append(Row(claim.name, "", "", f"{k.api} per step over {k.steps} steps [counters/]",
+                                None, None, None, "", k.decision,
+                                f"{implementation_label(impl, True)}, {where}; expected {exp}; counted {seen}"))
+            if own.note:
+                rows.append(Row(claim.name, "", "", "counters/", None, None, None, "", own.decision,
+                                f"{implementation_label(impl, True)}: {own.note}"))
         if claim.kind == "counters":
             for e in claim.expect:
                 for c in rep.counters:
                     if e.name not in c.counts:
                         continue
                     measured = {v: n / c.steps for v, n in c.counts[e.name].items()}
-                    d = decide.decide_counters(dict(e.per_step), measured)
-                    got.append(d)
+                    per_step = {v: n / c.steps for v, n in c.counts[e.name].items()}
+                    d = decide.decide_counters(dict(e.per_step), per_step)
+                    if own is None:
+                        got.append(d)
+                        used.add(c.implementation)
                     exp = ", ".join(f"{v} {n:g}" for v, n in e.per_step)
                     seen = ", ".join(f"{v} {n} ({n / c.steps:g}/step)" for v, n in c.counts[e.name].items())
+                    shown = "" if own is None else "shown, not used: the counts measured here decide; "
                     rows.append(Row(claim.name, "", "", f"{e.name} per step over {c.steps} steps [{c.id}]",
-                                    None, None, None, "", d, f"expected {exp}; reported {seen}"))
+                                    None, None, None, "", d, f"{shown}{implementation_label(c.implementation, True)}; "
+                                                             f"expected {exp}; reported {seen}"))
         else:
             for t in pre:
                 for s in claim.scenarios:
@@ -199,10 +271,12 @@ def decide_reported(protocol: Protocol, rep: Reported) -> tuple[list[ReportedDec
                             agreeing_pairs=agree, min_pairs=claim.min_positive_pairs,
                             includes_zero=r.includes_zero)
                         got.append(d)
+                        used.add(t.implementation)
                         note = r.note
                         if r.ci is None:
                             note = ("interval bounds not reported; source: interval "
                                     + ("includes" if r.includes_zero else "excludes") + " zero")
+                        note = implementation_label(t.implementation, True) + (f"; {note}" if note else "")
                         rows.append(Row(claim.name, t.treatment, s,
                                         check_label(chk.metric, chk.statistic, chk.change, chk.min_effect_pct),
                                         r.delta_pct, r.ci[0] if r.ci else None, r.ci[1] if r.ci else None,
@@ -210,7 +284,12 @@ def decide_reported(protocol: Protocol, rep: Reported) -> tuple[list[ReportedDec
                                         d, note))
         decisions.append(ReportedDecision(claim.name, claim.hypothesis,
                                           decide.aggregate(got) if got else decide.INCONCLUSIVE,
-                                          rep.source_decisions.get(claim.name)))
+                                          rep.source_decisions.get(claim.name),
+                                          "; ".join(implementation_label(i) + (f", measured here ({own_device})"
+                                                                               if own is not None and own_device
+                                                                               and i == own_impl else "")
+                                                    for i in sorted(used)),
+                                          used != {THIS_SERIES}))
     return decisions, rows
 
 
@@ -222,10 +301,15 @@ def render(protocol: Protocol, rep: Reported, decisions: list[ReportedDecision],
            f"Source: {rep.source}", "",
            f"Protocol preregistered {protocol.preregistered.isoformat()}; decisions below apply its "
            "thresholds to the source's preregistered tables.", "",
-           "| claim | decision (this tool) | decision (source) | hypothesis |", "| --- | --- | --- | --- |"]
+           "| claim | decision (this tool) | decided from | decision (source) | hypothesis |",
+           "| --- | --- | --- | --- | --- |"]
     for d in decisions:
         agree = "" if d.source_decision in (None, d.decision) else " (DISAGREES)"
-        out.append(f"| {d.claim} | **{d.decision}** | {d.source_decision or 'n/a'}{agree} | {d.hypothesis} |")
+        out.append(f"| {d.claim} | **{d.decision}** | {d.decided_from or 'no results'} | "
+                   f"{d.source_decision or 'n/a'}{agree} | {d.hypothesis} |")
+    if any(d.other_implementation for d in decisions):
+        out += ["", "A decision decided from ANOTHER IMPLEMENTATION (or an unrecorded one) is about that "
+                    "code, not about this series."]
     out += ["", "| claim | treatment | scenario | check | delta | 95% CI | agreeing pairs | decision | note |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:

@@ -79,6 +79,7 @@ class RunFolder:
     scenarios: tuple[str, ...]  # scenario files present
     started: str | None = None  # ISO time the server start began (run.json)
     has_meta: bool = True  # run.json present (bench ab always writes one)
+    node: str | None = None  # the node a campaign ran it on (run.json placement), if any
 
 
 @dataclass(frozen=True)
@@ -247,8 +248,11 @@ def scan_runs(results: Path) -> tuple[RunFolder, ...]:
         meta = _meta(d / "run.json")
         _check_meta_names(d, meta, parsed)
         scen = tuple(sorted(p.stem for p in d.glob("*.json") if p.name != "run.json"))
+        place = meta.get("placement")
+        node = place.get("node_id") if isinstance(place, dict) else None
         out.append(RunFolder(d.name, parsed[0], parsed[1], d, meta.get("position"), scen,
-                             meta.get("started"), (d / "run.json").is_file()))
+                             meta.get("started"), (d / "run.json").is_file(),
+                             str(node) if node is not None else None))
     return tuple(out)
 
 

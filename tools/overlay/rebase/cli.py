@@ -15,7 +15,10 @@ def register(sub) -> None:
     p = sub.add_parser("rebase", help="move the series of a pin set onto newer upstream as a new pin set",
                        description=ABOUT.split("\n\n")[0])
     p.add_argument("--pin", metavar="NAME", help="the pin set to move (default: the default one)")
-    p.add_argument("--onto", metavar="TARGET=REF", help="the target and the upstream ref to move to")
+    p.add_argument("--onto", metavar="TARGET=REF", action="append",
+                   help="where a target moves (repeatable, or a comma list): the target with "
+                        "patches to a git ref, others to a ref or a release archive "
+                        "(core=pypi:vllm==0.27.1, sha256 computed from the archive)")
     p.add_argument("--as", dest="new_pin", metavar="NEWPIN",
                    help="name of the new pin set (default: the first 8 hex digits of REF's commit)")
     p.add_argument("--mirror", type=Path, metavar="DIR",

@@ -6,24 +6,71 @@ from __future__ import annotations
 import json
 
 from overlay.model import GitSource, PinSet
-from overlay.rebase.state import DROPPED, PatchPlan, RebaseState
+from overlay.rebase.state import APPLY, DECIDE, DROPPED, PatchPlan, RebaseState
 
 
 
-def decide(verdicts, overlap, landed_pr, slug: str = "") -> list[PatchPlan]:
-    """Per patch: drop it when drift shows upstream merged it, else apply it with 3-way.
+# Where vllm-ascend records the cores it declares, at each of its commits (its CI reads
+# them): the vLLM release it is tested with, and the vLLM main commit it was verified on.
+DECLARED_CORE_FILES = {"release": ".github/vllm-release-tag.commit",
+                       "main-verified": ".github/vllm-main-verified.commit"}
+
+
+def pairing(declared: dict[str, str | None], core) -> tuple[bool, str]:
+    """Whether the new pin set pairs the plugin with a core it declares (pure): its
+    release tag names the core archive's version, or its main-verified commit is the
+    core commit. `core` is the new pin set's core source, None when it has no core.
+    Upstream's version of a backport is proven only on such a pairing."""
+    if core is None:
+        return True, "the pin set has no core target"
+    release, verified = declared.get("release"), declared.get("main-verified")
+    said = ", ".join(f"{k} {v}" for k, v in (("release", release), ("main-verified", verified)) if v)
+    if isinstance(core, GitSource):
+        if verified and len(verified) >= 7 and core.commit.startswith(verified.lower()):
+            return True, f"core {core.commit[:12]} is the plugin's main-verified commit"
+        shown = f"core {core.commit[:12]}"
+    else:
+        if release and release.lstrip("v") == core.version:
+            return True, f"core {core.requirement} is the plugin's release ({release})"
+        shown = f"core {core.requirement}"
+    return False, (f"{shown} is not a core the new plugin declares "
+                   f"({said or 'it declares none'}): upstream's version is proven only there")
+
+
+def decide(verdicts, overlap, landed, slug: str = "", carriers=None,
+           paired: tuple[bool, str] = (True, "")) -> list[PatchPlan]:
+    """Per patch: drop it when drift shows upstream merged it, stop for a decision when
+    upstream's own version supersedes it, else apply it with 3-way.
 
     `overlap[patch]` lists `(line, Overlap)`; `landed_pr[patch]` is the CommitInfo of the
-    commit that landed the upstream change the entry names, if any.
+    commit that landed the upstream change the entry names, if any; `carriers[patch]`
+    the CommitInfo of the last of its upstream commits (merged by provenance); `paired`
+    whether the new pin set pairs the plugin with a core it declares, and why.
     """
     plans = []
     from overlay.drift.report import _label
 
+    carriers = carriers or {}
     for v in verdicts:
         label = _label(v)
         lines = [line for line, _ in overlap.get(v.patch, [])]
-        if v.cls == "merged":
-            carrier = _carrier(v, overlap.get(v.patch, []), landed_pr.get(v.patch), slug)
+        if v.cls == "merged" and v.rule == "upstream-commit":
+            info = carriers.get(v.patch)
+            ref = f"{slug}#{info.pr}" if info is not None and info.pr else v.upstream_commits[-1]
+            commits = ", ".join(c[:12] for c in v.upstream_commits)
+            if paired[0]:
+                record = {"ref": ref, "commit": info.sha if info else v.upstream_commits[-1],
+                          "rule": v.rule}
+                plans.append(PatchPlan(v.patch, label, v.detail, DROPPED, lines,
+                                       applied_upstream=record, outcome=DROPPED,
+                                       why=f"its upstream-commit {commits} "
+                                           f"{'is' if len(v.upstream_commits) == 1 else 'are'} upstream "
+                                           f"(carried by {ref}) and {paired[1]}"))
+                continue
+            plans.append(PatchPlan(v.patch, label, v.detail, APPLY, lines,
+                                   note=f"upstream carries it ({commits}, {ref}), but {paired[1]}: kept"))
+        elif v.cls == "merged":
+            carrier = _carrier(v, overlap.get(v.patch, []), landed.get(v.patch), slug)
             record = {"ref": carrier["ref"], "rule": v.rule}
             if carrier["commit"]:
                 record["commit"] = carrier["commit"]
@@ -32,8 +79,12 @@ def decide(verdicts, overlap, landed_pr, slug: str = "") -> list[PatchPlan]:
                    "likely": "its added lines are there, reformatted (likely merged: verify)"}[v.rule]
             plans.append(PatchPlan(v.patch, label, v.detail, "dropped", lines, applied_upstream=record,
                                    outcome=DROPPED, why=f"{why}; carried by {carrier['ref']}"))
+        elif v.superseded_by:
+            plans.append(PatchPlan(v.patch, label, v.detail, DECIDE, lines,
+                                   upstream_version={"ref": v.superseded_by,
+                                                     "commit": v.superseded_commit}))
         else:
-            own = _own_version(overlap.get(v.patch, []), landed_pr.get(v.patch), slug)
+            own = _own_version(overlap.get(v.patch, []), landed.get(v.patch), slug)
             plans.append(PatchPlan(v.patch, label, v.detail, "apply", lines, upstream_version=own))
     return plans
 
@@ -71,27 +122,68 @@ def _carrier(v, overlap, landed, slug: str) -> dict:
     return {"ref": commit or "upstream at REF", "commit": commit}
 
 
-def new_pin_text(old: PinSet, target: str, head: str, ref: str) -> str:
-    """pins/NEW.yaml: the old pin set with `target` at `head`. Other targets keep their
-    commit and locked tree (their series did not move); not the default."""
-    lines = [f"# Written by `overlay rebase` from pin set {old.name}: {target} moved to {ref}.",
-             f"description: {json.dumps(f'{old.description} ({target} rebased onto {ref} {head[:12]})')}",
+def new_pin_text(old: PinSet, moved: dict, ref: str) -> str:
+    """pins/NEW.yaml: the old pin set with each target of `moved` at its new source (a
+    GitSource or ArchiveSource). Other targets keep their source and locked tree (their
+    series did not move); not the default."""
+    said = ", ".join(f"{name} {_source_words(src)}" for name, src in moved.items())
+    lines = [f"# Written by `overlay rebase` from pin set {old.name}: {said}.",
+             f"description: {json.dumps(f'{said} (rebased from pin set {old.name})')}",
              "targets:"]
     for t in old.targets:
         lines.append(f"  {t.name}:")
-        src = t.source
+        src = moved.get(t.name, t.source)
         if isinstance(src, GitSource):
             lines.append(f"    repo: {json.dumps(src.url)}")
-            lines.append(f"    commit: {head if t.name == target else src.commit}")
+            lines.append(f"    commit: {src.commit}")
         else:
             lines.append(f"    pypi: {json.dumps(src.requirement)}")
             lines.append(f"    sha256: {src.sha256}")
-        if t.tree and t.name != target:
+        if t.tree and t.name not in moved:
             lines.append(f"    tree: {t.tree}")
     if old.toolchain:
         lines.append("toolchain:")
         lines += [f"  {k}: {json.dumps(v)}" for k, v in old.toolchain.items()]
     return "\n".join(lines) + "\n"
+
+
+def _source_words(src) -> str:
+    return src.commit[:12] if isinstance(src, GitSource) else f"PyPI {src.requirement}"
+
+
+def entry_block(lines: list[str], entry_line: int) -> tuple[int, int, int]:
+    """(first line, one past the last, indent of the `- `) of the series entry that
+    starts at `entry_line` (1-based)."""
+    start = entry_line - 1
+    while start > 0 and not lines[start].lstrip().startswith("-"):
+        start -= 1
+    item_indent = len(lines[start]) - len(lines[start].lstrip())
+    end = start + 1
+    while end < len(lines):
+        stripped = lines[end].strip()
+        indent = len(lines[end]) - len(lines[end].lstrip())
+        if stripped and (indent <= item_indent):
+            break
+        end += 1
+    return start, end, item_indent
+
+
+def set_only_pins(text: str, entry_line: int, pins: list[str]) -> str:
+    """series.yaml text with the entry at `entry_line` carrying `only-pins: [...]` (an
+    older one replaced); every other byte is kept."""
+    lines = text.splitlines(keepends=True)
+    start, end, item_indent = entry_block(lines, entry_line)
+    block = [line for line in lines[start:end] if not line.strip().startswith("only-pins:")
+             or line is lines[start]]
+    gap: list[str] = []
+    while block and not block[-1].strip():
+        gap.insert(0, block.pop())
+    if block and not block[-1].endswith("\n"):
+        block[-1] += "\n"
+    pad = " " * (item_indent + 2)
+    block.append(f"{pad}only-pins: [{', '.join(json.dumps(p) for p in dict.fromkeys(pins))}]"
+                 f"  # recorded by overlay rebase: only these pin sets carry it\n")
+    return "".join(lines[:start] + block + gap + lines[end:])
 
 
 def record_applied_upstream(text: str, entry_line: int, record: dict, pin: str,
@@ -100,18 +192,8 @@ def record_applied_upstream(text: str, entry_line: int, record: dict, pin: str,
     a mapping (ref, commit, rule, pins); an older applied-upstream field is replaced
     (its pins kept). Every other byte is kept."""
     lines = text.splitlines(keepends=True)
-    start = entry_line - 1
-    while start > 0 and not lines[start].lstrip().startswith("-"):
-        start -= 1
-    item_indent = len(lines[start]) - len(lines[start].lstrip())
+    start, end, item_indent = entry_block(lines, entry_line)
     field_indent = item_indent + 2
-    end = start + 1
-    while end < len(lines):
-        stripped = lines[end].strip()
-        indent = len(lines[end]) - len(lines[end].lstrip())
-        if stripped and (indent <= item_indent):
-            break
-        end += 1
     block = lines[start:end]
     out: list[str] = []
     k = 0
@@ -150,25 +232,41 @@ def skip_record(plan: PatchPlan) -> dict:
     return {"ref": "none found: dropped by the maintainer (overlay rebase --skip)", "rule": "skipped"}
 
 
+_FLAGS = ("upstream did this too", "upstream rewrote the same lines")
+
+
 def summary(state: RebaseState, result: dict) -> str:
     """Markdown for a pull request description."""
+    moved = ", ".join(f"{t} {w}" for t, w in state.moves.items()) or f"{state.target} `{state.ref}`"
     out = [f"## Rebase of pin set `{state.old_pin}` onto {state.target} `{state.ref}` "
-           f"(`{state.head[:12]}`) as `{state.new_pin}`", ""]
+           f"(`{state.head[:12]}`) as `{state.new_pin}`", "", f"Moved: {moved}.", ""]
     counts: dict[str, int] = {}
     for p in state.plans:
         counts[p.outcome] = counts.get(p.outcome, 0) + 1
+    trees = ", ".join(f"{t} `{tree}`" for t, tree in result["trees"].items())
     out.append(", ".join(f"{n} {k}" for k, n in counts.items()) + "; "
-               f"composed tree `{result['tree']}` locked in `pins/{state.new_pin}.yaml`.")
-    out += ["", "| Patch | Outcome | Drift at REF | Why |", "| --- | --- | --- | --- |"]
+               f"composed trees {trees} locked in `pins/{state.new_pin}.yaml`.")
+    out += ["", "| Patch | Outcome | Drift at REF | Upstream commit (rule) | Why |",
+            "| --- | --- | --- | --- | --- |"]
     for p in state.plans:
-        out.append(f"| `{p.patch}` | {p.outcome} | {p.drift} | {p.why.replace('|', '/')} |")
-    notes = [(p.patch, line) for p in state.plans for line in p.overlap]
+        record = p.applied_upstream or {}
+        carrier = (f"`{record['commit'][:12]}` ({record.get('rule', '')})" if record.get("commit")
+                   else f"({record['rule']})" if record.get("rule") else "")
+        why = p.why + (f"; {p.note}" if p.note else "")
+        out.append(f"| `{p.patch}` | {p.outcome} | {p.drift} | {carrier} | {why.replace('|', '/')} |")
+    notes = []
+    for p in state.plans:  # the commits that did the same or rewrote the lines; a count of the rest
+        flagged = [line for line in p.overlap if line.endswith(_FLAGS)]
+        notes += [f"- `{p.patch}`: {line}" for line in flagged]
+        if len(p.overlap) > len(flagged):
+            notes.append(f"- `{p.patch}`: {len(p.overlap) - len(flagged)} "
+                         f"{'other ' if flagged else ''}commit(s) on its lines (--json lists them)")
     if notes:
-        out += ["", "Upstream commits on the lines each patch touches:", ""]
-        out += [f"- `{patch}`: {line}" for patch, line in notes]
+        out += ["", "Upstream commits on the lines each patch touches:", ""] + notes
     out += ["", "After the rebase:", ""]
     r = result["refresh"]
-    out.append(f"- refresh: {len(r['written'])} patch file(s) rewritten, {len(r['unchanged'])} unchanged")
+    out.append(f"- refresh: {len(r['written'])} patch file(s) rewritten, {len(r['unchanged'])} unchanged"
+               + (f", new: {', '.join(r['added'])}" if r.get("added") else ""))
     out.append(f"- check: {'ok' if not result['check'] else str(len(result['check'])) + ' problem(s)'}")
     for f in result["check"]:
         out.append(f"  - {f['path']}: {f['message']}")
@@ -180,8 +278,17 @@ def summary(state: RebaseState, result: dict) -> str:
     if dropped:
         out.append(f"- series.yaml records `applied-upstream` (pins: `{state.new_pin}`) for "
                    + ", ".join(f"`{p.patch}`" for p in dropped))
+    ported = [name for p in state.plans for name in p.ported_as]
+    if ported:
+        out.append(f"- series.yaml records `only-pins: [{state.new_pin}]` for "
+                   + ", ".join(f"`{n}`" for n in ported))
     for o in result["other_pins"]:
         out.append(f"- pin set `{o['pin']}` ({state.target} `{o['commit'][:12]}`): the series "
                    + ("still applies there" if o["applies"] else
                       "no longer applies exactly there: " + ", ".join(o["problems"])))
+    if state.timings:
+        phases = ", ".join(f"{k} {v:.1f} s" for k, v in state.timings.items())
+        out += ["", f"Time: {phases}; total {sum(state.timings.values()):.1f} s of tool time"
+                    + (f", plus {state.waited / 60:.1f} min stopped for the maintainer"
+                       if state.waited else "") + "."]
     return "\n".join(out) + "\n"

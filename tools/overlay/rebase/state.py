@@ -12,6 +12,9 @@ STATE = "rebase.json"  # under .overlay/
 
 # What happened to each patch (the summary's words).
 DROPPED, KEPT, REFRESHED, CONFLICTED, SKIPPED = "dropped", "kept", "refreshed", "conflicted", "skipped"
+PORTED = "ported"
+# What the rebase does with each patch at the start.
+APPLY, DECIDE = "apply", "decide"  # (and DROPPED): decide = superseded upstream, ask the user
 
 
 @dataclass
@@ -19,12 +22,14 @@ class PatchPlan:
     patch: str
     drift: str  # the drift class at REF, with its rule: "merged (reverse)", "fuzz"
     detail: str
-    action: str  # dropped | apply
+    action: str  # dropped | apply | decide (superseded upstream: drop, or port on top)
     overlap: list[str] = field(default_factory=list)  # one line per upstream commit
     applied_upstream: dict | None = None  # what series.yaml records for a dropped patch
     upstream_version: dict | None = None  # upstream's own version, if drift saw one
-    outcome: str = ""  # kept | refreshed | conflicted | skipped | dropped (at the end)
+    outcome: str = ""  # kept | refreshed | conflicted | skipped | dropped | ported (at the end)
     why: str = ""
+    note: str = ""  # why a patch upstream carries is kept all the same (the pairing)
+    ported_as: list[str] = field(default_factory=list)  # the new entries that port it
 
 
 @dataclass
@@ -41,6 +46,16 @@ class RebaseState:
     apply_order: list[str]  # patches handed to git am, in order
     conflicts: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    # targets moved along without patches of their own (core to a release archive):
+    # composed and locked at the end
+    others: list[str] = field(default_factory=list)
+    moves: dict[str, str] = field(default_factory=dict)  # target -> where it moved, in words
+    decisions: list[str] = field(default_factory=list)  # superseded patches still to decide
+    decision_base: str | None = None  # HEAD when the rebase stopped for the first of them
+    ports: dict[str, list[str]] = field(default_factory=dict)  # patch -> its port commits
+    timings: dict[str, float] = field(default_factory=dict)  # phase -> seconds
+    waited: float = 0.0  # seconds stopped for the maintainer (conflicts, decisions)
+    stopped_at: float | None = None  # when the rebase last stopped (time.time())
 
     def plan(self, patch: str) -> PatchPlan:
         return next(p for p in self.plans if p.patch == patch)

@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from overlay import checks, compose, composed, gitcmd, lockfile, paths, refresh, sources
 from overlay.errors import OverlayError
-from overlay.model import PIN_NAME, GitSource, Project, load_all_pins, load_pinset
+from overlay.model import (PIN_NAME, REQUIREMENT, ArchiveSource, GitSource, Project, load_all_pins,
+                           load_pinset)
 from overlay.patchfile import read_patch
-from overlay.rebase.plan import decide, new_pin_text, record_applied_upstream, summary, skip_record
-from overlay.rebase.state import (CONFLICTED, DROPPED, KEPT, REFRESHED, SKIPPED, RebaseState,
-                                  load_state, save_state, state_path)
+from overlay.rebase.plan import (DECLARED_CORE_FILES, decide, new_pin_text, pairing,
+                                 record_applied_upstream, set_only_pins, skip_record, summary)
+from overlay.rebase.state import (APPLY, CONFLICTED, DECIDE, DROPPED, KEPT, PORTED, REFRESHED,
+                                  SKIPPED, RebaseState, load_state, save_state, state_path)
 
 
 def _progress(json_mode: bool):
@@ -31,20 +35,105 @@ def _say(json_mode: bool, text: str) -> None:
         print(text, flush=True)
 
 
+def _clock(state: RebaseState, phase: str, since: float) -> float:
+    """Add the time since `since` to `phase`; the new `since`."""
+    now = time.perf_counter()
+    state.timings[phase] = round(state.timings.get(phase, 0.0) + now - since, 3)
+    return now
+
+
+def parse_moves(values: list[str]) -> list[tuple[str, str]]:
+    """`--onto` values (repeatable, each a comma list of TARGET=REF) as (target, ref)."""
+    from overlay.drift.cli import parse_pairs
+
+    pairs: list[tuple[str, str]] = []
+    for value in values:
+        for target, ref in parse_pairs(value, "--onto"):
+            if any(t == target for t, _ in pairs):
+                raise OverlayError(f"--onto: target '{target}' is given twice")
+            pairs.append((target, ref))
+    return pairs
+
+
+_ARCHIVE_REF = re.compile(r"^pypi:([^#]+?)(?:#sha256=([0-9a-fA-F]{64}))?$")
+
+
+def archive_move(root: Path, pin, target: str, ref: str, mirror: Path | None,
+                 progress) -> ArchiveSource:
+    """`TARGET=pypi:NAME==VERSION[#sha256=HEX]`: the release's source archive (mirror
+    pypi/, the cache, or a download with pip's configuration), with the sha256 computed
+    from its bytes (and compared with the one given)."""
+    m = _ARCHIVE_REF.match(ref)
+    req = REQUIREMENT.match(m.group(1).strip()) if m else None
+    if not m or not req:
+        raise OverlayError(f"--onto {target}={ref}: expected pypi:NAME==VERSION[#sha256=HEX]",
+                           hint=f"e.g. --onto {target}=pypi:vllm==0.27.1")
+    if target not in pin.target_names:
+        raise OverlayError(f"unknown target '{target}'", path=f"pins/{pin.name}.yaml",
+                           hint="targets of this pin set: " + ", ".join(pin.target_names))
+    wanted = ArchiveSource(req.group(1), req.group(2), "0" * 64)
+    archive = ((sources._find_archive(mirror / "pypi", wanted) if mirror else None)
+               or sources._find_archive(paths.cache_dir(root) / "archives", wanted))
+    if archive is None:
+        archive = sources.download_archive(wanted, paths.cache_dir(root) / "archives", progress)
+    digest = sources._sha256(archive)
+    if m.group(2) and m.group(2).lower() != digest:
+        raise OverlayError(f"--onto {target}: {archive.name} has sha256 {digest}, not the "
+                           f"{m.group(2).lower()} given", path=str(archive),
+                           hint="the archive is not the release you named: remove it, or fix the digest")
+    return ArchiveSource(wanted.name, wanted.version, digest)
+
+
+def declared_core(git_dir: Path, head: str) -> dict[str, str | None]:
+    """What the plugin at `head` declares as its cores (its CI files), by kind."""
+    out: dict[str, str | None] = {}
+    for kind, path in DECLARED_CORE_FILES.items():
+        proc = gitcmd.git(["show", f"{head}:{path}"], git_dir=git_dir, check=False)
+        value = proc.stdout.strip().split()[0] if proc.returncode == 0 and proc.stdout.strip() else None
+        out[kind] = value
+    return out
+
+
 def start(root: Path, args: argparse.Namespace) -> int:
-    from overlay.drift.cli import load_patches, parse_pairs, resolve_ref, target_repo, target_slug
+    from overlay.drift.cli import load_patches, resolve_ref, target_repo, target_slug
     from overlay.drift.report import overlap_line
     from overlay.drift.scan import Drift, commit_info, timed_onto
 
-    pairs = parse_pairs(args.onto, "--onto")
-    if len(pairs) != 1:
-        raise OverlayError("--onto takes one TARGET=REF", hint="rebase one target at a time")
-    (target, ref), = pairs
+    began = time.perf_counter()
+    moves = parse_moves(args.onto)
     project = Project.load(root)
     old = project.pin(args.pin)
     mirror = paths.mirror_root(args.mirror)
+    for name, _ in moves:
+        if name not in old.target_names:
+            raise OverlayError(f"unknown target '{name}'", path=f"pins/{old.name}.yaml",
+                               hint="targets of this pin set: " + ", ".join(old.target_names))
+    git_moves = [(t, r) for t, r in moves if not r.startswith("pypi:")]
+    carriers_of = [t for t, _ in git_moves if project.series.for_target(t, old.name)]
+    if len(carriers_of) != 1:
+        raise OverlayError("--onto: give exactly one target with patches at a git ref "
+                           f"({'none given' if not carriers_of else ', '.join(carriers_of)})",
+                           hint="overlay rebase --onto plugin=REF [--onto core=pypi:vllm==X.Y.Z]")
+    target = carriers_of[0]
+    ref = dict(moves)[target]
     git_dir, base = target_repo(root, old, target, mirror)
     head = resolve_ref(git_dir, target, ref)
+    moved: dict = {target: GitSource(old.target(target).source.url, head)}
+    words = {target: f"`{head[:12]}` ({ref})"}
+    for other, other_ref in moves:
+        if other == target:
+            continue
+        if project.series.for_target(other, old.name):
+            raise OverlayError(f"--onto {other}: target '{other}' carries patches; rebase one "
+                               "target with patches at a time", hint=f"move {other} in its own rebase")
+        if other_ref.startswith("pypi:"):
+            src = archive_move(root, old, other, other_ref, mirror, _progress(args.json))
+            words[other] = f"PyPI `{src.requirement}` (sha256 `{src.sha256}`)"
+        else:
+            other_dir, _ = target_repo(root, old, other, mirror)
+            src = GitSource(old.target(other).source.url, resolve_ref(other_dir, other, other_ref))
+            words[other] = f"`{src.commit[:12]}` ({other_ref})"
+        moved[other] = src
     new_name = args.new_pin or head[:8]
     if not PIN_NAME.match(new_name):
         raise OverlayError(f"--as: '{new_name}' is not a pin set name",
@@ -60,8 +149,9 @@ def start(root: Path, args: argparse.Namespace) -> int:
         raise OverlayError(f"{ref} is the pinned commit of {target}: nothing to move",
                            path=f"pins/{old.name}.yaml", hint="give a newer REF")
 
+    slug = target_slug(old.target(target).source)
     patches, diffs = load_patches(project, target, old.name)
-    engine = Drift(git_dir, base, patches, diffs, slug=target_slug(old.target(target).source))
+    engine = Drift(git_dir, base, patches, diffs, slug=slug)
     try:
         run_ = timed_onto(engine, target, ref, head)
     finally:
@@ -70,17 +160,28 @@ def start(root: Path, args: argparse.Namespace) -> int:
     for o in run_.overlap:
         overlap.setdefault(o.patch, []).append((overlap_line(o), o))
     landed = {}
+    carriers = {}
     for v in run_.verdicts:
         if v.landed:
             landed[v.patch] = commit_info(git_dir, v.landed)
-    plans = decide(run_.verdicts, overlap, landed, target_slug(old.target(target).source))
-    order = [p.patch for p in plans if p.action == "apply"]
+        if v.rule == "upstream-commit":  # the last of its commits to land carries it
+            infos = [commit_info(git_dir, c) for c in v.upstream_commits]
+            carriers[v.patch] = max(infos, key=lambda i: i.date)
+    core = moved.get("core", old.target("core").source) if "core" in old.target_names else None
+    paired = pairing(declared_core(git_dir, head), core) if target == "plugin" else (True, "")
+    plans = decide(run_.verdicts, overlap, landed, slug, carriers, paired)
+    order = [p.patch for p in plans if p.action == APPLY]
     state = RebaseState(old.name, new_name, target, ref, head, str(git_dir), str(work),
-                        new_pin_text(old, target, head, ref), plans, order)
-    _say(args.json, f"rebasing pin set {old.name} onto {target} {ref} ({head[:12]}) as {new_name}")
+                        new_pin_text(old, moved, ref), plans, order,
+                        others=[t for t in moved if t != target], moves=words,
+                        decisions=[p.patch for p in plans if p.action == DECIDE])
+    began = _clock(state, "drift", began)
+    _say(args.json, f"rebasing pin set {old.name} onto {target} {ref} ({head[:12]}) as {new_name}"
+         + "".join(f"; {t} to {w}" for t, w in words.items() if t != target))
     for p in plans:
         _say(args.json, f"  {p.patch}: drift says {p.drift}; "
-                        + ("drop it (" + p.why + ")" if p.action == DROPPED else "apply it with 3-way"))
+                        + {DROPPED: f"drop it ({p.why})", DECIDE: "superseded upstream: decide",
+                           APPLY: "apply it with 3-way" + (f" ({p.note})" if p.note else "")}[p.action])
 
     save_state(root, state)  # first: an interrupted start is then undone by --abort
     scratch = root / ".overlay" / "rebase-pins"
@@ -101,9 +202,11 @@ def start(root: Path, args: argparse.Namespace) -> int:
         shutil.rmtree(scratch, ignore_errors=True)
         state_path(root).unlink(missing_ok=True)
         raise
+    began = _clock(state, "compose", began)
     mails = [project.patches_dir / name for name in order]
     proc = _am(work, ["-3", "--keep-non-patch", "--committer-date-is-author-date",
                       "--whitespace=nowarn", *map(str, mails)]) if mails else None
+    _clock(state, "git am -3", began)
     return _after_am(root, state, proc, args.json)
 
 
@@ -126,45 +229,117 @@ def _am_stopped_at(state: RebaseState) -> str | None:
     return state.apply_order[min(index, len(state.apply_order)) - 1]
 
 
+def _stop(root: Path, state: RebaseState) -> None:
+    state.stopped_at = time.time()
+    save_state(root, state)
+
+
 def _after_am(root: Path, state: RebaseState, proc, json_mode: bool) -> int:
     stopped = _am_stopped_at(state)
     if stopped is not None:
         if stopped not in state.conflicts:
             state.conflicts.append(stopped)
-        save_state(root, state)
+        _stop(root, state)
         files = gitcmd.git(["diff", "--name-only", "--diff-filter=U"], cwd=Path(state.work),
                            check=False).stdout.split()
         where = ", ".join(files) if files else "see git status"
         message = (f"{stopped} conflicts at {state.ref} ({where}): resolve it in {state.work} "
                    f"(edit, then git add), then `overlay rebase --continue`; "
                    f"`overlay rebase --skip` drops it; `overlay rebase --abort` gives up")
-        plan = state.plan(stopped)
-        if json_mode:
-            print(json.dumps({"ok": False, "status": "conflict", "patch": stopped, "files": files,
-                              "work": state.work, "drift": plan.drift, "overlap": plan.overlap},
-                             indent=2))
-        else:
-            print(f"CONFLICT: {message}")
-            for line in plan.overlap:
-                print(f"  upstream overlap: {line}")
-        return 1
+        return _report_stop(state, stopped, "conflict", message, {"files": files}, json_mode)
     if proc is not None and proc.returncode != 0 and not (Path(state.work) / ".git" / "rebase-apply").exists():
         reason = (proc.stderr or proc.stdout or "").strip().splitlines()
         raise OverlayError(f"git am failed: {reason[-1] if reason else 'no message'}", path=state.work,
                            hint="overlay rebase --abort, then check the patches with overlay check")
+    if state.decisions:
+        return _ask(root, state, json_mode)
+    return finish(root, state, json_mode)
+
+
+def _ask(root: Path, state: RebaseState, json_mode: bool) -> int:
+    """Stop for a superseded patch: the maintainer drops it or ports it on top."""
+    patch = state.decisions[0]
+    plan = state.plan(patch)
+    own = plan.upstream_version or {}
+    state.decision_base = composed.head(Path(state.work))
+    _stop(root, state)
+    message = (f"{patch} is superseded at {state.ref} by upstream's own version {own.get('ref')} "
+               f"({(own.get('commit') or '')[:12]}). Port it on top of upstream's: commit the port "
+               f"in {state.work} (git am --keep-non-patch PORT.patch, or edit and git commit), then "
+               f"`overlay rebase --continue`; or drop it: `overlay rebase --skip`")
+    return _report_stop(state, patch, "decision", message, {"superseded_by": own}, json_mode)
+
+
+def _report_stop(state: RebaseState, patch: str, status: str, message: str, extra: dict,
+                 json_mode: bool) -> int:
+    """Say where the rebase stopped (a conflict, a decision) and what to do; exit 1."""
+    plan = state.plan(patch)
+    if json_mode:
+        print(json.dumps({"ok": False, "status": status, "patch": patch, **extra,
+                          "work": state.work, "drift": plan.drift, "overlap": plan.overlap},
+                         indent=2))
+    else:
+        print(f"{status.upper()}: {message}")
+        for line in plan.overlap:
+            print(f"  upstream overlap: {line}")
+    return 1
+
+
+def _decide(root: Path, state: RebaseState, *, skip: bool, json_mode: bool) -> int:
+    """--continue (the commits added since the stop are the port) or --skip (drop it)."""
+    work = Path(state.work)
+    patch = state.decisions[0]
+    plan = state.plan(patch)
+    own = plan.upstream_version or {}
+    if (work / ".git" / "rebase-apply").exists():
+        raise OverlayError(f"{patch}: a git am is in progress in the composed tree", path=str(work),
+                           hint="finish it (git am --continue) or abort it (git am --abort) first")
+    dirty = gitcmd.git(["status", "--porcelain", "--untracked-files=no"], cwd=work).stdout.strip()
+    if dirty:
+        raise OverlayError(f"{patch}: the composed tree has uncommitted changes", path=str(work),
+                           hint="commit the port (git commit), or discard them (git checkout -- .)")
+    added = gitcmd.out(["rev-list", "--reverse", f"{state.decision_base}..HEAD"], cwd=work).split()
+    record = {"ref": own.get("ref") or "upstream", "commit": own.get("commit"), "rule": "superseded-by"}
+    if skip:
+        if added:
+            raise OverlayError(f"{patch}: {len(added)} commit(s) were added since the stop",
+                               path=str(work), hint="`overlay rebase --continue` keeps them as the "
+                               f"port; to drop the patch, git reset --hard {state.decision_base[:12]} first")
+        plan.outcome, plan.why = DROPPED, f"superseded by upstream's own version {record['ref']}: dropped"
+    else:
+        if not added:
+            raise OverlayError(f"{patch}: nothing was ported (no commit since the stop)", path=str(work),
+                               hint="commit the port in the composed tree, or drop the patch with "
+                                    "`overlay rebase --skip`")
+        state.ports[patch] = added
+        record["rule"] = "superseded-by (ported)"
+        plan.outcome = PORTED
+        plan.why = f"superseded by upstream's own version {record['ref']}: ported on top of it"
+    plan.applied_upstream = record
+    state.decisions.pop(0)
+    save_state(root, state)
+    if state.decisions:
+        return _ask(root, state, json_mode)
     return finish(root, state, json_mode)
 
 
 def resume(root: Path, state: RebaseState, *, skip: bool, json_mode: bool) -> int:
+    if state.stopped_at is not None:
+        state.waited = round(state.waited + max(0.0, time.time() - state.stopped_at), 1)
+        state.stopped_at = None
     work = Path(state.work)
-    stopped = _am_stopped_at(state)
+    stopped = _am_stopped_at(state) if state.decision_base is None else None
+    if stopped is None and state.decision_base is not None and state.decisions:
+        return _decide(root, state, skip=skip, json_mode=json_mode)
     if skip:
         if stopped is None:
             raise OverlayError("nothing to skip: git am is not stopped on a patch", path=str(work),
                                hint="overlay rebase --continue finishes the rebase")
         state.skipped.append(stopped)
         save_state(root, state)
+        began = time.perf_counter()
         proc = _am(work, ["--skip"])
+        _clock(state, "git am -3", began)
         return _after_am(root, state, proc, json_mode)
     if stopped is not None:
         unresolved = gitcmd.git(["diff", "--name-only", "--diff-filter=U"], cwd=work,
@@ -172,8 +347,12 @@ def resume(root: Path, state: RebaseState, *, skip: bool, json_mode: bool) -> in
         if unresolved:
             raise OverlayError(f"{stopped}: {', '.join(unresolved)} still has conflicts", path=str(work),
                                hint="resolve them, git add the files, then overlay rebase --continue")
+        began = time.perf_counter()
         proc = _am(work, ["--continue"])
+        _clock(state, "git am -3", began)
         return _after_am(root, state, proc, json_mode)
+    if state.decisions:
+        return _ask(root, state, json_mode)
     return finish(root, state, json_mode)
 
 
@@ -227,7 +406,24 @@ class _Snapshot:
         self.new_pin.unlink(missing_ok=True)
 
 
+def _carriage(text: str, project: Project, state: RebaseState) -> str:
+    """The new pin set carries what the old one carried: entries its upstream already
+    carries at the old pin set stay out (their `applied-upstream` pins gain the new one),
+    and entries only some pin sets carry (`only-pins`) stay in where the old one was."""
+    for entry in sorted(project.series.entries, key=lambda e: -e.line):
+        prov = entry.provenance
+        if state.old_pin in prov.applied_upstream_pins and prov.applied_upstream:
+            record = {"ref": prov.applied_upstream, "commit": prov.applied_upstream_commit,
+                      "rule": prov.applied_upstream_rule}
+            text = record_applied_upstream(text, entry.line, record, state.new_pin,
+                                           prov.applied_upstream_pins)
+        elif state.old_pin in entry.only_pins:
+            text = set_only_pins(text, entry.line, [*entry.only_pins, state.new_pin])
+    return text
+
+
 def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
+    began = time.perf_counter()
     work = Path(state.work)
     project = Project.load(root)
     by_subject = {}
@@ -235,9 +431,12 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
         if name in state.skipped:
             continue
         by_subject[read_patch(project.patches_dir / name).subject] = name
+    ported = {c: patch for patch, commits in state.ports.items() for c in commits}
     commits = gitcmd.out(["rev-list", "--reverse", f"{state.head}..HEAD"], cwd=work).split()
     mapping: dict[str, str] = {}
     for c in commits:
+        if c in ported:
+            continue  # a port: refresh makes it a new entry
         subject = gitcmd.out(["log", "-1", "--format=%s", c], cwd=work)
         name = by_subject.get(subject)
         if name is None:
@@ -260,6 +459,9 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
     snapshot = _Snapshot.take(root, state.new_pin)
     try:
         text = (root / "series.yaml").read_text(encoding="utf-8")
+        text = _carriage(text, project, state)
+        (root / "series.yaml").write_text(text, encoding="utf-8")
+        project = Project.load(root)
         entries = {e.patch: e for e in project.series.entries}
         for plan in sorted(state.plans, key=lambda p: -entries[p.patch].line):
             if plan.applied_upstream is not None:
@@ -278,9 +480,29 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
             tree=composed.tree_of(work), branch=paths.branch_name(pin.name), patches=names,
             series_digest=composed.series_digest(project.patches_dir, names)))
         before = {n: (project.patches_dir / n).read_bytes() for n in names}
+        began = _clock(state, "finish: records", began)
         refreshed = refresh.refresh(project, pin, targets=[state.target], into=None)
+        if refreshed.added:
+            # the ports: carried by the new pin set only (the old ones keep the patch
+            # upstream superseded)
+            text = (root / "series.yaml").read_text(encoding="utf-8")
+            project = Project.load(root)
+            for entry in sorted(project.series.entries, key=lambda e: -e.line):
+                if entry.patch in refreshed.added:
+                    text = set_only_pins(text, entry.line, [state.new_pin])
+            (root / "series.yaml").write_text(text, encoding="utf-8")
+            _name_ports(root, state, refreshed.added)
+        began = _clock(state, "refresh", began)
         project = Project.load(root)
-        trees = lockfile.lock(project, project.pin(state.new_pin), targets=[state.target], into=None)
+        pin = project.pin(state.new_pin)
+        for other in state.others:  # moved without patches of their own: compose them now
+            compose.compose(project, pin, targets=[other], into=None,
+                            mirror=paths.mirror_root(None), force=False, report=lambda _: None,
+                            progress=_progress(json_mode))
+        if state.others:
+            began = _clock(state, "compose " + ", ".join(state.others), began)
+        trees = lockfile.lock(project, pin, targets=[state.target, *state.others], into=None)
+        began = _clock(state, "lock", began)
     except BaseException:
         snapshot.restore(root)
         raise
@@ -299,21 +521,37 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
         else:
             plan.outcome, plan.why = KEPT, "applies as it is"
     findings = checks.run_checks(root)
+    began = _clock(state, "check", began)
     gate = _gate(root, state)
+    began = _clock(state, "gate", began)
     others = _other_pins(root, project, state)
+    _clock(state, "other pin sets", began)
     shutil.rmtree(root / ".overlay" / "rebase-pins", ignore_errors=True)
     state_path(root).unlink(missing_ok=True)
     result = {"ok": not findings and (gate is None or gate["ok"]), "status": "done",
               "pin": state.old_pin, "new_pin": state.new_pin, "target": state.target,
               "ref": state.ref, "head": state.head, "tree": trees.get(state.target),
+              "trees": trees, "moves": state.moves,
               "patches": [asdict(p) for p in state.plans],
               "refresh": refreshed.as_dict(),
-              "check": [f.as_dict() for f in findings], "gate": gate, "other_pins": others}
+              "check": [f.as_dict() for f in findings], "gate": gate, "other_pins": others,
+              "timings": state.timings, "waited_s": state.waited}
     if json_mode:
         print(json.dumps(result, indent=2))
     else:
         sys.stdout.write(summary(state, result))
     return 0 if result["ok"] else 1
+
+
+def _name_ports(root: Path, state: RebaseState, added: list[str]) -> None:
+    """Which new entries port which superseded patch (by the order of the commits)."""
+    pending = list(added)
+    for patch, commits in state.ports.items():
+        take, pending = pending[:len(commits)], pending[len(commits):]
+        plan = state.plan(patch)
+        plan.ported_as = take
+        if take:
+            plan.why += " as " + ", ".join(take)
 
 
 def _gate(root: Path, state: RebaseState) -> dict | None:

@@ -27,6 +27,10 @@ def register(sub) -> None:
                         "~/.cache/overlay/composed-test-venv)")
     p.add_argument("--baseline", action="store_true",
                    help="also walk the pinned plugin without the series (its failures do not change the exit code)")
+    p.add_argument("--write-counters", type=Path, default=None, metavar="DIR",
+                   help="write the decode steps' device counts as profiler-statistics CSVs, with "
+                        "measured.yaml (whose code, which trees), into DIR, e.g. "
+                        "evidence/mrv2-metadata-barrier/counters (only when every step passed)")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout, no progress")
     p.set_defaults(func=cmd_smoke)
 
@@ -44,15 +48,46 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     quiet = args.json
     say = (lambda msg: None) if quiet else (lambda msg: print(f"smoke: {msg}", file=sys.stderr, flush=True))
     echo = None if quiet else (lambda line: print(line, flush=True))
-    walks = run_smoke(args.root, args.pin, mirror, venv, baseline=args.baseline,
-                      progress=None if quiet else say, echo=echo)
+    walks, targets = run_smoke(args.root, args.pin, mirror, venv, baseline=args.baseline,
+                               progress=None if quiet else say, echo=echo)
     target = walks[0]
+    written: list[str] = []
+    if args.write_counters is not None and target.ok:
+        written = write_counters(args.write_counters, target, args.pin, targets, args.root)
     if args.json:
-        print(json.dumps({"ok": target.ok, "pin": args.pin, "walks": [w.to_json() for w in walks]}, indent=2))
+        print(json.dumps({"ok": target.ok, "pin": args.pin, "walks": [w.to_json() for w in walks],
+                          "counters_written": written}, indent=2))
     else:
         for w in walks:
             print(w.summary())
+        if written:
+            print(f"smoke: wrote {', '.join(written)}")
+        elif args.write_counters is not None:
+            print(f"smoke: error: no counters written to {args.write_counters}: not every step passed",
+                  file=sys.stderr)
         if not target.steps:
             print(f"smoke: error: the walk on {args.pin} ran no step: {target.error or 'no message'}",
                   file=sys.stderr)
     return 0 if target.ok else 1
+
+
+def write_counters(folder: Path, walk, pin: str, targets: dict[str, dict], root: Path) -> list[str]:
+    """The counters files of a passed walk, into `folder` (created); their paths."""
+    import datetime
+
+    from overlay.smoke.counters import NotCounted, counter_files
+
+    try:  # the command as it is run from the repository (no path of this machine)
+        shown = folder.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        shown = "DIR"
+    command = f"overlay smoke --pin {pin} --write-counters {shown}"
+    try:
+        files = counter_files(walk, pin, targets, datetime.date.today().isoformat(), command)
+    except NotCounted as exc:
+        raise OverlayError(f"the walk on {pin} counted no decode steps: {exc}",
+                           hint="run the smoke without --write-counters to see the step") from None
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return [str(folder / name) for name in files]

@@ -53,8 +53,11 @@ def parse_steps(text: str, source: str = "smoke results") -> tuple[StepOutcome, 
             continue
         try:
             record = json.loads(line)
+            data = record.get("data") or {}
+            if not isinstance(data, dict):
+                raise TypeError(f"data is {type(data).__name__}, not an object")
             step = StepOutcome(str(record["step"]), str(record["status"]), str(record.get("detail", "")),
-                               str(record.get("where", "")))
+                               str(record.get("where", "")), data)
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{source}:{number}: not a step record ({exc})") from None
         if step.status not in STATUSES:

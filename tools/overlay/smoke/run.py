@@ -20,8 +20,8 @@ WALK_TIMEOUT_S = 900  # the whole walk; a first import of vLLM takes tens of sec
 
 
 def prepare(root: Path, pin: str, mirror: str, venv: Path,
-            progress: testenv.Progress) -> tuple[Path, Path, dict]:
-    """(test python, installed core dir, plugin composition record) for `pin`."""
+            progress: testenv.Progress) -> tuple[Path, Path, dict[str, dict]]:
+    """(test python, installed core dir, composition record per target) for `pin`."""
     try:
         targets = testenv.compose(root, pin, mirror)
     except OverlayError as exc:
@@ -40,7 +40,7 @@ def prepare(root: Path, pin: str, mirror: str, venv: Path,
     version = testenv.core_version(pin_file.read_text()) if pin_file.is_file() else None
     python = testenv.ensure_venv(venv, progress)
     core_dir = testenv.ensure_core(python, venv, targets["core"], version, progress)
-    return python, core_dir, targets["plugin"]
+    return python, core_dir, targets
 
 
 def walk_tree(label: str, python: Path, core_dir: Path, tree: Path, scratch: Path,
@@ -78,8 +78,11 @@ def walk_tree(label: str, python: Path, core_dir: Path, tree: Path, scratch: Pat
 
 
 def run_smoke(root: Path, pin: str, mirror: str, venv: Path, *, baseline: bool,
-              progress: testenv.Progress, echo: Callable[[str], None] | None) -> list[Walk]:
-    python, core_dir, plugin = prepare(root, pin, mirror, venv, progress)
+              progress: testenv.Progress, echo: Callable[[str], None] | None
+              ) -> tuple[list[Walk], dict[str, dict]]:
+    """The walks (with the series first) and the composition record per target."""
+    python, core_dir, targets = prepare(root, pin, mirror, venv, progress)
+    plugin = targets["plugin"]
     walks = []
     plans = [(f"{pin} with the series", "HEAD")]
     if baseline:
@@ -91,4 +94,4 @@ def run_smoke(root: Path, pin: str, mirror: str, venv: Path, *, baseline: bool,
             scratch = Path(tmp) / str(index)
             tree = testenv.export_tree(plugin["path"], rev, scratch / "plugin")
             walks.append(walk_tree(label, python, core_dir, tree, scratch, echo))
-    return walks
+    return walks, targets

@@ -43,6 +43,7 @@ class StepResult:
     status: str  # ok | FAILED | skipped
     detail: str = ""
     where: str = ""
+    data: dict = dataclasses.field(default_factory=dict)  # what a step measured (the decode counts)
 
     @property
     def ok(self) -> bool:
@@ -98,19 +99,22 @@ class Walk:
             with self.out.open("a") as f:
                 f.write(json.dumps(dataclasses.asdict(result)) + "\n")
 
-    def step(self, name: str, fn: Callable[[], str | None], needs: tuple[str, ...] = ()) -> None:
+    def step(self, name: str, fn: Callable[[], str | tuple[str, dict] | None], needs: tuple[str, ...] = ()) -> None:
         missing = [n for n in needs if self.results.get(n, StepResult(n, "missing")).status != "ok"]
         if missing:
             self.record(StepResult(name, "skipped", f"needs {', '.join(missing)}"))
             return
         try:
             note = fn() or ""
+            data: dict = {}
+            if isinstance(note, tuple):
+                note, data = note
         except BaseException as exc:  # a step may raise SystemExit or worse; report it
             if isinstance(exc, KeyboardInterrupt):
                 raise
             self.record(StepResult(name, "FAILED", last_line(exc), _where(exc)))
             return
-        self.record(StepResult(name, "ok", note))
+        self.record(StepResult(name, "ok", note, data=data))
 
 
 # ----------------------------------------------------------------------------- core call sites
@@ -175,20 +179,29 @@ def callee_name(call: ast.Call) -> str:
     return ""
 
 
-def find_call_site(func: Callable, callee: str) -> tuple[ast.Call, str, int]:
-    """The first call of `callee` inside `func`'s source: (node, file, line)."""
+def _called_on(call: ast.Call, owner: str | None) -> bool:
+    """`owner.callee(...)` when an owner is given (`self.prepare_inputs`, not
+    `self.model_state.prepare_inputs`)."""
+    if owner is None:
+        return True
+    func = call.func
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == owner
+
+
+def find_call_site(func: Callable, callee: str, owner: str | None = None) -> tuple[ast.Call, str, int]:
+    """The first call of `callee` (on `owner`, if given) inside `func`'s source: (node, file, line)."""
     source = textwrap.dedent(inspect.getsource(func))
     _, start = inspect.getsourcelines(func)
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call) and callee_name(node) == callee:
+        if isinstance(node, ast.Call) and callee_name(node) == callee and _called_on(node, owner):
             return node, inspect.getsourcefile(func) or "?", start + node.lineno - 1
-    raise LookupError(f"{func.__qualname__} no longer calls {callee}()")
+    raise LookupError(f"{func.__qualname__} no longer calls {owner + '.' if owner else ''}{callee}()")
 
 
-def run_call_site(func: Callable, callee: str, given: dict[str, Any]) -> Any:
+def run_call_site(func: Callable, callee: str, given: dict[str, Any], owner: str | None = None) -> Any:
     """Evaluate `func`'s own call of `callee`, with `given` for its locals (others are
     stand-ins) and `func`'s module globals: the call core (or the plugin) makes."""
-    call, path, line = find_call_site(func, callee)
+    call, path, line = find_call_site(func, callee, owner)
     # Line numbers of the real file, so a traceback points at the call site itself.
     ast.increment_lineno(call, line - call.lineno)
     code = compile(ast.Expression(body=call), path, "eval")
@@ -266,6 +279,9 @@ def stub_npu() -> str:
     torch_npu = module("torch_npu", __path__=[], npu=MagicMock(), profiler=MagicMock(),
                        npu_fusion_attention=MagicMock(),
                        npu_format_cast=MagicMock(side_effect=lambda weight, fmt: weight), _C=npu_c,
+                       # dtype ids the plugin reads at import from 182b75ea84 on (the values
+                       # its tests/ut/conftest.py assigns, "from real scenarios")
+                       float4_e2m1fn_x2=296, hifloat8=290, float8_e8m0fnu=293,
                        __overlay_smoke_stub__=True)
     sys.modules["torch_npu._C"] = npu_c
     sys.modules["torch_npu._C._distributed_c10d"] = npu_c._distributed_c10d
@@ -350,7 +366,7 @@ def _short(path_line: str) -> str:
     return path_line
 
 
-def step_worker_patches() -> str:
+def step_worker_patches(walk: Walk) -> str:
     # As NPUWorker.__init__ does, with MRV2 selected.
     from vllm_ascend.utils import adapt_patch
 
@@ -358,8 +374,10 @@ def step_worker_patches() -> str:
     import vllm_ascend.patch.worker as worker_patches
 
     mrv2 = getattr(worker_patches, "_V2_MODEL_RUNNER_SUPPORTED", None)
+    walk.values["mrv2-off"] = mrv2 is False
     note = {True: "MRV2 worker patches applied", False: "the plugin keeps MRV2 off on this core (its V1 "
-            "runner is used; the MRV2 steps below still run the MRV2 code)", None: "MRV2 flag not found"}[mrv2]
+            "runner is used; the MRV2 steps below still run the MRV2 code)",
+            None: "no MRV2 gate in this plugin (its MRV2 worker patches apply unconditionally)"}[mrv2]
     return f"adapt_patch() as NPUWorker.__init__ (VLLM_USE_V2_MODEL_RUNNER=1); {note}"
 
 
@@ -501,6 +519,10 @@ def _npu_runner(walk: Walk) -> Any:
     runner.device = torch.device("cpu")
     runner.decode_query_len = 1
     runner.lora_capture_cases = []
+    # Newer plugins' __init__ (182b75ea) keeps the graph-parameter update stream on the
+    # runner for the graph managers: a stream with full graphs, else None.
+    full_graphs = vllm_config.compilation_config.cudagraph_mode.has_full_cudagraphs()
+    runner.update_stream = torch.npu.Stream() if full_graphs else None
     return runner
 
 
@@ -584,8 +606,10 @@ def step_input_batch(walk: Walk) -> str:
 
     runner = _npu_runner(walk)
     num_tokens = 8
-    runner.input_buffers = types.SimpleNamespace(is_padding=torch.zeros(16, dtype=torch.bool),
-                                                 seq_lens_np=StandIn())
+    # The buffers' other tensors (input_ids, positions, ...) are sliced into the batch unchecked.
+    runner.input_buffers = StandIn()
+    runner.input_buffers.is_padding = torch.zeros(16, dtype=torch.bool)
+    runner.input_buffers.seq_lens_np = StandIn()
     batch = run_call_site(NPUModelRunner.prepare_inputs, "AscendInputBatch",
                           {"self": runner, "num_tokens_after_padding": num_tokens})
     fields = sorted(f.name for f in dataclasses.fields(batch))
@@ -604,107 +628,74 @@ def step_rejection_sampler(walk: Walk) -> str:
     return f"imported; core helpers used: {', '.join(used) or 'none found'}"
 
 
-SWITCH = "VLLM_ASCEND_MRV2_HOST_SEQ_LENS"
+def _decode(walk: Walk, key: str, *, switch_on: bool, draft_tokens: int = 0) -> Any:
+    """8 decode steps (decode_steps.py) on the counting NPU; seq_lens_cpu must be the
+    device-corrected length in every step."""
+    from decode_steps import run_decode
+
+    run = run_decode(walk.values["vllm_config"], run_call_site, switch_on=switch_on, draft_tokens=draft_tokens)
+    if run.seq_lens != run.expected:
+        bad = next(i for i, (a, b) in enumerate(zip(run.seq_lens, run.expected)) if a != b)
+        raise RuntimeError(f"step {bad + 1}: seq_lens_cpu {run.seq_lens[bad]}, device-corrected {run.expected[bad]}")
+    walk.values[key] = run
+    return run
 
 
-class _CountingEvent:
-    def __init__(self) -> None:
-        self.records = 0
-        self.waits = 0
+def _counted(run: Any) -> str:
+    from decode_steps import STEPS
+    from device_counts import D2H, EVENT_SYNC, WAIT_EVENT
 
-    def record(self, *args: Any) -> None:
-        self.records += 1
-
-    def synchronize(self) -> None:
-        self.waits += 1
+    c = run.counts
+    return (f"{c[D2H]} D2H copies, {c[WAIT_EVENT]} stream waits (wait_event), {c[EVENT_SYNC]} event "
+            f"synchronizes in {STEPS} steps")
 
 
-class _Stream:
-    def wait_stream(self, other: Any) -> None:
-        pass
+def _counts_data(run: Any, case: str) -> dict[str, Any]:
+    from decode_steps import BATCH, STEPS
+
+    return {"case": case, "steps": STEPS, "batch": BATCH, "counts": run.counts, "sites": run.sites}
 
 
-def step_metadata(walk: Walk, switch_on: bool) -> str:
-    """Three decode steps of a two-request batch through the runner's prepare
-    (its own _update_seq_lens_cpu call in prepare_inputs) and core's postprocess
-    (core's own postprocess_sampled call in sample_tokens, reaching the plugin's
-    override and then core's method). Only core's Triton post_update kernel is
-    replaced, by the same arithmetic on CPU tensors. With the switch on the runner
-    must neither copy num_computed_tokens to the host nor wait for it; with it off
-    it must do both every step. seq_lens_cpu must be right either way."""
-    import numpy as np
-    import torch
-    from vllm.v1.worker.gpu import model_runner as core_runner_module
-    from vllm.v1.worker.gpu.model_runner import GPUModelRunner
-    from vllm_ascend.worker.v2.model_runner import NPUModelRunner
+def step_metadata_off(walk: Walk) -> tuple[str, dict]:
+    """Switch off: 8 decode steps of 8 requests through core's call path (see
+    decode_steps.py); every device-to-host copy and event wait is counted."""
+    run = _decode(walk, "decode-off", switch_on=False)
+    return f"switch off: {_counted(run)}; seq_lens_cpu device-corrected", _counts_data(run, "switch-off")
 
-    max_reqs = 4
-    runner = _npu_runner(walk)
-    runner.speculative_config = None
-    runner.num_speculative_steps = 0
-    runner.use_pp = False
-    runner.is_pooling_model = False
-    runner.is_last_pp_rank = False  # no sampler state to update on this rank
-    runner.model_state = types.SimpleNamespace(postprocess_state=lambda *args: None)
-    gpu = torch.zeros(max_reqs, dtype=torch.int32)
-    runner.req_states = types.SimpleNamespace(
-        req_id_to_index={"a": 0, "b": 1},
-        num_computed_tokens_np=np.array([10, 5, 0, 0], dtype=np.int32),
-        num_computed_tokens_cpu=torch.tensor([10, 5, 0, 0], dtype=torch.int32),
-        num_computed_tokens=types.SimpleNamespace(gpu=gpu),
-        last_sampled_tokens=None, all_token_ids=types.SimpleNamespace(gpu=None),
-        total_len=types.SimpleNamespace(gpu=None))
-    gpu[:2] = torch.tensor([10, 5], dtype=torch.int32)
-    seq_lens_cpu = torch.zeros(max_reqs, dtype=torch.int32)
-    runner.input_buffers = types.SimpleNamespace(seq_lens_cpu=seq_lens_cpu, seq_lens_np=seq_lens_cpu.numpy())
-    runner.num_computed_tokens_event = event = _CountingEvent()
-    runner.num_computed_tokens_stream = _Stream()
-    runner.num_computed_tokens_cpu = torch.tensor([10, 5, 0, 0], dtype=torch.int32)
 
-    def post_update_on_cpu(idx_mapping, num_computed_tokens, *args):
-        # core's kernel: num_computed += query_len - num_rejected
-        num_rejected, query_start_loc = args[4], args[5]
-        query_lens = query_start_loc[1:] - query_start_loc[:-1]
-        num_computed_tokens[idx_mapping] += (query_lens - num_rejected).to(num_computed_tokens.dtype)
+def step_metadata_on(walk: Walk) -> tuple[str, dict]:
+    """Switch on, same steps: exactly one D2H copy, one stream wait and one event
+    synchronize fewer per step than with it off (the patch's claim), nothing else fewer."""
+    from decode_steps import STEPS
+    from device_counts import D2H, EVENT_SYNC, RECORD_EVENT, WAIT_EVENT
 
-    req_ids = ["a", "b"]
-    sched = types.SimpleNamespace(num_scheduled_tokens={"a": 1, "b": 1}, scheduled_spec_decode_tokens={},
-                                  scheduled_cached_reqs=types.SimpleNamespace(req_ids=req_ids,
-                                                                              num_computed_tokens=[10, 5]))
-    batch = types.SimpleNamespace(idx_mapping=torch.tensor([0, 1]), query_start_loc=torch.tensor([0, 1, 2]))
-    seen = []
-    old_env = os.environ.get(SWITCH)
-    os.environ[SWITCH] = "1" if switch_on else "0"
-    saved = (core_runner_module.__dict__.get("post_update"), torch.cuda.current_stream)
-    try:
-        core_runner_module.post_update = post_update_on_cpu
-        torch.cuda.current_stream = lambda *args: _Stream()
-        for _ in range(3):
-            run_call_site(NPUModelRunner.prepare_inputs, "_update_seq_lens_cpu",
-                          {"self": runner, "scheduler_output": sched, "req_ids": req_ids})
-            seen.append(seq_lens_cpu[:2].tolist())
-            run_call_site(GPUModelRunner.sample_tokens, "postprocess_sampled", {
-                "self": runner, "input_batch": batch,
-                "sampler_output": types.SimpleNamespace(sampled_token_ids=torch.zeros(2, 1, dtype=torch.int64)),
-                "num_sampled": torch.ones(2, dtype=torch.int32), "num_rejected": torch.zeros(2, dtype=torch.int32)})
-            # The scheduler's view for the next step (core's update_requests).
-            runner.req_states.num_computed_tokens_np[:2] += 1
-    finally:
-        core_runner_module.post_update, torch.cuda.current_stream = saved
-        if old_env is None:
-            os.environ.pop(SWITCH, None)
-        else:
-            os.environ[SWITCH] = old_env
-    want = [[11, 6], [12, 7], [13, 8]]
-    if seen != want:
-        raise RuntimeError(f"seq_lens_cpu per step {seen}, expected {want}")
-    if switch_on and (event.records or event.waits):
-        raise RuntimeError(f"switch on: {event.records} device-to-host copies and {event.waits} waits in 3 steps, "
-                           "expected none")
-    if not switch_on and (event.records, event.waits) != (3, 3):
-        raise RuntimeError(f"switch off: {event.records} copies and {event.waits} waits in 3 steps, expected 3 and 3")
-    return (f"switch {'on' if switch_on else 'off'}: seq_lens_cpu {seen}, "
-            f"{event.records} D2H copies, {event.waits} waits in 3 steps")
+    off = walk.values["decode-off"]
+    run = _decode(walk, "decode-on", switch_on=True)
+    # record_event is not part of the claim: the copy records one, and so does its wait_stream.
+    want = {name: off.counts[name] - (STEPS if name in (D2H, WAIT_EVENT, EVENT_SYNC) else 0)
+            for name in off.counts if name != RECORD_EVENT}
+    if walk.values.get("mrv2-off") and {n: run.counts[n] for n in want} == {n: off.counts[n] for n in want}:
+        # The plugin does not use MRV2 on this core: its fail-closed check may decline the
+        # configuration (e.g. a ModelState attribute this core lacks); no drop is right then.
+        return (f"switch on: {_counted(run)}, as with it off: the plugin keeps MRV2 off on this core and "
+                "the patch keeps the device path; seq_lens_cpu device-corrected", _counts_data(run, "switch-on"))
+    if {name: run.counts[name] for name in want} != want:
+        raise RuntimeError(f"switch on: {_counted(run)}; {run.counts}, expected one device-to-host copy, one "
+                           f"wait and one synchronize fewer per step than switch off: {want}")
+    return f"switch on: {_counted(run)}; seq_lens_cpu device-corrected", _counts_data(run, "switch-on")
+
+
+def step_metadata_speculative(walk: Walk) -> tuple[str, dict]:
+    """A draft token per request every step, some rejected on the device: with the
+    switch on the runner must stay device-authoritative, so no count drops."""
+    off = _decode(walk, "decode-spec-off", switch_on=False, draft_tokens=1)
+    run = _decode(walk, "decode-spec-on", switch_on=True, draft_tokens=1)
+    if run.counts != off.counts:
+        raise RuntimeError(f"speculative, switch on: {run.counts}; switch off: {off.counts}: the switch must "
+                           "change nothing when steps carry draft tokens")
+    return (f"speculative (1 draft token per request, rejections on the device), switch on: {_counted(run)}, "
+            f"as with it off; seq_lens_cpu device-corrected",
+            _counts_data(run, "speculative-switch-on") | {"switch-off": off.counts, "switch-off-sites": off.sites})
 
 
 # ----------------------------------------------------------------------------- the walk
@@ -719,7 +710,7 @@ def walk(out: Path | None) -> Walk:
     w.step("global-patches", step_global_patches, needs=("platform",))
     if w.results["platform"].status == "ok":
         continue_past(w, "global-patches", "vllm_ascend.patch.platform")
-    w.step("worker-patches", step_worker_patches, needs=("global-patches-loaded",))
+    w.step("worker-patches", lambda: step_worker_patches(w), needs=("global-patches-loaded",))
     if w.results["worker-patches"].status != "skipped":
         continue_past(w, "worker-patches", "vllm_ascend.patch.worker")
     w.step("config", lambda: step_config(w), needs=("global-patches-loaded",))
@@ -731,8 +722,9 @@ def walk(out: Path | None) -> Walk:
     w.step("init-kv-cache", lambda: step_init_kv_cache(w), needs=mrv2)
     w.step("input-batch", lambda: step_input_batch(w), needs=mrv2)
     w.step("rejection-sampler", lambda: step_rejection_sampler(w), needs=("worker-patches-loaded",))
-    w.step("metadata-switch-off", lambda: step_metadata(w, False), needs=mrv2)
-    w.step("metadata-switch-on", lambda: step_metadata(w, True), needs=mrv2)
+    w.step("metadata-switch-off", lambda: step_metadata_off(w), needs=mrv2)
+    w.step("metadata-switch-on", lambda: step_metadata_on(w), needs=(*mrv2, "metadata-switch-off"))
+    w.step("metadata-speculative", lambda: step_metadata_speculative(w), needs=mrv2)
     return w
 
 
