@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 from overlay import paths  # noqa: E402
 from overlay.errors import OverlayError  # noqa: E402
 from overlay.gate import run_gate  # noqa: E402
+from overlay.gate.engine import Cache  # noqa: E402
 from overlay.gate import evaluation  # noqa: E402
 
 PLUGIN_REPO = "vllm-project+vllm-ascend"
@@ -71,15 +72,19 @@ def main(argv: list[str] | None = None) -> int:
         pairings = [p for p in evaluation.load(args.classification) if not args.only or p.name in args.only]
         allowlist = ROOT / "gate-allowlist.yaml"
         scores = []
+        reports = []
         with tempfile.TemporaryDirectory(prefix="gate-eval-") as tmp:
             cores: dict[str, Path] = {}
+            shared = Cache()  # syntax trees shared by content across pairings
             for i, p in enumerate(pairings):
                 if not args.json:
                     print(f"gate-eval: [{i + 1}/{len(pairings)}] {p.name}", file=sys.stderr, flush=True)
                 core = core_tree(mirror, p.core, Path(tmp), cores)
                 plugin = plugin_tree(repo, p.plugin, Path(tmp) / f"plugin-{i}")
-                report = run_gate(core, plugin, allowlist if allowlist.is_file() else None, note_unused=False)
-                scores.append(evaluation.score(p, report.findings))
+                report = run_gate(core, plugin, allowlist if allowlist.is_file() else None, note_unused=False,
+                                  cache=shared)
+                scores.append(evaluation.score(p, report.findings, float(report.stats.get("seconds", 0.0))))
+                reports.append(report.findings)
     except OverlayError as exc:
         where = f"{exc.path}{':' + str(exc.line) if exc.line else ''}: " if exc.path else ""
         hint = f" ({exc.hint})" if exc.hint else ""
@@ -89,9 +94,15 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps([{"pairing": s.pairing, "errors": s.errors, "true_errors": s.true_errors,
                            "precision": s.precision, "true_breaks": s.true_breaks, "caught": s.caught,
                            "recall": s.recall, "warnings": s.warnings, "info": s.infos,
+                           "truth_items": s.truth_items, "truth_caught": s.truth_caught,
+                           "truth_recall": s.truth_recall, "truth_missed": list(s.truth_missed),
+                           "out_of_reach": list(s.out_of_reach), "seconds": round(s.seconds, 2),
+                           "control": s.control,
                            "missed": list(s.missed), "false_alarms": list(s.false_alarms),
                            "unclassified": [dict(f.to_dict(), key=evaluation.finding_key(f))
-                                            for f in s.unclassified]} for s in scores], indent=2))
+                                            for f in s.unclassified],
+                           "findings": [dict(f.to_dict(), key=evaluation.finding_key(f)) for f in found]}
+                          for s, found in zip(scores, reports)], indent=2))
     else:
         sys.stdout.write(evaluation.render(scores))
     return 1 if any(s.unclassified for s in scores) else 0

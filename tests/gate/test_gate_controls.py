@@ -283,6 +283,10 @@ def test_method_replacement_and_new_attributes(tmp_path):
         LinearBase.apply = apply_narrow
         LinearBase.apply = apply_ok
         LinearBase.brand_new_helper = brand_new
+
+
+        def use(layer):
+            return layer.brand_new_helper()  # a helper the plugin adds and reads back
     """})
     assert [f.plugin_line for f in report.findings] == [16]  # LinearBase.apply = apply_narrow
     assert report.findings[0].kind == "replacement"

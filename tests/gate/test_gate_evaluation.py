@@ -56,8 +56,43 @@ def test_precision_recall_and_unclassified(tmp_path):
     assert [finding_key(f) for f in s.unclassified] == ["override:m.E.f @ r.py"]
     assert s.missed == ("override:m.C.f @ q.py", "override:m.D.f @ q.py")
     table = render([s])
-    assert "| a-vs-1 | 3 | 1 | 33% | 3 | 1 | 33% | 1 | 0 | 1 |" in table
+    assert "| a-vs-1 | 3 | 1 | 1 | 33% | 3 | 1 | 33% | 0 | 0 | - | 0 | 1 | 0 | 1 | 0.0 |" in table
     assert "unclassified (a-vs-1): error: override:m.E.f @ r.py" in table
+
+
+TRUTH = BODY + """
+    source: "b4b04c5eb1"
+    truth:
+      - item: "core renamed the keyword the plugin passes"
+        keys: ["override:m.A.f @ p.py"]
+        reach: true
+        reason: "bump diff: the call now passes new_name"
+      - item: "core's kernel lost a constexpr"
+        keys: ["override:m.C.f @ q.py", "call:m.k @ q.py"]
+        reach: true
+        reason: "bump diff: the launch drops the keyword"
+      - item: "output written in place instead of returned"
+        reach: false
+        reason: "an output contract: no signature shows it"
+  - name: control
+    plugin: "def456"
+    core: "0.25.0"
+    control: true
+"""
+
+
+def test_recall_on_truth_items_counts_errors_only_and_lists_out_of_reach(tmp_path):
+    pairing, control = load(write(tmp_path, TRUTH))
+    assert control.control and not pairing.control and pairing.source == "b4b04c5eb1"
+    found = (finding("override:m.A.f", "p.py"), finding("override:m.C.f", "q.py", "warning"))
+    s = score(pairing, found, seconds=2.5)
+    assert (s.truth_items, s.truth_caught) == (2, 1) and s.truth_recall == pytest.approx(0.5)
+    assert s.truth_missed == ("core's kernel lost a constexpr",)  # named only by a warning
+    assert s.out_of_reach == ("output written in place instead of returned",)
+    table = render([s, score(control, (finding("x", "y.py"),))])
+    assert "release bumps (1): precision of errors 100% (1/1), recall on truth items as errors 50% (1/2)" in table
+    assert "| control (control) | 1 |" in table and "| 2.5 |" in table
+    assert "out of reach (a-vs-1): output written in place instead of returned" in table
 
 
 @pytest.mark.parametrize("body, message", [
@@ -68,6 +103,10 @@ def test_precision_recall_and_unclassified(tmp_path):
     ("pairings:\n  - name: x\n    plugin: a\n    core: b\n    findings:\n      - key: k\n        verdict: true\n",
      "missing 'reason'"),
     ("pairings:\n  - name: x\n    plugin: a\n    core: b\n    colour: red\n", "unknown key 'colour'"),
+    ("pairings:\n  - name: x\n    plugin: a\n    core: b\n    truth:\n      - {item: i, reach: true, reason: r}\n",
+     "names no finding key"),
+    ("pairings:\n  - name: x\n    plugin: a\n    core: b\n    truth:\n      - {item: i, reach: maybe, reason: r}\n",
+     "reach must be true or false"),
     ("pairings:\n  - name: x\n    plugin: a\n    core: b\n    findings:\n      - {key: k, verdict: true, reason: r}\n"
      "      - {key: k, verdict: false, reason: s}\n", "classified twice"),
 ])
@@ -77,8 +116,13 @@ def test_bad_classification_is_one_error_naming_the_file(tmp_path, body, message
     assert message in str(exc.value) and exc.value.path.endswith("eval.yaml")
 
 
-def test_the_committed_classification_loads_and_covers_the_four_pairings():
+def test_the_committed_classification_loads_and_covers_the_pairings():
     pairings = load(ROOT / "benchmarks" / "gate_eval.yaml")
     assert [p.name for p in pairings] == ["15818534ec-vs-0.24.0", "fe7bfc4746-vs-0.25.0",
-                                          "801a6b41-vs-0.24.0", "801a6b41-vs-0.25.0"]
+                                          "801a6b41-vs-0.24.0", "801a6b41-vs-0.25.0",
+                                          "bb474a6a94-vs-0.25.0", "76ab5e28b9-vs-0.25.1", "b909a4703d-vs-0.26.0",
+                                          "e8f25e304d-vs-0.27.1", "cda592a640-vs-0.27.1", "351879064c-vs-0.27.1"]
     assert all(p.verdicts and all(v.reason for v in p.verdicts) for p in pairings)
+    bumps = [p for p in pairings if p.truth]
+    assert len(bumps) == 5 and all(p.source for p in bumps)  # every truth set names the commits it was read from
+    assert [p.name for p in pairings if p.control] == ["351879064c-vs-0.27.1"]

@@ -39,27 +39,32 @@ def report_from(raw: RawResult, core: TreeSource, plugin: TreeSource,
                 allowlist: Allowlist | None, pin: str | None, note_unused: bool = True) -> GateReport:
     reported, suppressed, notes = apply_allowlist(raw.findings, allowlist, pin, note_unused=note_unused)
     stats = {"plugin_files": raw.plugin_files, "core_files_read": len(raw.core_files_read),
-             "seconds": round(raw.seconds, 3)}
+             "seconds": round(raw.seconds, 3), "cached": raw.cached}
     return GateReport(core=core.label(), plugin=plugin.label(), core_version=raw.core_version,
                       findings=reported, suppressed=suppressed, notes=raw.notes + notes, stats=stats)
 
 
 def run_gate(core_dir: Path, plugin_dir: Path, allowlist: Path | Allowlist | None = None,
              pin: str | None = None, *, core_version: str | None = None,
-             note_unused: bool = True) -> GateReport:
+             note_unused: bool = True, store_root: Path | None = None, progress=None,
+             cache: Cache | None = None) -> GateReport:
     """Gate the plugin tree at `plugin_dir` against the core tree at `core_dir`.
 
     `allowlist`: a file path or a loaded Allowlist (accepted findings); `pin`: the pin
     set being gated (allowlist entries may be limited to pins); `core_version`: the
     core release version for `vllm_version_is(...)` conditions when the tree does not
     say (a git checkout has no generated `_version.py`); `note_unused`: add a note for
-    allowlist entries that matched nothing. Raises OverlayError for bad input (also a
+    allowlist entries that matched nothing; `store_root`: the on-disk index cache
+    (the CLI passes `<cache>/gate`); `progress`: a callable for one line per phase;
+    `cache`: an in-process Cache shared between runs (the forward view passes one for
+    all its cores). Raises OverlayError for bad input (also a
     core tree that holds no package the plugin imports); findings never raise.
     """
     core = _tree(Path(core_dir), "core")
     plugin = _tree(Path(plugin_dir), "plugin")
     allow = load_allowlist(Path(allowlist)) if isinstance(allowlist, (str, Path)) else allowlist
-    raw = gate_sources(core, plugin, version=core_version, cache=Cache())
+    raw = gate_sources(core, plugin, version=core_version, cache=cache or Cache(), store_root=store_root,
+                       progress=progress)
     return report_from(raw, core, plugin, allow, pin, note_unused)
 
 

@@ -87,6 +87,15 @@ def _names(node: ast.AST) -> set[str]:
     return out
 
 
+def _element_call(value: ast.expr) -> ast.Call | None:
+    """The element constructor of `tuple(f(x) for x in xs)`, `[f(x) for x in xs]`."""
+    if isinstance(value, ast.Call) and dotted(value.func) in ("tuple", "list") and len(value.args) == 1:
+        value = value.args[0]
+    if isinstance(value, (ast.GeneratorExp, ast.ListComp)) and isinstance(value.elt, ast.Call):
+        return value.elt
+    return None
+
+
 def _scopes(tree: ast.Module) -> list[tuple[int, int, str | None, ast.AST]]:
     """(first line, last line, enclosing class, def node) of every function, found by
     walking statements only (cheap: no expressions)."""
@@ -201,6 +210,9 @@ class TextCache:
     """Per-file name sets, shared across runs by content key (bisect steps)."""
 
     names: dict[str, frozenset[bytes]] = field(default_factory=dict)
+    # the names were loaded for exactly these trees (by tree id): a directory's file
+    # keys are then as good as content keys
+    trusted: bool = False
 
 
 class Callers:
@@ -230,7 +242,7 @@ class Callers:
                         self._files.append((path, i))
                         key = src.key(path)
                         names = self.cache.names.get(key)
-                        if names is None or key.startswith("dir:"):
+                        if names is None or (key.startswith("dir:") and not self.cache.trusted):
                             data = src.read(path) or b""
                             self._texts[(i, path)] = data
                             names = frozenset(CALLED.findall(data))
@@ -286,23 +298,32 @@ class Callers:
         as one of `class_names`: `self.recv: T = ...`, `self.recv = T(...)`, a
         parameter `recv: T`. Only files naming one of the classes are parsed."""
         files = self.files_calling(name)
-        if len(files) > limit:
-            return []
         alt = b"|".join(re.escape(n.encode()) for n in sorted(class_names))
+        if len(files) > limit:
+            # a common name (`capture`): only the core files that name a class of the
+            # hierarchy can type a receiver as one of them
+            named = re.compile(rb"\b(%s)\b" % alt)
+            files = [(p, t) for p, t in files if not self.trees[t][3] and named.search(self.text(p, t))]
+            if len(files) > limit:
+                return []
         calls = re.compile(rb"\.%s\s*\(" % re.escape(name.encode()))
         tail = re.compile(rb"([A-Za-z_][\w.]*)$")
         out = []
         for path, tree in files:
             data = self.text(path, tree)
-            if self.trees[tree][3] or not re.search(rb"\b(%s)\b" % alt, data):
+            if self.trees[tree][3]:
                 continue
-            # parse only when a receiver is typed or built as one of the classes in the text
+            # parse only when a receiver is typed or built as one of the classes in the
+            # text, or is the variable of a loop (whose elements a factory may type)
             receivers = set()
             for m in calls.finditer(data):
                 before = tail.search(data, max(0, m.start() - 120), m.start())
                 if before:
                     receivers.add(before.group(1).split(b".")[-1])
-            if not any(re.search(rb"\b%s\s*(:[^=\n]*\b(%s)\b|=\s*(%s)\s*\()" % (re.escape(r), alt, alt), data)
+            named = re.search(rb"\b(%s)\b" % alt, data) is not None
+            if not any((named and re.search(rb"\b%s\s*(:[^=\n]*\b(%s)\b|=\s*(%s)\s*\()" % (re.escape(r), alt, alt),
+                                            data))
+                       or re.search(rb"\bfor\b[^\n]*\b%s\b[^\n]*\bin\b" % re.escape(r), data)
                        for r in receivers):
                 continue
             sites = [s for s in self.sites_in(path, tree, name)
@@ -329,10 +350,29 @@ class Callers:
             return cached
         types: dict[str, set[str]] = {}
         builds: dict[str, set[str] | None] = {}
+        # `self.managers = tuple(factory(...) for ...)`: what the elements are, for the
+        # loops over it (`for i, m in enumerate(self.managers): m.meth(...)`)
+        elements: dict[str, set[str]] = {}
+        loops: list[tuple[str, str]] = []
         mod = self.trees[tree][2].module(module_name(path))
         if mod is not None and mod.tree is not None:
             for node in ast.walk(mod.tree):
                 value = None
+                if isinstance(node, (ast.For, ast.comprehension)):
+                    it = node.iter
+                    if isinstance(it, ast.Call) and dotted(it.func) == "enumerate" and it.args:
+                        it, var = it.args[0], node.target
+                        var = var.elts[1] if isinstance(var, ast.Tuple) and len(var.elts) == 2 else None
+                    else:
+                        var = node.target
+                    if isinstance(var, ast.Name) and dotted(it):
+                        loops.append((var.id, dotted(it)))  # type: ignore[arg-type]
+                    continue
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and dotted(node.targets[0]):
+                    elt = _element_call(node.value)
+                    if elt is not None:
+                        made = _names(elt.func) | (self._factory_returns(mod, dotted(elt.func)) if tree == 0 else set())
+                        elements.setdefault(dotted(node.targets[0]), set()).update(made)  # type: ignore[arg-type]
                 if isinstance(node, ast.AnnAssign):
                     target, names, value = dotted(node.target), _names(node.annotation), node.value
                     if value is not None and isinstance(value, ast.Call):
@@ -361,8 +401,33 @@ class Callers:
                         builds[target] = None
                     elif target not in builds or builds[target] is not None:
                         builds.setdefault(target, set()).update(made)  # type: ignore[union-attr]
+                    if callee is not None and tree == 0 and not callee.split(".")[-1][:1].isupper():
+                        types[target] |= self._factory_returns(mod, callee)
+            for var, it in loops:
+                if it in elements:
+                    types.setdefault(var, set()).update(elements[it])
+                    builds[var] = None  # whatever the factory returns: not only core's own classes
         self._types[key] = (types, builds)
         return self._types[key]
+
+    def _factory_returns(self, mod: ModuleInfo, callee: str | None) -> set[str]:
+        """The class a core factory's return annotation names (`-> SingleTypeKVCacheManager`)."""
+        from overlay.gate.index import qualify
+        if not callee:
+            return set()
+        target = qualify(mod, callee)
+        found = self.trees[0][2].resolve_dotted(target) if target else None
+        if found is None or found[0] != "func":
+            return set()
+        fmod, sig = found[1]  # type: ignore[misc]
+        for n in fmod.tree.body if fmod.tree else []:
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == sig.name and n.returns is not None:
+                ret = n.returns
+                if isinstance(ret, ast.Constant) and isinstance(ret.value, str):
+                    return {ret.value.split(".")[-1]} if ret.value.replace(".", "").replace("_", "").isalnum() else set()
+                name = dotted(ret)
+                return {name.split(".")[-1]} if name else set()
+        return set()
 
     def _factory_classes(self, mod: ModuleInfo, callee: str) -> set[str] | None:
         """The classes a core factory function builds, when every `return` in it is a
@@ -396,6 +461,15 @@ class Callers:
         for path, tree in files:
             out += self.sites_in(path, tree, name)
         return out
+
+    def plugin_reads(self, name: str) -> bool:
+        """Does any plugin file read `.name` other than by assigning it (`x.name = ...`)?
+        A name the plugin adds to a core module or class and then uses is a helper, not
+        a patch of something core has."""
+        word = re.compile(rb"\." + re.escape(name.encode()) + rb"\b(?!\s*=[^=])")
+        raw = name.encode()
+        return any(raw in self.text(path, i) and word.search(self.text(path, i))
+                   for path, i in self.all_files() if self.trees[i][3])
 
     def all_files(self) -> list[tuple[str, int]]:
         self._index()

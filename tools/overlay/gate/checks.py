@@ -17,7 +17,7 @@ from typing import Callable
 from overlay.gate.callers import COMMON, Callers, Site
 from overlay.gate.conditions import unknown_bases_in_core
 from overlay.gate.findings import Finding
-from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, class_info, dotted, qualify
+from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, dotted, qualify
 from overlay.gate.scan import Context, ImportUse, PluginFacts, Replacement
 from overlay.gate.signature import (CallShape, Param, Signature, accepts_call, accepts_open_call, covers,
                                     from_ast)
@@ -108,6 +108,20 @@ def _import_findings(pairs: list[tuple[ImportUse, Lookup]], ev: Evidence, extra:
     return out
 
 
+def _called_only_guarded(facts: PluginFacts, use: ImportUse) -> bool:
+    """The import sits in a module-level function that the module only ever names under
+    a guard (`with contextlib.suppress(ImportError): install_patch()`): its ImportError
+    is caught where the function is called."""
+    if use.func is None:
+        return False
+    if facts.name_reads.get((use.mod_name, use.func)) != {True}:
+        return False
+    # another module may import it and call it unguarded: any unguarded read of the
+    # name anywhere in the plugin keeps the import a plain one
+    return not any(False in reads for (mod, name), reads in facts.name_reads.items()
+                   if name == use.func and mod != use.mod_name)
+
+
 def check_imports(facts: PluginFacts, core: TreeIndex, ev: Evidence) -> list[Finding]:
     findings: list[Finding] = []
     groups: dict[int, dict[str, list[tuple[ImportUse, Lookup]]]] = defaultdict(lambda: defaultdict(list))
@@ -118,7 +132,7 @@ def check_imports(facts: PluginFacts, core: TreeIndex, ev: Evidence) -> list[Fin
             tid, branch = use.ctx.guard
             groups[tid][branch].append((use, res))
             continue
-        if res.status != "found":
+        if res.status != "found" and not _called_only_guarded(facts, use):
             plain.append((use, res))
     findings += _import_findings(plain, ev)
     for tid, branches in groups.items():
@@ -214,7 +228,7 @@ def _value_signature(world: TreeIndex, r: Replacement) -> tuple[str, Signature] 
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return name, from_ast(node)
     if isinstance(node, ast.ClassDef):
-        sig = _init_signature(world, r.module, class_info(node), r.scope.local_imports)
+        sig = _init_signature(world, r.module, world.class_of(r.module, node), r.scope.local_imports)
         return (name, sig) if sig is not None else None
     target = qualify(r.module, name, r.scope.local_imports)
     if target is None:
@@ -435,7 +449,7 @@ def check_overrides(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[
     is_core = ev.is_core
     findings: list[Finding] = []
     for pc in facts.classes:
-        cls = class_info(pc.node)
+        cls = world.class_of(pc.module, pc.node)
         if not cls.bases:
             continue
         mro = _linearize(world, pc.module, cls, pc.scope.local_imports)
@@ -519,8 +533,10 @@ def _replacement_finding(r: Replacement, symbol: str, subject: str, message: str
 def _module_replacement(r: Replacement, mod: ModuleInfo, symbol: str, world: TreeIndex,
                         core: TreeIndex, ev: Evidence) -> list[Finding]:
     res = core.lookup(mod.name, r.attr)
+    if res.status == "missing":
+        return _missing_target(r, mod.path, 0, f"core module {mod.name} has no '{r.attr}'", ev, world)
     if res.status != "found":
-        return []  # a new module attribute: nothing in core calls it
+        return []
     value = _value_signature(world, r)
     if value is None:
         return []
@@ -562,12 +578,69 @@ def _module_replacement(r: Replacement, mod: ModuleInfo, symbol: str, world: Tre
     return out
 
 
+def _missing_target(r: Replacement, core_path: str, core_line: int, why: str, ev: Evidence,
+                    world: TreeIndex) -> list[Finding]:
+    """A patch of a core attribute that core does not have does nothing: core never looks
+    the name up. Only the plugin's own callables count as patches (a saved original or a
+    marker, `Cls._orig_x = Cls.x`, is not one). A name the plugin reads back itself (a
+    helper it adds) or that some core file still mentions (looked up dynamically) is not
+    reported. A warning: the reason says whether it runs at import time."""
+    if r.in_class or ev.callers.mentions(r.attr) or ev.callers.plugin_reads(r.attr):
+        return []
+    value = dotted(r.value)
+    if not isinstance(r.value, ast.Lambda) and (value is None or _value_signature(world, r) is None
+                                                 or ev.is_core(qualify(r.module, value, r.scope.local_imports) or "")):
+        return []
+    message = (f"the plugin assigns {r.owner}.{r.attr}, but {why} and no core file names it: "
+               "the patch does nothing (core renamed or removed what it patched)")
+    # A warning, also at start-up: nothing raises (core never looks the name up), and on
+    # the release-bump evaluation 12 of 13 such findings were no-ops nothing reached.
+    severity = "warning"
+    evidence = "assigned when the module is imported" if r.at_import else \
+        "assigned inside a function (when it runs is not known)"
+    return [Finding(_kind(r.ctx, "patch-target"), f"patch-target:{r.owner}.{r.attr}", r.path, r.line,
+                    core_path, core_line, _why(r.ctx, message), severity=severity,
+                    reason=_reason(r.ctx, ev, r.module.name, evidence),
+                    summary=f"patch of {r.owner.rsplit('.', 1)[-1]}.{r.attr} does nothing: {why}")]
+
+
+def check_version_guards(facts: PluginFacts, ev: Evidence) -> list[Finding]:
+    """`vllm_version_is("0.25.0")` matches one release exactly: gated against a later
+    patch release of the same series (0.25.1), the test is false and the other branch
+    runs, whatever API that release keeps. A warning per guard and file, naming the
+    branch the core under test takes."""
+    from overlay.gate.conditions import normalize_version
+    version = getattr(ev.env, "version", None)
+    if not version:
+        return []
+    have = normalize_version(version)
+    out: list[Finding] = []
+    seen: set[tuple[str, str]] = set()
+    for path, line, want, ctx in facts.version_tests:
+        w = normalize_version(want)
+        if (path, want) in seen or w == have or len(w) < 2 or len(have) < 2 or w[:2] != have[:2] \
+                or not all(isinstance(x, int) for x in w + have) or w > have:
+            continue
+        seen.add((path, want))
+        message = (f"vllm_version_is({want!r}) is an exact match: core {version} is a later release of the "
+                   f"same series, so the test is false and the branch for other releases runs "
+                   f"(the `else` of an `if vllm_version_is({want!r})`)")
+        out.append(Finding("version-guard", f"version-guard:{want}", path, line, "", 0, message,
+                           severity="warning", reason="exact-match release guard",
+                           summary=f"vllm_version_is({want!r}) does not hold for {version}: "
+                                   "the other branch runs"))
+    return out
+
+
 def _method_replacement(r: Replacement, owner: tuple[ModuleInfo, ClassInfo], symbol: str,
                         world: TreeIndex, replaced: set[str], ev: Evidence) -> list[Finding]:
     mod, cls = owner
     member = world.class_member(mod, cls, r.attr)
+    # A name a core class lacks is not judged: the plugin extends core classes with
+    # methods of its own (vllm-ascend adds a parser's helpers to DeepSeekV4ToolParser),
+    # which no static reading tells from a patch of a renamed method.
     if member is None or member[0] != "method":
-        return []  # a new attribute (or a plain value): nothing in core calls it yet
+        return []  # a plain value: nothing in core calls it
     core_mod, core_cls, core_sig = member[1]  # type: ignore[misc]
     if SKIP_METHOD_DECORATORS & set(core_sig.decorators):
         return []
@@ -611,7 +684,7 @@ def _fields(cls: ClassInfo, kw_only: bool) -> list[tuple[str, bool, bool]] | Non
     """(name, has default, keyword-only) of a dataclass's own fields, in order."""
     out = []
     kw = kw_only
-    for stmt in cls.node.body if cls.node else []:
+    for stmt in cls.fields:
         if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
             continue
         ann = ast.unparse(stmt.annotation) if stmt.annotation is not None else ""
@@ -762,20 +835,32 @@ def _missing_attribute(world: TreeIndex, expr: str, ev: Evidence) -> tuple[str, 
 
 def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
     findings: list[Finding] = []
+    memo: dict[str, tuple | None] = {}
     for read in facts.attr_reads:
-        target = qualify(read.module, read.expr)
+        target = qualify(read.module, read.expr, read.local)
         if target is None or not ev.is_core(target):
             continue
-        missing = _missing_attribute(world, target, ev)
+        if target not in memo:
+            memo[target] = _missing_attribute(world, target, ev)
+        missing = memo[target]
         if missing is None:
             continue
         owner, path, line, why = missing
+        if read.ctx.handles("AttributeError"):
+            continue  # `try: ... except (AttributeError|Exception):` handles it
+        if not read.import_time and line:
+            # in a function body, only a module's missing name is certain: a class may
+            # get attributes at run time that no static reading sees
+            continue
         attr = target[len(owner) + 1:].split(".")[0]
-        message = f"`{read.expr}` is read when the module is imported, and {why}"
-        p = Problem(path, line, (why,), "read at import time", True)
+        when = "when the module is imported" if read.import_time else "when the function runs"
+        message = f"`{read.expr}` is read {when}, and {why}"
+        p = Problem(path, line, (why,), "read at import time" if read.import_time else
+                    "read in a function body", True)
         findings.append(Finding(_kind(read.ctx, "attribute"), f"attribute:{owner}.{attr}", read.path, read.line,
                                 path, line, _why(read.ctx, message),
                                 severity=_severity(read.ctx, ev, read.module.name),
                                 reason=_reason(read.ctx, ev, read.module.name, p.evidence),
-                                summary=f"import-time read of {owner.rsplit('.', 1)[-1]}.{attr}: {why}"))
+                                summary=f"{'import-time ' if read.import_time else ''}read of "
+                                        f"{owner.rsplit('.', 1)[-1]}.{attr}: {why}"))
     return findings

@@ -52,6 +52,10 @@ def register(sub) -> None:
                    help="folder inside the core repository that holds the package (default: its root)")
     p.add_argument("--mirror", type=Path, default=None, metavar="DIR",
                    help="local upstream mirror (default: $OVERLAY_MIRROR)")
+    p.add_argument("--against", default=None, metavar="vllm==X,...",
+                   help="forward view: gate the plugin against each of these core releases (source "
+                        "archives from the mirror's pypi/, the cache or the package index) and print "
+                        "one line per release; the pin's own core (or --core) is the base line")
     p.set_defaults(func=cmd_gate)
 
 
@@ -125,8 +129,21 @@ def _emit(report, args: argparse.Namespace) -> int:
     return 0 if report.ok else EXIT_FINDINGS
 
 
+def _progress(args: argparse.Namespace):
+    """One line per phase on a terminal (stderr); nothing with --json or when piped."""
+    if args.json or not sys.stderr.isatty():
+        return None
+    return lambda msg: print(f"overlay: gate: {msg}", file=sys.stderr, flush=True)
+
+
+def _store(args: argparse.Namespace) -> Path:
+    return paths.cache_dir(Path(args.root)) / "gate"
+
+
 def cmd_gate(args: argparse.Namespace) -> int:
     args.core_version = _core_version(args.core_version)
+    if args.against is not None:
+        return _cmd_forward(args)
     core, plugin, pin = _trees(args)
     allow, named = _allowlist(args)
     if args.bisect:
@@ -135,8 +152,45 @@ def cmd_gate(args: argparse.Namespace) -> int:
     # The project's default allowlist is about its pin sets: on other trees an entry
     # that matches nothing is expected, not stale.
     report = run_gate(core, plugin, allow, pin, core_version=args.core_version,
-                      note_unused=named or pin is not None)
+                      note_unused=named or pin is not None, store_root=_store(args), progress=_progress(args))
     return _emit(replace(report, fail_on=args.fail_on), args)
+
+
+def _cmd_forward(args: argparse.Namespace) -> int:
+    """The forward view: a forecast, so it exits 0 whatever it finds (2 on bad input)."""
+    from overlay.gate import forward
+    from overlay.gate.engine import Cache
+
+    releases = forward.parse_against(args.against)
+    if args.bisect:
+        raise OverlayError("--against and --bisect do not combine")
+    if args.plugin is not None and args.pin is None:
+        plugin, base, pin = args.plugin, args.core, None
+    else:
+        base, plugin, pin = _trees(args)
+    allow, _ = _allowlist(args)
+    progress = _progress(args)
+    mirror = paths.mirror_root(args.mirror)
+    cache = Cache()
+    rows = []
+    cores = ([("base", base)] if base is not None else []) + \
+        [(f"{v}", None) for _, v in releases]
+    for (label, core_dir), spec in zip(cores, ([None] if base is not None else []) + releases):
+        if core_dir is None:
+            name, version = spec  # type: ignore[misc]
+            core_dir = forward.release_tree(Path(args.root), mirror, name, version, progress)
+        if progress:
+            progress(f"forward view: {label}")
+        report = run_gate(core_dir, plugin, allow, pin, core_version=None, note_unused=False,
+                          store_root=_store(args), progress=progress, cache=cache)
+        shown = report.core_version or label if label == "base" else label
+        rows.append(forward.row(shown, report, base=label == "base"))
+    if args.json:
+        sys.stdout.write(json.dumps({"plugin": str(plugin), "releases": [r.to_dict() for r in rows]},
+                                    indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(forward.render(str(plugin), rows))
+    return 0
 
 
 def git_dir_of(path: Path) -> Path:

@@ -265,3 +265,14 @@ def evaluate(test: ast.expr, mod: ModuleInfo, local: dict[str, str], env: Env) -
             return Verdict(UNDECIDABLE, why=f"{fn}({target}, {attr!r}): {v.why}")
         return v
     return Verdict(PLAIN)
+
+
+def decide_branch(test: ast.expr, mod: ModuleInfo, env: Env) -> bool | None:
+    """Which branch of `if test:` runs against this core, for indexing the plugin while
+    its module is still being read: True (body), False (else), None (not decided; the
+    index then reads both, as before). Module-level flags are evaluated afresh (the
+    module is only partly indexed), never cached."""
+    fresh = Env(world=env.world, is_core=env.is_core, version=env.version, flags={},
+                core_mentions=env.core_mentions)
+    v = evaluate(test, mod, {}, fresh)
+    return bool(v.value) if v.kind == DECIDED else None

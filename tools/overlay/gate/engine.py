@@ -7,16 +7,20 @@ directories and applies the allowlist.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
 
 from overlay.errors import OverlayError
-from overlay.gate import checks
+from overlay.gate import checks, store
 from overlay.gate.callers import Callers, TextCache
-from overlay.gate.conditions import Env, core_version
+from overlay.gate.calls import check_calls
+from overlay.gate.conditions import Env, core_version, decide_branch
 from overlay.gate.findings import Finding, merge_sites
-from overlay.gate.index import ModuleInfo, TreeIndex, class_info
+from overlay.gate.index import ModuleInfo, TreeIndex
 from overlay.gate.scan import PluginFacts, scan_module
 from overlay.gate.source import TreeSource
 from overlay.gate.startup import entry_points, reach
@@ -24,6 +28,12 @@ from overlay.gate.startup import entry_points, reach
 # Top-level directories that are never the importable package of a tree.
 NOT_PACKAGES = frozenset({"tests", "test", "docs", "doc", "examples", "benchmarks", "tools", "csrc",
                           "cmake", "build", "dist", "scripts", "requirements"})
+
+
+def tree_id(source: TreeSource) -> str:
+    """What names the tree's content (a source without `tree_id` is named by its label)."""
+    fn = getattr(source, "tree_id", None)
+    return fn() if fn is not None else source.label()
 
 
 def top_packages(source: TreeSource) -> frozenset[str]:
@@ -38,11 +48,13 @@ def top_packages(source: TreeSource) -> frozenset[str]:
 
 @dataclass
 class Cache:
-    """Parsed modules shared across runs (bisect steps), keyed by content."""
+    """Parsed modules shared across runs (bisect steps, the forward view's releases),
+    keyed by content."""
 
     core: dict[str, ModuleInfo] = field(default_factory=dict)
     plugin: dict[str, ModuleInfo] = field(default_factory=dict)
     text: TextCache = field(default_factory=TextCache)
+    asts: dict = field(default_factory=dict)  # sha1 of a file's bytes -> its syntax tree
 
 
 @dataclass(frozen=True)
@@ -53,29 +65,59 @@ class RawResult:
     plugin_files: int
     seconds: float
     notes: tuple[str, ...] = ()  # plugin files that could not be gated, etc.
+    cached: bool = False  # answered from the on-disk cache (unchanged trees)
 
 
 def gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str | None = None,
                  cache: Cache | None = None, core_packages: frozenset[str] | None = None,
-                 plugin_packages: frozenset[str] | None = None) -> RawResult:
+                 plugin_packages: frozenset[str] | None = None, store_root: Path | None = None,
+                 progress: Callable[[str], None] | None = None) -> RawResult:
+    """One gate run. `store_root`: the on-disk cache (see store.py): a warm run on the
+    same trees answers from it, a cold one fills it. `progress`: called with a short
+    line per phase (the CLI prints them on a terminal)."""
     started = time.perf_counter()
+    say = progress or (lambda msg: None)
     cache = cache or Cache()
     core_packages = core_packages if core_packages is not None else top_packages(core_src)
     plugin_packages = plugin_packages if plugin_packages is not None else top_packages(plugin_src)
     core_packages = core_packages - plugin_packages
-    core = TreeIndex(core_src, cache.core, packages=core_packages)
-    world = TreeIndex(plugin_src, cache.plugin, packages=plugin_packages, other=core)
+    core = TreeIndex(core_src, cache.core, packages=core_packages, asts=cache.asts)
+    ids = (tree_id(core_src), tree_id(plugin_src)) if store_root is not None else ("", "")
+    result_key = "|".join([*ids, version or "", ",".join(sorted(core_packages)), ",".join(sorted(plugin_packages)),
+                           store.code_digest() if store_root is not None else ""])
+    known = store.load(store_root, "result", result_key)
+    if isinstance(known, RawResult):
+        say("unchanged trees: answered from the index cache")
+        return dataclasses.replace(known, seconds=time.perf_counter() - started, cached=True)
+    if store_root is not None and not cache.text.names:
+        names = {}
+        for tid in ids:
+            part = store.load(store_root, "names", tid)
+            if isinstance(part, dict):
+                names.update(part)
+        if names:
+            cache.text.names.update(names)
+            cache.text.trusted = True
+            say(f"name index of {len(names)} file(s) from the cache")
 
     def is_core(name: str) -> bool:
         return name.split(".")[0] in core_packages
 
     version = version or core_version(core, next(iter(sorted(core_packages)), "vllm"))
+    env_box: list[Env] = []
+    # the plugin's `if vllm_version_is(...)` / capability branches are settled for this
+    # core while its modules are indexed, so its definitions are the ones that run
+    world = TreeIndex(plugin_src, cache.plugin, packages=plugin_packages, other=core,
+                      decide=lambda test, mod: decide_branch(test, mod, env_box[0]),
+                      variant=f"@{version}@{tree_id(core_src)}", asts=cache.asts)
     # who calls what, from the text of both trees (the dead code is known after the scan)
     callers = Callers([(core_src, core_packages, core, False), (plugin_src, plugin_packages, world, True)],
                       frozenset(), cache.text)
     env = Env(world=world, is_core=is_core, version=version, core_mentions=lambda n: bool(callers.mentions(n)))
+    env_box.append(env)
     facts = PluginFacts()
     notes: list[str] = []
+    say(f"scanning the plugin against core {version or '(version unknown)'}")
     for pkg in sorted(plugin_packages):
         for path in plugin_src.py_files(pkg):
             name = path[:-3].replace("/", ".")
@@ -95,18 +137,42 @@ def gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str |
     for r in facts.replacements:
         replaced.setdefault(r.owner, set()).add(r.attr)
     ev = checks.Evidence(startup, callers, is_core, replaced, env)
+    say(f"checking {len(facts.imports)} imports, {len(facts.classes)} classes, {len(facts.calls)} calls")
     found = (checks.check_imports(facts, core, ev) + checks.check_overrides(facts, world, ev)
              + checks.check_replacements(facts, world, core, ev) + checks.check_constructors(facts, world, ev)
-             + checks.check_attributes(facts, world, ev))
+             + checks.check_attributes(facts, world, ev) + check_calls(facts, world, ev)
+             + checks.check_version_guards(facts, ev))
     unique = merge_sites(sorted(set(found), key=Finding.sort_key))
-    return RawResult(findings=tuple(unique), core_version=version,
-                     core_files_read=tuple(sorted(core.files_read)), plugin_files=facts.files,
-                     seconds=time.perf_counter() - started, notes=tuple(notes))
+    result = RawResult(findings=tuple(unique), core_version=version,
+                       core_files_read=tuple(sorted(core.files_read)), plugin_files=facts.files,
+                       seconds=time.perf_counter() - started, notes=tuple(notes))
+    if store_root is not None:
+        for tid, src in zip(ids, (core_src, plugin_src)):
+            keys = {src.key(path) for path, tree in callers.all_files() if tree == (0 if src is core_src else 1)}
+            store.save(store_root, "names", tid, {k: v for k, v in cache.text.names.items() if k in keys})
+        store.save(store_root, "result", result_key, result)
+    say(f"done in {result.seconds:.1f}s")
+    return result
 
 
-def super_calls(node) -> set[str]:
+_SUPER_CALLS: dict[int, tuple[object, frozenset[str]]] = {}
+
+
+def super_calls(node) -> frozenset[str]:
     """Methods of a class whose body calls the same method of a base (`super().m(...)`,
-    `Base.m(self, ...)`): the core method still runs, through the override."""
+    `Base.m(self, ...)`): the core method still runs, through the override. Memoized
+    per class node (asked for every plugin class and again for each of its bases)."""
+    hit = _SUPER_CALLS.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    found = frozenset(_super_calls(node))
+    if len(_SUPER_CALLS) > 50000:
+        _SUPER_CALLS.clear()
+    _SUPER_CALLS[id(node)] = (node, found)
+    return found
+
+
+def _super_calls(node) -> set[str]:
     import ast
     out = set()
     for stmt in node.body:
@@ -128,7 +194,7 @@ def dead_code(facts: PluginFacts, world: TreeIndex, is_core) -> frozenset[tuple[
     replaces. Core call sites in there do not count against the plugin."""
     dead: set[tuple[str, str | None, str]] = set()
     for pc in facts.classes:
-        cls = class_info(pc.node)
+        cls = world.class_of(pc.module, pc.node)
         if not cls.bases:
             continue
         for base in checks._linearize(world, pc.module, cls, pc.scope.local_imports):

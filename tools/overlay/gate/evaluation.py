@@ -9,7 +9,12 @@ that runs; `false`: not one) and a one-line reason. Pure functions: load, score,
   counts as not shown to be real);
 - recall: the share of true breaks (every `true` entry of the pairing) the gate
   reports as errors;
-- unclassified: findings the file does not cover yet, listed so they get a verdict.
+- unclassified: findings the file does not cover yet, listed so they get a verdict;
+- truth recall (release-bump pairings): the pairing's `truth` lists what the maintainers
+  changed for the API in the bump (or main2main) commit that followed, read from its
+  diff, each with the finding keys that would name it. An item is caught when one of
+  them is reported as an error; items no signature shows (`reach: false`, say an output
+  contract) are listed as out of reach and not counted.
 """
 
 from __future__ import annotations
@@ -21,8 +26,18 @@ from overlay import yamldoc
 from overlay.errors import OverlayError
 from overlay.gate.findings import Finding
 
-PAIRING_KEYS = {"name", "plugin", "core", "findings"}
+PAIRING_KEYS = {"name", "plugin", "core", "findings", "truth", "control", "source"}
 VERDICT_KEYS = {"key", "verdict", "reason"}
+TRUTH_KEYS = {"item", "keys", "reach", "reason"}
+
+
+@dataclass(frozen=True)
+class TruthItem:
+    item: str  # what changed (one line)
+    keys: tuple[str, ...]  # finding keys that name it
+    reach: bool  # a signature shows it (False: behaviour only, out of reach)
+    reason: str
+    line: int
 
 
 @dataclass(frozen=True)
@@ -39,6 +54,9 @@ class Pairing:
     plugin: str  # plugin commit
     core: str  # core release version (its source archive in the mirror)
     verdicts: tuple[Verdict, ...]
+    truth: tuple[TruthItem, ...] = ()
+    control: bool = False  # a negative control: the bar is at most one error
+    source: str = ""  # the commit(s) the truth items were read from
 
     def verdict(self, key: str) -> Verdict | None:
         return next((v for v in self.verdicts if v.key == key), None)
@@ -110,7 +128,29 @@ def _pairing(node: yamldoc.Node, shown: str) -> Pairing:
     dup = next((k for k in keys if keys.count(k) > 1), None)
     if dup:
         raise OverlayError(f"'{dup}' is classified twice in pairing '{name}'", path=shown)
-    return Pairing(name, plugin, core, tuple(verdicts))
+    truth = []
+    items = fields.get("truth")
+    for item in (items.value if items is not None and isinstance(items.value, list) else []):
+        if not isinstance(item.value, dict):
+            raise OverlayError("each truth item is a mapping", path=shown, line=item.line)
+        t = item.value
+        _known_keys(t, TRUTH_KEYS, shown)
+        what = _text(t, "item", shown, item.line)
+        reach = t.get("reach")
+        if reach is None or not isinstance(reach.value, bool):
+            raise OverlayError(f"truth item '{what}': reach must be true or false", path=shown, line=item.line)
+        raw = t.get("keys")
+        found = [k.value for k in raw.value] if raw is not None and isinstance(raw.value, list) else []
+        if reach.value and not found:
+            raise OverlayError(f"truth item '{what}' is in reach but names no finding key", path=shown,
+                               line=item.line)
+        truth.append(TruthItem(what, tuple(str(k) for k in found), reach.value,
+                               _text(t, "reason", shown, item.line), item.line))
+    control = fields.get("control")
+    source = fields.get("source")
+    return Pairing(name, plugin, core, tuple(verdicts), tuple(truth),
+                   bool(control.value) if control is not None else False,
+                   str(source.value) if source is not None else "")
 
 
 @dataclass(frozen=True)
@@ -126,6 +166,16 @@ class Score:
     unclassified: tuple[Finding, ...]
     missed: tuple[str, ...]  # true breaks not reported as errors
     false_alarms: tuple[str, ...]  # errors classified false
+    truth_items: int = 0  # truth items in reach
+    truth_caught: int = 0  # of those, named by an error
+    out_of_reach: tuple[str, ...] = ()
+    truth_missed: tuple[str, ...] = ()
+    seconds: float = 0.0
+    control: bool = False
+
+    @property
+    def truth_recall(self) -> float | None:
+        return self.truth_caught / self.truth_items if self.truth_items else None
 
     @property
     def precision(self) -> float | None:
@@ -136,7 +186,7 @@ class Score:
         return self.caught / self.true_breaks if self.true_breaks else None
 
 
-def score(pairing: Pairing, findings: tuple[Finding, ...]) -> Score:
+def score(pairing: Pairing, findings: tuple[Finding, ...], seconds: float = 0.0) -> Score:
     by_key: dict[str, list[Finding]] = {}
     for f in findings:
         by_key.setdefault(finding_key(f), []).append(f)
@@ -145,6 +195,9 @@ def score(pairing: Pairing, findings: tuple[Finding, ...]) -> Score:
     false_errors = [f for f in errors if (v := pairing.verdict(finding_key(f))) is not None and not v.real]
     true_keys = [v.key for v in pairing.verdicts if v.real]
     caught = [k for k in true_keys if any(f.severity == "error" for f in by_key.get(k, []))]
+    error_keys = {finding_key(f) for f in errors}
+    in_reach = [t for t in pairing.truth if t.reach]
+    truth_caught = [t for t in in_reach if error_keys & set(t.keys)]
     return Score(
         pairing=pairing.name, errors=len(errors),
         warnings=sum(1 for f in findings if f.severity == "warning"),
@@ -153,20 +206,50 @@ def score(pairing: Pairing, findings: tuple[Finding, ...]) -> Score:
         true_breaks=len(true_keys), caught=len(caught),
         unclassified=tuple(f for f in findings if pairing.verdict(finding_key(f)) is None),
         missed=tuple(k for k in true_keys if k not in caught),
-        false_alarms=tuple(finding_key(f) for f in false_errors))
+        false_alarms=tuple(finding_key(f) for f in false_errors),
+        truth_items=len(in_reach), truth_caught=len(truth_caught),
+        out_of_reach=tuple(t.item for t in pairing.truth if not t.reach),
+        truth_missed=tuple(t.item for t in in_reach if t not in truth_caught),
+        seconds=seconds, control=pairing.control)
 
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
+def totals(scores: list[Score]) -> dict:
+    """Over the release-bump pairings (those with truth items; controls apart): errors,
+    real errors, precision, truth items in reach, caught, recall."""
+    bumps = [s for s in scores if s.truth_items and not s.control]
+    errors = sum(s.errors for s in bumps)
+    real = sum(s.true_errors for s in bumps)
+    items = sum(s.truth_items for s in bumps)
+    caught = sum(s.truth_caught for s in bumps)
+    return {"pairings": len(bumps), "errors": errors, "true_errors": real,
+            "precision": real / errors if errors else None, "truth_items": items, "truth_caught": caught,
+            "truth_recall": caught / items if items else None}
+
+
 def render(scores: list[Score]) -> str:
-    head = ("| pairing | errors | true errors | precision | true breaks | caught as error | recall "
-            "| warnings | info | unclassified |")
-    lines = [head, "|---|---|---|---|---|---|---|---|---|---|"]
+    head = ("| pairing | errors | TRUE | FALSE | precision | true breaks | caught as error | recall "
+            "| truth items | caught | truth recall | out of reach | warnings | info | unclassified | seconds |")
+    lines = [head, "|" + "---|" * 16]
     for s in scores:
-        lines.append(f"| {s.pairing} | {s.errors} | {s.true_errors} | {_pct(s.precision)} | {s.true_breaks} "
-                     f"| {s.caught} | {_pct(s.recall)} | {s.warnings} | {s.infos} | {len(s.unclassified)} |")
+        name = s.pairing + (" (control)" if s.control else "")
+        lines.append(f"| {name} | {s.errors} | {s.true_errors} | {s.false_errors} | {_pct(s.precision)} "
+                     f"| {s.true_breaks} | {s.caught} | {_pct(s.recall)} | {s.truth_items} | {s.truth_caught} "
+                     f"| {_pct(s.truth_recall)} | {len(s.out_of_reach)} | {s.warnings} | {s.infos} "
+                     f"| {len(s.unclassified)} | {s.seconds:.1f} |")
+    t = totals(scores)
+    if t["pairings"]:
+        lines.append(f"release bumps ({t['pairings']}): precision of errors {_pct(t['precision'])} "
+                     f"({t['true_errors']}/{t['errors']}), recall on truth items as errors "
+                     f"{_pct(t['truth_recall'])} ({t['truth_caught']}/{t['truth_items']})")
+    for s in scores:
+        for item in s.truth_missed:
+            lines.append(f"truth item missed ({s.pairing}): {item}")
+        for item in s.out_of_reach:
+            lines.append(f"out of reach ({s.pairing}): {item}")
     for s in scores:
         for k in s.false_alarms:
             lines.append(f"false alarm ({s.pairing}): {k}")

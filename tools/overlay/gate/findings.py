@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-KINDS = ("import", "override", "replacement", "constructor", "attribute", "undecidable")
+KINDS = ("import", "override", "replacement", "constructor", "attribute", "call", "patch-target", "version-guard",
+         "undecidable")
 
 # error: core's code reaches the break on a path the plugin runs (start-up import chain,
 # a visible core call site): the exit status follows these. warning: a break with no

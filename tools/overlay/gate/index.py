@@ -15,8 +15,9 @@ module is what `from M import name` would find at run time, read statically:
 from __future__ import annotations
 
 import ast
+import hashlib
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 from overlay.gate.signature import CallShape, Signature, call_shape, dotted, from_ast  # noqa: F401 (dotted re-exported)
 from overlay.gate.source import TreeSource
@@ -42,6 +43,7 @@ class ClassInfo:
     attrs: set[str]  # everything bound in the class body
     decorators: tuple[str, ...]
     node: ast.ClassDef | None = None
+    fields: list = field(default_factory=list)  # annotated statements of the body (dataclass fields)
     _self_calls: dict[str, list[tuple[str, CallShape]]] | None = None
     _super_ids: set = field(default_factory=set)
 
@@ -163,9 +165,16 @@ def _dict_targets(node: ast.expr) -> dict[str, str | None]:
     return out
 
 
-def _module_level(body: Iterable[ast.stmt]) -> Iterable[ast.stmt]:
+# A branch decider: for the test of an `if`, True (only the body runs), False (only the
+# `else`), None (cannot tell: both are read). The plugin's index decides its
+# `vllm_version_is(...)` and capability tests against the core under test, so a name
+# defined under both branches binds to the one that core runs (conditions.branch_decider).
+Decide = Callable[[ast.expr], "bool | None"]
+
+
+def _module_level(body: Iterable[ast.stmt], decide: Decide | None = None) -> Iterable[ast.stmt]:
     """Statements executed at module level, through if/try/with/for blocks."""
-    for stmt, _ in _module_level_tc(body):
+    for stmt, _ in _module_level_tc(body, decide=decide):
         yield stmt
 
 
@@ -173,23 +182,27 @@ def is_type_checking(test: ast.expr) -> bool:
     return dotted(test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
 
 
-def _module_level_tc(body: Iterable[ast.stmt], tc: bool = False) -> Iterable[tuple[ast.stmt, bool]]:
+def _module_level_tc(body: Iterable[ast.stmt], tc: bool = False,
+                     decide: Decide | None = None) -> Iterable[tuple[ast.stmt, bool]]:
     """Like _module_level, each statement with whether it runs only for type checkers
     (inside the body of an `if TYPE_CHECKING:`, which is False at run time)."""
     for stmt in body:
         yield stmt, tc
         if isinstance(stmt, ast.If):
-            yield from _module_level_tc(stmt.body, tc or is_type_checking(stmt.test))
-            yield from _module_level_tc(stmt.orelse, tc)
+            taken = decide(stmt.test) if decide is not None and not is_type_checking(stmt.test) else None
+            if taken is not False:
+                yield from _module_level_tc(stmt.body, tc or is_type_checking(stmt.test), decide)
+            if taken is not True:
+                yield from _module_level_tc(stmt.orelse, tc, decide)
         elif isinstance(stmt, (ast.For, ast.While, ast.With, ast.AsyncWith)):
-            yield from _module_level_tc(stmt.body, tc)
-            yield from _module_level_tc(getattr(stmt, "orelse", []), tc)
+            yield from _module_level_tc(stmt.body, tc, decide)
+            yield from _module_level_tc(getattr(stmt, "orelse", []), tc, decide)
         elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
-            yield from _module_level_tc(stmt.body, tc)
+            yield from _module_level_tc(stmt.body, tc, decide)
             for h in stmt.handlers:
-                yield from _module_level_tc(h.body, tc)
-            yield from _module_level_tc(stmt.orelse, tc)
-            yield from _module_level_tc(stmt.finalbody, tc)
+                yield from _module_level_tc(h.body, tc, decide)
+            yield from _module_level_tc(stmt.orelse, tc, decide)
+            yield from _module_level_tc(stmt.finalbody, tc, decide)
 
 
 def _target_names(target: ast.expr) -> list[str]:
@@ -202,10 +215,13 @@ def _target_names(target: ast.expr) -> list[str]:
     return []
 
 
-def class_info(node: ast.ClassDef) -> ClassInfo:
+def class_info(node: ast.ClassDef, decide: Decide | None = None) -> ClassInfo:
+    """What a class body defines. With `decide`, only the branches of its `if`s that run
+    (a method defined twice under `if vllm_version_is(...)`/`else` is the one that core
+    runs); fields are the annotated names in the branches that run, in order."""
     methods: dict[str, Signature] = {}
     attrs: set[str] = set()
-    for stmt in _module_level(node.body):
+    for stmt in _module_level(node.body, decide):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             attrs.add(stmt.name)
             sig = from_ast(stmt)
@@ -222,14 +238,37 @@ def class_info(node: ast.ClassDef) -> ClassInfo:
                 attrs.update(_target_names(t))
         elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
             attrs.update(_target_names(stmt.target))
+    # dataclass fields: the class body's own annotations, and those under an `if` the
+    # decider settles (an undecided `if` adds none, as before)
+    fields = [s for s in _decided_body(node.body, decide) if isinstance(s, ast.AnnAssign)]
     bases = tuple(dotted(b) for b in node.bases)
     decorators = tuple(dotted(d.func if isinstance(d, ast.Call) else d) or "" for d in node.decorator_list)
-    return ClassInfo(node.name, node.lineno, bases, methods, attrs, decorators, node)
+    return ClassInfo(node.name, node.lineno, bases, methods, attrs, decorators, node, fields=fields)
 
 
-def parse_module(name: str, path: str, is_package: bool, data: bytes) -> ModuleInfo:
+def _decided_body(body: list[ast.stmt], decide: Decide | None) -> Iterable[ast.stmt]:
+    for stmt in body:
+        if isinstance(stmt, ast.If) and decide is not None and not is_type_checking(stmt.test):
+            taken = decide(stmt.test)
+            if taken is not None:
+                yield from _decided_body(stmt.body if taken else stmt.orelse, decide)
+                continue
+        yield stmt
+
+
+def parse_module(name: str, path: str, is_package: bool, data: bytes,
+                 decide: "Callable[[ast.expr, ModuleInfo], bool | None] | None" = None,
+                 asts: dict | None = None) -> ModuleInfo:
+    """Index one module. `asts`: syntax trees shared by content (sha1 of the bytes), so
+    a file both cores (or every step of a bisection) hold is parsed once; the gate never
+    modifies a tree."""
     try:
-        tree = ast.parse(data, filename=path)
+        digest = hashlib.sha1(data).hexdigest() if asts is not None else ""
+        tree = asts.get(digest) if asts is not None else None
+        if tree is None:
+            tree = ast.parse(data, filename=path)
+            if asts is not None:
+                asts[digest] = tree
     except (SyntaxError, ValueError) as exc:
         mod = ModuleInfo(name, path, is_package, None, syntax_error=str(exc))
         mod.lazy_open = True  # we cannot say what it defines
@@ -237,7 +276,8 @@ def parse_module(name: str, path: str, is_package: bool, data: bytes) -> ModuleI
     mod = ModuleInfo(name, path, is_package, tree)
     getattr_defs: list[ast.FunctionDef] = []
     literals: dict[str, ast.expr] = {}
-    for stmt, tc in _module_level_tc(tree.body):
+    local_decide = (lambda test: decide(test, mod)) if decide is not None else None
+    for stmt, tc in _module_level_tc(tree.body, decide=local_decide):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             mod.bind(stmt.name, Binding("def", stmt.lineno, type_checking=tc))
             mod.functions.setdefault(stmt.name, from_ast(stmt))
@@ -245,7 +285,7 @@ def parse_module(name: str, path: str, is_package: bool, data: bytes) -> ModuleI
                 getattr_defs.append(stmt)
         elif isinstance(stmt, ast.ClassDef):
             mod.bind(stmt.name, Binding("class", stmt.lineno, type_checking=tc))
-            mod.classes.setdefault(stmt.name, class_info(stmt))
+            mod.classes.setdefault(stmt.name, class_info(stmt, local_decide))
         elif isinstance(stmt, ast.Import):
             for alias in stmt.names:
                 if alias.asname:
@@ -333,8 +373,16 @@ class TreeIndex:
     """Modules of one tree, parsed on demand and cached by content key."""
 
     def __init__(self, source: TreeSource, cache: dict[str, ModuleInfo] | None = None, *,
-                 packages: frozenset[str] = frozenset(), other: "TreeIndex | None" = None) -> None:
+                 packages: frozenset[str] = frozenset(), other: "TreeIndex | None" = None,
+                 decide: "Callable[[ast.expr, ModuleInfo], bool | None] | None" = None,
+                 variant: str = "", asts: dict | None = None) -> None:
         self.source = source
+        self.asts = asts
+        # `decide` settles `if` tests while a module is indexed (see Decide); what it
+        # answers depends on the core under test, so the cache key carries `variant`
+        self.decide = decide
+        self.variant = variant
+        self._loading: set[str] = set()
         self._modules: dict[str, ModuleInfo | None] = {}
         self._parsed = cache if cache is not None else {}
         self.files_read: set[str] = set()
@@ -350,7 +398,13 @@ class TreeIndex:
             return self.other.module(name)
         if name in self._modules:
             return self._modules[name]
-        mod = self._load(name)
+        if name in self._loading:
+            return None  # asked for while it is being indexed (a decider's cycle): not known yet
+        self._loading.add(name)
+        try:
+            mod = self._load(name)
+        finally:
+            self._loading.discard(name)
         self._modules[name] = mod
         return mod
 
@@ -359,7 +413,7 @@ class TreeIndex:
             return None
         rel = name.replace(".", "/")
         for path, is_pkg in ((f"{rel}/__init__.py", True), (f"{rel}.py", False)):
-            key = self.source.key(path)
+            key = self.source.key(path) + self.variant
             cached = self._parsed.get(key)
             if cached is not None and cached.name == name:
                 self.files_read.add(path)
@@ -368,12 +422,21 @@ class TreeIndex:
             if data is None:
                 continue
             self.files_read.add(path)
-            mod = parse_module(name, path, is_pkg, data)
+            mod = parse_module(name, path, is_pkg, data, self.decide, self.asts)
             self._parsed[key] = mod
             return mod
         if self.source.is_dir(rel):  # a namespace package (no __init__.py)
             return ModuleInfo(name, "", True, None)
         return None
+
+    def class_of(self, mod: ModuleInfo, node: ast.ClassDef) -> ClassInfo:
+        """ClassInfo of a class statement of `mod` (any scope), read as the index reads
+        classes: through the branches the decider settles."""
+        known = mod.classes.get(node.name)
+        if known is not None and known.node is node:
+            return known
+        decide = self.decide
+        return class_info(node, (lambda test: decide(test, mod)) if decide is not None else None)
 
     def has_module(self, name: str) -> bool:
         return self.module(name) is not None

@@ -9,12 +9,13 @@ a replacement `module.Name = factory` finds the nested `def factory`).
 from __future__ import annotations
 
 import ast
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 
 from overlay.gate.conditions import DECIDED, TYPE_CHECKING, UNDECIDABLE, Env, Verdict, evaluate
 from overlay.gate.index import ModuleInfo, absolute_module, dotted, qualify
-from overlay.gate.signature import CallShape, call_shape
+from overlay.gate.signature import LAUNCH_OPTIONS, CallShape, call_shape
 
 # Compound statements whose header expressions run where the statement sits.
 HEADERS = {ast.If: ("test",), ast.While: ("test",), ast.For: ("iter",), ast.AsyncFor: ("iter",)}
@@ -29,6 +30,12 @@ class Context:
     guard: tuple[int, str] | None = None  # (try id, branch) of a try/except ImportError
     undecidable: str = ""  # why an enclosing core condition could not be decided
     type_checking: bool = False
+    # exceptions an enclosing `try:` in the same function catches (`Exception` and a
+    # bare `except:` included): a TypeError or AttributeError there is handled
+    catches: frozenset[str] = frozenset()
+
+    def handles(self, exc: str) -> bool:
+        return bool(self.catches & {exc, "Exception", "BaseException"})
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,7 @@ class ImportUse:
     name: str | None  # None for `import module`
     ctx: Context
     mod_name: str = ""  # the plugin module that imports it
+    func: str | None = None  # the module-level function it sits in, if any
 
 
 @dataclass
@@ -50,6 +58,13 @@ class Scope:
     strings: dict[str, str] = field(default_factory=dict)
     # local names bound once to a dotted expression (`cls = outputs_mod.ModelRunnerOutput`)
     aliases: dict[str, str] = field(default_factory=dict)
+    # keyword dictionaries built in this function and passed on as `**name`: their keys,
+    # as far as the branches that run add them (`kw = {"a": 1}`, `kw["b"] = 2`,
+    # `kw.update(c=3)`); None once the gate can no longer tell
+    kwdicts: dict[str, list[str] | None] = field(default_factory=dict)
+    # local names whose class is known: a parameter's annotation (`spec: KVCacheSpec`,
+    # not reassigned in the function), narrowed under `if isinstance(spec, (A, B)):`
+    types: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def child(self, body: list[ast.stmt]) -> "Scope":
         new = Scope(dict(self.local_imports), dict(self.defs), dict(self.strings), dict(self.aliases))
@@ -77,6 +92,7 @@ class Replacement:
     scope: Scope
     ctx: Context
     in_class: bool = False  # assigned inside a class body (not a replacement of core)
+    at_import: bool = False  # runs when the module is imported (module level, not in a function)
 
 
 @dataclass(frozen=True)
@@ -91,15 +107,20 @@ class PluginClass:
 
 @dataclass(frozen=True)
 class CallUse:
-    """A plugin call of something that may be a class: `Name(...)`, `mod.Name(...)`."""
+    """A plugin call: `name(...)`, `mod.name(...)`, `Class.meth(...)`, `kernel[grid](...)`,
+    `self.meth(...)`, `self.attr.meth(...)`, `super().meth(...)`."""
 
     path: str
     line: int
-    func: str  # dotted expression as written
+    func: str  # dotted expression as written (`super().m` for a super call)
     module: ModuleInfo
     local: dict
     shape: CallShape
     ctx: Context
+    cls: ast.ClassDef | None = None  # the plugin class whose method it sits in
+    method: str | None = None  # that method
+    aliases: dict | None = None  # local names bound to a dotted expression (`orig = mod.f`)
+    receiver_types: tuple[str, ...] = ()  # for `x.meth(...)`: the class(es) `x` is known to be
 
 
 @dataclass(frozen=True)
@@ -112,6 +133,8 @@ class AttrRead:
     expr: str
     module: ModuleInfo
     ctx: Context
+    import_time: bool = True  # False: inside a function body (runs when it is called)
+    local: dict | None = None  # function-local imports in scope
 
 
 @dataclass
@@ -132,6 +155,11 @@ class PluginFacts:
     # top-level package of every absolute import (any condition, any scope), counted
     # by imported name: tells which package the plugin expects core to provide
     imported_tops: Counter = field(default_factory=Counter)
+    # (module, name) -> how each read of a module-level name is guarded: True under a
+    # try/except ImportError or contextlib.suppress(ImportError), False otherwise
+    name_reads: dict[tuple[str, str], set[bool]] = field(default_factory=dict)
+    # every `vllm_version_is("X")` test the plugin evaluates: (path, line, X)
+    version_tests: list[tuple[str, int, str, "Context"]] = field(default_factory=list)
 
 
 def _flat(body: list[ast.stmt]):
@@ -151,6 +179,70 @@ def _catches_import_error(handler: ast.ExceptHandler) -> bool:
     return any((dotted(t) or "").split(".")[-1] in IMPORT_ERRORS for t in types)
 
 
+def _isinstance_test(test: ast.expr) -> tuple[str, tuple[str, ...]] | None:
+    """`isinstance(name, X)` / `isinstance(name, (X, Y))`: (name, dotted classes)."""
+    if not (isinstance(test, ast.Call) and dotted(test.func) == "isinstance" and len(test.args) == 2
+            and isinstance(test.args[0], ast.Name)):
+        return None
+    cls = test.args[1]
+    items = cls.elts if isinstance(cls, ast.Tuple) else [cls]
+    names = tuple(dotted(i) for i in items)
+    if not names or any(n is None for n in names):
+        return None
+    return test.args[0].id, names  # type: ignore[return-value]
+
+
+def _annotated_params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, tuple[str, ...]]:
+    """Parameters annotated with one class (`x: C`, `x: C | None`, `Optional[C]`) that the
+    function never rebinds."""
+    rebound = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
+    out: dict[str, tuple[str, ...]] = {}
+    a = fn.args
+    for arg in a.posonlyargs + a.args + a.kwonlyargs:
+        ann = arg.annotation
+        if ann is None or arg.arg in rebound or arg.arg in ("self", "cls"):
+            continue
+        if isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.BitOr):
+            sides = [x for x in (ann.left, ann.right) if not (isinstance(x, ast.Constant) and x.value is None)]
+            ann = sides[0] if len(sides) == 1 else None
+        elif isinstance(ann, ast.Subscript) and (dotted(ann.value) or "").split(".")[-1] == "Optional":
+            ann = ann.slice
+        name = dotted(ann) if ann is not None else None
+        if name and name[:1].isupper() or (name and "." in name and name.split(".")[-1][:1].isupper()):
+            out[arg.arg] = (name,)
+    return out
+
+
+def _caught(handlers: list[ast.ExceptHandler]) -> frozenset[str]:
+    names = set()
+    for h in handlers:
+        if h.type is None:
+            names.add("BaseException")
+            continue
+        for t in h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]:
+            names.add((dotted(t) or "").split(".")[-1])
+    return frozenset(names)
+
+
+def _literal_keys(value: ast.expr) -> list[str] | None:
+    """The keys of `{"a": ...}` or `dict(a=...)` when all are literal strings."""
+    if isinstance(value, ast.Dict):
+        if all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in value.keys):
+            return [k.value for k in value.keys]  # type: ignore[union-attr]
+        return None
+    if isinstance(value, ast.Call) and dotted(value.func) == "dict" and not value.args \
+            and all(k.arg for k in value.keywords):
+        return [k.arg for k in value.keywords]  # type: ignore[misc]
+    return None
+
+
+def _suppresses_import_error(expr: ast.expr) -> bool:
+    """`contextlib.suppress(ImportError, ...)` (or `suppress(...)` imported by name)."""
+    if not (isinstance(expr, ast.Call) and (dotted(expr.func) or "").split(".")[-1] == "suppress"):
+        return False
+    return any((dotted(a) or "").split(".")[-1] in IMPORT_ERRORS for a in expr.args)
+
+
 class _Scanner:
     def __init__(self, mod: ModuleInfo, env: Env, facts: PluginFacts) -> None:
         self.mod = mod
@@ -163,6 +255,18 @@ class _Scanner:
     def block(self, body: list[ast.stmt], ctx: Context, scope: Scope, in_class: bool = False) -> None:
         for stmt in body:
             self.stmt(stmt, ctx, scope, in_class)
+            if isinstance(stmt, ast.If) and self.ends_block(stmt, scope):
+                break  # `if vllm_version_is(X): return ...` taken: the rest never runs for this core
+
+    def ends_block(self, stmt: ast.If, scope: Scope) -> bool:
+        """The branch this core takes returns or raises at its end."""
+        if _isinstance_test(stmt.test) is not None:
+            return False
+        v = self.instance_flag(stmt.test, scope) or evaluate(stmt.test, self.mod, scope.local_imports, self.env)
+        if v.kind != DECIDED:
+            return False
+        taken = stmt.body if v.value else stmt.orelse
+        return bool(taken) and isinstance(taken[-1], (ast.Return, ast.Raise))
 
     def stmt(self, stmt: ast.stmt, ctx: Context, scope: Scope, in_class: bool) -> None:
         if not ctx.type_checking:
@@ -174,7 +278,8 @@ class _Scanner:
                     scope.local_imports[alias.asname or alias.name.split(".")[0]] = \
                         alias.name if alias.asname else alias.name.split(".")[0]
                 if self.is_core(alias.name):
-                    self.record(ImportUse(self.mod.path, stmt.lineno, alias.name, None, ctx, self.mod.name))
+                    self.record(ImportUse(self.mod.path, stmt.lineno, alias.name, None, ctx, self.mod.name,
+                                          self.top_func))
                 elif not ctx.type_checking:
                     self.ref(alias.name)
         elif isinstance(stmt, ast.ImportFrom):
@@ -186,18 +291,29 @@ class _Scanner:
                     scope.local_imports[alias.asname or alias.name] = f"{src}.{alias.name}"
                 if self.is_core(src):
                     self.record(ImportUse(self.mod.path, stmt.lineno, src,
-                                          None if alias.name == "*" else alias.name, ctx, self.mod.name))
+                                          None if alias.name == "*" else alias.name, ctx, self.mod.name,
+                                          self.top_func))
                 elif src and not ctx.type_checking:
                     self.ref(src if alias.name == "*" else f"{src}.{alias.name}", src)
+        elif isinstance(stmt, ast.If) and _isinstance_test(stmt.test) is not None:
+            name, classes = _isinstance_test(stmt.test)  # type: ignore[misc]
+            before = scope.types.get(name)
+            scope.types[name] = classes
+            self.block(stmt.body, ctx, scope, in_class)
+            if before is None:
+                scope.types.pop(name, None)
+            else:
+                scope.types[name] = before
+            self.block(stmt.orelse, ctx, scope, in_class)
         elif isinstance(stmt, ast.If):
             v = self.instance_flag(stmt.test, scope) or evaluate(stmt.test, self.mod, scope.local_imports, self.env)
             if v.kind == TYPE_CHECKING:
-                self.block(stmt.body, Context(ctx.guard, ctx.undecidable, True), scope, in_class)
+                self.block(stmt.body, dataclasses.replace(ctx, type_checking=True), scope, in_class)
                 self.block(stmt.orelse, ctx, scope, in_class)
             elif v.kind == DECIDED:
                 self.block(stmt.body if v.value else stmt.orelse, ctx, scope, in_class)
             elif v.kind == UNDECIDABLE:
-                inner = Context(ctx.guard, ctx.undecidable or v.why, ctx.type_checking)
+                inner = dataclasses.replace(ctx, undecidable=ctx.undecidable or v.why)
                 self.block(stmt.body, inner, scope, in_class)
                 self.block(stmt.orelse, inner, scope, in_class)
             else:
@@ -205,43 +321,71 @@ class _Scanner:
                 self.block(stmt.orelse, ctx, scope, in_class)
         elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
             guarded = any(_catches_import_error(h) for h in stmt.handlers)
+            body_ctx = dataclasses.replace(ctx, catches=ctx.catches | _caught(stmt.handlers))
             if guarded:
                 tid = len(self.facts.try_lines)
                 self.facts.try_lines[tid] = (self.mod.path, stmt.lineno)
-                self.block(stmt.body, Context((tid, "body"), ctx.undecidable, ctx.type_checking),
-                           scope, in_class)
+                self.block(stmt.body, dataclasses.replace(body_ctx, guard=(tid, "body")), scope, in_class)
                 self.facts.try_branches[tid] = ("body",) + tuple(
                     f"except{i}" for i, h in enumerate(stmt.handlers)
                     if _catches_import_error(h) and not any(isinstance(x, ast.Raise) for x in h.body))
                 for i, h in enumerate(stmt.handlers):
-                    branch = Context((tid, f"except{i}"), ctx.undecidable, ctx.type_checking) \
+                    branch = dataclasses.replace(ctx, guard=(tid, f"except{i}")) \
                         if _catches_import_error(h) else ctx
                     self.block(h.body, branch, scope, in_class)
             else:
-                self.block(stmt.body, ctx, scope, in_class)
+                self.block(stmt.body, body_ctx, scope, in_class)
                 for h in stmt.handlers:
                     self.block(h.body, ctx, scope, in_class)
             self.block(stmt.orelse, ctx, scope, in_class)
             self.block(stmt.finalbody, ctx, scope, in_class)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            self.block(stmt.body, ctx, scope.child(stmt.body))
+            outer = (self.top_func, self.method)
+            if scope is self.top:
+                self.top_func = stmt.name
+            if in_class:
+                self.method = stmt.name
+            inner = scope.child(stmt.body)
+            inner.types = _annotated_params(stmt)
+            # a try around the definition does not run around the body
+            self.block(stmt.body, dataclasses.replace(ctx, catches=frozenset()), inner)
+            self.top_func, self.method = outer
         elif isinstance(stmt, ast.ClassDef):
             if not ctx.type_checking:
                 self.facts.classes.append(PluginClass(self.mod.path, stmt.lineno, self.mod, stmt,
                                                       scope, ctx))
             self.class_stack.append(stmt)
+            outer_method, self.method = self.method, None
             self.block(stmt.body, ctx, scope, in_class=True)
+            self.method = outer_method
             self.class_stack.pop()
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)) and any(_suppresses_import_error(i.context_expr)
+                                                                 for i in stmt.items):
+            # `with contextlib.suppress(ImportError): from x import y` is a guard with an
+            # empty handler: the import may fail, and then nothing happens
+            tid = len(self.facts.try_lines)
+            self.facts.try_lines[tid] = (self.mod.path, stmt.lineno)
+            self.facts.try_branches[tid] = ("body", "suppressed")
+            self.block(stmt.body, dataclasses.replace(ctx, guard=(tid, "body")), scope, in_class)
         elif isinstance(stmt, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)):
             self.block(stmt.body, ctx, scope, in_class)
             self.block(getattr(stmt, "orelse", []), ctx, scope, in_class)
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            self.track_kwdict(targets, stmt.value, ctx, scope)
             for t in targets:
                 if isinstance(t, ast.Attribute):
                     self.replacement(t.value, t.attr, stmt.value, stmt.lineno, ctx, scope, in_class)
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             call = stmt.value
+            if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name) \
+                    and call.func.value.id in scope.kwdicts:
+                name, keys = call.func.value.id, scope.kwdicts[call.func.value.id]
+                if call.func.attr == "update" and not call.args and keys is not None and not ctx.undecidable \
+                        and all(k.arg for k in call.keywords):
+                    keys.extend(k.arg for k in call.keywords)  # type: ignore[misc]
+                elif call.func.attr not in ("get", "items", "keys", "values", "copy"):
+                    scope.kwdicts[name] = None
             if dotted(call.func) == "setattr" and len(call.args) == 3:
                 attr_node = call.args[1]
                 attr = None
@@ -325,17 +469,72 @@ class _Scanner:
                         and all(p.isidentifier() for p in text.replace(":", ".").split(".")):
                     self.ref(text.replace(":", "."))
                 continue
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                self.facts.name_reads.setdefault((self.mod.name, node.id), set()).add(ctx.guard is not None)
             if isinstance(node, ast.Call):
-                func = dotted(node.func)
-                if func is not None and func.split(".")[-1][:1].isupper():
-                    self.facts.calls.append(CallUse(self.mod.path, node.lineno, func, self.mod,
-                                                    scope.local_imports, call_shape(node), ctx))
-            if import_time and isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                self.call(node, ctx, scope)
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
                 expr = dotted(node)
                 if expr is not None:
-                    self.facts.attr_reads.append(AttrRead(self.mod.path, node.lineno, expr, self.mod, ctx))
+                    if import_time or expr.split(".")[0] not in ("self", "cls"):
+                        self.facts.attr_reads.append(AttrRead(self.mod.path, node.lineno, expr, self.mod, ctx,
+                                                              import_time, scope.local_imports))
                     continue  # the longest chain only: its prefixes are checked with it
             stack.extend(ast.iter_child_nodes(node))
+
+    def track_kwdict(self, targets: list[ast.expr], value: ast.expr, ctx: Context, scope: Scope) -> None:
+        if len(targets) != 1:
+            return
+        t = targets[0]
+        if isinstance(t, ast.Name):
+            keys = _literal_keys(value)
+            if keys is not None and scope is not self.top:
+                scope.kwdicts[t.id] = keys if not ctx.undecidable else None
+            else:
+                scope.kwdicts.pop(t.id, None)
+        elif isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in scope.kwdicts:
+            key = t.slice
+            keys = scope.kwdicts[t.value.id]
+            if keys is not None and isinstance(key, ast.Constant) and isinstance(key.value, str) \
+                    and not ctx.undecidable:
+                keys.append(key.value)
+            else:
+                scope.kwdicts[t.value.id] = None
+
+    def call(self, node: ast.Call, ctx: Context, scope: Scope) -> None:
+        fn = node.func
+        if isinstance(fn, ast.Subscript):  # a kernel launch `kernel[grid](...)`
+            fn = fn.value
+        func = dotted(fn)
+        if func is None and isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Call) \
+                and dotted(fn.value.func) == "super" and self.class_stack:
+            args = fn.value.args
+            if not args:
+                func = f"super().{fn.attr}"
+            elif dotted(args[0]) is not None:
+                func = f"super({dotted(args[0])}).{fn.attr}"  # the MRO after that class
+        if func is None:
+            return
+        if func.split(".")[-1] == "vllm_version_is" and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            self.facts.version_tests.append((self.mod.path, node.lineno, node.args[0].value, ctx))
+        in_method = self.method is not None and bool(self.class_stack)
+        if func.split(".")[0] in ("self", "cls") and not in_method:
+            return
+        shape = call_shape(node)
+        spread = [k.value for k in node.keywords if k.arg is None]
+        if spread and all(isinstance(v, ast.Name) and scope.kwdicts.get(v.id) is not None for v in spread):
+            # `f(**kw)` with `kw` built here from literal keys: those are the keywords
+            extra = tuple(k for v in spread for k in scope.kwdicts[v.id])  # type: ignore[union-attr]
+            shape = dataclasses.replace(shape, keywords=shape.keywords + tuple(
+                k for k in extra if not (shape.launch and k in LAUNCH_OPTIONS)), dstar=False)
+        self.facts.calls.append(CallUse(self.mod.path, node.lineno, func, self.mod, scope.local_imports,
+                                        shape, ctx,
+                                        cls=self.class_stack[-1] if in_method else None,
+                                        method=self.method if in_method else None,
+                                        aliases=scope.aliases,
+                                        receiver_types=scope.types.get(func.split(".")[0], ())
+                                        if func.count(".") == 1 else ()))
 
     def record(self, use: ImportUse) -> None:
         if not use.ctx.type_checking:
@@ -357,11 +556,14 @@ class _Scanner:
         if owner is None or not self.is_core(owner):
             return
         self.facts.replacements.append(Replacement(self.mod.path, line, owner, attr, value,
-                                                   self.mod, scope, ctx, in_class))
+                                                   self.mod, scope, ctx, in_class, scope is self.top))
 
     def run(self) -> None:
         assert self.mod.tree is not None
-        self.top = Scope()
+        # module-level aliases (`_orig = core_mod.f`) resolve calls in every function
+        self.top = Scope().child(self.mod.tree.body)
+        self.top_func: str | None = None
+        self.method: str | None = None
         self.class_stack: list[ast.ClassDef] = []
         self.flag_memo: dict = {}
         self.off_switches: dict = {}

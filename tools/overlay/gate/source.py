@@ -8,6 +8,7 @@ ids double as cache keys, so a file unchanged between two commits is parsed once
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 from pathlib import Path
@@ -34,12 +35,29 @@ class TreeSource(Protocol):
 
     def label(self) -> str: ...
 
+    def tree_id(self) -> str: ...  # names the whole tree's content: the index cache's key
+
 
 class DirSource:
     """A tree on disk."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._tree_id: str | None = None
+
+    def tree_id(self) -> str:
+        """A digest of every Python file's path, size and modification time: any edit,
+        addition or removal changes it (content is not read: a cold run stays cheap)."""
+        if self._tree_id is None:
+            h = hashlib.sha256(b"dir-v1\0")
+            for path in self.py_files():
+                try:
+                    st = (self.root / path).stat()
+                except OSError:
+                    continue
+                h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            self._tree_id = "dir-" + h.hexdigest()[:32]
+        return self._tree_id
 
     def read(self, path: str) -> bytes | None:
         try:
@@ -161,3 +179,10 @@ class GitTreeSource:
 
     def label(self) -> str:
         return f"{self.cat.git_dir}@{self.commit[:12]}"
+
+    def tree_id(self) -> str:
+        """The blobs of the tree (under the prefix) name its content exactly."""
+        h = hashlib.sha256(b"git-v1\0" + self.prefix.encode() + b"\0")
+        for path in sorted(self.blobs):
+            h.update(f"{path}\0{self.blobs[path]}\n".encode())
+        return "git-" + h.hexdigest()[:32]

@@ -1,0 +1,775 @@
+"""The plugin's own calls into core, version branches per core, guards, patch targets.
+
+Every fake core here is cut from the shape of the real vLLM release it stands for (read
+in the release source archives; only the parameters that matter are kept):
+- `get_kv_cache_coordinator` as in vLLM 0.25.1 `vllm/v1/core/kv_cache_coordinator.py`
+  (required `max_num_batched_tokens`, no `max_in_flight_tokens`);
+- `_compute_slot_mapping_kernel` as in 0.25.0 `vllm/v1/worker/block_table.py`
+  (`@triton.jit`, constexprs up to `BLOCK_SIZE`, no `KV_CACHE_BLOCK_SIZE`);
+- `DFlashCudaGraphManager.capture` as in 0.25.1
+  `vllm/v1/worker/gpu/spec_decode/dflash/cudagraph.py` (7 positions, no `causal`);
+- `SpecDecodeBaseProposer.set_inputs_first_pass` as in 0.25.0
+  `vllm/v1/spec_decode/llm_base_proposer.py` (no `req_scheduled_tokens`);
+- the `InputBatch` dataclass-style constructor and `FusedInputNorm` (0.27.1
+  `vllm/model_executor/models/vision.py` has none) for the branch and guard cases.
+"""
+
+from __future__ import annotations
+
+from overlay.gate import run_gate
+
+import gatekit
+
+UTILS = """
+    def vllm_version_is(target):
+        import vllm
+        return vllm.__version__ == target
+"""
+
+COORDINATOR = """
+    class KVCacheCoordinator:
+        pass
+
+
+    def get_kv_cache_coordinator(
+        kv_cache_config,
+        max_model_len,
+        max_num_batched_tokens,
+        use_eagle,
+        enable_caching,
+        enable_kv_cache_events,
+        dcp_world_size,
+        pcp_world_size,
+        scheduler_block_size,
+        hash_block_size,
+        metrics_collector=None,
+    ):
+        return KVCacheCoordinator()
+"""
+
+PLUGIN_COORDINATOR = """
+    import vllm
+    import vllm.v1.core.kv_cache_coordinator
+
+    from vllm_ascend.utils import vllm_version_is
+
+    _orig_get_kv_cache_coordinator = vllm.v1.core.kv_cache_coordinator.get_kv_cache_coordinator
+
+
+    def get_kv_cache_coordinator(kv_cache_config, max_model_len, max_in_flight_tokens=None, use_eagle=False,
+                                 enable_caching=True, enable_kv_cache_events=False, dcp_world_size=1,
+                                 pcp_world_size=1, hash_block_size=0, scheduler_block_size=None,
+                                 metrics_collector=None, max_num_batched_tokens=None):
+        orig_kwargs = dict(
+            kv_cache_config=kv_cache_config,
+            max_model_len=max_model_len,
+            use_eagle=use_eagle,
+            enable_caching=enable_caching,
+            enable_kv_cache_events=enable_kv_cache_events,
+            dcp_world_size=dcp_world_size,
+            pcp_world_size=pcp_world_size,
+            hash_block_size=hash_block_size,
+            metrics_collector=metrics_collector,
+        )
+        if vllm_version_is("0.25.0"):
+            orig_kwargs["max_num_batched_tokens"] = max_num_batched_tokens
+        else:
+            orig_kwargs["max_in_flight_tokens"] = max_in_flight_tokens
+        orig_kwargs["scheduler_block_size"] = scheduler_block_size
+        return _orig_get_kv_cache_coordinator(**orig_kwargs)
+
+
+    vllm.v1.core.kv_cache_coordinator.get_kv_cache_coordinator = get_kv_cache_coordinator
+"""
+
+PKGS = {"vllm/__init__.py": "", "vllm/v1/__init__.py": "", "vllm/v1/core/__init__.py": "",
+        "vllm/v1/worker/__init__.py": "", "vllm/v1/spec_decode/__init__.py": "",
+        "vllm/model_executor/__init__.py": "", "vllm/model_executor/models/__init__.py": "",
+        "vllm/triton_utils.py": "import triton\nimport triton.language as tl\n"}
+
+# The plugin's start-up chain: every module here is imported by the entry point.
+ENTRY = """
+    from setuptools import setup
+    setup(name="vllm-ascend", entry_points={"vllm.platform_plugins": ["ascend = vllm_ascend:register"]})
+"""
+
+
+def gate(tmp_path, core: dict[str, str], plugin: dict[str, str], version: str | None = None,
+         loaded: tuple[str, ...] = ()):
+    files = {**PKGS, **core}
+    if version:
+        files["vllm/_version.py"] = f"__version__ = version = '{version}'\n"
+    core_dir = gatekit.tree(tmp_path / "core", files)
+    imports = "".join(f"    import {m}  # noqa\n" for m in loaded)
+    init = "def register():\n" + (imports or "    pass\n")
+    plugin_dir = gatekit.tree(tmp_path / "plugin", {"setup.py": ENTRY, "vllm_ascend/__init__.py": init,
+                                                    "vllm_ascend/utils.py": UTILS, **plugin})
+    return run_gate(core_dir, plugin_dir)
+
+
+def of_kind(report, kind):
+    return [f for f in report.findings if f.kind == kind]
+
+
+def test_kwargs_built_under_a_version_branch_reach_the_captured_core_function(tmp_path):
+    core = {"vllm/v1/core/kv_cache_coordinator.py": COORDINATOR}
+    plugin = {"vllm_ascend/patch_coordinator.py": PLUGIN_COORDINATOR}
+    report = gate(tmp_path, core, plugin, "0.25.1", loaded=("vllm_ascend.patch_coordinator",))
+    calls = of_kind(report, "call")
+    assert [f.symbol for f in calls] == ["call:vllm.v1.core.kv_cache_coordinator.get_kv_cache_coordinator"]
+    assert calls[0].severity == "error"
+    assert "unexpected keyword argument 'max_in_flight_tokens'" in calls[0].message
+    assert "missing required argument(s) 'max_num_batched_tokens'" in calls[0].message
+    # the exact-match guard is named: 0.25.1 takes the other branch
+    guards = of_kind(report, "version-guard")
+    assert [(f.symbol, f.severity) for f in guards] == [("version-guard:0.25.0", "warning")]
+    assert "0.25.1" in guards[0].summary
+    # with the release the guard names, the branch that runs passes what core takes
+    fine = gate(tmp_path / "b", core, plugin, "0.25.0", loaded=("vllm_ascend.patch_coordinator",))
+    assert of_kind(fine, "call") == [] and of_kind(fine, "version-guard") == []
+
+
+KERNEL = """
+    from vllm.triton_utils import tl, triton
+
+
+    @triton.jit(do_not_specialize=["num_tokens", "max_num_tokens"])
+    def _compute_slot_mapping_kernel(
+        num_tokens,
+        max_num_tokens,
+        query_start_loc,
+        positions,
+        block_table,
+        block_table_stride,
+        block_size,
+        slot_mapping,
+        TOTAL_CP_WORLD_SIZE: tl.constexpr,
+        TOTAL_CP_RANK: tl.constexpr,
+        CP_KV_CACHE_INTERLEAVE_SIZE: tl.constexpr,
+        PAD_ID: tl.constexpr,
+        BLOCK_SIZE: tl.constexpr,
+    ):
+        pass
+"""
+
+PLUGIN_BLOCK_TABLE = """
+    from vllm.v1.worker.block_table import _compute_slot_mapping_kernel
+
+
+    class BlockTable:
+        def compute_slot_mapping(self, num_reqs, num_tokens, query_start_loc, positions):
+            kernel_kwargs = {
+                "TOTAL_CP_WORLD_SIZE": 1,
+                "TOTAL_CP_RANK": 0,
+                "CP_KV_CACHE_INTERLEAVE_SIZE": 1,
+                "PAD_ID": -1,
+                "BLOCK_SIZE": 1024,
+            }
+            if self.split_blocks:
+                kernel_kwargs.update(KV_CACHE_BLOCK_SIZE=self.physical_block_size,
+                                     BLOCKS_PER_KV_BLOCK=self.blocks_per_phys_block)
+            _compute_slot_mapping_kernel[(num_reqs + 1,)](
+                num_tokens, self.max_num_batched_tokens, query_start_loc, positions, self.block_table,
+                self.block_table.stride(0), self.block_size, self.slot_mapping, **kernel_kwargs, num_warps=4)
+"""
+
+
+def test_kernel_launch_with_constexpr_keywords_the_core_kernel_lacks(tmp_path):
+    core = {"vllm/v1/worker/block_table.py": KERNEL}
+    report = gate(tmp_path, core, {"vllm_ascend/block_table.py": PLUGIN_BLOCK_TABLE},
+                  loaded=("vllm_ascend.block_table",))
+    calls = of_kind(report, "call")
+    assert [f.symbol for f in calls] == ["call:vllm.v1.worker.block_table._compute_slot_mapping_kernel"]
+    assert "unexpected keyword argument 'KV_CACHE_BLOCK_SIZE'" in calls[0].message
+    assert "num_warps" not in calls[0].message  # a launcher option, not a kernel parameter
+    ok = PLUGIN_BLOCK_TABLE.replace("kernel_kwargs.update(KV_CACHE_BLOCK_SIZE=self.physical_block_size,\n"
+                                    "                                     BLOCKS_PER_KV_BLOCK=self.blocks_per_phys_block)",
+                                    "pass")
+    assert of_kind(gate(tmp_path / "b", core, {"vllm_ascend/block_table.py": ok}), "call") == []
+
+
+DFLASH = """
+    class DFlashCudaGraphManager:
+        def __init__(self, vllm_config, device, cudagraph_mode, decode_query_len, causal=False):
+            pass
+
+        def capture(self, forward_fn, input_buffers, block_tables, attn_groups, kv_cache_config,
+                    max_model_len, progress_bar_desc="Capturing CUDA graphs"):
+            pass
+"""
+
+PLUGIN_DFLASH = """
+    from vllm.v1.worker.gpu.dflash import DFlashCudaGraphManager
+
+
+    class DFlashAclGraphManager(DFlashCudaGraphManager):
+        def capture(self, forward_fn, input_buffers, block_tables, attn_groups, kv_cache_config,
+                    max_model_len, causal=False, progress_bar_desc="Capturing ACL graphs"):
+            super().capture(forward_fn, input_buffers, block_tables, attn_groups, kv_cache_config,
+                            max_model_len, causal, progress_bar_desc)
+"""
+
+
+def test_super_method_call_with_more_positions_than_core_takes(tmp_path):
+    core = {"vllm/v1/worker/gpu/__init__.py": "", "vllm/v1/worker/gpu/dflash.py": DFLASH}
+    report = gate(tmp_path, core, {"vllm_ascend/aclgraph.py": PLUGIN_DFLASH}, loaded=("vllm_ascend.aclgraph",))
+    calls = of_kind(report, "call")
+    assert [f.symbol for f in calls] == ["call:vllm.v1.worker.gpu.dflash.DFlashCudaGraphManager.capture"]
+    assert "takes 7 positional argument(s) but the call passes 8" in calls[0].message
+    assert calls[0].severity == "error"
+    # not on the start-up chain: the same break is a warning
+    elsewhere = gate(tmp_path / "b", core, {"vllm_ascend/aclgraph.py": PLUGIN_DFLASH})
+    assert [f.severity for f in of_kind(elsewhere, "call")] == ["warning"]
+
+
+PROPOSER = """
+    class SpecDecodeBaseProposer:
+        def __init__(self, vllm_config, device):
+            self.device = device
+
+        def set_inputs_first_pass(self, target_token_ids, next_token_ids, target_positions,
+                                  target_hidden_states, token_indices_to_sample, cad, num_rejected_tokens_gpu):
+            pass
+
+        def get_model_name(self, model):
+            return ""
+
+
+    class MedusaProposer:
+        def __init__(self, vllm_config, device):
+            pass
+
+        def propose(self, num_speculative_tokens, target_hidden_states, sampling_metadata, slot_mappings=None):
+            pass
+
+
+    def make_medusa(vllm_config, device) -> "MedusaProposer":
+        return MedusaProposer(vllm_config, device)
+"""
+
+PLUGIN_PROPOSER = """
+    from vllm.v1.spec_decode.proposer import MedusaProposer, SpecDecodeBaseProposer, make_medusa
+
+
+    class Step3p5Proposer(SpecDecodeBaseProposer):
+        def __init__(self, vllm_config, device):
+            super().__init__(vllm_config, device)
+            self.medusa = MedusaProposer(vllm_config, device)
+            self.factory_made = make_medusa(vllm_config, device)
+
+        def first_pass(self, batch):
+            self.set_inputs_first_pass(batch.ids, batch.next_ids, batch.positions, batch.hidden,
+                                       batch.indices, batch.cad, batch.rejected,
+                                       req_scheduled_tokens=batch.scheduled)
+            self.get_model_name(batch.model)
+
+        def draft(self, hidden, metadata):
+            self.medusa.propose(target_hidden_states=hidden, sampling_metadata=metadata)
+            self.factory_made.propose(3, hidden, metadata)
+            self.unknown.propose(target_hidden_states=hidden)
+"""
+
+
+def test_inherited_self_method_and_inferred_receivers(tmp_path):
+    core = {"vllm/v1/spec_decode/proposer.py": PROPOSER}
+    report = gate(tmp_path, core, {"vllm_ascend/step3p5.py": PLUGIN_PROPOSER}, loaded=("vllm_ascend.step3p5",))
+    calls = {f.symbol: f for f in of_kind(report, "call")}
+    assert sorted(calls) == ["call:vllm.v1.spec_decode.proposer.MedusaProposer.propose",
+                             "call:vllm.v1.spec_decode.proposer.SpecDecodeBaseProposer.set_inputs_first_pass"]
+    assert "unexpected keyword argument 'req_scheduled_tokens'" in \
+        calls["call:vllm.v1.spec_decode.proposer.SpecDecodeBaseProposer.set_inputs_first_pass"].message
+    medusa = calls["call:vllm.v1.spec_decode.proposer.MedusaProposer.propose"]
+    assert "missing required argument(s) 'num_speculative_tokens'" in medusa.message
+    assert "built as MedusaProposer(...)" in medusa.message
+    # the factory's return annotation types `self.factory_made`, and its call binds;
+    # `self.unknown` has no visible assignment and stays unjudged
+    assert medusa.plugin_line == gatekit.line_of(tmp_path / "plugin", "vllm_ascend/step3p5.py", "self.medusa.propose")
+
+
+def test_a_plugin_override_in_a_subclass_is_not_core_s_method(tmp_path):
+    core = {"vllm/v1/spec_decode/proposer.py": PROPOSER}
+    plugin = {"vllm_ascend/step3p5.py": PLUGIN_PROPOSER + """
+
+    class Child(Step3p5Proposer):
+        def set_inputs_first_pass(self, *args, req_scheduled_tokens=None):
+            pass
+"""}
+    report = gate(tmp_path, core, plugin)
+    assert [f.symbol for f in of_kind(report, "call")] == ["call:vllm.v1.spec_decode.proposer.MedusaProposer.propose"]
+
+
+INPUT_BATCH = """
+    from dataclasses import dataclass
+
+
+    @dataclass
+    class InputBatch:
+        max_num_reqs: int
+        max_model_len: int
+        device: str
+        pin_memory: bool = False
+"""
+
+PLUGIN_BATCH = """
+    from dataclasses import dataclass
+
+    from vllm.v1.worker.input_batch import InputBatch
+
+    from vllm_ascend.utils import vllm_version_is
+
+
+    @dataclass
+    class AscendInputBatch(InputBatch):
+        if vllm_version_is("0.27.1"):
+            seq_lens_np: object = None
+        else:
+            num_tokens_np: object = None
+
+
+    def build():
+        return AscendInputBatch(max_num_reqs=1, max_model_len=2, device="npu", seq_lens_np=None)
+
+
+    class LegacyBatch(InputBatch):
+        def __init__(self, *args, **kwargs):
+            super().__init__(max_num_reqs=1, max_model_len=2, device="npu", block_sizes=[16])
+"""
+
+
+def test_dataclass_fields_under_a_version_branch_and_super_init(tmp_path):
+    core = {"vllm/v1/worker/input_batch.py": INPUT_BATCH}
+    report = gate(tmp_path, core, {"vllm_ascend/batch.py": PLUGIN_BATCH}, "0.27.1", loaded=("vllm_ascend.batch",))
+    assert of_kind(report, "constructor") == []  # 0.27.1 declares seq_lens_np: the call binds
+    calls = of_kind(report, "call")
+    assert [f.symbol for f in calls] == ["call:vllm.v1.worker.input_batch.InputBatch.__init__"]
+    assert "unexpected keyword argument 'block_sizes'" in calls[0].message
+    other = gate(tmp_path / "b", core, {"vllm_ascend/batch.py": PLUGIN_BATCH}, "0.26.0", loaded=("vllm_ascend.batch",))
+    assert ["unexpected keyword argument 'seq_lens_np'" in f.message for f in of_kind(other, "constructor")] == [True]
+
+
+RUNNER = """
+    class GPUModelRunner:
+        def execute_model(self, scheduler_output):
+            self.prepare_inputs(scheduler_output, 4)
+
+        def prepare_inputs(self, scheduler_output, num_scheduled_tokens):
+            pass
+"""
+
+PLUGIN_RUNNER = """
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    from vllm_ascend.utils import vllm_version_is
+
+
+    class NPUModelRunner(GPUModelRunner):
+        if vllm_version_is("0.27.1"):
+            def prepare_inputs(self, scheduler_output, num_scheduled_tokens):
+                pass
+        else:
+            def prepare_inputs(self, scheduler_output):
+                pass
+"""
+
+
+def test_a_method_defined_twice_under_a_version_branch_is_the_one_core_runs(tmp_path):
+    core = {"vllm/v1/worker/gpu_model_runner.py": RUNNER}
+    plugin = {"vllm_ascend/runner.py": PLUGIN_RUNNER}
+    report = gate(tmp_path, core, plugin, "0.27.1", loaded=("vllm_ascend.runner",))
+    assert of_kind(report, "override") == []
+    older = gate(tmp_path / "b", core, plugin, "0.26.0", loaded=("vllm_ascend.runner",))
+    assert [f.symbol for f in of_kind(older, "override")] == \
+        ["override:vllm_ascend.runner.NPUModelRunner.prepare_inputs"]
+
+
+VISION = """
+    class VisionEncoder:
+        pass
+"""
+
+PLUGIN_VISION = """
+    import contextlib
+
+    from vllm_ascend.utils import vllm_version_is
+
+
+    def _forward(self, x):
+        return x
+
+
+    def install_patch():
+        from vllm.model_executor.models.vision import FusedInputNorm
+
+        FusedInputNorm.forward = _forward
+
+
+    with contextlib.suppress(ImportError):
+        from vllm.model_executor.models.vision import FusedInputNorm as _probe  # noqa: F401
+
+    with contextlib.suppress(ImportError):
+        if vllm_version_is("0.27.1"):
+            install_patch()
+"""
+
+
+def test_contextlib_suppress_import_error_is_a_guard(tmp_path):
+    core = {"vllm/model_executor/models/vision.py": VISION}
+    plugin = {"vllm_ascend/patch_vision.py": PLUGIN_VISION}
+    report = gate(tmp_path, core, plugin, "0.27.1", loaded=("vllm_ascend.patch_vision",))
+    assert of_kind(report, "import") == []
+    # called once without the guard: the import in it is a plain one again
+    unguarded = PLUGIN_VISION + "\n\n    install_patch()\n"
+    again = gate(tmp_path / "b", core, {"vllm_ascend/patch_vision.py": unguarded}, "0.27.1",
+                 loaded=("vllm_ascend.patch_vision",))
+    assert [f.symbol for f in of_kind(again, "import")] == \
+        ["import:vllm.model_executor.models.vision:FusedInputNorm"]
+
+
+MAMBA = """
+    def postprocess_mamba_fused_kernel(state_ptr, state_stride):
+        pass
+
+
+    def do_postprocess(state):
+        postprocess_mamba_fused_kernel(state, 1)
+"""
+
+PLUGIN_PATCHES = """
+    import vllm.v1.worker.mamba_utils as mamba_utils
+
+
+    def ours(state_ptr, state_stride):
+        pass
+
+
+    def helper():
+        return 1
+
+
+    mamba_utils.postprocess_mamba_kernel = ours  # core renamed it: this does nothing
+    mamba_utils.ascend_helper = helper
+    mamba_utils._ascend_original_postprocess = mamba_utils.do_postprocess  # a saved original, not a patch
+
+
+    def later():
+        mamba_utils.old_fn = ours
+
+
+    def use():
+        mamba_utils.missing_function(1)
+        return mamba_utils.ascend_helper()
+"""
+
+
+def test_patch_targets_that_do_not_exist_and_missing_module_functions(tmp_path):
+    core = {"vllm/v1/worker/mamba_utils.py": MAMBA}
+    report = gate(tmp_path, core, {"vllm_ascend/patches.py": PLUGIN_PATCHES}, loaded=("vllm_ascend.patches",))
+    targets = {f.symbol: f.severity for f in of_kind(report, "patch-target")}
+    # warnings: nothing raises, core never looks the name up (the reason says when it runs)
+    assert targets == {"patch-target:vllm.v1.worker.mamba_utils.postprocess_mamba_kernel": "warning",
+                       "patch-target:vllm.v1.worker.mamba_utils.old_fn": "warning"}
+    reasons = {f.symbol.rsplit(".", 1)[-1]: f.reason for f in of_kind(report, "patch-target")}
+    assert reasons["postprocess_mamba_kernel"].startswith("assigned when the module is imported")
+    assert reasons["old_fn"].startswith("assigned inside a function")
+    # read in a function body: a module's missing name is certain
+    reads = [f for f in of_kind(report, "attribute") if "missing_function" in f.symbol]
+    assert [f.severity for f in reads] == ["error"]
+
+
+SPECS = """
+    class KVCacheSpec:
+        pass
+
+
+    class SlidingWindowSpec(KVCacheSpec):
+        def max_admission_blocks_per_request(self, max_num_batched_tokens, max_model_len):
+            return 1
+
+
+    class ChunkedLocalAttentionSpec(KVCacheSpec):
+        def max_admission_blocks_per_request(self, max_num_batched_tokens, max_model_len):
+            return 1
+"""
+
+PLUGIN_SPECS = """
+    from vllm.v1.kv_cache_interface import ChunkedLocalAttentionSpec, KVCacheSpec, SlidingWindowSpec
+
+
+    def get_manager_for_kv_cache_spec(kv_cache_spec: KVCacheSpec, max_in_flight_tokens=None, max_model_len=None):
+        kwargs = {}
+        if isinstance(kv_cache_spec, (SlidingWindowSpec, ChunkedLocalAttentionSpec)):
+            kwargs["cap"] = kv_cache_spec.max_admission_blocks_per_request(
+                max_in_flight_tokens=max_in_flight_tokens, max_model_len=max_model_len)
+        kv_cache_spec.anything_else(1)
+        return kwargs
+
+
+    def typed(spec: SlidingWindowSpec | None):
+        return spec.max_admission_blocks_per_request(1)
+"""
+
+
+def test_receivers_typed_by_annotation_and_isinstance(tmp_path):
+    """Shapes from vLLM 0.25.0 `vllm/v1/kv_cache_interface.py` (both specs define the
+    method with `max_num_batched_tokens`) and the plugin's manager factory."""
+    core = {"vllm/v1/kv_cache_interface.py": SPECS}
+    report = gate(tmp_path, core, {"vllm_ascend/managers.py": PLUGIN_SPECS}, loaded=("vllm_ascend.managers",))
+    calls = of_kind(report, "call")
+    # one callee in one file: one finding, naming the other line
+    assert [f.plugin_line for f in calls] == [gatekit.line_of(tmp_path / "plugin", "vllm_ascend/managers.py",
+                                                               "kwargs[\"cap\"]")]
+    assert "unexpected keyword argument 'max_in_flight_tokens'" in calls[0].message
+    later = gatekit.line_of(tmp_path / "plugin", "vllm_ascend/managers.py", "return spec.max_admission")
+    assert f"also at line(s) {later}" in calls[0].message
+    assert "anything_else" not in calls[0].message  # the base class has no such method: not judged
+
+
+EAGLE = """
+    class SpecDecodeBaseProposer:
+        def set_inputs_first_pass(self, target_token_ids, next_token_ids):
+            pass
+
+
+    class EagleProposer(SpecDecodeBaseProposer):
+        pass
+"""
+
+PLUGIN_EAGLE = """
+    from vllm.v1.spec_decode.eagle import EagleProposer, SpecDecodeBaseProposer
+
+
+    class AscendSpecDecodeBaseProposer(SpecDecodeBaseProposer):
+        def set_inputs_first_pass(self, target_token_ids, next_token_ids, req_scheduled_tokens=None):
+            pass
+
+
+    class AscendEagleProposer(EagleProposer, AscendSpecDecodeBaseProposer):
+        pass
+
+
+    class Step3p5Proposer(AscendEagleProposer):
+        def propose(self, ids, nxt):
+            return self.set_inputs_first_pass(ids, nxt, req_scheduled_tokens=1)
+"""
+
+
+def test_method_resolution_order_is_c3(tmp_path):
+    """vllm-ascend's AscendEagleProposer(EagleProposer, AscendSpecDecodeBaseProposer):
+    Python's C3 order puts the plugin base before core's SpecDecodeBaseProposer, so the
+    plugin's set_inputs_first_pass is the one that runs (a depth-first walk would reach
+    core's first)."""
+    report = gate(tmp_path, {"vllm/v1/spec_decode/eagle.py": EAGLE}, {"vllm_ascend/eagle.py": PLUGIN_EAGLE},
+                  loaded=("vllm_ascend.eagle",))
+    assert of_kind(report, "call") == []
+
+
+ENVS = """
+    environment_variables = {"VLLM_HOST_IP": lambda: ""}
+
+
+    def __getattr__(name):
+        if name in environment_variables:
+            return environment_variables[name]()
+        raise AttributeError(name)
+"""
+
+PLUGIN_HANDLED = """
+    import vllm.envs as envs
+
+    from vllm.v1.worker.gpu.dflash import DFlashCudaGraphManager
+
+
+    def collecting():
+        try:
+            return envs.VLLM_ALLOW_EXPERT_LOAD_COLLECTING
+        except Exception:
+            return False
+
+
+    def unguarded():
+        return envs.VLLM_ALLOW_EXPERT_LOAD_COLLECTING
+
+
+    class Manager(DFlashCudaGraphManager):
+        def capture(self, forward_fn, *rest):
+            try:
+                super().capture(forward_fn, 1, 2, 3, 4, 5, 6, 7)
+            except TypeError:
+                super().capture(forward_fn, 1, 2, 3, 4, 5)
+
+
+    class Skipping(Manager):
+        def capture(self, forward_fn, *rest):
+            super(Manager, self).capture(forward_fn, 1, 2, 3, 4, 5, 6, 7)
+"""
+
+
+def test_handled_exceptions_and_two_argument_super(tmp_path):
+    """`vllm.envs` as in vLLM 0.25.0 (a module `__getattr__` over `environment_variables`);
+    vllm-ascend's eplb_updator reads a removed variable under `except Exception`."""
+    core = {"vllm/envs.py": ENVS, "vllm/v1/worker/gpu/__init__.py": "", "vllm/v1/worker/gpu/dflash.py": DFLASH}
+    report = gate(tmp_path, core, {"vllm_ascend/handled.py": PLUGIN_HANDLED}, loaded=("vllm_ascend.handled",))
+    reads = [f for f in of_kind(report, "attribute") if "VLLM_ALLOW_EXPERT_LOAD_COLLECTING" in f.symbol]
+    assert [f.plugin_line for f in reads] == [gatekit.line_of(tmp_path / "plugin", "vllm_ascend/handled.py",
+                                                               "def unguarded():") + 1]
+    calls = of_kind(report, "call")
+    # the try/except TypeError pair is not judged; super(Manager, self) skips Manager's
+    # own capture and reaches core's, which takes 7 positions
+    assert [f.plugin_line for f in calls] == [gatekit.line_of(tmp_path / "plugin", "vllm_ascend/handled.py",
+                                                               "super(Manager, self)")]
+
+
+MANAGERS = """
+    class SingleTypeKVCacheManager:
+        def get_num_blocks_to_allocate(self, request_id, num_tokens, new_computed_blocks, total_computed_tokens,
+                                       num_local_computed_tokens, num_tokens_main_model, apply_admission_cap=False):
+            return 0
+
+
+    class FullAttentionManager(SingleTypeKVCacheManager):
+        pass
+
+
+    def get_manager_for_kv_cache_spec(kv_cache_spec, **kwargs) -> SingleTypeKVCacheManager:
+        return FullAttentionManager()
+"""
+
+COORDINATOR_0_26 = """
+    from vllm.v1.core.single_type_kv_cache_manager import get_manager_for_kv_cache_spec
+
+
+    class KVCacheCoordinator:
+        def __init__(self, kv_cache_config):
+            self.single_type_managers = tuple(
+                get_manager_for_kv_cache_spec(kv_cache_spec=g.kv_cache_spec) for g in kv_cache_config.groups)
+
+        def get_num_blocks_to_allocate(self, request_id, num_tokens, total_computed_tokens,
+                                       num_local_computed_tokens, num_tokens_main_model, apply_admission_cap=False):
+            n = 0
+            for i, manager in enumerate(self.single_type_managers):
+                n += manager.get_num_blocks_to_allocate(request_id, num_tokens, [], total_computed_tokens,
+                                                        num_local_computed_tokens, num_tokens_main_model,
+                                                        apply_admission_cap=apply_admission_cap)
+            return n
+"""
+
+PLUGIN_MANAGER = """
+    from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
+
+
+    class CompressAttentionManager(FullAttentionManager):
+        def get_num_blocks_to_allocate(self, request_id, num_tokens, new_computed_blocks, total_computed_tokens,
+                                       num_tokens_main_model, apply_admission_cap=False):
+            return 0
+"""
+
+
+def test_a_core_loop_over_factory_built_managers_types_the_receiver(tmp_path):
+    """vLLM 0.26.0 `kv_cache_coordinator.py`: the coordinator builds its managers with
+    `get_manager_for_kv_cache_spec(...) -> SingleTypeKVCacheManager` and calls each with
+    six positions and `apply_admission_cap=`; the plugin's override lacks the inserted
+    `num_local_computed_tokens` ("multiple values" in CPython)."""
+    core = {"vllm/v1/core/single_type_kv_cache_manager.py": MANAGERS,
+            "vllm/v1/core/kv_cache_coordinator.py": COORDINATOR_0_26}
+    report = gate(tmp_path, core, {"vllm_ascend/managers.py": PLUGIN_MANAGER}, loaded=("vllm_ascend.managers",))
+    overrides = of_kind(report, "override")
+    assert [(f.symbol, f.severity) for f in overrides] == [
+        ("override:vllm_ascend.managers.CompressAttentionManager.get_num_blocks_to_allocate", "error")]
+    assert "multiple values for argument 'apply_admission_cap'" in overrides[0].message
+
+
+def test_an_unreadable_base_deep_in_the_hierarchy_stops_the_lookup(tmp_path):
+    core = {"vllm/v1/spec_decode/eagle.py": "import torch\n\n\nclass Base(torch.nn.Module):\n    pass\n\n\n"
+                                            "class EagleProposer(Base):\n    def propose(self, a):\n        pass\n"}
+    plugin = {"vllm_ascend/deep.py": """
+        from vllm.v1.spec_decode.eagle import EagleProposer
+
+
+        class Mine(EagleProposer):
+            def run(self):
+                return self.forward(1, 2, 3), self.propose(1, 2)
+    """}
+    report = gate(tmp_path, core, plugin, loaded=("vllm_ascend.deep",))
+    # forward may come from torch's Module (not read): not judged; propose is core's and takes one
+    assert [f.symbol for f in of_kind(report, "call")] == ["call:vllm.v1.spec_decode.eagle.EagleProposer.propose"]
+
+
+def test_a_common_method_name_is_followed_through_files_naming_the_hierarchy(tmp_path):
+    """vLLM 0.25.0 DFlashSpeculator.capture calls `self.query_cudagraph_manager.capture(
+    6 positions, progress_bar_desc=...)` on the manager it builds as
+    `DFlashCudaGraphManager(...)`, a name the plugin replaces with its own manager whose
+    capture requires `causal`. `capture` is called in many core files."""
+    core = {"vllm/v1/worker/gpu/__init__.py": "", "vllm/v1/worker/gpu/dflash.py": DFLASH,
+            "vllm/v1/worker/gpu/speculator.py": """
+        from vllm.v1.worker.gpu.dflash import DFlashCudaGraphManager
+
+
+        class DFlashSpeculator:
+            def __init__(self, vllm_config):
+                self.query_cudagraph_manager = DFlashCudaGraphManager(vllm_config, None, None, 1)
+
+            def capture(self):
+                self.query_cudagraph_manager.capture(self.fwd, 1, 2, 3, 4, 5, progress_bar_desc="x")
+    """}
+    for i in range(30):  # many other core files call some .capture(...)
+        core[f"vllm/v1/worker/other{i}.py"] = "def f(g):\n    g.capture(1)\n"
+    plugin = {"vllm_ascend/aclgraph.py": """
+        import vllm.v1.worker.gpu.speculator as speculator_module
+        from vllm.v1.worker.gpu.dflash import DFlashCudaGraphManager
+
+
+        class DFlashAclGraphManager(DFlashCudaGraphManager):
+            def capture(self, forward_fn, input_buffers, block_tables, attn_groups, kv_cache_config,
+                        max_model_len, causal, progress_bar_desc="Capturing ACL graphs"):
+                pass
+
+
+        speculator_module.DFlashCudaGraphManager = DFlashAclGraphManager
+    """}
+    report = gate(tmp_path, core, plugin, loaded=("vllm_ascend.aclgraph",))
+    found = [f for f in of_kind(report, "override") if f.symbol.endswith("DFlashAclGraphManager.capture")]
+    assert [(f.severity, "missing required argument(s) 'causal'" in f.message) for f in found] == [("error", True)]
+
+
+def test_methods_the_plugin_adds_to_a_core_class_are_not_patch_targets(tmp_path):
+    """vllm-ascend 15818534ec adds its tool parser's helpers to core's
+    DeepSeekV4ToolParser (`DeepSeekV4ToolParser._function_name = _function_name`)."""
+    core = {"vllm/v1/worker/mamba_utils.py": MAMBA + "\n\n    class Parser:\n        def parse(self):\n            pass\n"}
+    plugin = {"vllm_ascend/parser.py": """
+        from vllm.v1.worker.mamba_utils import Parser
+
+
+        def _function_name(tool):
+            return tool
+
+
+        Parser._function_name = _function_name
+    """}
+    report = gate(tmp_path, core, plugin, loaded=("vllm_ascend.parser",))
+    assert report.findings == ()
+
+
+def test_code_after_a_taken_version_branch_that_returns_does_not_run(tmp_path):
+    """vllm-ascend 182b75ea84 NPUModelRunner.execute_model: `if vllm_version_is("0.27.1"):
+    return super().execute_model(...)` and, after it, the call for newer cores with
+    `context_len=` (vLLM 0.27.1 `GPUModelRunner.execute_model` has no context_len)."""
+    core = {"vllm/v1/worker/gpu_model_runner.py": """
+        class GPUModelRunner:
+            def execute_model(self, scheduler_output, intermediate_tensors=None, dummy_run=False):
+                pass
+    """}
+    plugin = {"vllm_ascend/runner.py": """
+        from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+        from vllm_ascend.utils import vllm_version_is
+
+
+        class NPUModelRunner(GPUModelRunner):
+            def execute_model(self, scheduler_output, intermediate_tensors=None, dummy_run=False, context_len=0):
+                if vllm_version_is("0.27.1"):
+                    return super().execute_model(scheduler_output, intermediate_tensors=intermediate_tensors)
+                return super().execute_model(scheduler_output, dummy_run=dummy_run, context_len=context_len)
+    """}
+    assert of_kind(gate(tmp_path, core, plugin, "0.27.1", loaded=("vllm_ascend.runner",)), "call") == []
+    newer = gate(tmp_path / "b", core, plugin, "0.28.0", loaded=("vllm_ascend.runner",))
+    assert ["context_len" in f.message for f in of_kind(newer, "call")] == [True]

@@ -1,0 +1,429 @@
+"""The plugin's own calls into core, checked against core's signatures.
+
+Most of a vLLM bump's work is here: core changes a function, a classmethod, a
+constructor or a kernel the plugin calls. For every call the scan recorded, the
+callee is resolved to its core definition where that can be done statically:
+
+- `f(...)`, `mod.f(...)`, `Class.meth(...)`, `orig(...)` for `orig = mod.f`, and
+  Triton launches `kernel[grid](...)` (constexpr keywords included; launcher options
+  and parameters a decorator may fill are not counted as missing);
+- `super().meth(...)` and `super().__init__(...)` (a core `__init__` or the fields of a
+  core dataclass) in a plugin class;
+- `self.meth(...)` where `meth` comes from a core base class (nothing in the plugin's
+  class, its plugin bases or its plugin subclasses defines it, nor assigns it);
+- `self.attr.meth(...)` where the class builds `self.attr` from one class only
+  (`self.attr = CoreClass(...)`, a factory whose return annotation names the class,
+  or an annotation `self.attr: CoreClass = ...`).
+
+A callee the plugin replaces (`mod.f = ours`, `Class.meth = ours`) is not judged: the
+replacement runs instead, and is checked as one. Severity follows the module: a
+break in a module on the start-up import chain is an error, elsewhere a warning.
+Several calls of one callee in one plugin file make one finding naming their lines.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from overlay.gate.findings import Finding
+from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, dotted, qualify
+from overlay.gate.scan import CallUse, PluginFacts
+from overlay.gate.signature import Signature, accepts_call
+
+# Method decorators under which the name is not a plain callable of that signature.
+NOT_CALLABLE = frozenset({"property", "cached_property", "overload", "setter", "getter", "deleter",
+                          "abstractproperty", "singledispatchmethod", "singledispatch"})
+
+
+@dataclass(frozen=True)
+class Callee:
+    qualname: str  # core module.Class.meth or module.func
+    sig: Signature  # as the call binds it (receiver dropped where it is implicit)
+    path: str
+    line: int
+    how: str  # how the callee was found, for the reason
+
+
+def _bound(sig: Signature, through_instance: bool) -> Signature:
+    if sig.is_static:
+        return sig
+    if sig.is_classmethod or through_instance:
+        return sig.bound()
+    return sig
+
+
+def _usable(sig: Signature) -> bool:
+    return not (NOT_CALLABLE & set(sig.decorators))
+
+
+class _Resolver:
+    def __init__(self, facts: PluginFacts, world: TreeIndex, ev) -> None:
+        from overlay.gate.checks import _linearize
+        self.facts = facts
+        self.world = world
+        self.ev = ev
+        self.linearize = _linearize
+        self.memo: dict = {}
+        self._subclass_defs: dict[tuple[str, str], set[str]] | None = None
+        self._self_assigned: dict[int, set[str]] = {}
+        self._receivers: dict[tuple[int, str], object] = {}
+
+    def is_core(self, name: str) -> bool:
+        return self.ev.is_core(name)
+
+    def replaced(self, owner: str, attr: str) -> bool:
+        return attr in self.ev.replaced.get(owner, ())
+
+    # -- plugin classes
+
+    def class_info(self, mod: ModuleInfo, node: ast.ClassDef) -> ClassInfo:
+        return self.world.class_of(mod, node)
+
+    def mro(self, mod: ModuleInfo, cls: ClassInfo, local: dict | None):
+        """The classes after `cls` in its method resolution order (C3, as Python builds
+        it: `class A(CoreB, PluginBase(CoreC))` puts PluginBase before CoreC); None for a
+        base the gate cannot read. Falls back to depth-first order when C3 fails."""
+        key = ("mro", mod.name, cls.name, cls.line)
+        if key not in self.memo:
+            self.memo[key] = None  # a cycle ends here
+            order = self._c3(mod, cls, local, 0)
+            self.memo[key] = [None if isinstance(x[0], str) else x for x in order[1:]] if order is not None \
+                else self.linearize(self.world, mod, cls, local)
+        found = self.memo[key]
+        return found if found is not None else []
+
+    def _bases(self, mod: ModuleInfo, cls: ClassInfo, local: dict | None) -> list:
+        out = []
+        for expr in cls.bases:
+            target = qualify(mod, expr, local) if expr else None
+            found = self.world.resolve_dotted(target) if target else None
+            out.append(found[1] if found and found[0] == "class" else None)
+        return out
+
+    def _c3(self, mod: ModuleInfo, cls: ClassInfo, local: dict | None, depth: int):
+        if depth > 12:
+            return None
+        seqs = []
+        heads = []
+        for i, b in enumerate(self._bases(mod, cls, local)):
+            if b is None:
+                marker = ("?", f"{mod.name}.{cls.name}#{i}")
+                seqs.append([marker])
+                heads.append(marker)
+                continue
+            sub = self._c3(b[0], b[1], None, depth + 1)
+            if sub is None:
+                return None
+            seqs.append(sub)
+            heads.append(b)
+        seqs.append(heads)
+        out = [(mod, cls)]
+        seqs = [list(x) for x in seqs if x]
+
+        def ident(x):
+            return x if isinstance(x[0], str) else (x[0].name, x[1].name)
+
+        while seqs:
+            for seq in seqs:
+                head = ident(seq[0])
+                if not any(head in [ident(y) for y in other[1:]] for other in seqs):
+                    break
+            else:
+                return None  # no consistent order
+            picked = seq[0]
+            out.append(picked)
+            seqs = [[y for y in x if ident(y) != ident(picked)] for x in seqs]
+            seqs = [x for x in seqs if x]
+        return out
+
+    def subclass_defs(self) -> dict[tuple[str, str], set[str]]:
+        """(module, class) of a plugin class -> names its plugin subclasses define:
+        `self.meth(...)` in the base may run one of those instead."""
+        if self._subclass_defs is None:
+            out: dict[tuple[str, str], set[str]] = {}
+            for pc in self.facts.classes:
+                info = self.class_info(pc.module, pc.node)
+                if not info.bases:
+                    continue
+                own = set(info.methods) | set(info.attrs) | self.self_assigned(pc.node)
+                for b in self.mro(pc.module, info, pc.scope.local_imports):
+                    if b is not None and not self.is_core(b[0].name):
+                        out.setdefault((b[0].name, b[1].name), set()).update(own)
+            self._subclass_defs = out
+        return self._subclass_defs
+
+    def self_assigned(self, node: ast.ClassDef | None) -> set[str]:
+        """Names a class's methods assign on `self` (`self.forward = self.forward_npu`)."""
+        if node is None:
+            return set()
+        if id(node) not in self._self_assigned:
+            names = set()
+            for n in ast.walk(node):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target] \
+                    if isinstance(n, (ast.AnnAssign, ast.AugAssign)) else []
+                for t in targets:
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                        names.add(t.attr)
+            self._self_assigned[id(node)] = names
+        return self._self_assigned[id(node)]
+
+    def method_in_mro(self, chain, meth: str, how: str) -> Callee | None:
+        """The first class of `chain` that defines `meth`, when that is a core method the
+        plugin does not replace; None when a plugin class, an unknown base or a plain
+        attribute comes first."""
+        for b in chain:
+            if b is None:
+                return None
+            bmod, bcls = b
+            core = self.is_core(bmod.name)
+            if not core and (meth in bcls.methods or meth in bcls.attrs or meth in self.self_assigned(bcls.node)):
+                return None
+            if meth in bcls.methods:
+                sig = bcls.methods[meth]
+                if not _usable(sig) or self.replaced(f"{bmod.name}.{bcls.name}", meth):
+                    return None
+                return Callee(f"{bmod.name}.{bcls.name}.{meth}", _bound(sig, True), bmod.path, sig.line, how)
+            if meth in bcls.attrs:
+                return None
+        return None
+
+    # -- the callee of one call
+
+    def callee(self, use: CallUse) -> Callee | None:
+        if use.func.startswith("super(") and not use.func.startswith("super()"):
+            return self.explicit_super_callee(use)
+        head, _, rest = use.func.partition(".")
+        if head == "super()":
+            return self.super_callee(use, rest)
+        if head in ("self", "cls"):
+            if use.cls is None:
+                return None
+            parts = rest.split(".")
+            if len(parts) == 1:
+                return self.self_callee(use, parts[0])
+            if len(parts) == 2 and head == "self":
+                return self.attr_callee(use, parts[0], parts[1])
+            return None
+        if use.receiver_types and "." in use.func and use.func.split(".")[0] not in use.local:
+            return self.typed_callee(use)
+        return self.named_callee(use)
+
+    def typed_callee(self, use: CallUse) -> Callee | None:
+        """`x.meth(...)` where `x` is a parameter annotated as a class, or narrowed by
+        `isinstance(x, (A, B))`: judged when every class resolves, in core, to the same
+        core method (one signature for all of them)."""
+        meth = use.func.split(".")[1]
+        found = set()
+        result = None
+        for expr in use.receiver_types:
+            cls = self.class_named(use.module, expr, use.local)
+            if cls is None or not self.is_core(cls[0].name):
+                return None
+            callee = self.method_in_mro([cls] + list(self.mro(cls[0], cls[1], None)), meth,
+                                        f"{use.func.split('.')[0]} is a {expr}")
+            if callee is None:
+                return None
+            found.add(callee.sig.render())
+            result = result or callee
+        return result if len(found) == 1 else None
+
+    def explicit_super_callee(self, use: CallUse) -> Callee | None:
+        """`super(X, self).meth(...)`: the first definer after X in the class's order."""
+        inner, _, meth = use.func[len("super("):].partition(").")
+        if use.cls is None or "." in meth:
+            return None
+        info = self.class_info(use.module, use.cls)
+        order = [(use.module, info)] + list(self.mro(use.module, info, use.local))
+        target = self.class_named(use.module, inner, use.local)
+        if target is None:
+            return None
+        idents = [None if b is None else (b[0].name, b[1].name) for b in order]
+        key = (target[0].name, target[1].name)
+        if key not in idents:
+            return None
+        return self.method_in_mro(order[idents.index(key) + 1:], meth, f"super({inner}, self).{meth} in {info.name}")
+
+    def super_callee(self, use: CallUse, meth: str) -> Callee | None:
+        from overlay.gate.checks import constructor_signature
+        info = self.class_info(use.module, use.cls)  # type: ignore[arg-type]
+        chain = self.mro(use.module, info, use.local)
+        if meth == "__init__":
+            for b in chain:
+                if b is None:
+                    return None
+                bmod, bcls = b
+                if not self.is_core(bmod.name):
+                    return None  # a plugin base's own constructor
+                if self.replaced(f"{bmod.name}.{bcls.name}", "__init__"):
+                    return None
+                found = constructor_signature(self.world, bmod, bcls, self.is_core)
+                if found is None or not found[1]:
+                    return None
+                return Callee(f"{bmod.name}.{bcls.name}.__init__", found[0], bmod.path, bcls.line,
+                              f"super().__init__ in {info.name}")
+            return None
+        return self.method_in_mro(chain, meth, f"super().{meth} in {info.name}")
+
+    def self_callee(self, use: CallUse, meth: str) -> Callee | None:
+        node = use.cls
+        assert node is not None
+        info = self.class_info(use.module, node)
+        if meth in info.methods or meth in info.attrs or meth in self.self_assigned(node):
+            return None
+        if meth in self.subclass_defs().get((use.module.name, info.name), set()):
+            return None  # a plugin subclass may define it: the call may go there
+        chain = self.mro(use.module, info, use.local)
+        if any(b is not None and self.is_core(b[0].name) for b in chain):
+            return self.method_in_mro(chain, meth, f"self.{meth} in {info.name}, inherited from core")
+        return None
+
+    def attr_callee(self, use: CallUse, attr: str, meth: str) -> Callee | None:
+        node = use.cls
+        assert node is not None
+        key = (id(node), attr)
+        if key not in self._receivers:
+            self._receivers[key] = self.receiver_class(use.module, node, attr, use.local)
+        found = self._receivers[key]
+        if found is None:
+            return None
+        kmod, kcls, how = found  # type: ignore[misc]
+        if not self.is_core(kmod.name):
+            if meth in kcls.methods or meth in kcls.attrs:
+                return None
+        chain = [(kmod, kcls)] + list(self.mro(kmod, kcls, None))
+        return self.method_in_mro(chain, meth, f"self.{attr} is {how}")
+
+    def receiver_class(self, mod: ModuleInfo, node: ast.ClassDef, attr: str, local: dict | None):
+        """(module, class, how) when every assignment of `self.attr` in the class builds
+        one and the same class, else None."""
+        classes = set()
+        how = ""
+        for n in ast.walk(node):
+            if isinstance(n, ast.Assign):
+                targets, value, ann = n.targets, n.value, None
+            elif isinstance(n, ast.AnnAssign):
+                targets, value, ann = [n.target], n.value, n.annotation
+            else:
+                continue
+            for t in targets:
+                if not (isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
+                        and t.value.id == "self"):
+                    continue
+                found = None
+                if ann is not None and dotted(ann):
+                    found = self.class_named(mod, dotted(ann), local)  # type: ignore[arg-type]
+                    h = f"annotated {dotted(ann)}"
+                if found is None and isinstance(value, ast.Call) and dotted(value.func):
+                    found, h = self.built_by(mod, dotted(value.func), local)  # type: ignore[arg-type]
+                if found is None:
+                    return None
+                classes.add((found[0].name, found[1].name))
+                how = h
+                result = found
+        if len(classes) != 1:
+            return None
+        return result[0], result[1], how
+
+    def class_named(self, mod: ModuleInfo, expr: str, local: dict | None):
+        target = qualify(mod, expr, local)
+        obj = self.world.resolve_dotted(target) if target else None
+        return obj[1] if obj is not None and obj[0] == "class" else None
+
+    def built_by(self, mod: ModuleInfo, func: str, local: dict | None):
+        """The class a call builds: a class called directly, or a function whose return
+        annotation names one class."""
+        target = qualify(mod, func, local)
+        obj = self.world.resolve_dotted(target) if target else None
+        if obj is None:
+            return None, ""
+        if obj[0] == "class":
+            return obj[1], f"built as {func}(...)"
+        if obj[0] == "func":
+            fmod, sig = obj[1]  # type: ignore[misc]
+            ret = _return_annotation(fmod, sig)
+            if ret:
+                cls = self.class_named(fmod, ret, None)
+                if cls is not None:
+                    return cls, f"returned by {func}(...) -> {ret}"
+        return None, ""
+
+    def named_callee(self, use: CallUse) -> Callee | None:
+        func = use.func
+        head, dot, rest = func.partition(".")
+        captured = False
+        if use.aliases and head in use.aliases and head not in use.local:
+            func = use.aliases[head] + dot + rest
+            captured = True  # `orig = mod.f` captured core's own f, before any patch of it
+        target = qualify(use.module, func, use.local)
+        if target is None:
+            return None
+        key = (target, captured)
+        if key in self.memo:
+            return self.memo[key]
+        self.memo[key] = None
+        obj = self.world.resolve_dotted(target)
+        if obj is None:
+            return None
+        kind, val = obj
+        result = None
+        if kind == "func":
+            fmod, sig = val  # type: ignore[misc]
+            if self.is_core(fmod.name) and _usable(sig) and len(fmod.bindings.get(sig.name, [])) == 1 \
+                    and (captured or not self.replaced(fmod.name, sig.name)):
+                result = Callee(f"{fmod.name}.{sig.name}", sig, fmod.path, sig.line, f"{func} is core's")
+        elif kind == "method":
+            cmod, ccls, sig = val  # type: ignore[misc]
+            if self.is_core(cmod.name) and _usable(sig) and not self.replaced(f"{cmod.name}.{ccls.name}", sig.name):
+                result = Callee(f"{cmod.name}.{ccls.name}.{sig.name}", _bound(sig, False), cmod.path, sig.line,
+                                f"{func} is core's")
+        self.memo[key] = result
+        return result
+
+
+def _return_annotation(mod: ModuleInfo, sig: Signature) -> str | None:
+    """The dotted return annotation of a module-level function (quotes stripped)."""
+    if mod.tree is None:
+        return None
+    for stmt in mod.tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == sig.name \
+                and stmt.lineno == sig.line and stmt.returns is not None:
+            ret = stmt.returns
+            if isinstance(ret, ast.Constant) and isinstance(ret.value, str):
+                return ret.value if ret.value.replace(".", "").replace("_", "").isalnum() else None
+            return dotted(ret)
+    return None
+
+
+def check_calls(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
+    from overlay.gate.checks import _kind, _reason, _severity, _why
+    resolver = _Resolver(facts, world, ev)
+    grouped: dict[tuple, list[tuple[CallUse, Callee, list[str]]]] = {}
+    for use in facts.calls:
+        if use.ctx.type_checking or use.ctx.handles("TypeError"):
+            continue  # a TypeError there is caught (`try: ... except (TypeError|Exception):`)
+        callee = resolver.callee(use)
+        if callee is None:
+            continue
+        problems = accepts_call(callee.sig, use.shape)
+        if not problems:
+            continue
+        symbol = f"call:{callee.qualname}"
+        severity = _severity(use.ctx, ev, use.module.name)
+        grouped.setdefault((_kind(use.ctx, "call"), symbol, use.path, severity), []).append((use, callee, problems))
+    out: list[Finding] = []
+    for (kind, symbol, path, severity), items in grouped.items():
+        use, callee, problems = items[0]
+        short = callee.qualname.rsplit(".", 2)
+        shown = ".".join(short[-2:]) if len(short) > 2 and short[-2][:1].isupper() else short[-1]
+        spelled = use.func + ("[...]" if use.shape.launch else "")
+        lines = sorted({u.line for u, _, _ in items})
+        more = f" (also at line(s) {', '.join(map(str, lines[1:]))})" if len(lines) > 1 else ""
+        message = (f"{spelled}(...) calls core's {callee.qualname}{callee.sig.render()[len(callee.sig.name):]} "
+                   f"({callee.how}) and it " + "; ".join(problems) + more)
+        evidence = f"the plugin calls it at {use.path}:{use.line}"
+        out.append(Finding(kind, symbol, use.path, use.line, callee.path, callee.line, _why(use.ctx, message),
+                           severity=severity, reason=_reason(use.ctx, ev, use.module.name, evidence),
+                           summary=f"{spelled}(...): {shown} {problems[0]}"
+                                   + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else "")))
+    return out
