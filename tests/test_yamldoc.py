@@ -59,6 +59,25 @@ def test_every_reader_refuses_an_oversized_file(tmp_path, reader):
     assert info.value.message == f"file is larger than {yamldoc.MAX_BYTES} bytes, the cap for YAML inputs"
 
 
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_every_reader_refuses_a_fifo_without_waiting_for_a_writer(tmp_path, reader):
+    import os
+    import subprocess
+    import sys
+
+    name, _ = READERS[reader]
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(tmp_path / name)
+    # In a child with a deadline: opening a FIFO for reading blocks until a writer comes.
+    code = (f"import sys; from pathlib import Path; sys.path[:0] = {sys.path!r}\n"
+            f"from test_yamldoc import READERS\nfrom overlay.errors import OverlayError\n"
+            f"try:\n    READERS[{reader!r}][1](Path({str(tmp_path)!r}))\n"
+            f"except OverlayError as e:\n    print(e.message)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30,
+                         cwd=str(Path(__file__).parent))
+    assert out.stdout.strip() == "not a regular file (a FIFO): expected a YAML file", out.stderr
+
+
 def test_anchors_without_aliases_and_files_at_the_cap_load(tmp_path):
     p = tmp_path / "x.yaml"
     body = "a: &anchor 1\nb: 2\n"

@@ -21,17 +21,21 @@ MARKER = ".overlay-owner.json"
 _MARKER_MAX = 4096  # bytes: a marker is a few fields; anything larger is not ours
 
 
-def process_start(pid: int) -> int | None:
-    """A process's start time in clock ticks since boot (/proc/<pid>/stat), or None."""
+def proc_stat(pid: int) -> tuple[int, int, str, int] | None:
+    """(ppid, process group, state, start time in clock ticks since boot) from
+    /proc/<pid>/stat, or None; the one parser of that file (bench ab uses it too)."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
-    except (OSError, ValueError):
+        fields = raw[raw.rindex(")") + 2:].split()  # the command name may hold spaces and parentheses
+        return int(fields[1]), int(fields[2]), fields[0], int(fields[19])
+    except (OSError, ValueError, IndexError):
         return None
-    fields = raw[raw.rindex(")") + 2:].split()  # the command name may hold spaces and parentheses
-    try:
-        return None if fields[0] == "Z" else int(fields[19])
-    except (IndexError, ValueError):
-        return None
+
+
+def process_start(pid: int) -> int | None:
+    """A live process's start time in clock ticks since boot, or None (gone or a zombie)."""
+    st = proc_stat(pid)
+    return None if st is None or st[2] == "Z" else st[3]
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ MAX_BYTES of input.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,14 @@ def load(path: Path, display: str | None = None) -> Node:
     shown = display or str(path)
     limit = max_bytes()
     try:
-        with path.open("rb") as fh:  # never more than the cap into memory
+        # Non-blocking open and a regular-file check on the descriptor: a FIFO or a device
+        # in a project or results folder must not hang the run or feed it without end.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as fh:  # never more than the cap into memory
+            mode = os.fstat(fh.fileno()).st_mode
+            if not stat.S_ISREG(mode):
+                kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device"
+                raise OverlayError(f"not a regular file ({kind}): expected a YAML file", path=shown)
             raw = fh.read(limit + 1)
         if len(raw) > limit:
             raise OverlayError(f"file is larger than {limit} bytes, the cap for YAML inputs",

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Callable
 
 from overlay.errors import OverlayError
+from overlay.ownership import proc_stat
 from overlay.evidence.plan import PlannedRun, plan
 from overlay.evidence.protocol import DIGEST_FILE, PLACEHOLDER, Protocol, Scenario, Variant, protocol_digest
 from overlay.evidence import bounded
@@ -360,14 +361,7 @@ def _cmdline(pid: int) -> list[str] | None:
     return [a.decode("utf-8", "surrogateescape") for a in raw.split(b"\0") if a] or None
 
 
-def _stat(pid: int) -> tuple[int, int, str, int] | None:
-    """(ppid, process group, state, start time in clock ticks) from /proc/<pid>/stat."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = raw[raw.rindex(")") + 2:].split()  # the command name may hold spaces and parentheses
-    return int(fields[1]), int(fields[2]), fields[0], int(fields[19])
+_stat = proc_stat  # (ppid, process group, state, start time in clock ticks), or None
 
 
 def _alive(pid: int, started: int | None = None) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -559,7 +560,7 @@ def _check_placeholders(args: tuple[str, ...], variant: Variant | None, path: st
 def load_deviations(folder: Path, root: Path | None = None) -> tuple[Deviation, ...]:
     """deviations.yaml: what happened differently from the protocol, and why."""
     path = folder / "deviations.yaml"
-    if not path.is_file():
+    if not os.path.lexists(path):  # absent is "none"; anything else there must be a YAML file
         return ()
     shown = _rel(path, root)
     doc = yamldoc.load(path, shown)
