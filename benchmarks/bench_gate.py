@@ -38,7 +38,7 @@ BASELINE = os.environ.get("BENCH_GATE_BASELINE", "481da23")
 def _from_mirror(tmp: Path) -> tuple[Path, Path] | None:
     sys.path.insert(0, str(ROOT / "tools"))
     from overlay import paths
-    from overlay.model import load_pin
+    from overlay.series.model import load_pin
 
     mirror = paths.mirror_root(None)
     if mirror is None:

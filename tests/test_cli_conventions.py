@@ -73,8 +73,8 @@ def test_failed_apply_after_a_good_one_blames_the_series_not_the_pin(world, run)
 
 
 def test_failed_apply_after_the_pin_moved_says_so(world, tmp_path):
-    from overlay import compose, composed
-    from overlay.model import GitSource, PinnedTarget
+    from overlay.trees import compose, composed
+    from overlay.series.model import GitSource, PinnedTarget
 
     target = PinnedTarget("plugin", GitSource("file:///x/example/plugin", "b" * 40), "pins/p1.yaml", 3)
     work = tmp_path / "tree"

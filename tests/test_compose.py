@@ -148,7 +148,7 @@ def test_mid_swap_kill_restores_moved_tree(world, run):
     env = dict(os.environ, OVERLAY_FAULT_INJECT="mid-swap")
     subprocess.run([sys.executable, "-m", "overlay", "--root", str(world.project), "apply",
                     "--mirror", str(world.mirror), "--targets", "plugin"], env=env, capture_output=True)
-    from overlay.compose import _remove_leftovers
+    from overlay.trees.compose import _remove_leftovers
     _remove_leftovers(world.project / "build")
     assert snapshot(world.project / "build" / "p1") == good
 
@@ -376,9 +376,9 @@ def test_named_mirror_that_is_not_a_directory(world, run, monkeypatch):
 
 def test_am_making_more_commits_than_patch_files_is_an_error(world, tmp_path):
     """Defence behind patchfile's one-mail check: git am itself splits mboxes."""
-    from overlay import compose as compose_mod, sources
+    from overlay.trees import compose as compose_mod, sources
     from overlay.errors import OverlayError
-    from overlay.model import Project
+    from overlay.series.model import Project
 
     project = Project.load(world.project)
     pin = project.pin(None)

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from overlay.errors import OverlayError
-from overlay.model import ArchiveSource, GitSource, load_pinset, load_series, resolve_pin_name
+from overlay.series.model import ArchiveSource, GitSource, load_pinset, load_series, resolve_pin_name
 from overlay.paths import find_mirror_repo
-from overlay.refresh import _reorder, renumber, slug
-from overlay.lockfile import set_tree_ids
-from overlay import yamldoc
+from overlay.trees.refresh import _reorder, renumber, slug
+from overlay.trees.lockfile import set_tree_ids
+from overlay.series import yamldoc
 
 
 def write_pin(root: Path, name: str, body: str) -> Path:

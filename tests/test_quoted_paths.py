@@ -66,13 +66,13 @@ def test_quoted_escapes_are_caught_by_check_and_apply(world, run, case):
     ("b/plain", "b/plain"),
 ])
 def test_unquote_decodes_as_git_does(quoted, plain):
-    from overlay.patchfile import unquote_path
+    from overlay.series.patchfile import unquote_path
 
     assert unquote_path(quoted) == plain
 
 
 def test_diff_git_names_split_like_git():
-    from overlay.patchfile import diff_git_names, unquote_path
+    from overlay.series.patchfile import diff_git_names, unquote_path
 
     assert diff_git_names(r'"a/\056git/x" "b/\056git/x"') == ("a/.git/x", "b/.git/x")
     assert diff_git_names("a/with space.py b/with space.py") == ("a/with space.py", "b/with space.py")

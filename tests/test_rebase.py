@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from overlay import lockfile
+from overlay.trees import lockfile
 from overlay.cli import main
-from overlay.model import Project
+from overlay.series.model import Project
 from tests.drift.series_history import build
 
 REAL_MIRROR = os.environ.get("OVERLAY_MIRROR")  # read before the autouse fixture clears it
@@ -290,7 +290,7 @@ def test_recording_applied_upstream_keeps_every_other_byte():
 
 
 def test_a_failure_while_starting_leaves_no_rebase_behind(capsys, project, monkeypatch):
-    from overlay import sources
+    from overlay.trees import sources
     from overlay.errors import OverlayError
 
     def unreachable(*args, **kwargs):
@@ -441,7 +441,7 @@ def test_a_backport_with_one_of_two_upstream_commits_is_kept(capsys, prov):
     ("core=pypi:core==1.1#sha256=" + "0" * 64, "has sha256"),
 ])
 def test_a_bad_core_move_is_one_line_and_changes_nothing(capsys, prov, monkeypatch, onto, message):
-    from overlay import sources
+    from overlay.trees import sources
     from overlay.errors import OverlayError
 
     def offline(src, folder, progress=None):

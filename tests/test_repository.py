@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from overlay.model import GitSource, load_all_pins, load_series
+from overlay.series.model import GitSource, load_all_pins, load_series
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,9 +22,9 @@ import pytest
 
 from test_compose import _pin_core_to_an_archive
 
-from overlay import index_config, simple_index
+from overlay.trees import index_config, simple_index
 from overlay.errors import OverlayError
-from overlay.index_config import IndexConfig, read_index_config
+from overlay.trees.index_config import IndexConfig, read_index_config
 
 ROOT = Path(__file__).resolve().parent.parent
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
@@ -254,7 +254,7 @@ def test_index_configuration_is_read_like_pip_and_uv(tmp_path):
 def test_pip_is_never_imported():
     import ast
     for module in ("sources", "simple_index", "index_config"):
-        tree = ast.parse((ROOT / "tools" / "overlay" / f"{module}.py").read_text())
+        tree = ast.parse((ROOT / "tools" / "overlay" / "trees" / f"{module}.py").read_text())
         names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
         names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
         assert not [n for n in names if n.split(".")[0] == "pip"], module

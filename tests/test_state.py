@@ -331,7 +331,7 @@ def test_a_full_disk_changes_nothing_and_names_the_file_and_the_space_needed(wor
 
 
 def test_export_of_a_whole_branch_is_the_mail_of_each_commit(world, run):
-    from overlay import refresh
+    from overlay.trees import refresh
 
     assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
     plugin = world.project / "build" / "p1" / "plugin"
@@ -395,7 +395,7 @@ def test_apply_refresh_and_lock_during_a_refresh_are_refused_naming_it(world, ru
 
 
 def test_runs_sharing_an_object_cache_wait_for_each_other(world, tmp_path):
-    from overlay import runlock
+    from overlay.trees import runlock
 
     cache = tmp_path / "cache"
     env = {"OVERLAY_CACHE": str(cache)}

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from overlay import yamldoc
+from overlay.series import yamldoc
 from overlay.errors import OverlayError
 from overlay.evidence.ledger import load_ledger
 from overlay.evidence.protocol import load_deviations, load_protocol
 from overlay.evidence.reported import load_reported
 from overlay.gate.allowlist import load as load_allowlist
-from overlay.model import load_pinset, load_series
+from overlay.series.model import load_pinset, load_series
 
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{n}: &{n} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"

@@ -1,4 +1,4 @@
-"""tools/overlay/mutation.py: pure classification, and the whole check on a synthetic
+"""tools/overlay/testing/mutation.py: pure classification, and the whole check on a synthetic
 plugin repository whose patches are well tested, tested only through a helper, tested
 by nothing but tests, or impossible to revert."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from fixtures import commit_all, init_repo, run_git, write
-from overlay import mutation, testrun
-from overlay.mutation import CONFLICT, INVALID, KILLED, NO_CODE, SURVIVED, UNTESTED, Mutant, PatchUnderTest
-from overlay.testrun import RunReport
+from overlay.testing import mutation, testrun
+from overlay.testing.mutation import CONFLICT, INVALID, KILLED, NO_CODE, SURVIVED, UNTESTED, Mutant, PatchUnderTest
+from overlay.testing.testrun import RunReport
 
 
 @pytest.mark.parametrize("path, is_test", [

@@ -1,4 +1,4 @@
-"""tools/overlay/testenv.py on synthetic inputs: a fake pip, a small core repository."""
+"""tools/overlay/testing/testenv.py on synthetic inputs: a fake pip, a small core repository."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fixtures import commit_all, init_repo, write
-from overlay import testenv
+from overlay.testing import testenv
 from overlay.errors import OverlayError
 
 # Pretends to be the venv's python running `pip install ... --target DIR SRC`: copies SRC/vllm

@@ -1,4 +1,4 @@
-"""tools/overlay/testrun.py: the record, the verdict, the known-failures list, NPU routing,
+"""tools/overlay/testing/testrun.py: the record, the verdict, the known-failures list, NPU routing,
 and real pytest runs on small synthetic plugin trees."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from fixtures import write
-from overlay import testrun
+from overlay.testing import testrun
 from overlay.errors import OverlayError
-from overlay.testrun import KnownFailure, RunReport
+from overlay.testing.testrun import KnownFailure, RunReport
 
 # The shape pytest 8 prints when a conftest does not import (from a real composed-test run
 # on vLLM 0.25.0, paths shortened).

@@ -23,7 +23,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay.refresh import export_patch
+from overlay.trees.refresh import export_patch
 from tests.drift.conftest import Repo, git, numbered
 
 URL = "https://git.example.invalid/acme/plugin"

@@ -35,7 +35,7 @@ def test_metadata_packet_decisions_match_the_source():
 
 
 def test_metadata_protocol_switches_the_series_experimental_patch():
-    from overlay.model import load_series
+    from overlay.series.model import load_series
 
     entry = next(e for e in load_series(REPO).entries if e.provenance.evidence == "evidence/mrv2-metadata-barrier")
     proto = load_protocol(MRV2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from evhelpers import fake_protocol
-from overlay import compose
+from overlay.trees import compose
 
 PROBE = '    server-args: ["--probe", "{composed:plugin}/vllm_ascend/envs.py"]\n'
 

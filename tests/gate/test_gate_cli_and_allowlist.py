@@ -191,7 +191,7 @@ def test_pin_uses_composed_trees(run, tmp_path):
         f'accepted:\n  - symbol: "{FACTORY}"\n    reason: "series fixes it"\n    pins: [1f486d96]\n')
     code, out, _ = run("gate", "--pin", "1f486d96", root=root)
     assert code == 0, out
-    from overlay.gate.cli import gate_after_apply
+    from overlay.commands.gate import gate_after_apply
     assert gate_after_apply(root, "1f486d96", None, json_mode=True) == 0
 
 

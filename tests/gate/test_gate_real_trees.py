@@ -13,7 +13,7 @@ import pytest
 
 from overlay import paths
 from overlay.gate import run_gate
-from overlay.model import load_pin
+from overlay.series.model import load_pin
 
 pytestmark = pytest.mark.mirror
 
@@ -53,7 +53,7 @@ def real(tmp_path_factory):
 
 
 def _plugin_patches() -> list[str]:
-    from overlay.model import load_series
+    from overlay.series.model import load_series
     return [e.patch for e in load_series(ROOT).for_target("plugin", "1f486d96")]  # the pin gated here
 
 

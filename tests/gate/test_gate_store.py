@@ -55,7 +55,7 @@ def test_progress_lines_on_a_terminal_only(tmp_path):
     cmd = [sys.executable, "-m", "overlay", "--root", str(ROOT), "gate", "--core", str(core), "--plugin", str(plugin)]
     piped = subprocess.run(cmd + ["--json"], capture_output=True, text=True, env=env)
     assert piped.returncode == 1 and "overlay: gate: scanning" not in piped.stderr
-    from overlay.gate.cli import _progress
+    from overlay.commands.gate import _progress
     import argparse
     assert _progress(argparse.Namespace(json=True)) is None
 

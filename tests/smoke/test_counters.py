@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from overlay.evidence import profiler, reported
-from overlay.smoke import cli as smoke_cli
+from overlay.commands import smoke as smoke_cli
 from overlay.smoke.counters import NotCounted, case_counts, counter_files
 from overlay.smoke.results import Walk, parse_steps
 

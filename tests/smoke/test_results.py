@@ -107,7 +107,7 @@ def test_walk_tree_passes_results_and_environment(tmp_path, monkeypatch):
 
 
 def test_a_pin_whose_core_is_unreachable_is_one_line_without_the_targets_hint(world, run, tmp_path, monkeypatch):
-    from overlay import testenv
+    from overlay.testing import testenv
 
     def no_build(*args, **kwargs):
         raise AssertionError("the environment must not be built for a walk that cannot happen")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from overlay import testenv
+from overlay.testing import testenv
 from overlay.smoke.results import Walk, parse_steps, unexpected_passes
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -32,16 +32,12 @@ from overlay.gitcmd import GitFailed  # noqa: E402
 
 inject_fault("import")
 
-# Each subsystem module exposes `register(subparsers)`; its parsers set `func`,
-# a callable taking the parsed arguments and returning the exit code.
-SUBSYSTEMS = (
-    "overlay.commands",
-    "overlay.gate.cli",
-    "overlay.drift.cli",
-    "overlay.rebase.cli",
-    "overlay.evidence.cli",
-    "overlay.smoke.cli",
-)
+# One module per subcommand (overlay.commands); each exposes `register(subparsers)`; its
+# parsers set `func`, a callable taking the parsed arguments and returning the exit code.
+COMMANDS = tuple(f"overlay.commands.{name}" for name in (
+    "apply", "check", "refresh", "lock", "gate", "drift", "rebase", "evidence", "smoke",
+    "composed_test", "mutation_check", "gate_eval", "evidence_e2e",
+))
 
 
 # Exit statuses, one line per command (shown in its --help). Every command also exits 130
@@ -70,6 +66,14 @@ EXIT_STATUS = {
     "bench ab": "0 every run complete; 1 a run failed (kept under excluded/); 2 bad input; 3 a "
                 "variant's composed tree differs from its lock",
     "smoke": "0 every step passed; 1 a step failed or nothing ran; 2 bad input or setup",
+    "composed-test": "0 passed; 1 the run failed (a collection error, a test below the floor, a "
+                     "series test that did not run, an unknown failure, a stale known failure); "
+                     "2 bad input or setup (mirror, compose, environment)",
+    "mutation-check": "0 every mutant killed; 1 a mutant survived or could not be judged; 2 bad input "
+                      "or setup",
+    "gate-eval": "0 every finding classified; 1 some finding is not classified yet; 2 bad input",
+    "evidence-e2e": "0 bench ab and analyze ran; otherwise the status of the step that failed "
+                    "(bench ab, evidence analyze); 2 bad input",
 }
 # Every --json document carries this (docs/json.md); raised when a document changes incompatibly.
 SCHEMA_VERSION = 1
@@ -154,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--root", type=Path, default=None,
                         help="project root holding series.yaml and pins/ (default: found upward from cwd)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBSYSTEMS:
+    for name in COMMANDS:
         importlib.import_module(name).register(sub)
     _add_exit_status(parser)
     return parser

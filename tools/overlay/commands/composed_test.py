@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Run the plugin's CPU unit tests on a composed tree (`make composed-test PIN=v0.25.0`).
 
 1. Needs a mirror (--mirror or $OVERLAY_MIRROR): the composed trees need the pinned
@@ -6,11 +5,11 @@
 2. Compose the pin set with `overlay apply` (core and plugin).
 3. Build (once, then reuse) the test environment outside the repository from
    requirements/composed-test.txt, and install vLLM from the composed core tree
-   beside it, once per core tree (tools/overlay/testenv.py).
+   beside it, once per core tree (tools/overlay/testing/testenv.py).
 4. Export the composed plugin tree (git archive, so build/ stays untouched) and run
    its unit tests under tests/ut that the plugin's own CI runs on its CPU runner: the
    files its test_config.yaml `runner_mapping` routes to an NPU runner are left out.
-5. Judge the run on what pytest recorded (tools/overlay/testrun.py): it fails when
+5. Judge the run on what pytest recorded (tools/overlay/testing/testrun.py): it fails when
    pytest stopped before running tests (a conftest that does not import: its real
    error is printed), on any collection error, when fewer tests than the pin set's
    floor were collected, when a series test did not run, and on any failure that is
@@ -32,13 +31,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-from overlay import testenv, testrun  # noqa: E402
-from overlay.errors import OverlayError  # noqa: E402
-from overlay.model import load_series  # noqa: E402
+from overlay.errors import OverlayError
+from overlay.series.model import load_series
+from overlay.testing import testenv, testrun
 
-KNOWN_FAILURES = ROOT / "requirements" / "composed-test-known-failures.yaml"
+KNOWN_FAILURES = Path("requirements") / "composed-test-known-failures.yaml"  # under the project root
 
 
 def series_tests(root: Path, target: str, pin: str) -> list[str]:
@@ -52,23 +49,38 @@ def unran_series_tests(report: testrun.RunReport, tests: list[str]) -> list[str]
     return [t for t in tests if not any(n == t or n.startswith(t + "::") for n in ran)]
 
 
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="composed-test", description=__doc__.split("\n\n")[0])
+def register(sub) -> None:
+    ap = sub.add_parser("composed-test", help="plugin CPU unit tests on the composed tree (needs a mirror)",
+                        description=__doc__.split("\n\n")[0])
     ap.add_argument("--pin", default="v0.23.0", help="pin set to compose and test (default: v0.23.0)")
     ap.add_argument("--mirror", default=os.environ.get("OVERLAY_MIRROR"),
                     help="mirror directory (default: $OVERLAY_MIRROR)")
     ap.add_argument("--venv", type=Path, default=testenv.default_venv(),
                     help="test environment, outside the repository (default: $OVERLAY_COMPOSED_VENV or "
                          "~/.cache/overlay/composed-test-venv)")
-    ap.add_argument("--known-failures", type=Path, default=KNOWN_FAILURES,
+    ap.add_argument("--known-failures", type=Path, default=None,
                     help="known-failures list (default: requirements/composed-test-known-failures.yaml)")
     ap.add_argument("--no-baseline", action="store_true",
                     help="skip the run on the pinned plugin commit without the series")
     ap.add_argument("--json", action="store_true", help="print one JSON document, no progress")
     ap.add_argument("pytest_args", nargs="*",
                     help="extra pytest arguments (after --); a filtered run skips the floor and stale-entry checks")
-    args = ap.parse_args(argv)
+    ap.set_defaults(func=run)
 
+
+def run(args: argparse.Namespace) -> int:
+    """The command, with its own error prefix and exit 2 on bad input (as the script had)."""
+    try:
+        return _run(args)
+    except OverlayError as exc:
+        print(f"composed-test: error: {exc.one_line()}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    root = args.root
+    if args.known_failures is None:
+        args.known_failures = root / KNOWN_FAILURES
     say = (lambda msg: None) if args.json else (lambda msg: print(f"composed-test: {msg}", flush=True))
     echo = None if args.json else testrun.echo_to_terminal
     progress = say if (testrun.tty() and not args.json) else None
@@ -77,16 +89,16 @@ def main(argv: list[str]) -> int:
         raise OverlayError("needs a mirror: composing the pinned trees needs the upstream commits offline",
                            hint="set OVERLAY_MIRROR or pass --mirror DIR")
     venv = args.venv.resolve()
-    if venv == ROOT or ROOT in venv.parents:
+    if venv == root or root in venv.parents:
         raise OverlayError(f"--venv {venv} is inside the repository",
                            hint="put it outside (it is large and not tracked)")
-    known_list = testrun.load_known_failures(args.known_failures, os.path.relpath(args.known_failures, ROOT))
-    pin_file = ROOT / "pins" / f"{args.pin}.yaml"
+    known_list = testrun.load_known_failures(args.known_failures, os.path.relpath(args.known_failures, root))
+    pin_file = root / "pins" / f"{args.pin}.yaml"
     version = testenv.core_version(pin_file.read_text()) if pin_file.is_file() else None
     full_run = not args.pytest_args
 
     say(f"composing pin set {args.pin} (overlay apply)")
-    targets = testenv.compose(ROOT, args.pin, args.mirror)
+    targets = testenv.compose(root, args.pin, args.mirror)
     if "core" not in targets or "plugin" not in targets:
         raise OverlayError(f"pin set {args.pin} must have a core and a plugin target", path=f"pins/{args.pin}.yaml")
     core, plugin = targets["core"], targets["plugin"]
@@ -95,7 +107,7 @@ def main(argv: list[str]) -> int:
 
     python = testenv.ensure_venv(venv, progress)
     core_dir = testenv.ensure_core(python, venv, core, version, progress)
-    wanted = series_tests(ROOT, "plugin", args.pin)
+    wanted = series_tests(root, "plugin", args.pin)
     with tempfile.TemporaryDirectory(prefix="composed-test-") as tmp:
         scratch = Path(tmp)
         composed = testenv.export_tree(plugin["path"], "HEAD", scratch / "plugin")
@@ -139,18 +151,9 @@ def main(argv: list[str]) -> int:
     say(f"after the series:  {after.line()}")
     for entry in dict.fromkeys(verdict.known.values()):
         count = sum(e is entry for e in verdict.known.values())
-        say(f"known failure ({count} test(s)): {entry.test}, see {os.path.relpath(args.known_failures, ROOT)}")
+        say(f"known failure ({count} test(s)): {entry.test}, see {os.path.relpath(args.known_failures, root)}")
     for problem in problems:
         say(f"FAILED: {problem}")
     say("passed" if not problems else f"failed: {len(problems)} problem(s)")
     return 1 if problems else 0
 
-
-if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except OverlayError as exc:
-        print(f"composed-test: error: {exc.one_line()}", file=sys.stderr)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        sys.exit(130)

@@ -11,7 +11,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay import compose, gitcmd, paths
+from overlay.trees import compose
+from overlay import gitcmd, paths
 from overlay.drift.classify import CLASSES, DriftPatch
 from overlay.drift.inmem_apply import parse_diff
 from overlay.drift.mirror import fetch_heads, mirror_repo, stderr_note
@@ -19,7 +20,7 @@ from overlay.drift.report import DEFAULT_FAIL_ON, DriftReport, junit, markdown, 
 from overlay.drift.scan import (Drift, TargetRun, commit_log, stderr_progress, timed_onto,
                                 timed_scan)
 from overlay.errors import OverlayError
-from overlay.model import GitSource, PinSet, Project
+from overlay.series.model import GitSource, PinSet, Project
 
 HELP = "classify each patch against newer upstream commits (clean/offset/fuzz/merged/...)"
 

@@ -96,7 +96,7 @@ def _core_version(value: str | None) -> str | None:
 
 
 def _pin_name(root: Path, wanted: str) -> str:
-    from overlay.model import resolve_pin_name
+    from overlay.series.model import resolve_pin_name
     return resolve_pin_name(root, wanted)
 
 
@@ -212,8 +212,8 @@ def _core_repo(args: argparse.Namespace, pin: str | None) -> Path:
     if pin is None:
         raise OverlayError("--bisect needs the core's git history",
                            hint="pass --core-repo GITDIR, or --pin NAME to use the pin's core source")
-    from overlay import sources
-    from overlay.model import GitSource, load_pin
+    from overlay.trees import sources
+    from overlay.series.model import GitSource, load_pin
     target = load_pin(args.root, pin).target("core")
     if not isinstance(target.source, GitSource):
         raise OverlayError(f"pin set {pin}'s core is a source archive, which has no history to bisect",

@@ -20,14 +20,12 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
+from overlay import paths
+from overlay.errors import OverlayError
+from overlay.gate import evaluation, run_gate
+from overlay.gate.engine import Cache
 
-from overlay import paths  # noqa: E402
-from overlay.errors import OverlayError  # noqa: E402
-from overlay.gate import run_gate  # noqa: E402
-from overlay.gate.engine import Cache  # noqa: E402
-from overlay.gate import evaluation  # noqa: E402
+CLASSIFICATION = Path("benchmarks") / "gate_eval.yaml"  # under the project root
 
 PLUGIN_REPO = "vllm-project+vllm-ascend"
 
@@ -54,13 +52,20 @@ def core_tree(mirror: Path, version: str, tmp: Path, cache: dict[str, Path]) -> 
     return cache[version]
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def register(sub) -> None:
+    ap = sub.add_parser("gate-eval", help="gate precision/recall on real pairings (needs a mirror)",
+                        description=__doc__.splitlines()[0])
     ap.add_argument("--mirror", type=Path, default=None, help="upstream mirror (default: $OVERLAY_MIRROR)")
-    ap.add_argument("--classification", type=Path, default=ROOT / "benchmarks" / "gate_eval.yaml")
+    ap.add_argument("--classification", type=Path, default=None,
+                    help="the hand classification (default: benchmarks/gate_eval.yaml)")
     ap.add_argument("--only", action="append", default=[], metavar="NAME", help="run only this pairing")
     ap.add_argument("--json", action="store_true", help="scores and unclassified findings as JSON")
-    args = ap.parse_args(argv)
+    ap.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.classification is None:
+        args.classification = args.root / CLASSIFICATION
     try:
         mirror = paths.mirror_root(args.mirror)
         if mirror is None:
@@ -70,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         if repo is None:
             raise OverlayError("the mirror has no vllm-ascend repository", path=str(mirror))
         pairings = [p for p in evaluation.load(args.classification) if not args.only or p.name in args.only]
-        allowlist = ROOT / "gate-allowlist.yaml"
+        allowlist = args.root / "gate-allowlist.yaml"
         scores = []
         reports = []
         with tempfile.TemporaryDirectory(prefix="gate-eval-") as tmp:
@@ -107,6 +112,3 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(evaluation.render(scores))
     return 1 if any(s.unclassified for s in scores) else 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Mutation check of the series (`make mutation-check PIN=v0.25.0`, needs a mirror).
 
 For each plugin patch of the series: revert that patch's non-test change in the composed
@@ -20,15 +19,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-from overlay import mutation, testenv, testrun  # noqa: E402
-from overlay.errors import OverlayError  # noqa: E402
-from overlay.model import load_series  # noqa: E402
+from overlay.errors import OverlayError
+from overlay.series.model import load_series
+from overlay.testing import mutation, testenv, testrun
 
 
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="mutation-check", description=__doc__.split("\n\n")[0])
+def register(sub) -> None:
+    ap = sub.add_parser("mutation-check", help="revert each patch's change: its tests must fail (needs a mirror)",
+                        description=__doc__.split("\n\n")[0])
     ap.add_argument("--pin", default="v0.25.0", help="pin set to compose and check (default: v0.25.0)")
     ap.add_argument("--mirror", default=os.environ.get("OVERLAY_MIRROR"),
                     help="mirror directory (default: $OVERLAY_MIRROR)")
@@ -38,27 +36,40 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--patch", action="append", default=[],
                     help="check only this patch (file name; repeatable)")
     ap.add_argument("--json", action="store_true", help="print one JSON document, no progress")
-    args = ap.parse_args(argv)
+    ap.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """The command, with its own error prefix and exit 2 on bad input (as the script had)."""
+    try:
+        return _run(args)
+    except OverlayError as exc:
+        print(f"mutation-check: error: {exc.one_line()}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    root = args.root
     say = (lambda msg: None) if args.json else (lambda msg: print(f"mutation-check: {msg}", flush=True))
 
     if not args.mirror:
         raise OverlayError("needs a mirror: composing the pinned trees needs the upstream commits offline",
                            hint="set OVERLAY_MIRROR or pass --mirror DIR")
     venv = args.venv.resolve()
-    if venv == ROOT or ROOT in venv.parents:
+    if venv == root or root in venv.parents:
         raise OverlayError(f"--venv {venv} is inside the repository", hint="put it outside")
-    series = load_series(ROOT)
+    series = load_series(root)
     entries = series.for_target("plugin", args.pin)  # what this pin set carries
     unknown = sorted(set(args.patch) - {e.patch for e in entries})
     if unknown:
         raise OverlayError(f"no plugin patch named {', '.join(unknown)} in the series", path="series.yaml",
                            hint="give a patch file name, e.g. 0003-...patch")
     skipped = [e.patch for e in series.entries if e.target != "plugin" and e.carried_at(args.pin)]
-    pin_file = ROOT / "pins" / f"{args.pin}.yaml"
+    pin_file = root / "pins" / f"{args.pin}.yaml"
     version = testenv.core_version(pin_file.read_text()) if pin_file.is_file() else None
 
     say(f"composing pin set {args.pin} (overlay apply)")
-    targets = testenv.compose(ROOT, args.pin, args.mirror)
+    targets = testenv.compose(root, args.pin, args.mirror)
     if "core" not in targets or "plugin" not in targets:
         raise OverlayError(f"pin set {args.pin} must have a core and a plugin target", path=f"pins/{args.pin}.yaml")
     core, plugin = targets["core"], targets["plugin"]
@@ -102,12 +113,3 @@ def main(argv: list[str]) -> int:
     say(", ".join(f"{n} {s}" for s, n in counts.items()) + ("" if code == 0 else " -> FAILED"))
     return code
 
-
-if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except OverlayError as exc:
-        print(f"mutation-check: error: {exc.one_line()}", file=sys.stderr)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        sys.exit(130)

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from overlay import testenv
+from overlay.testing import testenv
 from overlay.errors import OverlayError
 
 

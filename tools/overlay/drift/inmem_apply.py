@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from overlay.errors import OverlayError
-from overlay.patchfile import unquote_path
+from overlay.series.patchfile import unquote_path
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _DIFF_GIT = "diff --git "

@@ -14,8 +14,8 @@ from typing import Callable
 
 from overlay import gitcmd, paths
 from overlay.errors import OverlayError
-from overlay.model import GitSource
-from overlay.sources import FETCH_TIMEOUT
+from overlay.series.model import GitSource
+from overlay.trees.sources import FETCH_TIMEOUT
 
 
 def mirror_repo(mirror: Path, name: str) -> Path | None:

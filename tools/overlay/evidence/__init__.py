@@ -11,7 +11,7 @@ Modules, one job each:
   analyze      per-variant summaries, deltas, decisions, deviation checks
   report       Markdown / JSON rendering
   plots        PNG figures (matplotlib, Agg)
-  trees        compose each variant's (pin, series subset) for its server (overlay.compose)
+  trees        compose each variant's (pin, series subset) for its server (overlay.trees.compose)
   orchestrate  `overlay bench ab`: real server starts, client runs, resume
   profiler     Ascend profiler statistics CSV -> per-step counters
   tails        per-phase tail diagnosis (seed 004)

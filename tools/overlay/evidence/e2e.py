@@ -1,4 +1,4 @@
-"""`make evidence-e2e`: the evidence toolkit end to end on the real vLLM engine, on CPU.
+"""`overlay evidence-e2e` (`make evidence-e2e`): the evidence toolkit end to end on the real vLLM engine, on CPU.
 
 Opt-in (not part of `make test`): it installs about 3.4 GB and runs real servers.
 
@@ -22,8 +22,6 @@ Progress goes to stderr; --json prints one JSON summary and nothing else.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import subprocess
 import sys
@@ -120,59 +118,3 @@ def ensure_model(env: Path, root: Path, step: Step) -> Path:
                                                      root / WORK / "tiny-model.log",
                                                      env={**os.environ, "HF_HUB_OFFLINE": "1"}))
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m overlay.evidence.e2e", description=__doc__.split("\n")[0])
-    ap.add_argument("--env", type=Path, default=Path(os.environ.get("OVERLAY_E2E_ENV", DEFAULT_ENV)),
-                    help="engine environment (outside the repository)")
-    ap.add_argument("--protocol", type=Path, default=DEFAULT_PROTOCOL)
-    ap.add_argument("--results", type=Path, default=WORK / "results",
-                    help="results folder (the packet's own folder to record its runs)")
-    ap.add_argument("--root", type=Path, default=Path.cwd())
-    ap.add_argument("--cluster", metavar="ADDRESS|local",
-                    help="run the protocol as a Ray campaign (`bench ab --cluster`); with `local`, a "
-                         "local Ray instance offering --local-cards cards")
-    ap.add_argument("--local-cards", type=int, default=2, metavar="N",
-                    help="with --cluster local: cards of the protocol's resource (default 2)")
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args(argv)
-    root = args.root.resolve()
-    step = Step(args.json)
-    env = ensure_env(args.env.expanduser().resolve(), step)
-    (root / WORK).mkdir(parents=True, exist_ok=True)
-    ensure_model(env, root, step)
-    # The client (and anything vLLM starts without the variant's env) also keeps its
-    # cache in the work folder and never reaches for a model hub.
-    run_env = {**os.environ, "PATH": f"{env / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-               "HF_HUB_OFFLINE": "1", "VLLM_CACHE_ROOT": str(root / WORK / "vllm-cache")}
-    overlay = [sys.executable, "-m", "overlay", "--root", str(root)]
-    results = args.results if args.results.is_absolute() else root / args.results
-    bench = step.run("overlay bench ab", lambda: subprocess.call(
-        overlay + ["bench", "ab", "--protocol", str(args.protocol), "--results", str(results)]
-        + (["--cluster", args.cluster] if args.cluster else [])
-        + (["--local-cards", str(args.local_cards)] if args.cluster == "local" else [])
-        + (["--json"] if args.json else []), cwd=root, env=run_env,
-        stdout=subprocess.DEVNULL if args.json else None))
-    if bench != 0:
-        return bench
-    out = results / "analysis"
-    analysis = step.run("overlay evidence analyze", lambda: subprocess.call(
-        overlay + ["evidence", "analyze", str(args.protocol), "--results", str(results), "--out", str(out)],
-        cwd=root, env=run_env, stdout=subprocess.DEVNULL if args.json else None))
-    if analysis != 0:
-        return analysis
-    data = json.loads((out / "analysis.json").read_text(encoding="utf-8"))
-    decisions = {c["name"]: c["decision"] for c in data["claims"]}
-    total = round(time.monotonic() - step.t0, 1)
-    if args.json:
-        print(json.dumps({"decisions": decisions, "wall_s": total, "steps_s": step.times,
-                          "results": str(results)}, indent=2))
-    else:
-        print(f"evidence-e2e: {', '.join(f'{k} {v}' for k, v in decisions.items())}; "
-              f"wall time {total:.0f}s ({', '.join(f'{k} {v:.0f}s' for k, v in step.times.items())})")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

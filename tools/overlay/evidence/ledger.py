@@ -26,10 +26,10 @@ from typing import Any
 
 import yaml
 
-from overlay import yamldoc
+from overlay.series import yamldoc
 from overlay.errors import OverlayError
-from overlay.model import _Fields, _rel
-from overlay.yamldoc import Node
+from overlay.series.model import _Fields, _rel
+from overlay.series.yamldoc import Node
 
 RESULTS = ("positive", "negative", "neutral", "unmeasured")
 DELTA_FIELDS = ("env", "server-args", "additional-config", "compilation-config", "series",

@@ -38,13 +38,13 @@ from pathlib import Path
 from typing import Callable
 
 from overlay.errors import OverlayError
-from overlay.ownership import proc_stat
+from overlay.trees.ownership import proc_stat
 from overlay.evidence.plan import PlannedRun, plan
 from overlay.evidence.protocol import DIGEST_FILE, PLACEHOLDER, Protocol, Scenario, Variant, protocol_digest
 from overlay.evidence import bounded
 from overlay.evidence import trees as tree_mod
 from overlay.evidence.trees import VariantTrees
-from overlay.model import load_series
+from overlay.series.model import load_series
 
 Progress = Callable[[str], None]
 

@@ -15,10 +15,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay import yamldoc
+from overlay.series import yamldoc
 from overlay.errors import OverlayError
-from overlay.model import _Fields, _kind, _rel
-from overlay.yamldoc import Node
+from overlay.series.model import _Fields, _kind, _rel
+from overlay.series.yamldoc import Node
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -33,12 +33,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay import yamldoc
+from overlay.series import yamldoc
 from overlay.errors import OverlayError
 from overlay.evidence import decide
 from overlay.evidence.protocol import METRICS, STATISTICS, Deviation, Protocol, _number
 from overlay.evidence.report import Row, check_label
-from overlay.model import _Fields, _rel
+from overlay.series.model import _Fields, _rel
 
 DECISIONS = (decide.REPRODUCED, decide.NOT_REPRODUCED, decide.INCONCLUSIVE)
 THIS_SERIES = "series"  # implementation: this repository's patch series

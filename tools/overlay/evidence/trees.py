@@ -2,7 +2,7 @@
 
 Each variant names a pin set and a series subset (`all`, `none` or patch files).
 `bench ab` composes every distinct (pin, subset) once, before the first run, into
-<results>/trees/<first variant with that pair>/<pin>/<target> (overlay.compose,
+<results>/trees/<first variant with that pair>/<pin>/<target> (overlay.trees.compose,
 atomic), and starts that variant's server from there. The tree ids go into every
 run.json and into <results>/trees/trees.json; a resumed benchmark reuses trees
 whose composed state still matches (same pin commit, same patch files and bytes,
@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from overlay import compose, composed, gitcmd
+from overlay.trees import compose, composed
+from overlay import gitcmd
 from overlay.errors import OverlayError
 from overlay.evidence import bounded
 from overlay.evidence.protocol import Protocol, Variant
-from overlay.model import PinSet, Project, load_pin
+from overlay.series.model import PinSet, Project, load_pin
 
 TREES_DIR = "trees"
 RECORD = "trees.json"

@@ -20,7 +20,7 @@ import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay import yamldoc
+from overlay.series import yamldoc
 from overlay.errors import OverlayError
 from overlay.gate.findings import KINDS, Finding, Suppressed
 

@@ -1,6 +1,6 @@
 """Scoring the gate on real pairings against a committed, hand-made classification.
 
-`make gate-eval` (benchmarks/gate_eval.py) gates plugin commits against vLLM releases
+`make gate-eval` (overlay gate-eval) gates plugin commits against vLLM releases
 and scores every finding against `benchmarks/gate_eval.yaml`: for each pairing, each
 finding key (`symbol @ plugin path`) with a verdict (`true`: a real break on a path
 that runs; `false`: not one) and a one-line reason. Pure functions: load, score, render.
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay import yamldoc
+from overlay.series import yamldoc
 from overlay.errors import OverlayError
 from overlay.gate.findings import Finding
 

@@ -38,8 +38,9 @@ def parse_against(text: str) -> list[tuple[str, str]]:
 def release_tree(root: Path, mirror: Path | None, name: str, version: str, progress=None) -> Path:
     """The extracted source tree of one release, under `<cache>/gate/cores/<name>-<version>`
     (extracted once; a `.complete` marker proves the extraction finished)."""
-    from overlay import paths, sources
-    from overlay.model import ArchiveSource
+    from overlay import paths
+    from overlay.trees import sources
+    from overlay.series.model import ArchiveSource
 
     dest = paths.cache_dir(root) / "gate" / "cores" / f"{name}-{version}"
     if (dest / ".complete").is_file():

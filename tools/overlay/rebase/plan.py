@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from overlay.model import GitSource, PinSet
+from overlay.series.model import GitSource, PinSet
 from overlay.rebase.state import APPLY, DECIDE, DROPPED, PatchPlan, RebaseState
 
 

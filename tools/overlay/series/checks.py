@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from overlay.errors import OverlayError, redact
-from overlay.model import Project, SeriesEntry, load_all_pins
-from overlay.patchfile import PatchMail, read_patch, unsafe_reason
+from overlay.series.model import Project, SeriesEntry, load_all_pins
+from overlay.series.patchfile import PatchMail, read_patch, unsafe_reason
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,8 @@ def upstream_commit_findings(project: Project, pins: list) -> list[Finding]:
     """With a mirror ($OVERLAY_MIRROR), every upstream commit an entry names exists in its
     target's history and its subject carries the PR the entry names. Without one, the
     form alone (checked when series.yaml is loaded)."""
-    from overlay import paths, provenance
+    from overlay import paths
+    from overlay.series import provenance
 
     named = [e for e in project.series.entries
              if e.provenance.upstream_commits or e.provenance.superseded_by_commit]

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Union
 
-from overlay import yamldoc
+from overlay.series import yamldoc
 from overlay.errors import OverlayError, redact, url_credentials
-from overlay.yamldoc import Node
+from overlay.series.yamldoc import Node
 
 FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 HEX = re.compile(r"^[0-9a-f]+$")

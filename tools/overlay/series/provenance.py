@@ -13,7 +13,7 @@ from pathlib import Path
 
 from overlay import gitcmd, paths
 from overlay.drift.scan import commit_info, refs_in
-from overlay.model import GitSource, PinSet, SeriesEntry
+from overlay.series.model import GitSource, PinSet, SeriesEntry
 
 
 def target_history(mirror: Path, pins: list[PinSet], target: str) -> tuple[Path, str] | None:

@@ -11,7 +11,7 @@ from collections import deque
 from pathlib import Path
 from typing import Callable
 
-from overlay import testenv
+from overlay.testing import testenv
 from overlay.errors import OverlayError
 from overlay.smoke.results import Walk, read_walk
 

@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable, Iterable
 
 from overlay import gitcmd
-from overlay.testrun import RunReport, real_error
+from overlay.testing.testrun import RunReport, real_error
 
 KILLED, SURVIVED, INVALID, CONFLICT, NO_CODE, UNTESTED = (
     "killed", "survived", "invalid", "conflict", "no-code", "untested")

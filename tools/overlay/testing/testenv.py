@@ -34,7 +34,7 @@ from overlay.errors import OverlayError
 
 Progress = Callable[[str], None] | None  # None: stay quiet (not a terminal, or --json)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 REQUIREMENTS = ROOT / "requirements" / "composed-test.txt"
 REQUIREMENTS_STAMP = ".composed-test-requirements"  # in the venv: sha256 of REQUIREMENTS
 CORES_DIR = "cores"  # in the venv: one installed vLLM per composed core tree

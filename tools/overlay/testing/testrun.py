@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from overlay import testenv, yamldoc
+from overlay.testing import testenv
+from overlay.series import yamldoc
 from overlay.errors import OverlayError
 
 REPORT_MODULE = "composed_test_report"

@@ -4,7 +4,7 @@ Atomic: everything is built under a staging folder next to the composed trees an
 moved into place only when every selected target composed; a failure or an
 interrupted run leaves the previous good trees untouched (a killed run leaves only
 a staging folder, removed by the next run). Every folder a run makes next to the
-trees carries its marker (overlay.ownership); the next run cleans up only those.
+trees carries its marker (overlay.trees.ownership); the next run cleans up only those.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from typing import Callable, Iterator
 
 from contextlib import contextmanager
 
-from overlay import composed, gitcmd, ownership, paths, runlock, seriesswap, sources
+from overlay.trees import composed, ownership, runlock, seriesswap, sources
+from overlay import gitcmd, paths
 from overlay.errors import Interrupted, OverlayError, inject_fault
-from overlay.model import GitSource, PinSet, PinnedTarget, Project, SeriesEntry
-from overlay.patchfile import PatchMail, read_patch, unsafe_reason
+from overlay.series.model import GitSource, PinSet, PinnedTarget, Project, SeriesEntry
+from overlay.series.patchfile import PatchMail, read_patch, unsafe_reason
 
 Report = Callable[[str], None]
 STAGING_PREFIX = ".staging-"

@@ -6,11 +6,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from overlay import composed, paths, seriesswap
-from overlay.compose import select_targets
+from overlay.trees import composed, seriesswap
+from overlay import paths
+from overlay.trees.compose import select_targets
 from overlay.errors import OverlayError
-from overlay.model import ArchiveSource, GitSource, PinSet, Project, Source, load_all_pins, load_pinset
-from overlay import yamldoc
+from overlay.series.model import ArchiveSource, GitSource, PinSet, Project, Source, load_all_pins, load_pinset
+from overlay.series import yamldoc
 
 
 def same_source(a: Source, b: Source) -> bool:

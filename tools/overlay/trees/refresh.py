@@ -15,12 +15,14 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from overlay import composed, gitcmd, lockfile, paths, seriesswap, sources, yamldoc
-from overlay.compose import select_targets
+from overlay.trees import composed, lockfile, seriesswap, sources
+from overlay import gitcmd, paths
+from overlay.series import yamldoc
+from overlay.trees.compose import select_targets
 from overlay.errors import OverlayError
-from overlay import model
-from overlay.model import PinSet, Project, SeriesEntry
-from overlay.patchfile import parse_patch, read_patch, unsafe_reason
+from overlay.series import model
+from overlay.series.model import PinSet, Project, SeriesEntry
+from overlay.series.patchfile import parse_patch, read_patch, unsafe_reason
 
 FORMAT_PATCH = ("format-patch", "-1", "--stdout", "--no-signature", "--zero-commit", "--full-index",
                 "--no-stat", "--no-numbered", "--subject-prefix=PATCH", "--no-renames",

@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-from overlay import ownership
+from overlay.trees import ownership
 from overlay.errors import OverlayError
 
 CHECKOUT_LOCK = "checkout.lock"  # under <root>/.overlay/

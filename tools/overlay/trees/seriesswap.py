@@ -1,7 +1,7 @@
 """refresh's write phase: a new patches/ and series.yaml swapped in as one transaction.
 
 Everything new is built aside, in `.overlay/refresh-<nonce>/` (marked as this run's,
-overlay.ownership). Writing `plan.json` there (atomically) is the commit point:
+overlay.trees.ownership). Writing `plan.json` there (atomically) is the commit point:
 - before it, a killed or failing refresh has changed nothing the checkout holds, and
   the next run drops the folder;
 - after it, the swap is finished, by this run or by the next one: one exchange of
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from overlay import composed, ownership, runlock
+from overlay.trees import composed, ownership, runlock
 from overlay.gitcmd import GitFailed
 from overlay.errors import OverlayError, inject_fault
 

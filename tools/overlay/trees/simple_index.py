@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from overlay.errors import OverlayError, redact
-from overlay.index_config import IndexConfig
+from overlay.trees.index_config import IndexConfig
 
 Progress = Callable[[str], None]
 

@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable
 
-from overlay import archive as archive_mod
-from overlay import gitcmd, paths, runlock, simple_index
+from overlay.trees import archive as archive_mod
+from overlay import gitcmd, paths
+from overlay.trees import runlock, simple_index
 from overlay.errors import OverlayError
-from overlay.index_config import read_index_config
-from overlay.model import ArchiveSource, GitSource, PinnedTarget
+from overlay.trees.index_config import read_index_config
+from overlay.series.model import ArchiveSource, GitSource, PinnedTarget
 
 Progress = Callable[[str], None]
 
@@ -231,7 +232,7 @@ def _obtain_archive(root: Path, target: PinnedTarget, src: ArchiveSource, mirror
 def import_archive(cache: Path, archive: Path, message: str,
                    progress: Progress | None = None, opened: BinaryIO | None = None) -> str:
     """One deterministic commit holding the archive's files (top folder stripped),
-    unpacked as a sandboxed copy (see overlay.archive)."""
+    unpacked as a sandboxed copy (see overlay.trees.archive)."""
     with tempfile.TemporaryDirectory(prefix="overlay-archive-") as tmp:
         if progress:
             progress(f"extracting {archive.name} (once; later runs reuse the import)")

@@ -1,4 +1,4 @@
-"""scripts/composed-test and scripts/mutation-check: bad input is one line and exit 2;
+"""`overlay composed-test` and `overlay mutation-check`: bad input is one line and exit 2;
 with a real mirror and the composed-test environment, short real runs."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def script(name: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / name), *args], capture_output=True, text=True,
-                          env=env or dict(os.environ), timeout=1800)
+    """`overlay NAME ARGS` from the project root, as `make NAME` runs it."""
+    return subprocess.run([sys.executable, "-m", "overlay", name, *args], capture_output=True, text=True,
+                          env=env or dict(os.environ), timeout=1800, cwd=ROOT)
 
 
 @pytest.mark.parametrize("name", ["composed-test", "mutation-check"])
@@ -54,7 +55,7 @@ def test_mutation_check_refuses_an_unknown_patch(tmp_path):
 # ----------------------------------------------------------------------------- real runs
 
 def _real_env(mirror: Path) -> dict:
-    from overlay import testenv
+    from overlay.testing import testenv
 
     if not (testenv.default_venv() / testenv.REQUIREMENTS_STAMP).is_file():
         pytest.skip("the composed-test environment is not built (make composed-test builds it once)")

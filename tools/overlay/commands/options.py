@@ -1,0 +1,28 @@
+"""Options and argument parsing shared by apply, refresh and lock."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from overlay.errors import OverlayError
+
+
+def target_names(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    names = list(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    if not names:
+        raise OverlayError("--targets needs at least one target name", hint="e.g. --targets plugin")
+    return names
+
+
+def add_common(p: argparse.ArgumentParser, targets: bool = True) -> None:
+    p.add_argument("--pin", default=None, metavar="NAME",
+                   help="pin set name or unambiguous prefix (default: the default pin set)")
+    p.add_argument("--into", type=Path, default=None, metavar="DIR",
+                   help="where composed trees live (default: <root>/build)")
+    if targets:
+        p.add_argument("--targets", default=None, metavar="T1,T2",
+                       help="only these targets (default: every target of the pin set)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")

@@ -1,0 +1,33 @@
+"""`overlay refresh`: regenerate patches/ and the series order from the composed branch."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from overlay import paths
+from overlay.commands.options import add_common, target_names
+from overlay.series.model import Project
+from overlay.trees import refresh
+
+
+def cmd_refresh(args: argparse.Namespace) -> int:
+    project = Project.load(args.root)
+    pin = project.pin(args.pin)
+    result = refresh.refresh(project, pin, targets=target_names(args.targets), into=args.into,
+                             mirror=paths.mirror_root(args.mirror))
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=2))
+    else:
+        for line in result.lines():
+            print(line)
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("refresh", help="regenerate patches/ and series order from the composed branch")
+    add_common(p)
+    p.add_argument("--mirror", type=Path, default=None, metavar="DIR",
+                   help="upstream mirror, to notice a branch rebased onto newer upstream (default: $OVERLAY_MIRROR)")
+    p.set_defaults(func=cmd_refresh)
