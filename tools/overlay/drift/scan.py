@@ -7,7 +7,6 @@ timing. The judging is `classify.classify_series`, which is pure.
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -19,32 +18,9 @@ from overlay.drift.blobs import BlobReader
 from overlay.drift.classify import (APPLIES, DriftPatch, Memo, Verdict, classify_series)
 from overlay.drift.overlap import overlaps, parse_log
 from overlay.errors import OverlayError
+from overlay.series.upstream import CommitInfo, commit_info, refs_in  # noqa: F401 - drift's callers import them here
 
 Progress = Callable[[str], None]
-_PR = re.compile(r"\(#(\d+)\)")
-_MERGE_PR = re.compile(r"^Merge pull request #(\d+) from ")
-
-
-@dataclass(frozen=True)
-class CommitInfo:
-    sha: str
-    date: str  # committer date, ISO 8601
-    subject: str
-    author: str = ""
-
-    @property
-    def pr(self) -> int | None:
-        """The pull request a commit lands: GitHub's merge commit says so first
-        ("Merge pull request #77 from owner/branch"), its squash merge last ("... (#77)")."""
-        merge = _MERGE_PR.match(self.subject)
-        if merge:
-            return int(merge.group(1))
-        found = _PR.findall(self.subject)
-        return int(found[-1]) if found else None
-
-    def to_json(self) -> dict:
-        return {"commit": self.sha, "date": self.date, "subject": self.subject, "pr": self.pr,
-                "author": self.author}
 
 
 @dataclass(frozen=True)
@@ -163,13 +139,6 @@ def commit_log(git_dir: Path, base: str, head: str) -> list[CommitInfo]:
     return commits
 
 
-def commit_info(git_dir: Path, sha: str) -> CommitInfo:
-    line = gitcmd.out(["log", "-1", "--format=%H%x00%cI%x00%an%x00%s", sha],
-                      git_dir=gitcmd.data_view(git_dir), data=True)
-    a, b, author, c = line.split("\0", 3)
-    return CommitInfo(a, b, c, author)
-
-
 def patch_ids(diffs: Sequence[tuple[str, str]]) -> dict[str, str]:
     """`git patch-id --stable` of each (name, diff text), in one process."""
     feed = []
@@ -233,25 +202,9 @@ def rename_hints(git_dir: Path, old: str, new: str, paths: Sequence[str]) -> dic
 
 # ----------------------------------------------------------------------------- declared upstream
 
-_SHA_REF = re.compile(r"(?<![0-9a-f])[0-9a-f]{7,40}(?![0-9a-f])")
-
-
 def declared_refs(patch: DriftPatch, slug: str) -> tuple[frozenset[int], tuple[str, ...]]:
     """PR numbers (of this target's repository) and commit ids a series entry names."""
     return refs_in(patch.upstream, slug)
-
-
-def refs_in(refs: Sequence[str], slug: str) -> tuple[frozenset[int], tuple[str, ...]]:
-    """PR numbers (of repository `slug`) and commit ids in upstream references."""
-    prs: set[int] = set()
-    shas: list[str] = []
-    for ref in refs:
-        for m in re.finditer(r"(?:([\w.-]+/[\w.-]+)#|([\w.-]+/[\w.-]+)/pull/|(?<![\w/])#)(\d+)", ref):
-            repo = m.group(1) or m.group(2)
-            if repo is None or repo.lower().endswith(slug.lower()) and slug:
-                prs.add(int(m.group(3)))
-        shas += _SHA_REF.findall(ref.lower())
-    return frozenset(prs), tuple(shas)
 
 
 def landed_in(patches: Sequence[DriftPatch], commits: Sequence[CommitInfo],

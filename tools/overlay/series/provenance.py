@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from overlay import gitcmd, paths
-from overlay.drift.scan import commit_info, refs_in
+from overlay.series.upstream import commit_info, refs_in
 from overlay.series.model import GitSource, PinSet, SeriesEntry
 
 
