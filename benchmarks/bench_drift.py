@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from overlay import paths  # noqa: E402
 from overlay.drift.blobs import BlobReader  # noqa: E402
 from overlay.drift.classify import Memo  # noqa: E402
-from overlay.commands.drift import load_patches, resolve_ref, target_repo  # noqa: E402
+from overlay.drift.targets import load_patches, resolve_ref, target_repo  # noqa: E402
 from overlay.drift.scan import Drift, commit_log  # noqa: E402
 from overlay.gitcmd import isolated_env  # noqa: E402
 from overlay.series.model import Project  # noqa: E402

@@ -46,7 +46,7 @@ def _clock(state: RebaseState, phase: str, since: float) -> float:
 
 def parse_moves(values: list[str]) -> list[tuple[str, str]]:
     """`--onto` values (repeatable, each a comma list of TARGET=REF) as (target, ref)."""
-    from overlay.commands.drift import parse_pairs
+    from overlay.drift.targets import parse_pairs
 
     pairs: list[tuple[str, str]] = []
     for value in values:
@@ -97,7 +97,7 @@ def declared_core(git_dir: Path, head: str) -> dict[str, str | None]:
 
 
 def start(root: Path, args: argparse.Namespace) -> int:
-    from overlay.commands.drift import load_patches, resolve_ref, target_repo, target_slug
+    from overlay.drift.targets import load_patches, resolve_ref, target_repo, target_slug
     from overlay.drift.report import overlap_line
     from overlay.drift.scan import Drift, commit_info, timed_onto
 
@@ -559,7 +559,7 @@ def _name_ports(root: Path, state: RebaseState, added: list[str]) -> None:
 def _gate(root: Path, state: RebaseState) -> dict | None:
     """The contract gate on the new plugin tree against the pin set's composed core (the
     core did not move: the old pin set's composed core serves when the new one has none)."""
-    from overlay.commands.drift import GatePlan
+    from overlay.drift.targets import GatePlan
 
     if state.target != "plugin":
         return {"ok": True, "ran": False, "why": "the gate checks the plugin; core moved"}
@@ -580,7 +580,7 @@ def _gate(root: Path, state: RebaseState) -> dict | None:
 def _other_pins(root: Path, project: Project, state: RebaseState) -> list[dict]:
     """Whether the series, as it is now, still applies on every other pin set's commit of
     the target (drift, in memory): a shared series moved forward may leave them behind."""
-    from overlay.commands.drift import load_patches
+    from overlay.drift.targets import load_patches
     from overlay.drift.scan import Drift
 
     out = []
