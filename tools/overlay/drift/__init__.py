@@ -2,5 +2,7 @@
 
 blobs (read touched blobs through one long-lived git process) -> inmem_apply (apply
 hunks to text) -> classify (series semantics, pure) -> scan (onto / history walk /
-bisect) -> report (terminal, JSON, Markdown, JUnit) -> cli (`overlay drift`).
+bisect) -> report (terminal, JSON, Markdown, JUnit); patch (DriftPatch, read by classify and
+lines) and targets (repositories, refs, the series as drift reads it, the --gate plan).
+The command is overlay.commands.drift.
 """

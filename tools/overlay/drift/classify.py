@@ -46,6 +46,7 @@ from typing import Callable, Hashable, Mapping
 from overlay.drift.inmem_apply import (CLEAN, FAIL, FUZZ, OFFSET, FilePatch, FileResult, Hunk,
                                        apply_file, normalized, split_lines)
 from overlay.drift.lines import rebased
+from overlay.drift.patch import DriftPatch
 
 CLASSES = ("clean", "offset", "fuzz", "merged", "conflict", "missing", "blocked")
 APPLIES = frozenset({"clean", "offset", "fuzz"})
@@ -69,29 +70,6 @@ _COMMON = frozenset(keyword.kwlist) | frozenset(
      "bool", "float", "list", "dict", "tuple", "set", "object", "Any", "Optional"})
 _CLOSERS = (")", "]", "}")
 _TRAILING_COMMA = re.compile(r",([)\]}])")
-
-
-@dataclass(frozen=True)
-class DriftPatch:
-    """One series entry as drift needs it."""
-
-    name: str
-    target: str
-    files: tuple[FilePatch, ...]
-    subject: str = ""
-    upstream: tuple[str, ...] = ()  # series.yaml upstream / applied-upstream references
-    upstream_commits: tuple[str, ...] = ()  # series.yaml upstream-commit: full ids
-    superseded_by: tuple[str, str] | None = None  # series.yaml superseded-by: (commit, pr)
-
-    @property
-    def paths(self) -> tuple[str, ...]:
-        """Every path the patch reads or writes, in patch order."""
-        return tuple(dict.fromkeys(p for fp in self.files for p in fp.paths))
-
-    @property
-    def modified(self) -> tuple[str, ...]:
-        """Existing paths it needs (modifies, renames or deletes)."""
-        return tuple(dict.fromkeys(fp.old_path for fp in self.files if fp.old_path))
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,10 @@ that lies wholly before a line moves it by that hunk's size difference.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from overlay.drift.inmem_apply import FilePatch, Hunk
-
-if TYPE_CHECKING:
-    from overlay.drift.classify import DriftPatch
+from overlay.drift.patch import DriftPatch
 
 
 def old_span(h: Hunk) -> tuple[int, int]:
@@ -51,11 +49,11 @@ def back_through(hunks: Sequence[Hunk], line: int) -> int:
     return line - delta
 
 
-def _hunks_writing(patch: "DriftPatch", path: str) -> list[Hunk]:
+def _hunks_writing(patch: DriftPatch, path: str) -> list[Hunk]:
     return [h for fp in patch.files if fp.new_path == path for h in fp.hunks]
 
 
-def map_back(line: int, path: str, earlier: Sequence["DriftPatch"]) -> int:
+def map_back(line: int, path: str, earlier: Sequence[DriftPatch]) -> int:
     """`line` of `path` as the patches `earlier` (in series order) left it, taken back
     to before all of them (later ones first)."""
     for p in reversed(earlier):
@@ -65,7 +63,7 @@ def map_back(line: int, path: str, earlier: Sequence["DriftPatch"]) -> int:
     return line
 
 
-def rebased(patch: "DriftPatch", dropped: Sequence["DriftPatch"]) -> "DriftPatch":
+def rebased(patch: DriftPatch, dropped: Sequence[DriftPatch]) -> DriftPatch:
     """`patch` with its hunks moved to where they sit without `dropped` underneath."""
     if not dropped:
         return patch

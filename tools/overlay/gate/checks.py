@@ -22,6 +22,7 @@ from overlay.gate.scan import Context, ImportUse, PluginFacts, Replacement
 from overlay.gate.signature import (CallShape, Param, Signature, accepts_call, accepts_open_call, covers,
                                     from_ast)
 from overlay.gate.startup import Startup
+from overlay.gate.supercalls import super_calls
 
 SKIP_METHOD_DECORATORS = frozenset({"property", "cached_property", "overload", "setter", "getter",
                                     "deleter", "abstractproperty"})
@@ -456,7 +457,6 @@ def check_overrides(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[
         core_classes = [b for b in mro if b is not None and is_core(b[0].name)]
         if not core_classes:
             continue
-        from overlay.gate.engine import super_calls
         plugin_defined = set(cls.methods) - super_calls(pc.node)
         for b in mro:
             if b is None or is_core(b[0].name):

@@ -24,6 +24,7 @@ from overlay.gate.index import ModuleInfo, TreeIndex
 from overlay.gate.scan import PluginFacts, scan_module
 from overlay.gate.source import TreeSource
 from overlay.gate.startup import entry_points, reach
+from overlay.gate.supercalls import super_calls
 
 # Top-level directories that are never the importable package of a tree.
 NOT_PACKAGES = frozenset({"tests", "test", "docs", "doc", "examples", "benchmarks", "tools", "csrc",
@@ -153,39 +154,6 @@ def gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str |
         store.save(store_root, "result", result_key, result)
     say(f"done in {result.seconds:.1f}s")
     return result
-
-
-_SUPER_CALLS: dict[int, tuple[object, frozenset[str]]] = {}
-
-
-def super_calls(node) -> frozenset[str]:
-    """Methods of a class whose body calls the same method of a base (`super().m(...)`,
-    `Base.m(self, ...)`): the core method still runs, through the override. Memoized
-    per class node (asked for every plugin class and again for each of its bases)."""
-    hit = _SUPER_CALLS.get(id(node))
-    if hit is not None and hit[0] is node:
-        return hit[1]
-    found = frozenset(_super_calls(node))
-    if len(_SUPER_CALLS) > 50000:
-        _SUPER_CALLS.clear()
-    _SUPER_CALLS[id(node)] = (node, found)
-    return found
-
-
-def _super_calls(node) -> set[str]:
-    import ast
-    out = set()
-    for stmt in node.body:
-        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        for n in ast.walk(stmt):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == stmt.name:
-                recv = n.func.value
-                if (isinstance(recv, ast.Call) and isinstance(recv.func, ast.Name) and recv.func.id == "super") \
-                        or (isinstance(recv, (ast.Name, ast.Attribute)) and n.args
-                            and isinstance(n.args[0], ast.Name) and n.args[0].id == "self"):
-                    out.add(stmt.name)
-    return out
 
 
 def dead_code(facts: PluginFacts, world: TreeIndex, is_core) -> frozenset[tuple[str, str | None, str]]:
