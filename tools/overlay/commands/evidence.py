@@ -2,11 +2,33 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
 
+from overlay import DISTRIBUTION
 from overlay.errors import OverlayError
+
+EXTRA = ("numpy", "matplotlib")  # the `evidence` extra (pyproject.toml)
+
+
+def needs_evidence_extra(command: str):
+    """The handler, saying in one line (exit 2) how to install the evidence extra when
+    numpy or matplotlib is missing, wherever in the command it is first imported."""
+    def wrap(func):
+        @functools.wraps(func)
+        def handler(args) -> int:
+            try:
+                return func(args)
+            except ModuleNotFoundError as exc:
+                missing = (exc.name or "").split(".")[0]
+                if missing not in EXTRA:
+                    raise
+                raise OverlayError(f"overlay {command} needs {missing}, which is not installed",
+                                   hint=f"pip install '{DISTRIBUTION}[evidence]'") from None
+        return handler
+    return wrap
 
 
 def register(sub) -> None:
@@ -17,7 +39,7 @@ def register(sub) -> None:
     p = evs.add_parser("plan", help="print the exact run order of a protocol")
     p.add_argument("protocol", type=Path, help="protocol.yaml or its claim folder")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_plan)
+    p.set_defaults(func=needs_evidence_extra("evidence plan")(cmd_plan))
 
     a = evs.add_parser("analyze", help="deltas, paired-start intervals and decisions")
     a.add_argument("folder", type=Path, help="claim folder (protocol.yaml) or protocol.yaml")
@@ -26,7 +48,7 @@ def register(sub) -> None:
                                             "(default: <results>/analysis; a reported-figures packet: <folder>/analysis)")
     a.add_argument("--no-plots", action="store_true")
     a.add_argument("--json", action="store_true")
-    a.set_defaults(func=cmd_analyze)
+    a.set_defaults(func=needs_evidence_extra("evidence analyze")(cmd_analyze))
 
     c = evs.add_parser("counters", help="per-step counts from Ascend profiler statistics CSVs")
     c.add_argument("files", nargs="+", metavar="VARIANT=CSV")
@@ -34,7 +56,7 @@ def register(sub) -> None:
     c.add_argument("--name", action="append", required=True,
                    help="API/op name or glob to count (repeatable)")
     c.add_argument("--json", action="store_true")
-    c.set_defaults(func=cmd_counters)
+    c.set_defaults(func=needs_evidence_extra("evidence counters")(cmd_counters))
 
     t = evs.add_parser("tails", help="per-phase tail diagnosis of per-rank timing records")
     t.add_argument("records", type=Path, help="CSV round,rank,phase,ms or JSON Lines")
@@ -44,7 +66,7 @@ def register(sub) -> None:
                    help="derived phase, e.g. excess=runner_run-device_wall")
     t.add_argument("--top", type=int, default=10)
     t.add_argument("--json", action="store_true")
-    t.set_defaults(func=cmd_tails)
+    t.set_defaults(func=needs_evidence_extra("evidence tails")(cmd_tails))
 
     led = evs.add_parser("ledger", help="show a tuning ledger; emit a protocol for one step")
     led.add_argument("folder", type=Path)
@@ -53,7 +75,7 @@ def register(sub) -> None:
                      help="print a ladder protocol re-running every kept step, rung k against rung k-1 "
                           "(`bench ab [--cluster ...]` runs it; its analysis is the computed ledger)")
     led.add_argument("--json", action="store_true")
-    led.set_defaults(func=cmd_ledger)
+    led.set_defaults(func=needs_evidence_extra("evidence ledger")(cmd_ledger))
 
     b = sub.add_parser("bench", help="run benchmarks for real")
     bs = b.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
@@ -73,7 +95,7 @@ def register(sub) -> None:
     ab.add_argument("--max-attempts", type=int, default=3, metavar="N",
                     help="with --cluster: how often a block lost with its worker or node is sent again")
     ab.add_argument("--json", action="store_true")
-    ab.set_defaults(func=cmd_bench_ab)
+    ab.set_defaults(func=needs_evidence_extra("bench ab")(cmd_bench_ab))
 
 
 def _protocol(path: Path, root: Path):

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 try:  # Python 3.11+
     import tomllib
-except ModuleNotFoundError:  # pragma: no cover - older interpreters
-    tomllib = None  # type: ignore[assignment]
+except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli distribution (a dependency there)
+    import tomli as tomllib  # type: ignore[no-redef]
 
 from overlay.gate.source import TreeSource
 
@@ -61,8 +61,6 @@ def _setup_py(data: bytes) -> list[tuple[str, str]]:
 
 
 def _pyproject(data: bytes) -> list[tuple[str, str]]:
-    if tomllib is None:
-        return []
     try:
         doc = tomllib.loads(data.decode("utf-8", errors="replace"))
     except (tomllib.TOMLDecodeError, ValueError):
