@@ -98,3 +98,31 @@ def test_makefile_values_reach_the_tool_as_single_words_never_as_syntax(fake_ven
     # the same make, a $(shell ...) in the pin name: refused, and make did not run it either
     proc, _ = fake_venv("apply", f"PIN=$(shell touch {marker})")
     assert proc.returncode == 2 and "make: PIN refused" in proc.stderr and not marker.exists()
+
+
+# ---- issue 22 item 2: every target that runs tool code is an `overlay` subcommand ----
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+@pytest.mark.parametrize("target, extra, expected", [
+    ("composed-test", [], ["composed-test", "--pin", "v0.23.0"]),
+    ("mutation-check", ["PIN=v0.27.1"], ["mutation-check", "--pin", "v0.27.1"]),
+    ("gate-eval", ["OVERLAY_MIRROR=/nowhere", "ARGS=--only x"], ["gate-eval", "--only", "x"]),
+    ("evidence-e2e", ["E2E_ENV=/env", "E2E_RESULTS=out"],
+     ["evidence-e2e", "--env", "/env", "--protocol", "evidence/cpu-engine-smoke/protocol.yaml",
+      "--results", "out"]),
+    ("smoke", [], ["smoke", "--pin", "v0.25.0"]),
+    ("check", [], ["check"]),
+])
+def test_tool_targets_are_aliases_of_overlay_subcommands(fake_venv, target, extra, expected):
+    proc, calls = fake_venv(target, *extra)
+    assert proc.returncode == 0, proc.stderr
+    assert calls == [expected]
+
+
+def test_no_target_runs_a_script_of_its_own():
+    """Recipes run `$(OVERLAY) ...`; python itself only for the venv, pytest and the benchmarks."""
+    recipes = [line.strip() for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("\t")]
+    python = [r for r in recipes if r.startswith("$(PY) ")]
+    assert python and all(r.startswith(("$(PY) -m pip install", "$(PY) -m pytest", "$(PY) benchmarks/bench_"))
+                          for r in python), python
+    assert not (ROOT / "scripts").exists()
