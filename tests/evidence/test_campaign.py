@@ -122,6 +122,23 @@ def _gone(pid: int, timeout: float = 10.0) -> bool:
     return False
 
 
+def test_a_server_whose_worker_died_before_the_death_signal_was_armed_never_starts(tmp_path):
+    """PR_SET_PDEATHSIG covers only a parent that dies after prctl. A worker killed while
+    the wrapper's interpreter was still starting has already left the wrapper to init:
+    it must then exit as SIGTERM would have ended it, not start an orphaned server. The
+    race is forced by naming as the parent a pid that is not the wrapper's parent."""
+    import subprocess
+
+    from overlay.evidence.orchestrate import die_with_parent
+
+    started = tmp_path / "server-started"
+    not_the_parent = 1
+    proc = subprocess.run(die_with_parent(["touch", str(started)], parent=not_the_parent))
+    assert proc.returncode == 143 and not started.exists()
+    proc = subprocess.run(die_with_parent(["touch", str(started)]))  # the real parent: it runs
+    assert proc.returncode == 0 and started.exists()
+
+
 def test_a_campaign_server_gets_sigterm_when_its_worker_dies(tmp_path):
     """The exec wrapper's PR_SET_PDEATHSIG: a Ray worker killed hard takes its server along."""
     import os
@@ -299,8 +316,8 @@ def test_a_ladder_campaign_judges_each_rung_against_the_previous_on_one_node(ses
     steps = {s["step"]: s for s in ledger["steps"]}
     assert [s["step"] for s in ledger["steps"]] == ["rung1", "rung2"]
     assert steps["rung1"]["compared-with"] == "rung0" and steps["rung2"]["compared-with"] == "rung1"
-    assert steps["rung1"]["result"] == "positive"  # 3 ms -> 1.5 ms per token
-    assert steps["rung2"]["result"] != "positive"  # 1.5 ms -> 3 ms per token: a step down
+    assert steps["rung1"]["result"] == "positive"  # 30 ms -> 15 ms per token
+    assert steps["rung2"]["result"] != "positive"  # 15 ms -> 30 ms per token: a step down
     row = steps["rung1"]["checks"][0]
     assert row["change_pct"] < -10 and row["before"] > row["after"]
     assert (folder / "analysis" / "ledger.yaml").is_file()
