@@ -17,5 +17,11 @@ Modules, one job each:
   tails        per-phase tail diagnosis (seed 004)
   reported     figures reported by a source (packets without raw data)
   ledger       tuning ledgers whose steps are re-runnable variants
-  cli          `overlay evidence ...` and `overlay bench ab`
+  e2e          `overlay evidence-e2e`: the toolkit on the real vLLM engine on CPU
+
+The commands are overlay.commands.evidence (`overlay evidence ...`, `overlay bench ab`)
+and overlay.commands.evidence_e2e.
+May import: the foundation, overlay.series, overlay.trees and
+overlay.testing; no other subsystem.
+numpy and matplotlib come from the `evidence` extra.
 """

@@ -6,6 +6,9 @@ Library entry point for other subsystems (`overlay apply --gate`, `overlay drift
     report = run_gate(core_dir, plugin_dir, allowlist=None, pin=None)
     report.ok          # True when nothing (unaccepted) was found
     report.findings    # tuple[Finding] with kind, plugin/core file:line, message
+
+May import: the foundation, overlay.series, overlay.trees and
+overlay.testing; no other subsystem. The command is overlay.commands.gate.
 """
 
 from __future__ import annotations

@@ -24,5 +24,10 @@ Atomic like `apply`: nothing under pins/, patches/ or series.yaml changes before
 end, and a failure there puts back every byte it changed. --abort removes only the
 composed tree the rebase made. The in-progress state lives in .overlay/rebase.json.
 
-See docs/rebase.md. state (the data) -> plan (pure) -> steps (side effects) -> cli.
+See docs/rebase.md. state (the data) -> plan (pure) -> steps (side effects); the command
+is overlay.commands.rebase.
+
+May import: the foundation, overlay.series, overlay.trees and
+overlay.testing; of the other subsystems only drift's
+overlay.drift.scan, overlay.drift.targets and overlay.drift.report.
 """
