@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from overlay import checks, compose, lockfile, paths, refresh, seriesswap
+from overlay import checks, compose, lockfile, paths, refresh, reporting, seriesswap
 from overlay.gate import cli as gate_cli
 from overlay.errors import OverlayError, redact
 from overlay.model import Project, load_series
@@ -23,9 +23,7 @@ def _targets(value: str | None) -> list[str] | None:
 
 
 def _stderr_progress(json_mode: bool):
-    if json_mode or not sys.stderr.isatty():
-        return None
-    return lambda msg: print(f"overlay: {redact(msg)}", file=sys.stderr, flush=True)
+    return reporting.progress("apply", quiet=json_mode, clean=redact)
 
 
 def _out(json_mode: bool):

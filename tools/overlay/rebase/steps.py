@@ -12,7 +12,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from overlay import checks, compose, composed, gitcmd, lockfile, paths, refresh, sources
+from overlay import checks, compose, composed, gitcmd, lockfile, paths, refresh, reporting, sources
 from overlay.errors import OverlayError
 from overlay.model import (PIN_NAME, REQUIREMENT, ArchiveSource, GitSource, Project, load_all_pins,
                            load_pinset)
@@ -25,9 +25,7 @@ from overlay.rebase.state import (APPLY, CONFLICTED, DECIDE, DROPPED, KEPT, PORT
 
 def _progress(json_mode: bool):
     """Progress lines (fetching upstream) on a terminal only."""
-    if json_mode or not sys.stderr.isatty():
-        return None
-    return lambda message: print(f"overlay rebase: {message}", file=sys.stderr, flush=True)
+    return reporting.progress("rebase", quiet=json_mode)
 
 
 def _say(json_mode: bool, text: str) -> None:
