@@ -103,11 +103,13 @@ def cmd_plan(args) -> int:
         return 0
     print(f"# {proto.claim}: {len(runs)} server starts ({proto.starts} per variant, balanced interleaved)")
     print(f"# server CPUs {proto.server_cpus or 'NOT PINNED'}, client CPUs {proto.client_cpus or 'NOT PINNED'}")
-    for r in runs:
-        v = proto.variant(r.variant)
-        env = " ".join(f"{k}={val}" for k, val in v.env)
-        print(f"{r.position:3d}  {r.run_id:<24} scenarios: {', '.join(r.scenarios)}")
-        print(f"     server: {(env + ' ') if env else ''}{' '.join(argv[r.variant])}")
+    lines = table.render([(r.position, r.run_id, f"scenarios: {', '.join(r.scenarios)}") for r in runs],
+                         align="r", indent=" ")
+    under = " " * (1 + len(str(max((r.position for r in runs), default=0))) + 2)  # under the run id
+    for line, r in zip(lines, runs):
+        env = " ".join(f"{k}={val}" for k, val in proto.variant(r.variant).env)
+        print(line)
+        print(f"{under}server: {(env + ' ') if env else ''}{' '.join(argv[r.variant])}")
     return 0
 
 
