@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -10,6 +11,15 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fixtures import COMPOSER, World, make_world  # noqa: E402
+
+
+def pytest_configure(config):
+    # A shell without job control (`make test &` in a script, a CI step in the
+    # background) starts its jobs with SIGINT ignored, and every child inherits that:
+    # the Ctrl-C tests' overlay processes would then never see their Ctrl-C. Tests run
+    # as from a terminal, where Ctrl-C is delivered.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config, items):

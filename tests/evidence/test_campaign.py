@@ -122,6 +122,23 @@ def _gone(pid: int, timeout: float = 10.0) -> bool:
     return False
 
 
+def test_a_server_whose_worker_died_before_the_death_signal_was_armed_never_starts(tmp_path):
+    """PR_SET_PDEATHSIG covers only a parent that dies after prctl. A worker killed while
+    the wrapper's interpreter was still starting has already left the wrapper to init:
+    it must then exit as SIGTERM would have ended it, not start an orphaned server. The
+    race is forced by naming as the parent a pid that is not the wrapper's parent."""
+    import subprocess
+
+    from overlay.evidence.orchestrate import die_with_parent
+
+    started = tmp_path / "server-started"
+    not_the_parent = 1
+    proc = subprocess.run(die_with_parent(["touch", str(started)], parent=not_the_parent))
+    assert proc.returncode == 143 and not started.exists()
+    proc = subprocess.run(die_with_parent(["touch", str(started)]))  # the real parent: it runs
+    assert proc.returncode == 0 and started.exists()
+
+
 def test_a_campaign_server_gets_sigterm_when_its_worker_dies(tmp_path):
     """The exec wrapper's PR_SET_PDEATHSIG: a Ray worker killed hard takes its server along."""
     import os

@@ -600,12 +600,19 @@ def _wait_port_free(protocol: Protocol, progress: Progress) -> None:
 # started it dies (a Ray worker killed hard must not leave its server holding the card).
 # An exec wrapper rather than preexec_fn, which is unsafe in a threaded process such as a
 # Ray worker; PR_SET_PDEATHSIG (1) survives the exec, and the live command line is the argv.
+# The death signal only covers a parent that dies after prctl: one that died while the
+# wrapper's interpreter started (seconds on a loaded host) has already left it to init,
+# so the wrapper compares its parent with the pid it was started for and then exits
+# as SIGTERM would have ended it (143), instead of starting an orphaned server.
 _DIE_WITH_PARENT = ("import ctypes, os, signal, sys; "
-                    "ctypes.CDLL(None).prctl(1, signal.SIGTERM); os.execvp(sys.argv[1], sys.argv[1:])")
+                    "ctypes.CDLL(None).prctl(1, signal.SIGTERM); "
+                    "os.getppid() == int(sys.argv[1]) or os._exit(143); "
+                    "os.execvp(sys.argv[2], sys.argv[2:])")
 
 
-def die_with_parent(argv: list[str]) -> list[str]:
-    return [sys.executable, "-c", _DIE_WITH_PARENT] + list(argv)
+def die_with_parent(argv: list[str], parent: int | None = None) -> list[str]:
+    """argv behind the exec wrapper; `parent`: the pid that will start it (this process)."""
+    return [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid() if parent is None else parent)] + list(argv)
 
 
 def _one_run(protocol: Protocol, root: Path, results: Path, run: PlannedRun, progress: Progress,
