@@ -4,6 +4,8 @@ error. Verdicts come from the committed classification (benchmarks/gate_eval.yam
 
 from __future__ import annotations
 
+import ast
+import inspect
 import io
 import os
 import subprocess
@@ -116,7 +118,64 @@ def test_release_bumps_recall_and_precision_as_errors(bump_scores):
     assert t["precision"] >= 0.90, t
 
 
-def test_the_negative_control_has_at_most_one_error(bump_scores):
-    s = bump_scores["351879064c-vs-0.27.1"]
-    assert s.errors <= 1, s.false_alarms
-    assert not s.unclassified
+def _def_at(tree: ast.Module, name: str, line: int):
+    return next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and n.name == name and n.lineno <= line <= (n.end_lineno or n.lineno)), None)
+
+
+def _call_at(tree: ast.Module, name: str, line: int):
+    def called(n):
+        f = n.func.value if isinstance(n.func, ast.Subscript) else n.func
+        return f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+    return next((n for n in ast.walk(tree) if isinstance(n, ast.Call) and called(n) == name
+                 and n.lineno <= line <= (n.end_lineno or n.lineno)), None)
+
+
+def _signature(fn: ast.FunctionDef, bound: bool) -> inspect.Signature:
+    """The parameters of a core def as `inspect` sees them, built from the syntax tree
+    (nothing of the release runs); `bound`: called through an instance (drop self)."""
+    a, P = fn.args, inspect.Parameter
+    params = [P(x.arg, P.POSITIONAL_ONLY) for x in a.posonlyargs] + [P(x.arg, P.POSITIONAL_OR_KEYWORD)
+                                                                     for x in a.args]
+    for i in range(len(params) - len(a.defaults), len(params)):
+        params[i] = params[i].replace(default=None)
+    if a.vararg:
+        params.append(P(a.vararg.arg, P.VAR_POSITIONAL))
+    params += [P(x.arg, P.KEYWORD_ONLY, **({} if d is None else {"default": None}))
+               for x, d in zip(a.kwonlyargs, a.kw_defaults)]
+    if a.kwarg:
+        params.append(P(a.kwarg.arg, P.VAR_KEYWORD))
+    return inspect.Signature(params[1:] if bound else params)
+
+
+def _call_refused_by_release(finding, core: Path, plugin: Path) -> bool:
+    """Independently of the gate's own signature code: does the release's def, read
+    from the sdist, refuse the plugin's call, read from the plugin tree?"""
+    name = finding.symbol.rsplit(".", 1)[-1]
+    call = _call_at(ast.parse((plugin / finding.plugin_path).read_bytes()), name, finding.plugin_line)
+    fn = _def_at(ast.parse((core / finding.core_path).read_bytes()), name, finding.core_line)
+    if call is None or fn is None or any(isinstance(x, ast.Starred) for x in call.args) \
+            or any(k.arg is None for k in call.keywords):
+        return False
+    bound = isinstance(call.func, ast.Attribute) or bool(fn.args.args and fn.args.args[0].arg in ("self", "cls"))
+    try:
+        _signature(fn, bound).bind(*call.args, **{k.arg: k.value for k in call.keywords})
+    except TypeError:
+        return True
+    return False
+
+
+def test_the_negative_control_has_no_false_alarm_and_its_errors_are_breaks_the_release_shows(trees):
+    """Issue 19 asked for at most one error on the control 351879064c vs 0.27.1, on the
+    premise that a plugin already adapted to 0.27.1 breaks nothing there. It keeps two,
+    and both are real: each call is refused by the release's own signature, checked
+    here from both source trees without the gate's code. The bar this test holds: no
+    false alarm, and at most one error that is not such a proven break."""
+    p = pairing("351879064c-vs-0.27.1")
+    core, plugin = trees(p.plugin, p.core)
+    report = run_gate(core, plugin, ROOT / "gate-allowlist.yaml", note_unused=False)
+    s = score(p, report.findings)
+    assert not s.unclassified and not s.false_alarms, [finding_key(f) for f in s.false_alarms]
+    errors = [f for f in report.findings if f.severity == "error"]
+    proven = [f for f in errors if f.kind == "call" and _call_refused_by_release(f, core, plugin)]
+    assert len(errors) - len(proven) <= 1, sorted({finding_key(f) for f in errors} - {finding_key(f) for f in proven})

@@ -24,7 +24,8 @@ from overlay.gate.index import ModuleInfo, TreeIndex
 from overlay.gate.signature import CallShape, call_shape, dotted, from_ast
 from overlay.gate.source import TreeSource
 
-CALLED = re.compile(rb"([A-Za-z_]\w*)\s*[(\[]")
+# `\b` first: without it the engine retries inside every identifier (4x slower on core)
+CALLED = re.compile(rb"\b([A-Za-z_]\w*)\s*[(\[]")
 COMMON = 25  # a name called in more files than this is reachable without looking
 MAX_DEPTH = 3
 
@@ -48,6 +49,12 @@ class Site:
     def spelled(self, name: str) -> str:
         recv = {"super": "super()", "": ""}.get(self.receiver, self.receiver)
         return f"{recv}.{name}(...)" if recv else f"{name}(...)"
+
+
+def _names_word(data: bytes, words: list[bytes], word_re: re.Pattern) -> bool:
+    """Does `data` hold one of `words` as a whole word? A substring test first: the
+    regex alone (leading `\b`, no literal prefix) is ten times slower on core files."""
+    return any(w in data for w in words) and word_re.search(data) is not None
 
 
 def module_name(path: str) -> str:
@@ -291,19 +298,20 @@ class Callers:
     def names_any(self, site: Site, names: set[str]) -> bool:
         """Does the file holding `site` name any of these identifiers?"""
         data = self.text(site.path, 1 if site.plugin else 0)
-        return any(re.search(rb"\b" + re.escape(n.encode()) + rb"\b", data) for n in names)
+        return any(n.encode() in data and re.search(rb"\b" + re.escape(n.encode()) + rb"\b", data) for n in names)
 
     def typed_sites(self, name: str, class_names: set[str], limit: int) -> list[Site]:
         """Core calls `recv.name(...)` through another object whose type the file states
         as one of `class_names`: `self.recv: T = ...`, `self.recv = T(...)`, a
         parameter `recv: T`. Only files naming one of the classes are parsed."""
         files = self.files_calling(name)
-        alt = b"|".join(re.escape(n.encode()) for n in sorted(class_names))
+        raw = [n.encode() for n in sorted(class_names)]
+        alt = b"|".join(re.escape(n) for n in raw)
         if len(files) > limit:
             # a common name (`capture`): only the core files that name a class of the
             # hierarchy can type a receiver as one of them
             named = re.compile(rb"\b(%s)\b" % alt)
-            files = [(p, t) for p, t in files if not self.trees[t][3] and named.search(self.text(p, t))]
+            files = [(p, t) for p, t in files if not self.trees[t][3] and _names_word(self.text(p, t), raw, named)]
             if len(files) > limit:
                 return []
         calls = re.compile(rb"\.%s\s*\(" % re.escape(name.encode()))
@@ -320,7 +328,7 @@ class Callers:
                 before = tail.search(data, max(0, m.start() - 120), m.start())
                 if before:
                     receivers.add(before.group(1).split(b".")[-1])
-            named = re.search(rb"\b(%s)\b" % alt, data) is not None
+            named = _names_word(data, raw, re.compile(rb"\b(%s)\b" % alt))
             if not any((named and re.search(rb"\b%s\s*(:[^=\n]*\b(%s)\b|=\s*(%s)\s*\()" % (re.escape(r), alt, alt),
                                             data))
                        or re.search(rb"\bfor\b[^\n]*\b%s\b[^\n]*\bin\b" % re.escape(r), data)

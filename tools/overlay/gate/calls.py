@@ -67,6 +67,7 @@ class _Resolver:
         self.memo: dict = {}
         self._subclass_defs: dict[tuple[str, str], set[str]] | None = None
         self._self_assigned: dict[int, set[str]] = {}
+        self._self_assignments: dict[int, tuple] = {}
         self._receivers: dict[tuple[int, str], object] = {}
 
     def is_core(self, name: str) -> bool:
@@ -152,6 +153,27 @@ class _Resolver:
                         out.setdefault((b[0].name, b[1].name), set()).update(own)
             self._subclass_defs = out
         return self._subclass_defs
+
+    def self_assignments(self, node: ast.ClassDef) -> dict[str, list[tuple[ast.expr | None, ast.expr | None]]]:
+        """attr -> (value, annotation) of every `self.attr = ...` / `self.attr: T = ...` in
+        the class, in `ast.walk` order. One walk per class: asked for each attribute of
+        each call through `self.attr`."""
+        found = self._self_assignments.get(id(node))
+        if found is None or found[0] is not node:
+            out: dict[str, list[tuple[ast.expr | None, ast.expr | None]]] = {}
+            for n in ast.walk(node):
+                if isinstance(n, ast.Assign):
+                    targets, value, ann = n.targets, n.value, None
+                elif isinstance(n, ast.AnnAssign):
+                    targets, value, ann = [n.target], n.value, n.annotation
+                else:
+                    continue
+                for t in targets:
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                        out.setdefault(t.attr, []).append((value, ann))
+            found = (node, out)
+            self._self_assignments[id(node)] = found
+        return found[1]
 
     def self_assigned(self, node: ast.ClassDef | None) -> set[str]:
         """Names a class's methods assign on `self` (`self.forward = self.forward_npu`)."""
@@ -299,28 +321,18 @@ class _Resolver:
         one and the same class, else None."""
         classes = set()
         how = ""
-        for n in ast.walk(node):
-            if isinstance(n, ast.Assign):
-                targets, value, ann = n.targets, n.value, None
-            elif isinstance(n, ast.AnnAssign):
-                targets, value, ann = [n.target], n.value, n.annotation
-            else:
-                continue
-            for t in targets:
-                if not (isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
-                        and t.value.id == "self"):
-                    continue
-                found = None
-                if ann is not None and dotted(ann):
-                    found = self.class_named(mod, dotted(ann), local)  # type: ignore[arg-type]
-                    h = f"annotated {dotted(ann)}"
-                if found is None and isinstance(value, ast.Call) and dotted(value.func):
-                    found, h = self.built_by(mod, dotted(value.func), local)  # type: ignore[arg-type]
-                if found is None:
-                    return None
-                classes.add((found[0].name, found[1].name))
-                how = h
-                result = found
+        for value, ann in self.self_assignments(node).get(attr, ()):
+            found = None
+            if ann is not None and dotted(ann):
+                found = self.class_named(mod, dotted(ann), local)  # type: ignore[arg-type]
+                h = f"annotated {dotted(ann)}"
+            if found is None and isinstance(value, ast.Call) and dotted(value.func):
+                found, h = self.built_by(mod, dotted(value.func), local)  # type: ignore[arg-type]
+            if found is None:
+                return None
+            classes.add((found[0].name, found[1].name))
+            how = h
+            result = found
         if len(classes) != 1:
             return None
         return result[0], result[1], how

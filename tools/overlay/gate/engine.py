@@ -7,7 +7,9 @@ directories and applies the allowlist.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import sys
 import time
 from dataclasses import dataclass, field
@@ -68,10 +70,30 @@ class RawResult:
     cached: bool = False  # answered from the on-disk cache (unchanged trees)
 
 
-def gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str | None = None,
-                 cache: Cache | None = None, core_packages: frozenset[str] | None = None,
-                 plugin_packages: frozenset[str] | None = None, store_root: Path | None = None,
-                 progress: Callable[[str], None] | None = None) -> RawResult:
+@contextlib.contextmanager
+def _without_cyclic_gc():
+    """The syntax trees of ~900 files are millions of long-lived objects: every full
+    collection walks them all, which cost a cold run a third of its CPU time. A run
+    makes next to no garbage cycles, so collection waits until it is over."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def gate_sources(core_src: TreeSource, plugin_src: TreeSource, **kwargs) -> RawResult:
+    """One gate run (see `_gate_sources`), with the cyclic collector paused."""
+    with _without_cyclic_gc():
+        return _gate_sources(core_src, plugin_src, **kwargs)
+
+
+def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str | None = None,
+                  cache: Cache | None = None, core_packages: frozenset[str] | None = None,
+                  plugin_packages: frozenset[str] | None = None, store_root: Path | None = None,
+                  progress: Callable[[str], None] | None = None) -> RawResult:
     """One gate run. `store_root`: the on-disk cache (see store.py): a warm run on the
     same trees answers from it, a cold one fills it. `progress`: called with a short
     line per phase (the CLI prints them on a terminal)."""

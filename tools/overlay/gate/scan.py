@@ -195,12 +195,11 @@ def _isinstance_test(test: ast.expr) -> tuple[str, tuple[str, ...]] | None:
 def _annotated_params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, tuple[str, ...]]:
     """Parameters annotated with one class (`x: C`, `x: C | None`, `Optional[C]`) that the
     function never rebinds."""
-    rebound = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
     out: dict[str, tuple[str, ...]] = {}
     a = fn.args
     for arg in a.posonlyargs + a.args + a.kwonlyargs:
         ann = arg.annotation
-        if ann is None or arg.arg in rebound or arg.arg in ("self", "cls"):
+        if ann is None or arg.arg in ("self", "cls"):
             continue
         if isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.BitOr):
             sides = [x for x in (ann.left, ann.right) if not (isinstance(x, ast.Constant) and x.value is None)]
@@ -210,6 +209,9 @@ def _annotated_params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, t
         name = dotted(ann) if ann is not None else None
         if name and name[:1].isupper() or (name and "." in name and name.split(".")[-1][:1].isupper()):
             out[arg.arg] = (name,)
+    if out:  # the walk only where a parameter qualifies: most functions have none
+        rebound = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
+        out = {k: v for k, v in out.items() if k not in rebound}
     return out
 
 
