@@ -316,8 +316,8 @@ def test_a_ladder_campaign_judges_each_rung_against_the_previous_on_one_node(ses
     steps = {s["step"]: s for s in ledger["steps"]}
     assert [s["step"] for s in ledger["steps"]] == ["rung1", "rung2"]
     assert steps["rung1"]["compared-with"] == "rung0" and steps["rung2"]["compared-with"] == "rung1"
-    assert steps["rung1"]["result"] == "positive"  # 3 ms -> 1.5 ms per token
-    assert steps["rung2"]["result"] != "positive"  # 1.5 ms -> 3 ms per token: a step down
+    assert steps["rung1"]["result"] == "positive"  # 30 ms -> 15 ms per token
+    assert steps["rung2"]["result"] != "positive"  # 15 ms -> 30 ms per token: a step down
     row = steps["rung1"]["checks"][0]
     assert row["change_pct"] < -10 and row["before"] > row["after"]
     assert (folder / "analysis" / "ledger.yaml").is_file()

@@ -773,3 +773,49 @@ def test_code_after_a_taken_version_branch_that_returns_does_not_run(tmp_path):
     assert of_kind(gate(tmp_path, core, plugin, "0.27.1", loaded=("vllm_ascend.runner",)), "call") == []
     newer = gate(tmp_path / "b", core, plugin, "0.28.0", loaded=("vllm_ascend.runner",))
     assert ["context_len" in f.message for f in of_kind(newer, "call")] == [True]
+
+
+MOVED_FROM = """
+    def other():
+        pass
+"""
+
+MOVED_TO = """
+    def postprocess_mamba_fused_kernel(state_ptr, state_stride):
+        pass
+
+
+    def do_postprocess(state):
+        postprocess_mamba_fused_kernel(state, 1)
+"""
+
+PLUGIN_PATCHES_MOVED = """
+    import vllm.v1.worker.mamba_utils as mamba_utils
+
+
+    def ours(state_ptr, state_stride):
+        pass
+
+
+    mamba_utils.postprocess_mamba_fused_kernel = ours  # core moved it to mamba_kernels
+
+
+    def later():
+        mamba_utils.postprocess_mamba_fused_kernel = ours
+"""
+
+
+def test_a_patch_of_a_function_core_moved_to_another_module_is_an_error_at_start_up(tmp_path):
+    """Issue 19 item 4: the patched name is gone from its module, and one other core module
+    now defines and calls it: the replacement no longer reaches what core runs. An error
+    where it is assigned at import of a start-up module; a warning inside a function."""
+    core = {"vllm/v1/worker/mamba_utils.py": MOVED_FROM, "vllm/v1/worker/mamba_kernels.py": MOVED_TO}
+    report = gate(tmp_path, core, {"vllm_ascend/patches.py": PLUGIN_PATCHES_MOVED}, loaded=("vllm_ascend.patches",))
+    found = [(f.severity, f.plugin_line, f.core_path) for f in of_kind(report, "patch-target")]
+    assert sorted(found) == [("error", 8, "vllm/v1/worker/mamba_kernels.py"),
+                             ("warning", 12, "vllm/v1/worker/mamba_kernels.py")]
+    # a name defined in two other modules says nothing certain about where it went
+    core["vllm/v1/worker/mamba_kernels_v2.py"] = MOVED_TO
+    report = gate(tmp_path / "two", core, {"vllm_ascend/patches.py": PLUGIN_PATCHES_MOVED},
+                  loaded=("vllm_ascend.patches",))
+    assert of_kind(report, "patch-target") == []

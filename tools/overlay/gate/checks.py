@@ -583,14 +583,19 @@ def _missing_target(r: Replacement, core_path: str, core_line: int, why: str, ev
     """A patch of a core attribute that core does not have does nothing: core never looks
     the name up. Only the plugin's own callables count as patches (a saved original or a
     marker, `Cls._orig_x = Cls.x`, is not one). A name the plugin reads back itself (a
-    helper it adds) or that some core file still mentions (looked up dynamically) is not
-    reported. A warning: the reason says whether it runs at import time."""
-    if r.in_class or ev.callers.mentions(r.attr) or ev.callers.plugin_reads(r.attr):
+    helper it adds) is not reported. A name some core file still mentions is reported
+    only where core moved the function (`_moved_target`); otherwise it may be looked up
+    dynamically. A name no core file mentions is a warning: the reason says whether it
+    runs at import time."""
+    if r.in_class or ev.callers.plugin_reads(r.attr):
         return []
     value = dotted(r.value)
     if not isinstance(r.value, ast.Lambda) and (value is None or _value_signature(world, r) is None
                                                  or ev.is_core(qualify(r.module, value, r.scope.local_imports) or "")):
         return []
+    mentioned = ev.callers.mentions(r.attr)
+    if mentioned:
+        return _moved_target(r, core_path, why, ev, mentioned)
     message = (f"the plugin assigns {r.owner}.{r.attr}, but {why} and no core file names it: "
                "the patch does nothing (core renamed or removed what it patched)")
     # A warning, also at start-up: nothing raises (core never looks the name up), and on
@@ -602,6 +607,35 @@ def _missing_target(r: Replacement, core_path: str, core_line: int, why: str, ev
                     core_path, core_line, _why(r.ctx, message), severity=severity,
                     reason=_reason(r.ctx, ev, r.module.name, evidence),
                     summary=f"patch of {r.owner.rsplit('.', 1)[-1]}.{r.attr} does nothing: {why}")]
+
+
+# a module-level `def name(` (or `async def`) in a core file's text
+_TOP_LEVEL_DEF = r"^(?:async[ \t]+)?def[ \t]+%s[ \t]*\("
+
+
+def _moved_target(r: Replacement, core_path: str, why: str, ev: Evidence,
+                  mentioned: list[str]) -> list[Finding]:
+    """The patched name is gone from its module but one other core module now defines it
+    at module level: core moved the function, and the plugin's replacement no longer
+    reaches the code core runs. An error where the assignment runs on the start-up
+    chain (the patch was meant to be in force from the start); a name defined in
+    several modules, or not defined as a function anywhere, says nothing certain."""
+    import re
+
+    word = re.compile((_TOP_LEVEL_DEF % re.escape(r.attr)).encode(), re.M)
+    defs = [p for p in mentioned if p != core_path and word.search(ev.callers.text(p, 0))]
+    if len(defs) != 1:
+        return []
+    moved_to = defs[0]
+    message = (f"the plugin assigns {r.owner}.{r.attr}, but {why}; core now defines {r.attr} in {moved_to}: "
+               "the patch does not reach the function core runs")
+    evidence = "assigned when the module is imported" if r.at_import else \
+        "assigned inside a function (when it runs is not known)"
+    return [Finding(_kind(r.ctx, "patch-target"), f"patch-target:{r.owner}.{r.attr}", r.path, r.line,
+                    moved_to, 0, _why(r.ctx, message),
+                    severity=_severity(r.ctx, ev, r.module.name, error=r.at_import),
+                    reason=_reason(r.ctx, ev, r.module.name, evidence),
+                    summary=f"patch of {r.owner.rsplit('.', 1)[-1]}.{r.attr} misses it: core moved it to {moved_to}")]
 
 
 def check_version_guards(facts: PluginFacts, ev: Evidence) -> list[Finding]:
