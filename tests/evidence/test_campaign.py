@@ -205,12 +205,17 @@ def test_leftover_servers_are_stopped_only_when_their_worker_is_gone(tmp_path):
         for name, worker, started in (("beside", live_worker.pid, orchestrate._stat(live_worker.pid)[3]),
                                       ("orphan", dead_worker.pid, dead_started)):
             nonce = orchestrate.new_nonce()  # as bench ab starts its servers
-            srv = subprocess.Popen(["sleep", "120"], start_new_session=True,
+            # the server says it is up: Popen returns once the child's exec has begun,
+            # before the kernel has set up the new program's environment, which the
+            # ownership check reads (seen refused as "does not carry the run's nonce")
+            argv = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(120)"]
+            srv = subprocess.Popen(argv, start_new_session=True, stdout=subprocess.PIPE, text=True,
                                    env={**os.environ, orchestrate.SERVER_NONCE_VAR: nonce})
             servers.append(srv)
+            assert srv.stdout.readline() == "up\n"
             d = tmp_path / campaign.PIDS / name
             d.mkdir(parents=True)
-            orchestrate._write_pid(d, srv, ["sleep", "120"], name, nonce)
+            orchestrate._write_pid(d, srv, argv, name, nonce)
             (d / "node.json").write_text(json.dumps({"hostname": host, "boot_id": boot, "worker_pid": worker,
                                                      "worker_started": started}))
             records[name] = srv
