@@ -566,13 +566,14 @@ def test_composing_from_an_archive_shows_progress_on_a_terminal_only(world, run,
     assert code == 0 and err == "" and json.loads(out)["pin"] == "p1"
     shutil.rmtree(world.project / ".overlay")
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    monkeypatch.setenv("NO_COLOR", "1")  # plain lines (the prefix is dimmed where colour is allowed)
     code, out, err = run("apply", "--mirror", world.mirror, "--force", root=world.project)
     assert code == 0, err
-    steps = [line for line in err.splitlines() if line.startswith("overlay: core: ")]
+    steps = [line for line in err.splitlines() if line.startswith("overlay apply: core: ")]
     assert [s.split(": ", 2)[2].split(" ")[0] for s in steps] == ["verifying", "extracting", "importing",
                                                                    "checking"]
-    assert "overlay: core: importing 2 files into the object cache" in steps
-    assert "overlay: plugin: checking out " in err and "applying 2 patch(es)" in err
+    assert "overlay apply: core: importing 2 files into the object cache" in steps
+    assert "overlay apply: plugin: checking out " in err and "applying 2 patch(es)" in err
 
 
 def test_ctrl_c_while_the_modules_import_is_one_line_not_a_traceback(world):

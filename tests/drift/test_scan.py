@@ -158,7 +158,7 @@ def test_markdown_and_junit_reports(capsys, history, project, tmp_path):
     assert "| #107 | [BugFix] b: fix b_10 (#107) |" in text
     assert "| merged (reverse) → merged (patch-id) | `" + history.commits["c12"][:12] in text
     suite, = ET.parse(xml).getroot()
-    assert suite.get("name") == "drift.plugin@main"
+    assert suite.get("name") == "drift.scan.plugin@main"
     assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("7", "2", "1")
     cases = {c.get("name")[:4]: c for c in suite.iter("testcase")}
     assert cases["0001"].find("failure").get("type") == "conflict"
@@ -220,7 +220,7 @@ def test_gate_findings_are_in_the_junit_file(capsys, history, project, tmp_path)
                      "--junit", str(xml))
     assert rc == 1
     suites = {s.get("name"): s for s in ET.parse(xml).getroot()}
-    assert {"drift.core@k1", "drift.plugin@c1"} < set(suites)
+    assert {"drift.onto.core@k1", "drift.onto.plugin@c1"} < set(suites)
     gate, = [s for name, s in suites.items() if not name.startswith("drift.")]
     assert gate.get("failures") == "1"
     case, = gate.iter("testcase")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -139,7 +140,7 @@ def test_tails_cli(tmp_path, run, evroot):
     code, out, err = run("evidence", "tails", a, "--compare", b, "--threshold-ms", "3",
                          "--derive", "excess=runner_run-device_wall", root=evroot)
     assert code == 0, err
-    assert "runner_run     round 100     rank 5" in out
+    assert re.search(r"(?m)^  runner_run +round 100  rank 5  +[0-9.]+ ms  \(reference ", out)
     assert "tail moved: excess -> gap, runner_run -> gap" in out
     code, out, _ = run("evidence", "tails", a, "--json", root=evroot)
     data = json.loads(out)

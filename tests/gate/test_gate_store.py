@@ -54,7 +54,7 @@ def test_progress_lines_on_a_terminal_only(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "tools"), OVERLAY_CACHE=str(tmp_path / "c"))
     cmd = [sys.executable, "-m", "overlay", "--root", str(ROOT), "gate", "--core", str(core), "--plugin", str(plugin)]
     piped = subprocess.run(cmd + ["--json"], capture_output=True, text=True, env=env)
-    assert piped.returncode == 1 and "overlay: gate: scanning" not in piped.stderr
+    assert piped.returncode == 1 and "overlay gate: scanning" not in piped.stderr
     from overlay.commands.gate import _progress
     import argparse
     assert _progress(argparse.Namespace(json=True)) is None
@@ -64,4 +64,4 @@ def test_progress_callback_gets_one_line_per_phase(tmp_path):
     core, plugin = trees(tmp_path)
     lines: list[str] = []
     run_gate(core, plugin, progress=lines.append)
-    assert [l.split(" ")[0] for l in lines] == ["scanning", "checking", "done"]
+    assert [l.split(" ")[0] for l in lines] == ["indexing", "scanning", "checking", "done"]

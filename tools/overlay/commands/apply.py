@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from overlay import paths
+from overlay import paths, reporting
 from overlay.commands import gate as gate_cli
 from overlay.commands.options import add_common, target_names
 from overlay.errors import redact
@@ -16,9 +16,7 @@ from overlay.trees import compose
 
 
 def _stderr_progress(json_mode: bool):
-    if json_mode or not sys.stderr.isatty():
-        return None
-    return lambda msg: print(f"overlay: {redact(msg)}", file=sys.stderr, flush=True)
+    return reporting.progress("apply", quiet=json_mode, clean=redact)
 
 
 def _out(json_mode: bool):

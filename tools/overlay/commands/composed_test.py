@@ -31,6 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from overlay import reporting
 from overlay.errors import OverlayError
 from overlay.series.model import load_series
 from overlay.testing import testenv, testrun
@@ -83,7 +84,7 @@ def _run(args: argparse.Namespace) -> int:
         args.known_failures = root / KNOWN_FAILURES
     say = (lambda msg: None) if args.json else (lambda msg: print(f"composed-test: {msg}", flush=True))
     echo = None if args.json else testrun.echo_to_terminal
-    progress = say if (testrun.tty() and not args.json) else None
+    progress = reporting.progress("composed-test", quiet=args.json)
 
     if not args.mirror:
         raise OverlayError("needs a mirror: composing the pinned trees needs the upstream commits offline",

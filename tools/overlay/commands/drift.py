@@ -7,7 +7,6 @@ import json
 import os
 import sys
 import tempfile
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from overlay import paths
@@ -19,6 +18,7 @@ from overlay.drift.scan import (Drift, TargetRun, commit_log, stderr_progress, t
                                 timed_scan)
 from overlay.errors import OverlayError
 from overlay.series.model import Project
+from overlay.reporting import table
 
 HELP = "classify each patch against newer upstream commits (clean/offset/fuzz/merged/...)"
 
@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(terminal(report))
+        sys.stdout.write(terminal(report, table.terminal_width()))
         if gate_report is not None:
             from overlay.gate.report import text as gate_text
             sys.stdout.write(gate_text(gate_report))
@@ -160,12 +160,12 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
-def gate_suites(report) -> tuple[ET.Element, ...]:
-    """The gate's own JUnit suites (one failing test case per finding; one passing case
+def gate_suites(report) -> tuple:
+    """The gate's own JUnit suite (one failing test case per finding; one passing case
     when there is none), to go into drift's JUnit file."""
-    from overlay.gate.report import to_junit
+    from overlay.gate.report import junit_suite
 
-    return tuple(ET.fromstring(to_junit(report)))
+    return (junit_suite(report),)
 
 
 def gate_markdown(report) -> str:

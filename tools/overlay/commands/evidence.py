@@ -9,6 +9,7 @@ from pathlib import Path
 
 from overlay import DISTRIBUTION
 from overlay.errors import OverlayError
+from overlay.reporting import table
 
 EXTRA = ("numpy", "matplotlib")  # the `evidence` extra (pyproject.toml)
 
@@ -124,11 +125,13 @@ def cmd_plan(args) -> int:
         return 0
     print(f"# {proto.claim}: {len(runs)} server starts ({proto.starts} per variant, balanced interleaved)")
     print(f"# server CPUs {proto.server_cpus or 'NOT PINNED'}, client CPUs {proto.client_cpus or 'NOT PINNED'}")
-    for r in runs:
-        v = proto.variant(r.variant)
-        env = " ".join(f"{k}={val}" for k, val in v.env)
-        print(f"{r.position:3d}  {r.run_id:<24} scenarios: {', '.join(r.scenarios)}")
-        print(f"     server: {(env + ' ') if env else ''}{' '.join(argv[r.variant])}")
+    lines = table.render([(r.position, r.run_id, f"scenarios: {', '.join(r.scenarios)}") for r in runs],
+                         align="r", indent=" ")
+    under = " " * (1 + len(str(max((r.position for r in runs), default=0))) + 2)  # under the run id
+    for line, r in zip(lines, runs):
+        env = " ".join(f"{k}={val}" for k, val in proto.variant(r.variant).env)
+        print(line)
+        print(f"{under}server: {(env + ' ') if env else ''}{' '.join(argv[r.variant])}")
     return 0
 
 
@@ -283,10 +286,11 @@ def cmd_tails(args) -> int:
     by_kind = {k: sum(o.kind == k for o in outs) for k in ("single-rank", "common")}
     print(f"\noutliers above the round median + {args.threshold_ms:g} ms: {by_kind['single-rank']} single-rank, "
           f"{by_kind['common']} common (round median above the phase median + threshold)")
-    for o in outs[: args.top]:
-        who = f"rank {o.rank}" if o.rank is not None else "all ranks"
-        print(f"  {o.phase:<14} round {o.round:<7} {who:<12} {o.ms:9.3f} ms "
-              f"(reference {o.reference_ms:.3f} ms, +{o.ms - o.reference_ms:.3f})")
+    rows = [(o.phase, f"round {o.round}", f"rank {o.rank}" if o.rank is not None else "all ranks",
+             f"{o.ms:.3f} ms", f"(reference {o.reference_ms:.3f} ms, +{o.ms - o.reference_ms:.3f})")
+            for o in outs[: args.top]]
+    for line in table.render(rows, align="lllr", indent="  "):
+        print(line)
     if args.compare:
         print("\n| phase | outliers A | outliers B | p99 A ms | p99 B ms |\n| --- | --- | --- | --- | --- |")
         for s in data["compare"]["phases"]:
@@ -325,7 +329,7 @@ def cmd_bench_ab(args) -> int:
     if args.local_cards is not None:
         raise OverlayError("--local-cards is for --cluster local", hint="add --cluster local or drop it")
     # SIGINT and SIGTERM stop the current server and set its run aside (orchestrate).
-    summary = orchestrate.bench_ab(proto, args.root, results, orchestrate.terminal_progress(args.json),
+    summary = orchestrate.bench_ab(proto, args.root, results, orchestrate.terminal_progress(args.json, "bench"),
                                    only=args.max_runs, mirror=paths.mirror_root(args.mirror))
     data = {"planned": summary.planned, "already_complete": list(summary.already_complete),
             "ran": list(summary.ran), "excluded": list(summary.excluded), "results": str(summary.results)}
@@ -348,7 +352,7 @@ def _bench_campaign(proto, results: Path, args) -> int:
         raise OverlayError("--max-runs is for the serial bench ab", hint="drop it with --cluster")
     if args.max_attempts < 1:
         raise OverlayError("--max-attempts must be at least 1")
-    summary = campaign.campaign(proto, args.root, results, orchestrate.terminal_progress(args.json),
+    summary = campaign.campaign(proto, args.root, results, orchestrate.terminal_progress(args.json, "bench"),
                                 address=args.cluster, mirror=paths.mirror_root(args.mirror),
                                 local_cards=args.local_cards, max_attempts=args.max_attempts)
     remaining = summary.planned - len(summary.already_complete) - len(summary.ran)

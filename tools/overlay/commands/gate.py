@@ -9,7 +9,8 @@ import re
 import sys
 from pathlib import Path
 
-from overlay import paths
+from overlay import paths, reporting
+from overlay.reporting import table
 from overlay.errors import OverlayError
 from overlay.gate import report as render
 from overlay.gate import run_gate
@@ -131,9 +132,7 @@ def _emit(report, args: argparse.Namespace) -> int:
 
 def _progress(args: argparse.Namespace):
     """One line per phase on a terminal (stderr); nothing with --json or when piped."""
-    if args.json or not sys.stderr.isatty():
-        return None
-    return lambda msg: print(f"overlay: gate: {msg}", file=sys.stderr, flush=True)
+    return reporting.progress("gate", quiet=args.json)
 
 
 def _store(args: argparse.Namespace) -> Path:
@@ -189,7 +188,7 @@ def _cmd_forward(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps({"plugin": str(plugin), "releases": [r.to_dict() for r in rows]},
                                     indent=2, sort_keys=True) + "\n")
     else:
-        sys.stdout.write(forward.render(str(plugin), rows))
+        sys.stdout.write(forward.render(str(plugin), rows, table.terminal_width()))
     return 0
 
 
@@ -230,9 +229,7 @@ def _cmd_bisect(args: argparse.Namespace, plugin: Path, pin: str | None, allow) 
     if not Path(plugin).is_dir():
         raise OverlayError("plugin tree not found", path=str(plugin))
     git_dir = _core_repo(args, pin)
-    progress = None
-    if not args.json and sys.stderr.isatty():
-        progress = lambda msg: print(f"overlay: gate: {msg}", file=sys.stderr, flush=True)  # noqa: E731
+    progress = _progress(args)
     result = bisect_core(git_dir, good, bad, DirSource(Path(plugin).resolve()),
                          prefix=args.core_prefix, allowlist=allow, pin=pin,
                          version=args.core_version, progress=progress)
@@ -253,7 +250,7 @@ def gate_after_apply(root: Path, pin: str, into: Path | None, *, json_mode: bool
     plugin = paths.composed_dir(root, pin, "plugin", into)
     default = default_allowlist(Path(root))
     allow = load_allowlist(default) if default is not None else None
-    report = run_gate(core, plugin, allow, pin)
+    report = run_gate(core, plugin, allow, pin, progress=reporting.progress("gate", quiet=json_mode))
     if json_mode:
         if not report.ok:
             print(f"overlay: gate: {len(report.failing)} contract break(s); run `overlay gate --pin {pin}`",

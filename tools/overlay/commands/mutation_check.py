@@ -19,6 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from overlay import reporting
 from overlay.errors import OverlayError
 from overlay.series.model import load_series
 from overlay.testing import mutation, testenv, testrun
@@ -81,7 +82,7 @@ def _run(args: argparse.Namespace) -> int:
                            hint=f"re-run `overlay apply --pin {args.pin}`")
     patches = [mutation.PatchUnderTest(e.patch, commits[e.patch], e.tests) for e in wanted]
 
-    progress = say if (testrun.tty() and not args.json) else None
+    progress = reporting.progress("mutation-check", quiet=args.json)
     python = testenv.ensure_venv(venv, progress)
     core_dir = testenv.ensure_core(python, venv, core, version, progress)
     with tempfile.TemporaryDirectory(prefix="mutation-check-") as tmp:

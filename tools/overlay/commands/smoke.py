@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from overlay import reporting
 from overlay.testing import testenv
 from overlay.errors import OverlayError
 
@@ -46,10 +47,9 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     if venv == args.root or args.root in venv.parents:
         raise OverlayError(f"--venv {venv} is inside the repository", hint="put it outside (it is large)")
     quiet = args.json
-    say = (lambda msg: None) if quiet else (lambda msg: print(f"smoke: {msg}", file=sys.stderr, flush=True))
     echo = None if quiet else (lambda line: print(line, flush=True))
     walks, targets = run_smoke(args.root, args.pin, mirror, venv, baseline=args.baseline,
-                               progress=None if quiet else say, echo=echo)
+                               progress=reporting.progress("smoke", quiet=quiet), echo=echo)
     target = walks[0]
     written: list[str] = []
     if args.write_counters is not None and target.ok:

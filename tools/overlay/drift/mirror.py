@@ -8,11 +8,10 @@ reads old blobs of many commits, and a partial clone would fetch them one by one
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Callable
 
-from overlay import gitcmd, paths
+from overlay import gitcmd, paths, reporting
 from overlay.errors import OverlayError
 from overlay.series.model import GitSource
 from overlay.trees.sources import FETCH_TIMEOUT
@@ -61,6 +60,5 @@ def fetch_heads(mirror: Path, target: str, source: GitSource,
 
 
 def stderr_note(enabled: bool) -> Callable[[str], None] | None:
-    if not enabled or not sys.stderr.isatty():  # progress is for people at a terminal
-        return None
-    return lambda message: print(f"overlay drift: {message}", file=sys.stderr, flush=True)
+    """Fetch progress on a terminal only (the reporting layer decides)."""
+    return reporting.progress("drift", quiet=not enabled)

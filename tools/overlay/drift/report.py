@@ -4,29 +4,17 @@
 
 from __future__ import annotations
 
-import re
-import xml.etree.ElementTree as ET
 from collections import Counter
 from dataclasses import dataclass
 
 from overlay.drift.classify import CLASSES, Verdict
 from overlay.drift.scan import CommitInfo, Overlap, TargetRun, Transition
+from overlay.reporting import junit as junit_xml
+from overlay.reporting import table
+from overlay.reporting.text import printable
 
 DEFAULT_FAIL_ON = ("conflict", "missing")
 WARN_ON = frozenset({"fuzz"})
-
-# Upstream writes commit subjects and file names: an escape sequence in one must not
-# recolour, retitle or hyperlink a maintainer's terminal, nor hide in a Markdown
-# summary, nor make the JUnit file invalid XML. Control characters (C0, DEL, C1) and
-# the bidirectional overrides that reorder text on screen are shown as escapes.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(text: str) -> str:
-    """`text` with every unsafe character written as a visible escape (\\x1b, \\u202e)."""
-    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                       else f"\\u{ord(m.group()):04x}", text)
-
 
 @dataclass(frozen=True)
 class DriftReport:
@@ -105,20 +93,17 @@ def _head_line(r: TargetRun, pin: str) -> str:
 # ----------------------------------------------------------------------------- terminal
 
 
-def terminal(report: DriftReport) -> str:
+def terminal(report: DriftReport, width: int | None = None) -> str:
+    """`width`: wrap the table's detail column to it (a terminal's width; None: whole lines)."""
     out: list[str] = []
     for r in report.runs:
         out.append(_head_line(r, report.pin))
         if not r.verdicts:
             out.append("  (no patches for this target)")
             continue
-        width = max(len(v.patch) for v in r.verdicts)
-        cls_width = max(len(_label(v)) for v in r.verdicts)
         at = "at head" if report.mode != "onto" else "class"
-        out.append(f"  {'PATCH'.ljust(width)}  {at.upper().ljust(cls_width)}  DETAIL")
-        for v in r.verdicts:
-            out.append(f"  {v.patch.ljust(width)}  {_label(v).ljust(cls_width)}  "
-                       f"{printable(v.detail)}")
+        out += table.render([(v.patch, _label(v), printable(v.detail)) for v in r.verdicts],
+                            header=("PATCH", at.upper(), "DETAIL"), indent="  ", width=width)
         if r.history:
             out.append("  class changes along first-parent history:")
             for h in r.history:
@@ -273,41 +258,36 @@ def markdown(report: DriftReport) -> str:
 # ----------------------------------------------------------------------------- JUnit
 
 
-def junit(report: DriftReport, extra: tuple[ET.Element, ...] = ()) -> str:
-    """One <testsuite> per target and ref, then `extra` suites (the gate's, with --gate)."""
-    suites = ET.Element("testsuites", name=f"overlay drift {report.pin}")
+def suite_name(mode: str, r: TargetRun) -> str:
+    """`drift.onto.plugin@main`, `drift.scan.plugin@main`: the mode is in the name, so the
+    scan's report-only file and the `--onto` check never share a suite or a test case."""
+    return f"drift.{mode}.{r.target}@{r.ref}"
+
+
+def junit_suites(report: DriftReport) -> tuple[junit_xml.Suite, ...]:
+    """One suite per target and ref, one test case per patch."""
+    suites = []
     for r in report.runs:
-        failures = sum(1 for v in r.verdicts if v.cls in report.fail_on)
-        skipped = sum(1 for v in r.verdicts if v.cls == "blocked" and v.cls not in report.fail_on)
-        suite = ET.SubElement(suites, "testsuite", name=f"drift.{r.target}@{r.ref}",
-                              tests=str(len(r.verdicts)), failures=str(failures), errors="0",
-                              skipped=str(skipped), time=f"{r.seconds:.3f}")
-        props = ET.SubElement(suite, "properties")
-        for key, value in (("pin", report.pin), ("base", r.base), ("head", r.head),
-                           ("mode", report.mode)):
-            ET.SubElement(props, "property", name=key, value=value)
+        cases = []
+        did_too = []
         for v in r.verdicts:
             detail = printable(v.detail)
-            case = ET.SubElement(suite, "testcase", classname=f"drift.{r.target}.{r.ref}",
-                                 name=v.patch, time="0")
-            if v.cls in report.fail_on:
-                failure = ET.SubElement(case, "failure", message=f"{_label(v)}: {detail}",
-                                        type=v.cls)
-                failure.text = detail
-            elif v.cls == "blocked":
-                ET.SubElement(case, "skipped", message=detail)
-            out = ET.SubElement(case, "system-out")
+            failure = (junit_xml.Failure(f"{_label(v)}: {detail}", v.cls, detail)
+                       if v.cls in report.fail_on else None)
             prefix = "warning: " if v.cls in WARN_ON else ""
             notes = [f"overlap: {printable(overlap_line(o))}" for o in overlap_of(r, v.patch)]
-            out.text = "\n".join([f"{prefix}{_label(v)}: {detail}", *notes])
-            for o in overlap_of(r, v.patch):
-                if o.resembles:
-                    props = case.find("properties")
-                    if props is None:
-                        props = ET.SubElement(case, "properties")
-                    ET.SubElement(props, "property", name="upstream-did-this-too",
-                                  value=f"{o.commit.sha}" + (f" #{o.commit.pr}" if o.commit.pr else ""))
-    for suite in extra:
-        suites.append(suite)
-    ET.indent(suites)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+            cases.append(junit_xml.Case(v.patch, f"drift.{report.mode}.{r.target}.{r.ref}", failure,
+                                        skipped=detail if v.cls == "blocked" else None,
+                                        output="\n".join([f"{prefix}{_label(v)}: {detail}", *notes])))
+            did_too += [("upstream-did-this-too", f"{v.patch} {o.commit.sha}"
+                         + (f" #{o.commit.pr}" if o.commit.pr else ""))
+                        for o in overlap_of(r, v.patch) if o.resembles]
+        props = (("pin", report.pin), ("base", r.base), ("head", r.head), ("mode", report.mode))
+        suites.append(junit_xml.Suite(suite_name(report.mode, r), tuple(cases), r.seconds,
+                                      props + tuple(did_too)))
+    return tuple(suites)
+
+
+def junit(report: DriftReport, extra: tuple[junit_xml.Suite, ...] = ()) -> str:
+    """Drift's suites, then `extra` suites (the gate's, with --gate)."""
+    return junit_xml.render(junit_suites(report) + tuple(extra), name=f"overlay drift {report.pin}")

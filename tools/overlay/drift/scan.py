@@ -7,13 +7,12 @@ timing. The judging is `classify.classify_series`, which is pure.
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from overlay import gitcmd
+from overlay import gitcmd, reporting
 from overlay.drift.blobs import BlobReader
 from overlay.drift.classify import (APPLIES, DriftPatch, Memo, Verdict, classify_series)
 from overlay.drift.overlap import overlaps, parse_log
@@ -493,8 +492,7 @@ class Drift:
                                             None, at(0)[j]))
             else:
                 results.append(BisectResult(patch.name, "applies-at-head", len(looked[j])))
-        if progress:
-            print(file=sys.stderr)
+        end_line(progress)
         oids = self.reader.oids(head, self.paths)
         at_head = (self.classify(head, oids, merged_at(n), self.hints_for(self.base, head, oids),
                                  held_at(n))
@@ -531,14 +529,15 @@ def histories(patches: tuple[DriftPatch, ...], at_pin: tuple[Verdict, ...],
 
 
 def stderr_progress(enabled: bool) -> Progress | None:
-    """Progress lines on a terminal only; machine-readable runs stay quiet."""
-    if not enabled or not sys.stderr.isatty():
-        return None
+    """One live progress line on a terminal only; machine-readable runs stay quiet."""
+    return reporting.progress("drift", quiet=not enabled, live=True)
 
-    def show(message: str) -> None:
-        print(f"\roverlay drift: {message}\033[K", end="", file=sys.stderr, flush=True)
 
-    return show
+def end_line(progress: Progress | None) -> None:
+    """End a live progress line (so the next output starts on its own line)."""
+    close = getattr(progress, "close", None)
+    if close is not None:
+        close()
 
 
 def timed_scan(engine: Drift, target: str, ref: str, head: str, commits: Sequence[CommitInfo],
@@ -553,8 +552,7 @@ def timed_scan(engine: Drift, target: str, ref: str, head: str, commits: Sequenc
     at_pin, walk = engine.scan(commits, head, progress)
     overlap = engine.overlap(head, commits)
     seconds = time.perf_counter() - started
-    if progress:
-        print(file=sys.stderr)
+    end_line(progress)
     hist = histories(engine.patches, at_pin, walk, commits)
     return TargetRun(target, ref, engine.base, head, walk[-1] if walk else at_pin, len(commits),
                      hist, (), seconds, engine.snapshots, _stats(engine), overlap)

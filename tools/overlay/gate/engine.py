@@ -126,6 +126,7 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
     def is_core(name: str) -> bool:
         return name.split(".")[0] in core_packages
 
+    say(f"indexing core ({', '.join(sorted(core_packages)) or 'no package'})")
     version = version or core_version(core, next(iter(sorted(core_packages)), "vllm"))
     env_box: list[Env] = []
     # the plugin's `if vllm_version_is(...)` / capability branches are settled for this

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from overlay.errors import OverlayError
+from overlay.reporting import table
 
 SPEC = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?)$")
 
@@ -88,13 +89,13 @@ def row(release: str, report, base: bool = False, top: int = 3) -> Row:
                float(report.stats.get("seconds", 0.0)), base)
 
 
-def render(plugin_label: str, rows: list[Row]) -> str:
-    lines = [f"gate forward view: plugin {plugin_label}",
-             f"{'release':<12} {'errors':>6} {'warnings':>8} {'seconds':>7}  top findings"]
+def render(plugin_label: str, rows: list[Row], width: int | None = None) -> str:
+    """One row per release; its further top findings on the lines below it."""
+    cells = []
     for r in rows:
         name = r.release + (" (base)" if r.base else "")
-        first = r.top[0] if r.top else "-"
-        lines.append(f"{name:<12} {r.errors:>6} {r.warnings:>8} {r.seconds:>7.1f}  {first}")
-        for more in r.top[1:]:
-            lines.append(f"{'':<37}  {more}")
-    return "\n".join(lines) + "\n"
+        cells.append((name, r.errors, r.warnings, f"{r.seconds:.1f}", r.top[0] if r.top else "-"))
+        cells += [("", "", "", "", more) for more in r.top[1:]]
+    return "\n".join([f"gate forward view: plugin {plugin_label}",
+                      *table.render(cells, header=("release", "errors", "warnings", "seconds", "top findings"),
+                                    align="lrrr", width=width)]) + "\n"

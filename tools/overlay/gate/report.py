@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from xml.etree import ElementTree as ET
-
 from overlay.gate.findings import SEVERITIES, Finding, GateReport
+from overlay.reporting import junit
 
 
 def text(report: GateReport, verbose: bool = False) -> str:
@@ -75,34 +74,31 @@ def _case_names(findings: list[Finding]) -> list[str]:
     return out
 
 
-def to_junit(report: GateReport) -> str:
+SUITE = "overlay-gate"
+
+
+def junit_suite(report: GateReport) -> junit.Suite:
     """One test case per finding (failed) and per accepted finding (skipped), each with a
-    unique name; a passing run is one passing test case, so CI shows the gate ran."""
-    suite = ET.Element("testsuite", name="overlay-gate", tests="0", failures="0", skipped="0")
-    cases = 0
+    unique name; a passing run is one passing test case, so CI shows the gate ran. The
+    plugin location leads the failure text (the schema has no file/line on a test case)."""
     names = iter(_case_names(list(report.findings) + [s.finding for s in report.suppressed]))
     failing = {id(f) for f in report.failing}
+    cases = []
     for f in report.findings:
-        case = ET.SubElement(suite, "testcase", classname=f"gate.{f.kind}", name=next(names),
-                             file=f.plugin_path, line=str(f.plugin_line))
+        text = f"{f.location()}\n{f.message}\nwhy: {f.reason}"
         if id(f) in failing:
-            fail = ET.SubElement(case, "failure", message=f"{f.severity}: {f.short()}", type=f.kind)
-            fail.text = f"{f.location()}\n{f.message}\nwhy: {f.reason}"
+            cases.append(junit.Case(next(names), f"gate.{f.kind}",
+                                    junit.Failure(f"{f.severity}: {f.short()}", f.kind, text)))
         else:  # a warning or info finding: a passing case that still shows what was found
-            out = ET.SubElement(case, "system-out")
-            out.text = f"{f.severity}: {f.location()}\n{f.message}\nwhy: {f.reason}"
-        cases += 1
+            cases.append(junit.Case(next(names), f"gate.{f.kind}", output=f"{f.severity}: {text}"))
     for s in report.suppressed:
-        case = ET.SubElement(suite, "testcase", classname=f"gate.{s.finding.kind}", name=next(names),
-                             file=s.finding.plugin_path, line=str(s.finding.plugin_line))
-        ET.SubElement(case, "skipped", message=f"accepted: {s.reason}")
-        cases += 1
-    if cases == 0:
-        ET.SubElement(suite, "testcase", classname="gate", name="contract")
-        cases = 1
-    suite.set("tests", str(cases))
-    suite.set("failures", str(len(report.failing)))
-    suite.set("skipped", str(len(report.suppressed)))
-    suites = ET.Element("testsuites")
-    suites.append(suite)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+        cases.append(junit.Case(next(names), f"gate.{s.finding.kind}", skipped=f"accepted: {s.reason}",
+                                output=f"{s.finding.location()}\n{s.finding.message}"))
+    if not cases:
+        cases.append(junit.Case("contract", "gate"))
+    seconds = report.stats.get("seconds")
+    return junit.Suite(SUITE, tuple(cases), float(seconds) if seconds is not None else None)
+
+
+def to_junit(report: GateReport) -> str:
+    return junit.render([junit_suite(report)])

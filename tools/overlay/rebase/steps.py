@@ -15,6 +15,7 @@ from pathlib import Path
 from overlay.series import checks
 from overlay.trees import compose, composed, lockfile, refresh, sources
 from overlay import gitcmd, paths
+from overlay import reporting
 from overlay.errors import OverlayError
 from overlay.series.model import (PIN_NAME, REQUIREMENT, ArchiveSource, GitSource, Project, load_all_pins,
                            load_pinset)
@@ -27,9 +28,7 @@ from overlay.rebase.state import (APPLY, CONFLICTED, DECIDE, DROPPED, KEPT, PORT
 
 def _progress(json_mode: bool):
     """Progress lines (fetching upstream) on a terminal only."""
-    if json_mode or not sys.stderr.isatty():
-        return None
-    return lambda message: print(f"overlay rebase: {message}", file=sys.stderr, flush=True)
+    return reporting.progress("rebase", quiet=json_mode)
 
 
 def _say(json_mode: bool, text: str) -> None:

@@ -388,7 +388,3 @@ def _relative(data: dict | None, prefixes: tuple[str, ...]) -> dict | None:
 def echo_to_terminal(line: str) -> None:
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
-
-
-def tty() -> bool:
-    return sys.stdout.isatty() and os.environ.get("TERM") != "dumb"

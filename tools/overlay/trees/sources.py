@@ -22,6 +22,7 @@ from typing import BinaryIO, Callable
 from overlay.trees import archive as archive_mod
 from overlay import gitcmd, paths
 from overlay.trees import runlock, simple_index
+from overlay import reporting
 from overlay.errors import OverlayError
 from overlay.trees.index_config import read_index_config
 from overlay.series.model import ArchiveSource, GitSource, PinnedTarget
@@ -116,7 +117,7 @@ def _fetch(cache: Path, url: str, sha: str, target: PinnedTarget,
     # Shallow: only this commit's snapshot. A blob filter would only defer the
     # same download, since a composed work tree needs every blob of the commit.
     args = ["fetch", "--no-tags", "--depth=1", url, f"{sha}:{_keep_ref(sha)}"]
-    show = progress is not None and sys.stderr.isatty()
+    show = progress is not None and reporting.is_terminal(sys.stderr)  # git draws its own
     if show:
         args.insert(1, "--progress")
     try:
