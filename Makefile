@@ -1,6 +1,6 @@
 # overlay: compose pinned vLLM core + vllm-ascend trees from an attributed patch series.
-# Every target that runs tool code is a thin alias of an `overlay` subcommand (bench runs the
-# repository's benchmark scripts; docs/architecture.md says why).
+# Every target that runs tool code is a thin alias of an `overlay` subcommand (`make bench` is
+# `overlay bench suite`, which runs the repository's benchmarks/bench_*.py).
 # Everyday use:  make apply [PIN=name] [TARGETS=plugin] [OVERLAY_MIRROR=dir]   |   make test
 # The first call creates .venv/ with the tool and its test dependencies.
 # ARGS="..." adds arguments: split at spaces, each word passed as it is (no shell syntax).
@@ -106,11 +106,7 @@ drift: $(VENV)/.installed
 	$(OVERLAY) drift $(PIN_ARG) $(MIRROR_ARG) --onto $(call q,$(ONTO)) $(XARGS)
 
 bench: $(VENV)/.installed
-	$(PY) benchmarks/bench_compose.py
-	$(PY) benchmarks/bench_drift.py
-	$(PY) benchmarks/bench_gate.py
-	$(PY) benchmarks/bench_evidence.py
-	$(PY) benchmarks/bench_cluster.py
+	$(OVERLAY) bench suite compose drift gate evidence cluster
 
 CLAIM ?= evidence/mrv2-metadata-barrier
 evidence: $(VENV)/.installed
@@ -158,7 +154,7 @@ rebase: $(VENV)/.installed
 	$(OVERLAY) rebase $(PIN_ARG) $(MIRROR_ARG) --onto $(call q,$(ONTO)) $(if $(AS),--as $(call q,$(AS))) $(XARGS)
 
 bench-drift: $(VENV)/.installed
-	$(PY) benchmarks/bench_drift.py $(XARGS)
+	$(OVERLAY) bench suite drift $(foreach w,$(ARGS),$(call q,--arg=$(w)))
 
 smoke: $(VENV)/.installed
 	@$(CHECK_PIN)

@@ -65,6 +65,8 @@ EXIT_STATUS = {
     "bench": "2 usage error; otherwise the subcommand's (see bench SUBCOMMAND --help)",
     "bench ab": "0 every run complete; 1 a run failed (kept under excluded/); 2 bad input; 3 a "
                 "variant's composed tree differs from its lock",
+    "bench suite": "0 every benchmark ran; otherwise the status of the first that failed; 2 bad input "
+                   "(no benchmarks/ folder, an unknown name)",
     "smoke": "0 every step passed; 1 a step failed or nothing ran; 2 bad input or setup",
     "composed-test": "0 passed; 1 the run failed (a collection error, a test below the floor, a "
                      "series test that did not run, an unknown failure, a stale known failure); "

@@ -81,6 +81,8 @@ def register(sub) -> None:
     b = sub.add_parser("bench", help="run benchmarks for real")
     bs = b.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
     b.set_defaults(func=lambda a: (b.print_help(sys.stderr), 2)[1])
+    from overlay.commands.bench_suite import register_suite
+    register_suite(bs)
     ab = bs.add_parser("ab", help="run a protocol: server starts, client runs, resumable")
     ab.add_argument("--protocol", type=Path, required=True)
     ab.add_argument("--results", type=Path, help="results folder (default: the protocol's folder)")
