@@ -26,7 +26,7 @@ from overlay.trees import index_config, simple_index
 from overlay.errors import OverlayError
 from overlay.trees.index_config import IndexConfig, read_index_config
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 
 

@@ -98,7 +98,7 @@ def test_the_cap_can_be_raised(tmp_path, monkeypatch):
 
 def test_no_yaml_parsing_outside_yamldoc():
     """One capped loader: nothing else in the tool parses YAML."""
-    tool = Path(__file__).resolve().parent.parent / "tools" / "overlay"
+    tool = Path(__file__).resolve().parents[2] / "tools" / "overlay"
     offenders = []
     for path in tool.rglob("*.py"):
         if path.name == "yamldoc.py":

@@ -220,7 +220,7 @@ def test_real_rebase_onto_cd76505e_drops_by_provenance_and_aborts_cleanly(capsys
     real = REAL_MIRROR
     if not real:
         pytest.fail("OVERLAY_MIRROR was not set when the session started")
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     project = tmp_path / "project"
     project.mkdir()
     for name in ("series.yaml", "pins", "patches", "evidence", "gate-allowlist.yaml"):
