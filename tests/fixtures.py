@@ -200,3 +200,9 @@ def make_world(tmp: Path) -> World:
                "Off by default; evidence pending.", patches / "0003-plugin-switch.patch",
                previous=[p1])
     return World(tmp, core, plugin, core_commits, plugin_commits, project, mirror)
+
+
+def break_patch_two(world) -> None:
+    """Make 0003 fail: rewrite the plugin file it changes so its context is gone."""
+    p = world.patch_file("0003-plugin-switch.patch")
+    p.write_text(p.read_text().replace("-VARS = {}", "-VARS = {'OTHER': 1}"))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from overlay import cli
-from test_compose import break_patch_two
+from fixtures import break_patch_two
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import COMPOSER, PATCH_AUTHOR, commit_all, make_patch, run_git, write
+from fixtures import COMPOSER, PATCH_AUTHOR, break_patch_two, commit_all, make_patch, run_git, write
 
 
 def git(repo: Path, *args: str) -> str:
@@ -90,12 +90,6 @@ def test_json_output(world, run):
     assert [p["status"] for p in by_target["plugin"]["patches"]] == ["applied", "applied"]
     assert by_target["plugin"]["base"] == world.plugin_commits[1]
     assert len(by_target["core"]["tree"]) == 40
-
-
-def break_patch_two(world) -> None:
-    """Make 0003 fail: rewrite the plugin file it changes so its context is gone."""
-    p = world.patch_file("0003-plugin-switch.patch")
-    p.write_text(p.read_text().replace("-VARS = {}", "-VARS = {'OTHER': 1}"))
 
 
 def test_failure_report_names_file_and_hunk(world, run):
