@@ -27,11 +27,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 
 from overlay import reporting
+from overlay.commands.options import with_own_error_prefix
 from overlay.errors import OverlayError
 from overlay.series.model import load_series
 from overlay.testing import testenv, testrun
@@ -66,16 +66,7 @@ def register(sub) -> None:
     ap.add_argument("--json", action="store_true", help="print one JSON document, no progress")
     ap.add_argument("pytest_args", nargs="*",
                     help="extra pytest arguments (after --); a filtered run skips the floor and stale-entry checks")
-    ap.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    """The command, with its own error prefix and exit 2 on bad input (as the script had)."""
-    try:
-        return _run(args)
-    except OverlayError as exc:
-        print(f"composed-test: error: {exc.one_line()}", file=sys.stderr)
-        return 2
+    ap.set_defaults(func=with_own_error_prefix("composed-test", _run))
 
 
 def _run(args: argparse.Namespace) -> int:

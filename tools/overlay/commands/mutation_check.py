@@ -15,11 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 
 from overlay import reporting
+from overlay.commands.options import with_own_error_prefix
 from overlay.errors import OverlayError
 from overlay.series.model import load_series
 from overlay.testing import mutation, testenv, testrun
@@ -37,16 +37,7 @@ def register(sub) -> None:
     ap.add_argument("--patch", action="append", default=[],
                     help="check only this patch (file name; repeatable)")
     ap.add_argument("--json", action="store_true", help="print one JSON document, no progress")
-    ap.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    """The command, with its own error prefix and exit 2 on bad input (as the script had)."""
-    try:
-        return _run(args)
-    except OverlayError as exc:
-        print(f"mutation-check: error: {exc.one_line()}", file=sys.stderr)
-        return 2
+    ap.set_defaults(func=with_own_error_prefix("mutation-check", _run))
 
 
 def _run(args: argparse.Namespace) -> int:
