@@ -22,7 +22,7 @@ import pytest
 
 from test_compose import _pin_core_to_an_archive
 
-from overlay.trees import index_config, simple_index
+from overlay.trees import simple_index
 from overlay.errors import OverlayError
 from overlay.trees.index_config import IndexConfig, read_index_config
 
@@ -245,9 +245,13 @@ def test_index_configuration_is_read_like_pip_and_uv(tmp_path):
                              prefix).index_urls[0] == "https://uv.example/simple"
     env = {**base, "PIP_INDEX_URL": "https://env.example/simple", "UV_INDEX_URL": "https://uv.example/x"}
     assert read_index_config(env, home, prefix).index_urls[0] == "https://env.example/simple"
-    # os.devnull loads no file at all; then pip's own default is the only index
+    # os.devnull loads no file at all: then no index is configured, and none is made up
     none = read_index_config({**base, "PIP_CONFIG_FILE": os.devnull}, home, prefix)
-    assert none.index_urls == (index_config.PIP_DEFAULT_INDEX,) and none.find_links == ()
+    assert none.index_urls == () and none.find_links == ()
+    with pytest.raises(simple_index.IndexRefused) as refused:
+        simple_index.fetch_sdist(none, "vllm", "0.25.0", "0" * 64, tmp_path / "out.tar.gz", timeout=5)
+    assert "no package index is configured" in refused.value.one_line()
+    assert "PIP_INDEX_URL" in refused.value.one_line() and not (tmp_path / "out.tar.gz").exists()
     assert read_index_config({**base, "PIP_NO_INDEX": "1"}, home, prefix).index_urls == ()
 
 

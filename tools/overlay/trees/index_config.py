@@ -7,7 +7,9 @@ The sources, highest precedence first, as pip and uv read them:
   2. pip's configuration files, in pip's override order (pip/_internal/configuration.py:
      GLOBAL, USER, SITE, then the file named by PIP_CONFIG_FILE; PIP_CONFIG_FILE=os.devnull
      loads none), sections [global] then [download];
-  3. pip's own default index, only when nothing above names one.
+  3. nothing else: where none of these names an index or a find-links location, no index
+     is searched and the fetch says, in one line, what to set. (pip would fall back to its
+     built-in public index; the tool names no registry host of its own.)
 """
 
 from __future__ import annotations
@@ -20,10 +22,6 @@ from pathlib import Path
 from typing import Mapping
 
 from overlay.errors import redact
-
-# pip's built-in default (pip/_internal/models/index.py, PyPI.simple_url): the one place this
-# host is written, used only when neither the environment nor a pip.conf names an index.
-PIP_DEFAULT_INDEX = "https://pypi.org/simple"
 
 _TRUE = {"1", "true", "yes", "on"}
 
@@ -129,6 +127,6 @@ def read_index_config(env: Mapping[str, str] | None = None, home: Path | None = 
     if no_index:
         indexes: list[str] = []
     else:
-        indexes = [u.strip() for u in ([main] if main else [PIP_DEFAULT_INDEX]) + extra if u.strip()]
+        indexes = [u.strip() for u in ([main] if main else []) + extra if u.strip()]
     return IndexConfig(tuple(dict.fromkeys(indexes)), tuple(dict.fromkeys(links)),
                        cert.strip() if cert else None, origin)

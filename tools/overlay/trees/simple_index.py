@@ -337,6 +337,10 @@ def fetch_sdist(config: IndexConfig, name: str, version: str, sha256: str, dest:
 
     Raises IndexRefused (one line) when no index offers it, when the index's hash differs
     from the pin, or when the downloaded bytes do not hash to the pin."""
+    if not config.index_urls and not config.find_links:
+        raise IndexRefused(f"no package index is configured, so {name}=={version} cannot be downloaded",
+                           hint="set PIP_INDEX_URL or UV_INDEX_URL (or index-url in pip.conf), or put "
+                                "the archive in <mirror>/pypi/")
     transport = Transport(config, time.monotonic() + timeout)
     notes: list[str] = []
     found = _candidates(transport, config, name, version, notes)
