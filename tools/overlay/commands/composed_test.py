@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 from overlay import reporting
-from overlay.commands.options import with_own_error_prefix
+from overlay.commands.options import add_composed_env, with_own_error_prefix
 from overlay.errors import OverlayError
 from overlay.series.model import load_series
 from overlay.testing import testenv, testrun
@@ -54,11 +54,7 @@ def register(sub) -> None:
     ap = sub.add_parser("composed-test", help="plugin CPU unit tests on the composed tree (needs a mirror)",
                         description=__doc__.split("\n\n")[0])
     ap.add_argument("--pin", default="v0.23.0", help="pin set to compose and test (default: v0.23.0)")
-    ap.add_argument("--mirror", default=os.environ.get("OVERLAY_MIRROR"),
-                    help="mirror directory (default: $OVERLAY_MIRROR)")
-    ap.add_argument("--venv", type=Path, default=testenv.default_venv(),
-                    help="test environment, outside the repository (default: $OVERLAY_COMPOSED_VENV or "
-                         "~/.cache/overlay/composed-test-venv)")
+    add_composed_env(ap)
     ap.add_argument("--known-failures", type=Path, default=None,
                     help="known-failures list (default: requirements/composed-test-known-failures.yaml)")
     ap.add_argument("--no-baseline", action="store_true",

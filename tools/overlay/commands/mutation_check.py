@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 from pathlib import Path
 
 from overlay import reporting
-from overlay.commands.options import with_own_error_prefix
+from overlay.commands.options import add_composed_env, with_own_error_prefix
 from overlay.errors import OverlayError
 from overlay.series.model import load_series
 from overlay.testing import mutation, testenv, testrun
@@ -29,11 +28,7 @@ def register(sub) -> None:
     ap = sub.add_parser("mutation-check", help="revert each patch's change: its tests must fail (needs a mirror)",
                         description=__doc__.split("\n\n")[0])
     ap.add_argument("--pin", default="v0.25.0", help="pin set to compose and check (default: v0.25.0)")
-    ap.add_argument("--mirror", default=os.environ.get("OVERLAY_MIRROR"),
-                    help="mirror directory (default: $OVERLAY_MIRROR)")
-    ap.add_argument("--venv", type=Path, default=testenv.default_venv(),
-                    help="the composed-test environment (default: $OVERLAY_COMPOSED_VENV or "
-                         "~/.cache/overlay/composed-test-venv)")
+    add_composed_env(ap)
     ap.add_argument("--patch", action="append", default=[],
                     help="check only this patch (file name; repeatable)")
     ap.add_argument("--json", action="store_true", help="print one JSON document, no progress")

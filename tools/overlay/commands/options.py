@@ -4,10 +4,12 @@ prefix of composed-test and mutation-check)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from overlay.errors import OverlayError
+from overlay.testing import testenv
 
 
 def target_names(value: str | None) -> list[str] | None:
@@ -42,3 +44,12 @@ def with_own_error_prefix(command: str, body):
 
     run.__doc__ = f"`{command}` with its own error prefix and exit 2 on bad input."
     return run
+
+
+def add_composed_env(ap: argparse.ArgumentParser) -> None:
+    """--mirror and --venv as composed-test and mutation-check take them (read at parse time)."""
+    ap.add_argument("--mirror", default=os.environ.get("OVERLAY_MIRROR"),
+                    help="mirror directory (default: $OVERLAY_MIRROR)")
+    ap.add_argument("--venv", type=Path, default=testenv.default_venv(),
+                    help="the composed-test environment, outside the repository (default: "
+                         "$OVERLAY_COMPOSED_VENV or ~/.cache/overlay/composed-test-venv)")
