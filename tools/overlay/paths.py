@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from overlay.errors import OverlayError
@@ -59,3 +60,48 @@ def find_mirror_repo(mirror: Path, name: str) -> Path | None:
         if (candidate / "objects").is_dir() and (candidate / "HEAD").is_file():
             return candidate
     return None
+
+
+class NotARegularFile(Exception):
+    """`read_capped` refused a path that is no regular file; `kind` says what it is."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, as the refusals name it (`a FIFO`, `a device`, ...)."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "not a regular file"
+
+
+def read_capped(path: Path, limit: int) -> bytes:
+    """At most `limit + 1` bytes of a regular file (the caller refuses more than `limit`).
+    The open does not block and the check is on the descriptor, so a FIFO or a device
+    put where an input is expected neither hangs the run nor feeds it without end.
+    Raises NotARegularFile, or the OSError of the open or the read, for the caller to
+    word with its own path and hint."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotARegularFile(file_kind(mode))
+        os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

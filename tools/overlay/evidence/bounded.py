@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from overlay import paths
 from overlay.errors import OverlayError
 
 # A detailed client result holds every inter-token gap: 10,000 requests of 2,000 tokens
@@ -42,37 +42,20 @@ def read_bytes(path: Path, shown: str | None = None, limit: int = RECORD_MAX_BYT
     where = shown or str(path)
     limit = cap(limit)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        data = paths.read_capped(path, limit)
     except FileNotFoundError:
         raise OverlayError("file not found", path=where) from None
     except IsADirectoryError:
         raise OverlayError("is a directory, expected a file", path=where) from None
+    except paths.NotARegularFile as exc:
+        raise OverlayError(f"is {exc.kind}, not a regular file; refusing to read it", path=where,
+                           hint="results folders hold the files `overlay bench ab` and the client wrote") from None
     except OSError as exc:
         raise OverlayError(f"cannot read: {exc.strerror}", path=where) from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-                    else "a socket" if stat.S_ISSOCK(mode) else "a directory" if stat.S_ISDIR(mode)
-                    else "not a regular file")
-            raise OverlayError(f"is {kind}, not a regular file; refusing to read it", path=where,
-                               hint="results folders hold the files `overlay bench ab` and the client wrote")
-        os.set_blocking(fd, True)
-        chunks, size = [], 0
-        while size <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise OverlayError(f"cannot read: {exc.strerror}", path=where) from None
-    finally:
-        os.close(fd)
-    if size > limit:
+    if len(data) > limit:
         raise OverlayError(f"file is larger than {limit} bytes, the cap for this input", path=where,
                            hint=f"check what wrote it ({ENV_MAX_BYTES} raises the cap)")
-    return b"".join(chunks)
+    return data
 
 
 def read_text(path: Path, shown: str | None = None, limit: int = RECORD_MAX_BYTES,

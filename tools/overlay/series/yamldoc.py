@@ -10,13 +10,13 @@ MAX_BYTES of input.
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from overlay import paths
 from overlay.errors import OverlayError
 
 
@@ -91,15 +91,13 @@ def load(path: Path, display: str | None = None) -> Node:
     shown = display or str(path)
     limit = max_bytes()
     try:
-        # Non-blocking open and a regular-file check on the descriptor: a FIFO or a device
-        # in a project or results folder must not hang the run or feed it without end.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(fd, "rb") as fh:  # never more than the cap into memory
-            mode = os.fstat(fh.fileno()).st_mode
-            if not stat.S_ISREG(mode):
-                kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device"
-                raise OverlayError(f"not a regular file ({kind}): expected a YAML file", path=shown)
-            raw = fh.read(limit + 1)
+        try:
+            raw = paths.read_capped(path, limit)
+        except paths.NotARegularFile as exc:
+            if exc.kind == "a directory":
+                raise IsADirectoryError from None  # worded below, as for any directory
+            kind = "a FIFO" if exc.kind == "a FIFO" else "a device"
+            raise OverlayError(f"not a regular file ({kind}): expected a YAML file", path=shown) from None
         if len(raw) > limit:
             raise OverlayError(f"file is larger than {limit} bytes, the cap for YAML inputs",
                                path=shown, hint="the project's YAML files are a few KiB: check "
