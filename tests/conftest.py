@@ -82,3 +82,18 @@ def mirror_dir() -> Path:
 
 
 _REAL_MIRROR = os.environ.get("OVERLAY_MIRROR")  # read before the autouse fixture hides it
+
+
+# Generated inputs (hypothesis): a few seconds a property in `make test`, more under
+# OVERLAY_HYPOTHESIS_PROFILE=long; the example database stays out of the checkout.
+try:
+    from hypothesis import HealthCheck, settings
+    from hypothesis.database import InMemoryExampleDatabase
+except ImportError:  # the test extra installs it; without it the property tests fail to import
+    pass
+else:
+    settings.register_profile("default", max_examples=60, deadline=None, database=InMemoryExampleDatabase(),
+                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    settings.register_profile("long", max_examples=2000, deadline=None, database=InMemoryExampleDatabase(),
+                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    settings.load_profile(os.environ.get("OVERLAY_HYPOTHESIS_PROFILE", "default"))
