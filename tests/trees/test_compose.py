@@ -564,7 +564,7 @@ def test_composing_from_an_archive_shows_progress_on_a_terminal_only(world, run,
     code, out, err = run("apply", "--mirror", world.mirror, "--force", root=world.project)
     assert code == 0, err
     steps = [line for line in err.splitlines() if line.startswith("overlay apply: core: ")]
-    assert [s.split(": ", 2)[2].split(" ")[0] for s in steps] == ["verifying", "extracting", "importing",
+    assert [s.split(": ", 2)[2].split(" ")[0] for s in steps] == ["verifying", "reading", "importing",
                                                                    "checking"]
     assert "overlay apply: core: importing 2 files into the object cache" in steps
     assert "overlay apply: plugin: checking out " in err and "applying 2 patch(es)" in err

@@ -73,11 +73,11 @@ def archive_move(root: Path, pin, target: str, ref: str, mirror: Path | None,
         raise OverlayError(f"unknown target '{target}'", path=f"pins/{pin.name}.yaml",
                            hint="targets of this pin set: " + ", ".join(pin.target_names))
     wanted = ArchiveSource(req.group(1), req.group(2), "0" * 64)
-    archive = ((sources._find_archive(mirror / "pypi", wanted) if mirror else None)
-               or sources._find_archive(paths.cache_dir(root) / "archives", wanted))
+    archive = ((sources.find_archive(mirror / "pypi", wanted) if mirror else None)
+               or sources.find_archive(paths.cache_dir(root) / "archives", wanted))
     if archive is None:
         archive = sources.download_archive(wanted, paths.cache_dir(root) / "archives", progress)
-    digest = sources._sha256(archive)
+    digest = sources.sha256_of(archive)
     if m.group(2) and m.group(2).lower() != digest:
         raise OverlayError(f"--onto {target}: {archive.name} has sha256 {digest}, not the "
                            f"{m.group(2).lower()} given", path=str(archive),

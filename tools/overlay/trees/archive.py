@@ -1,23 +1,33 @@
-"""Import a source archive as a sandboxed copy: bounded, regular members only, nothing outside.
+"""Import a source archive as git objects: one canonical model of its members, no file written.
 
-A pinned sdist is data. Before anything is written, every member is vetted: regular
-files, folders, and symlinks whose target stays inside the archive's top folder are
-accepted; hardlinks, devices, FIFOs, absolute names, `..`, `.git/` and names git
-cannot carry are refused with one line naming the archive and the member. The bytes
-read are capped (total size, member count, compression ratio), so a small archive
-cannot expand without bound. The import itself reads no attributes and runs no
-filter: blobs are hashed as-is (`hash-object --no-filters`) and the tree is built
-from an index we write, so the commit depends only on the archive's bytes.
+A pinned sdist is data. Its member table (tar or zip, the same model for both) is read and
+vetted whole before anything is stored:
+- every name must already be canonical (no `.`, `..` or empty component, no leading `/`,
+  no backslash, no control character, no `.git` folder): a name that only normalises to a
+  good one (`TOP/./x`, `TOP//x`) is refused, so two spellings can never name one path;
+- regular files, folders and symlinks only (hardlinks, devices, FIFOs are refused), each
+  name once, none both a file and a folder, none under a symlink member;
+- a symlink is resolved against the member table itself, following chains, and must
+  stay inside the archive's top folder at every step (a link that looks inside by its
+  text but leaves through another link is refused);
+- the bytes read are capped (total size, member count, compression ratio).
+
+Nothing is extracted. Blobs are hashed here and stored with `git fast-import` (content
+only: no attributes, no filters), the tree is built from an index we write, so no path is
+ever opened through a link, whatever the Python patch level (tarfile's extraction filters
+play no part), and the commit depends only on the archive's bytes. A work tree of an
+import, where one is needed (the gate's forward view), is checked out by git from that
+vetted tree (`checkout_tree`).
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import os
-import posixpath
-import shutil
 import stat
+import subprocess
 import tarfile
 import zipfile
 import zlib
@@ -34,6 +44,8 @@ Progress = Callable[[str], None]
 ACCEPTED = (".tar.gz", ".tgz", ".zip")
 REFUSED = (".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar", ".tar.zst")
 _RATIO_FLOOR = 16 << 20  # below this many unpacked bytes the ratio is not checked
+MAX_LINK_HOPS = 40  # as the kernel's MAXSYMLINKS
+MAX_LINK_TARGET = 4096
 
 
 @dataclass(frozen=True)
@@ -143,15 +155,12 @@ class _Bounded(io.RawIOBase):
         return self.raw.seek(target)
 
 
+# ----------------------------------------------------------------------------- the model
+
 def _shown(name: str) -> str:
-    """A member name as one printable token."""
-    return name if name.isprintable() and name.strip() == name and name else repr(name)
-
-
-def _clean(name: str) -> str:
-    while name.startswith("./"):
-        name = name[2:]
-    return name.rstrip("/")
+    """A member name as one printable token, at most 200 characters."""
+    text = name if name.isprintable() and name.strip() == name and name else repr(name)
+    return text if len(text) <= 200 else text[:200] + f"... ({len(text)} characters)"
 
 
 def _refuse(archive: Path, member: str, why: str) -> OverlayError:
@@ -160,83 +169,134 @@ def _refuse(archive: Path, member: str, why: str) -> OverlayError:
                                                 "replace it with the published one")
 
 
-def _check_name(archive: Path, name: str) -> list[str]:
-    if not name:
-        raise _refuse(archive, name, "has an empty name")
-    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
-        raise _refuse(archive, name, "has an absolute name")
-    if "\\" in name:
-        raise _refuse(archive, name, "has a backslash in its name")
-    if any(c in name for c in "\n\r\0"):
-        raise _refuse(archive, name, "has a line break or NUL in its name")
+def canonical_name(name: str, is_dir: bool) -> str | None:
+    """The member's canonical name, or None when `name` is not already canonical (one
+    trailing '/' is allowed on a folder, nothing else is rewritten). Pure."""
+    if is_dir and name.endswith("/"):
+        name = name[:-1]
     parts = name.split("/")
+    if not name or any(p in ("", ".", "..") for p in parts):
+        return None
+    return name
+
+
+def name_problem(name: str) -> str | None:
+    """Why a raw member name is refused, or None. Pure."""
+    if not name:
+        return "has an empty name"
+    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
+        return "has an absolute name"
+    if "\\" in name:
+        return "has a backslash in its name"
+    if "\n" in name or "\r" in name or "\0" in name:
+        return "has a line break or NUL in its name"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+        return "has a control character in its name"
+    parts = name.rstrip("/").split("/")
     if ".." in parts:
-        raise _refuse(archive, name, "escapes the archive with '..'")
+        return "escapes the archive with '..'"
     if any(p.lower() == ".git" for p in parts):
-        raise _refuse(archive, name, "reaches into a .git folder")
-    return [p for p in parts if p not in ("", ".")]
+        return "reaches into a .git folder"
+    return None
 
 
 @dataclass(frozen=True)
-class _Member:
-    name: str  # cleaned, '/'-separated
+class Member:
+    name: str  # canonical, '/'-separated, top folder included
     kind: str  # "file", "dir", "symlink"
     size: int
     link: str = ""
     executable: bool = False
 
 
-def _check_link(archive: Path, name: str, target: str, top: str | None) -> None:
-    """A symlink is kept only if its target, taken from the link's folder, stays inside
-    the archive's top folder (the tree that becomes the import)."""
-    if not target or target.startswith("/") or "\0" in target or "\n" in target:
-        raise _refuse(archive, name, f"is a symlink to {_shown(target)}, outside the archive")
-    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
-    root = top or ""
-    inside = resolved != ".." and not resolved.startswith("../") and (
-        not root or resolved == root or resolved.startswith(root + "/"))
-    if not inside or resolved == root or resolved == ".":
-        raise _refuse(archive, name, f"is a symlink to {_shown(target)}, outside its top folder")
+def _member(archive: Path, raw: str, kind: str, size: int, link: str = "",
+            executable: bool = False) -> Member:
+    why = name_problem(raw)
+    if why:
+        raise _refuse(archive, raw, why)
+    name = canonical_name(raw, kind == "dir")
+    if name is None:
+        raise _refuse(archive, raw, "is not a canonical name (an empty or '.' component)")
+    return Member(name, kind, size, link, executable)
 
 
-def _vet(archive: Path, members: list[_Member]) -> str | None:
-    """Check the whole listing; return the single top folder (None when there is none)."""
-    seen: set[str] = set()
+def vet(archive: Path, members: list[Member]) -> str | None:
+    """Check the whole table; return the single top folder (None when there is none)."""
     tops = {m.name.split("/")[0] for m in members}
     top = next(iter(tops)) if len(tops) == 1 else None
-    if top is not None and not any(m.name == top and m.kind == "dir" for m in members) and \
-            not any(m.name.startswith(top + "/") for m in members):
+    if top is not None and not any(m.name.startswith(top + "/") for m in members):
         top = None  # a lone file, not a folder
-    links = {m.name for m in members if m.kind == "symlink"}
+    kinds: dict[str, str] = {}
     for m in members:
-        if m.name in seen:
+        if m.name in kinds:
             raise _refuse(archive, m.name, "appears twice")
-        seen.add(m.name)
-        parents = m.name.split("/")[:-1]
-        for k in range(1, len(parents) + 1):
-            if "/".join(parents[:k]) in links:
+        kinds[m.name] = m.kind
+    links = {m.name: m.link for m in members if m.kind == "symlink"}
+    for m in members:
+        parts = m.name.split("/")
+        for k in range(1, len(parts)):
+            above = kinds.get("/".join(parts[:k]))
+            if above == "symlink":
                 raise _refuse(archive, m.name, "lies under a symlink member")
-        if m.kind == "symlink":
-            _check_link(archive, m.name, m.link, top)
+            if above == "file":
+                raise _refuse(archive, m.name, "lies under a member that is a file")
+    for name, target in links.items():
+        if len(target) > MAX_LINK_TARGET:
+            raise _refuse(archive, name, "is a symlink with an over-long target")
+        resolved = follow(name, target, links, top)
+        if resolved is None or len(resolved) <= (1 if top else 0):
+            raise _refuse(archive, name, f"is a symlink to {_shown(target)}, outside its top folder")
     return top
 
 
-def _tar_members(archive: Path, tf: tarfile.TarFile, limits: Limits) -> Iterator[tuple[tarfile.TarInfo, _Member]]:
-    count = 0
+def follow(name: str, target: str, links: dict[str, str], top: str | None,
+           hops: int = 0) -> list[str] | None:
+    """Physical resolution of symlink `name` -> `target` against the table's symlinks
+    (`links`: name -> target): the components it lands on, top included; None when a step
+    leaves the top folder or the chain exceeds MAX_LINK_HOPS. Pure."""
+    if hops > MAX_LINK_HOPS:
+        return None
+    if not target or target.startswith("/") or "\0" in target or "\\" in target:
+        return None
+    floor = 1 if top else 0  # the top folder is stripped on import: never at or above it
+    stack = name.split("/")[:-1]
+    for part in target.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if len(stack) <= floor:
+                return None
+            stack.pop()
+            continue
+        stack.append(part)
+        here = "/".join(stack)
+        if here in links:
+            inner = follow(here, links[here], links, top, hops + 1)
+            if inner is None:
+                return None
+            stack = inner
+    return stack
+
+
+# ----------------------------------------------------------------------------- reading tables
+
+def _too_many(archive: Path, limits: Limits) -> OverlayError:
+    return OverlayError(f"the archive holds more than {limits.max_members} members; "
+                        "nothing was imported", path=str(archive),
+                        hint="raise OVERLAY_ARCHIVE_MAX_MEMBERS if the release really is that large")
+
+
+def _tar_table(archive: Path, tf: tarfile.TarFile, limits: Limits) -> list[tuple[tarfile.TarInfo, Member]]:
+    out = []
     for info in tf:
-        count += 1
-        if count > limits.max_members:
-            raise OverlayError(f"the archive holds more than {limits.max_members} members; "
-                               "nothing was imported", path=str(archive),
-                               hint="raise OVERLAY_ARCHIVE_MAX_MEMBERS if the release really is that large")
-        name = _clean(info.name)
-        _check_name(archive, info.name)
+        if len(out) >= limits.max_members:
+            raise _too_many(archive, limits)
         if info.isreg():
-            yield info, _Member(name, "file", info.size, executable=bool(info.mode & 0o100))
+            m = _member(archive, info.name, "file", info.size, executable=bool(info.mode & 0o100))
         elif info.isdir():
-            yield info, _Member(name, "dir", 0)
+            m = _member(archive, info.name, "dir", 0)
         elif info.issym():
-            yield info, _Member(name, "symlink", 0, link=info.linkname)
+            m = _member(archive, info.name, "symlink", 0, link=info.linkname)
         elif info.islnk():
             raise _refuse(archive, info.name, f"is a hardlink (to {_shown(info.linkname)})")
         elif info.ischr() or info.isblk():
@@ -245,168 +305,187 @@ def _tar_members(archive: Path, tf: tarfile.TarFile, limits: Limits) -> Iterator
             raise _refuse(archive, info.name, "is a FIFO")
         else:
             raise _refuse(archive, info.name, "is not a regular file, folder or symlink")
-
-
-def _zip_members(archive: Path, zf: zipfile.ZipFile, limits: Limits) -> list[tuple[zipfile.ZipInfo, _Member]]:
-    infos = zf.infolist()
-    if len(infos) > limits.max_members:
-        raise OverlayError(f"the archive holds {len(infos)} members, more than "
-                           f"{limits.max_members}; nothing was imported", path=str(archive),
-                           hint="raise OVERLAY_ARCHIVE_MAX_MEMBERS if the release really is that large")
-    out = []
-    for info in infos:
-        _check_name(archive, info.filename)
-        name = _clean(info.filename)
-        mode = info.external_attr >> 16
-        fmt = stat.S_IFMT(mode)
-        if info.is_dir():
-            out.append((info, _Member(name, "dir", 0)))
-        elif fmt in (0, stat.S_IFREG):
-            out.append((info, _Member(name, "file", info.file_size, executable=bool(mode & 0o100))))
-        elif fmt == stat.S_IFLNK:
-            if info.file_size > 4096:
-                raise _refuse(archive, info.filename, "is a symlink with an over-long target")
-            target = zf.read(info).decode("utf-8", "surrogateescape")
-            out.append((info, _Member(name, "symlink", 0, link=target)))
-        else:
-            raise _refuse(archive, info.filename, "is not a regular file, folder or symlink")
+        out.append((info, m))
     return out
 
 
-def _place(dest: Path, member: _Member) -> Path:
-    path = dest.joinpath(*member.name.split("/"))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
+def _zip_table(archive: Path, zf: zipfile.ZipFile, limits: Limits) -> list[tuple[zipfile.ZipInfo, Member]]:
+    infos = zf.infolist()
+    if len(infos) > limits.max_members:
+        raise _too_many(archive, limits)
+    out = []
+    for info in infos:
+        mode = info.external_attr >> 16
+        fmt = stat.S_IFMT(mode)
+        if info.filename.endswith("/") or fmt == stat.S_IFDIR:
+            m = _member(archive, info.filename, "dir", 0)
+        elif fmt in (0, stat.S_IFREG):
+            m = _member(archive, info.filename, "file", info.file_size, executable=bool(mode & 0o100))
+        elif fmt == stat.S_IFLNK:
+            if info.file_size > MAX_LINK_TARGET:
+                raise _refuse(archive, info.filename, "is a symlink with an over-long target")
+            target = zf.read(info).decode("utf-8", "surrogateescape")
+            m = _member(archive, info.filename, "symlink", 0, link=target)
+        else:
+            raise _refuse(archive, info.filename, "is not a regular file, folder or symlink")
+        out.append((info, m))
+    return out
 
 
-def _extract_tar(archive: Path, f: BinaryIO, dest: Path, limits: Limits, size: int) -> str | None:
-    cap, which = limits.unpacked_cap(size)
-    try:
-        stream = _Bounded(gzip.GzipFile(fileobj=f, mode="rb"), cap)
-        with tarfile.open(fileobj=stream, mode="r:") as tf:
-            pairs = list(_tar_members(archive, tf, limits))
-            top = _vet(archive, [m for _, m in pairs])
-            members = [info for info, _ in pairs]
-            if hasattr(tarfile, "data_filter"):
-                tf.extractall(dest, members=members, filter="data")
-            else:  # Python before 3.10.12: every member was vetted above
-                tf.extractall(dest, members=members)
-    except _TooBig:
-        raise OverlayError(f"the archive unpacks to more than {cap} bytes, the cap of {which}; "
-                           "nothing was imported", path=str(archive),
-                           hint="a release this large needs the cap raised; otherwise replace the archive") from None
-    except getattr(tarfile, "FilterError", ()) as exc:  # a second line of defence behind ours
-        member = getattr(exc, "tarinfo", None)
-        raise _refuse(archive, member.name if member else "?",
-                      f"is refused by tarfile's data filter ({type(exc).__name__})") from None
-    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise OverlayError(f"the archive is not a readable gzip-compressed tar ({exc})",
-                           path=str(archive), hint="replace it with the release's .tar.gz") from None
-    return top
+def _read_all(src: BinaryIO, budget: list[int]) -> bytes:
+    """A member's bytes, charged against the archive's remaining unpacked budget."""
+    chunks = []
+    while chunk := src.read(1 << 20):
+        budget[0] -= len(chunk)
+        if budget[0] < 0:
+            raise _TooBig()
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
-def _extract_zip(archive: Path, f: BinaryIO, dest: Path, limits: Limits, size: int) -> str | None:
-    cap, which = limits.unpacked_cap(size)
-    try:
-        with zipfile.ZipFile(f) as zf:
-            pairs = _zip_members(archive, zf, limits)
-            if sum(m.size for _, m in pairs) > cap:
-                raise _TooBig()
-            top = _vet(archive, [m for _, m in pairs])
-            written = 0
-            for info, m in pairs:
-                path = _place(dest, m)
-                if m.kind == "dir":
-                    path.mkdir(exist_ok=True)
-                elif m.kind == "symlink":
-                    os.symlink(m.link, path)
-                else:
-                    with zf.open(info) as src, open(path, "xb") as out:
-                        while chunk := src.read(1 << 20):
-                            written += len(chunk)
-                            if written > cap:
-                                raise _TooBig()
-                            out.write(chunk)
-                    if m.executable:
-                        path.chmod(0o755)
-    except _TooBig:
-        raise OverlayError(f"the archive unpacks to more than {cap} bytes, the cap of {which}; "
-                           "nothing was imported", path=str(archive),
-                           hint="a release this large needs the cap raised; otherwise replace the archive") from None
-    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, ValueError) as exc:
-        raise OverlayError(f"the archive is not a readable zip ({exc})", path=str(archive),
-                           hint="replace it with the release's source archive") from None
-    return top
+def _tar_contents(archive: Path, f: BinaryIO, cap: int, limits: Limits
+                  ) -> tuple[list[Member], Callable[[], Iterator[tuple[Member, bytes]]]]:
+    stream = _Bounded(gzip.GzipFile(fileobj=f, mode="rb"), cap)
+    tf = tarfile.open(fileobj=stream, mode="r:")
+    pairs = _tar_table(archive, tf, limits)
+
+    def contents() -> Iterator[tuple[Member, bytes]]:
+        budget = [cap]
+        for info, m in pairs:
+            if m.kind == "file":
+                handle = tf.extractfile(info)
+                yield m, _read_all(handle, budget) if handle is not None else b""
+    return [m for _, m in pairs], contents
 
 
-def _walk_checked(archive: Path, top: Path) -> list[tuple[str, Path, str]]:
-    """(path in the tree, file, git mode) of everything extracted, checked once more on
-    disk: only regular files and symlinks that resolve inside `top`."""
-    root = os.path.realpath(top)
-    found = []
-    for folder, dirs, files in os.walk(top):
-        for name in sorted(dirs + files):
-            path = Path(folder) / name
-            rel = path.relative_to(top).as_posix()
-            st = path.lstat()
-            if stat.S_ISDIR(st.st_mode):
-                continue
-            if stat.S_ISLNK(st.st_mode):
-                real = os.path.realpath(path)
-                if real == root or not real.startswith(root + os.sep):
-                    raise _refuse(archive, rel, f"is a symlink to {_shown(os.readlink(path))}, "
-                                                "outside its top folder")
-                found.append((rel, path, "120000"))
-            elif stat.S_ISREG(st.st_mode):
-                found.append((rel, path, "100755" if st.st_mode & 0o100 else "100644"))
-            else:
-                raise _refuse(archive, rel, "is not a regular file, folder or symlink")
-        dirs[:] = [d for d in dirs if not (Path(folder) / d).is_symlink()]
-    return sorted(found)
+def _zip_contents(archive: Path, f: BinaryIO, cap: int, limits: Limits
+                  ) -> tuple[list[Member], Callable[[], Iterator[tuple[Member, bytes]]]]:
+    zf = zipfile.ZipFile(f)
+    pairs = _zip_table(archive, zf, limits)
+    if sum(m.size for _, m in pairs) > cap:
+        raise _TooBig()
+
+    def contents() -> Iterator[tuple[Member, bytes]]:
+        budget = [cap]
+        for info, m in pairs:
+            if m.kind == "file":
+                with zf.open(info) as src:
+                    yield m, _read_all(src, budget)
+    return [m for _, m in pairs], contents
 
 
-def extract(archive: Path, f: BinaryIO, dest: Path, limits: Limits | None = None) -> Path:
-    """Unpack the vetted archive (open as `f`) into `dest`; return its single top folder
-    (or `dest` when it has none)."""
+def _read_error(archive: Path, exc: BaseException, cap: int, which: str) -> OverlayError | None:
+    """The one line for a failure while reading either format, or None (not ours to map)."""
+    if isinstance(exc, _TooBig):
+        return OverlayError(f"the archive unpacks to more than {cap} bytes, the cap of {which}; "
+                            "nothing was imported", path=str(archive),
+                            hint="a release this large needs the cap raised; otherwise replace the archive")
+    if archive.name.endswith(".zip"):
+        if isinstance(exc, (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, ValueError)):
+            return OverlayError(f"the archive is not a readable zip ({exc})", path=str(archive),
+                                hint="replace it with the release's source archive")
+    elif isinstance(exc, (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile)):
+        return OverlayError(f"the archive is not a readable gzip-compressed tar ({exc})",
+                            path=str(archive), hint="replace it with the release's .tar.gz")
+    return None
+
+
+# ----------------------------------------------------------------------------- import
+
+def _blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+class _BlobWriter:
+    """Blobs into the cache through one `git fast-import` (content only, no filters)."""
+
+    def __init__(self, cache: Path) -> None:
+        self.proc = subprocess.Popen(gitcmd.command(cache, data=True) + ["fast-import", "--quiet", "--done"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, env=gitcmd.data_env())
+        self.seen: set[str] = set()
+
+    def add(self, data: bytes) -> str:
+        oid = _blob_id(data)
+        if oid not in self.seen:
+            self.seen.add(oid)
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(b"blob\ndata %d\n" % len(data) + data + b"\n")
+        return oid
+
+    def close(self, archive: Path) -> None:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(b"done\n")
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        err = self.proc.stderr.read().decode("utf-8", "replace") if self.proc.stderr else ""
+        if self.proc.wait() != 0:
+            raise OverlayError(f"git fast-import could not store the archive's files: "
+                               f"{err.strip().splitlines()[-1] if err.strip() else 'failed'}",
+                               path=str(archive))
+
+    def abandon(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def _strip(name: str, top: str | None) -> str:
+    return name[len(top) + 1:] if top else name
+
+
+def import_tree(cache: Path, archive: Path, f: BinaryIO, env: dict[str, str],
+                limits: Limits | None = None, progress: Progress | None = None) -> str:
+    """The git tree of the archive (open as `f`), top folder stripped; return its id.
+    The whole table is vetted before any object is stored."""
     limits = limits or Limits.from_env()
     size = os.fstat(f.fileno()).st_size
-    dest.mkdir(parents=True, exist_ok=True)
+    cap, which = limits.unpacked_cap(size)
     if archive.name.endswith(".zip"):
-        top = _extract_zip(archive, f, dest, limits, size)
+        reader = _zip_contents
     elif archive.name.endswith((".tar.gz", ".tgz")):
-        top = _extract_tar(archive, f, dest, limits, size)
+        reader = _tar_contents
     else:
         raise OverlayError("the archive is neither .tar.gz nor .zip", path=str(archive),
                            hint="PyPI source archives are .tar.gz (older ones .zip)")
-    where = dest / top if top else dest
-    return where if where.is_dir() else dest
-
-
-def import_tree(cache: Path, archive: Path, top: Path, message: str, env: dict[str, str],
-                progress: Progress | None = None) -> str:
-    """One commit of the files under `top`, built from objects only (no attributes, no
-    filters, no ignore rules); return its id."""
-    entries = _walk_checked(archive, top)
-    if progress:
-        progress(f"importing {sum(1 for e in entries if e[2] != '120000')} files into the object cache")
-    hashed = []
-    scratch = top.parent / ".overlay-link-targets"
-    scratch.mkdir()
-    for k, (rel, path, mode) in enumerate(entries):
-        if mode == "120000":  # the blob of a symlink is its target's text
-            holder = scratch / str(k)
-            holder.write_bytes(os.fsencode(os.readlink(path)))
-            hashed.append(holder)
-        else:
-            hashed.append(path)
-    oids = gitcmd.git(["hash-object", "-w", "--no-filters", "--stdin-paths"], git_dir=cache,
-                      input=b"".join(os.fsencode(p) + b"\n" for p in hashed), text=False,
-                      data=True).stdout.decode().split()
-    shutil.rmtree(scratch)
-    if len(oids) != len(entries):
-        raise OverlayError("git hash-object did not hash every archive member", path=str(archive))
+    try:
+        members, contents = reader(archive, f, cap, limits)
+        top = vet(archive, members)
+        files = [m for m in members if m.kind == "file"]
+        if progress:
+            progress(f"importing {len(files)} files into the object cache")
+        entries: list[tuple[str, str, str]] = []  # (mode, oid, path in the tree)
+        writer = _BlobWriter(cache)
+        try:
+            for m, data in contents():
+                entries.append(("100755" if m.executable else "100644", writer.add(data),
+                                _strip(m.name, top)))
+            for m in members:
+                if m.kind == "symlink":  # the blob of a symlink is its target's text
+                    entries.append(("120000", writer.add(os.fsencode(m.link)), _strip(m.name, top)))
+        except BaseException:
+            writer.abandon()
+            raise
+        writer.close(archive)
+    except OverlayError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - mapped to one line, or re-raised
+        mapped = _read_error(archive, exc, cap, which)
+        if mapped is None:
+            raise
+        raise mapped from None
     listing = b"".join(f"{mode} {oid}\t".encode() + os.fsencode(rel) + b"\0"
-                       for (rel, _, mode), oid in zip(entries, oids))
+                       for mode, oid, rel in sorted(entries, key=lambda e: os.fsencode(e[2])))
     gitcmd.git(["update-index", "-z", "--add", "--index-info"], git_dir=cache, input=listing,
                env=env, text=False, data=True)
     return gitcmd.out(["write-tree"], git_dir=cache, env=env, data=True)
+
+
+def checkout_tree(cache: Path, rev: str, dest: Path, env: dict[str, str]) -> None:
+    """Write the vetted tree of `rev` into the empty folder `dest` with git's own checkout
+    (which never writes through a symlink it created)."""
+    dest.mkdir(parents=True, exist_ok=False)
+    gitcmd.git(["read-tree", "--end-of-options", rev], git_dir=cache, env=env, data=True)
+    gitcmd.git(["--work-tree", str(dest), "checkout-index", "-a"], git_dir=cache, env=env, data=True)

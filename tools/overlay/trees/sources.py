@@ -140,18 +140,18 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
-def _sha256(source: Path | BinaryIO) -> str:
+def sha256_of(source: Path | BinaryIO) -> str:
     """The sha256 of an open archive, or of one named by path (a regular file only)."""
     if isinstance(source, Path):
         with archive_mod.open_regular(source) as f:
-            return _sha256(f)
+            return sha256_of(f)
     h = hashlib.sha256()
     for chunk in iter(lambda: source.read(1 << 20), b""):
         h.update(chunk)
     return h.hexdigest()
 
 
-def _find_archive(folder: Path, src: ArchiveSource) -> Path | None:
+def find_archive(folder: Path, src: ArchiveSource) -> Path | None:
     """The release's archive in `folder`: .tar.gz/.tgz or .zip. One in a compression
     PyPI sdists do not use (.tar.bz2, .tar.xz, ...) is refused, not skipped."""
     if not folder.is_dir():
@@ -202,7 +202,7 @@ def _obtain_archive(root: Path, target: PinnedTarget, src: ArchiveSource, mirror
     if have:
         return Obtained(cache, have, "cache")
     archives = paths.cache_dir(root) / "archives"
-    archive = (_find_archive(mirror / "pypi", src) if mirror else None) or _find_archive(archives, src)
+    archive = (find_archive(mirror / "pypi", src) if mirror else None) or find_archive(archives, src)
     if archive is None:
         try:
             archive = download_archive(src, archives, progress)
@@ -211,39 +211,52 @@ def _obtain_archive(root: Path, target: PinnedTarget, src: ArchiveSource, mirror
                                path=_pin_display(target), line=target.line,
                                hint="put the archive under <mirror>/pypi/ and pass --mirror, "
                                     "or leave the target out (--targets)") from None
+    return Obtained(cache, obtain_archive_commit(root, src, archive, progress, target), "archive")
+
+
+def obtain_archive_commit(root: Path, src: ArchiveSource, archive: Path, progress: Progress | None = None,
+                          target: PinnedTarget | None = None) -> str:
+    """The import commit of `archive` (verified against `src.sha256`) in the cache, made
+    once and kept under a ref named by the release and its digest."""
+    cache = cache_repo(root, src.mirror_name)
+    ref = f"refs/overlay/archives/{_norm(src.name)}-{src.version}-{src.sha256[:16]}"
+    have = gitcmd.resolve(cache, ref)
+    if have:
+        return have
+    label = target.name if target is not None else src.requirement
+    where = dict(path=_pin_display(target), line=target.line) if target is not None else dict(path=str(archive))
     # One open file for the digest and the import: the bytes imported are the bytes verified.
     with archive_mod.open_regular(archive) as fh:
         if progress:
-            progress(f"{target.name}: verifying the sha256 of {archive.name} "
+            progress(f"{label}: verifying the sha256 of {archive.name} "
                      f"({os.fstat(fh.fileno()).st_size / 1e6:.0f} MB)")
-        digest = _sha256(fh)
+        digest = sha256_of(fh)
         if digest != src.sha256:
-            raise OverlayError(f"target '{target.name}': {archive.name} has sha256 {digest}, "
-                               f"the pin says {src.sha256}", path=_pin_display(target), line=target.line,
+            raise OverlayError(f"target '{label}': {archive.name} has sha256 {digest}, "
+                               f"the pin says {src.sha256}", **where,
                                hint="the archive is not the pinned release; remove it or fix the pin")
         fh.seek(0)
-        step = (lambda msg: progress(f"{target.name}: {msg}")) if progress else None
+        step = (lambda msg: progress(f"{label}: {msg}")) if progress else None
         commit = import_archive(cache, archive, f"{src.requirement}\n\nsha256: {src.sha256}\n", step,
                                 opened=fh)
     gitcmd.git(["update-ref", ref, commit], git_dir=cache)
     gitcmd.forget_view(cache)
-    return Obtained(cache, commit, "archive")
+    return commit
 
 
 def import_archive(cache: Path, archive: Path, message: str,
                    progress: Progress | None = None, opened: BinaryIO | None = None) -> str:
-    """One deterministic commit holding the archive's files (top folder stripped),
-    unpacked as a sandboxed copy (see overlay.trees.archive)."""
+    """One deterministic commit holding the archive's files (top folder stripped), built
+    from its vetted member table without extracting anything (see overlay.trees.archive)."""
     with tempfile.TemporaryDirectory(prefix="overlay-archive-") as tmp:
         if progress:
-            progress(f"extracting {archive.name} (once; later runs reuse the import)")
+            progress(f"reading {archive.name} (once; later runs reuse the import)")
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         fh = opened if opened is not None else archive_mod.open_regular(archive)
         try:
-            top = archive_mod.extract(archive, fh, Path(tmp) / "x")
+            tree = archive_mod.import_tree(cache, archive, fh, env, progress=progress)
         finally:
             if opened is None:
                 fh.close()
-        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        tree = archive_mod.import_tree(cache, archive, top, message, env, progress)
         env.update(_IMPORT_ENV)
         return gitcmd.out(["commit-tree", tree, "-m", message], git_dir=cache, env=env, data=True)

@@ -1,0 +1,63 @@
+"""`overlay gate --against` end to end on an empty cache (issues 27 item 5, 30 item 8).
+
+A move once left the forward view calling a function that no longer existed
+(`sources._extract`), and no test ran it: this one runs the CLI from an empty cache with
+two synthetic core releases in `<mirror>/pypi/`, the second of which drops what the plugin
+imports.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import tarfile
+from pathlib import Path
+
+from fixtures import CORE_FILES, PLUGIN_FILES
+
+
+def _sdist(folder: Path, version: str, files: dict[str, str]) -> Path:
+    buf = io.BytesIO()
+    top = f"core-{version}"
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tf:
+        for name, text in sorted(files.items()):
+            data = text.encode()
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size, info.mode = len(data), 0o644
+            tf.addfile(info, io.BytesIO(data))
+    path = folder / f"core-{version}.tar.gz"
+    path.write_bytes(gzip.compress(buf.getvalue(), mtime=0))
+    return path
+
+
+def _plugin(tmp: Path) -> Path:
+    for name, text in PLUGIN_FILES.items():
+        (tmp / "plugin" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / "plugin" / name).write_text(text)
+    return tmp / "plugin"
+
+
+def test_forward_view_from_an_empty_cache(world, run, tmp_path):
+    pypi = world.mirror / "pypi"
+    pypi.mkdir(exist_ok=True)
+    _sdist(pypi, "1.0", CORE_FILES)
+    broken = {k: v for k, v in CORE_FILES.items() if k != "vllm/graph.py"}
+    broken["vllm/graph.py"] = "class OtherManager:\n    pass\n"
+    _sdist(pypi, "2.0", broken)
+    cache = world.project / ".overlay" / "cache"
+    assert not cache.exists()
+    plugin = _plugin(tmp_path)
+    code, out, err = run("gate", "--plugin", plugin, "--against", "core==1.0,core==2.0",
+                         "--mirror", world.mirror, "--json", root=world.project)
+    assert code == 0, err
+    rows = {r["release"]: r for r in json.loads(out)["releases"]}
+    assert set(rows) == {"1.0", "2.0"}
+    assert rows["1.0"]["errors"] == 0
+    assert rows["2.0"]["errors"] >= 1 and any("GraphManager" in t for t in rows["2.0"]["top"]), rows["2.0"]
+    # Checked out from the vetted import, once: a second run reuses it.
+    trees = sorted(p.name for p in (cache / "gate" / "cores").iterdir())
+    assert trees == ["core-1.0", "core-2.0"]
+    code2, out2, _ = run("gate", "--plugin", plugin, "--against", "core==2.0", "--mirror", world.mirror,
+                         "--json", root=world.project)
+    assert code2 == 0 and json.loads(out2)["releases"][0]["errors"] == rows["2.0"]["errors"]
