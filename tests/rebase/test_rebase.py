@@ -277,11 +277,13 @@ def test_apply_leaves_out_what_a_pin_sets_upstream_carries(capsys, project):
 
 def test_recording_applied_upstream_keeps_every_other_byte():
     from overlay.rebase.plan import record_applied_upstream
+    from overlay.series.model import AppliedRecord
 
     text = ("# header\nseries:\n  - patch: a.patch\n    target: plugin\n    applied-upstream: old#1\n"
             "    tests:\n      - t.py\n\n  # about b\n  - patch: b.patch\n    target: plugin\n")
+    same = AppliedRecord("x/y#2", "c" * 40, "reverse", ("older",))
     out = record_applied_upstream(text, 3, {"ref": "x/y#2", "commit": "c" * 40, "rule": "reverse"},
-                                  "new", ("older",))
+                                  "new", (same,))
     assert out == ("# header\nseries:\n  - patch: a.patch\n    target: plugin\n"
                    "    tests:\n      - t.py\n"
                    "    applied-upstream:  # recorded by overlay rebase\n      ref: \"x/y#2\"\n"

@@ -186,11 +186,31 @@ def set_only_pins(text: str, entry_line: int, pins: list[str]) -> str:
     return "".join(lines[:start] + block + gap + lines[end:])
 
 
+def applied_records(existing, record: dict, pin: str) -> list[dict]:
+    """The entry's records once pin set `pin` holds `record`: `pin` leaves whichever
+    record it was in, joins an identical claim, or gets a record of its own. No other pin
+    set's record changes. Pure."""
+    out = []
+    for r in existing:
+        pins = [p for p in r.pins if p != pin]
+        if pins or not r.pins:
+            out.append({"ref": r.ref, "commit": r.commit, "rule": r.rule, "pins": pins})
+    same = next((r for r in out if (r["ref"], r.get("commit"), r.get("rule")) ==
+                 (record["ref"], record.get("commit"), record.get("rule"))), None)
+    if same is not None:
+        same["pins"] = list(dict.fromkeys([*same["pins"], pin]))
+    else:
+        out.append({"ref": record["ref"], "commit": record.get("commit"), "rule": record.get("rule"),
+                    "pins": [pin]})
+    return out
+
+
 def record_applied_upstream(text: str, entry_line: int, record: dict, pin: str,
-                            existing_pins: tuple[str, ...]) -> str:
-    """series.yaml text with the entry at `entry_line` carrying `applied-upstream:` as
-    a mapping (ref, commit, rule, pins); an older applied-upstream field is replaced
-    (its pins kept). Every other byte is kept."""
+                            existing=()) -> str:
+    """series.yaml text with the entry at `entry_line` recording that pin set `pin`'s
+    upstream carries it (`record`: ref, commit, rule). The other pin sets' records are
+    kept as they are (`existing`: the entry's AppliedRecords): one record is written as a
+    mapping, several as a list. Every other byte of the file is kept."""
     lines = text.splitlines(keepends=True)
     start, end, item_indent = entry_block(lines, entry_line)
     field_indent = item_indent + 2
@@ -213,14 +233,24 @@ def record_applied_upstream(text: str, entry_line: int, record: dict, pin: str,
     if out and not out[-1].endswith("\n"):
         out[-1] += "\n"
     pad = " " * field_indent
-    pins = list(dict.fromkeys([*existing_pins, pin]))
-    out.append(f"{pad}applied-upstream:  # recorded by overlay rebase\n")
-    out.append(f"{pad}  ref: {json.dumps(record['ref'])}\n")
-    if record.get("commit"):
-        out.append(f"{pad}  commit: {record['commit']}\n")
-    if record.get("rule"):
-        out.append(f"{pad}  rule: {json.dumps(record['rule'])}\n")
-    out.append(f"{pad}  pins: [{', '.join(json.dumps(p) for p in pins)}]\n")
+    records = applied_records(existing, record, pin)
+
+    def fields(r: dict, first: str, rest: str) -> list[str]:
+        got = [f"{first}ref: {json.dumps(r['ref'])}\n"]
+        if r.get("commit"):
+            got.append(f"{rest}commit: {r['commit']}\n")
+        if r.get("rule"):
+            got.append(f"{rest}rule: {json.dumps(r['rule'])}\n")
+        got.append(f"{rest}pins: [{', '.join(json.dumps(p) for p in r['pins'])}]\n")
+        return got
+
+    if len(records) == 1:
+        out.append(f"{pad}applied-upstream:  # recorded by overlay rebase\n")
+        out += fields(records[0], pad + "  ", pad + "  ")
+    else:
+        out.append(f"{pad}applied-upstream:  # recorded by overlay rebase, one record per claim\n")
+        for r in records:
+            out += fields(r, pad + "  - ", pad + "    ")
     return "".join(lines[:start] + out + gap + lines[end:])
 
 

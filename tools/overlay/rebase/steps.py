@@ -413,11 +413,10 @@ def _carriage(text: str, project: Project, state: RebaseState) -> str:
     and entries only some pin sets carry (`only-pins`) stay in where the old one was."""
     for entry in sorted(project.series.entries, key=lambda e: -e.line):
         prov = entry.provenance
-        if state.old_pin in prov.applied_upstream_pins and prov.applied_upstream:
-            record = {"ref": prov.applied_upstream, "commit": prov.applied_upstream_commit,
-                      "rule": prov.applied_upstream_rule}
-            text = record_applied_upstream(text, entry.line, record, state.new_pin,
-                                           prov.applied_upstream_pins)
+        held = prov.record_at(state.old_pin)
+        if held is not None:
+            text = record_applied_upstream(text, entry.line, held.as_dict(), state.new_pin,
+                                           prov.applied_upstream_records)
         elif state.old_pin in entry.only_pins:
             text = set_only_pins(text, entry.line, [*entry.only_pins, state.new_pin])
     return text
@@ -468,7 +467,7 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
             if plan.applied_upstream is not None:
                 entry = entries[plan.patch]
                 text = record_applied_upstream(text, entry.line, plan.applied_upstream, state.new_pin,
-                                               entry.provenance.applied_upstream_pins)
+                                               entry.provenance.applied_upstream_records)
         (root / "series.yaml").write_text(text, encoding="utf-8")
         pin_path = root / "pins" / f"{state.new_pin}.yaml"
         pin_path.write_text(state.pin_text, encoding="utf-8")

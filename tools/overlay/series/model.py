@@ -103,6 +103,24 @@ class PinSet:
 
 
 @dataclass(frozen=True)
+class AppliedRecord:
+    """One `applied-upstream` record: which upstream change carries the patch, the rule
+    that decided it, and the pin sets it holds for. Each pin set has its own record, so
+    recording a later pin set never rewrites what an earlier one says."""
+
+    ref: str
+    commit: str | None = None
+    rule: str | None = None
+    pins: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:
+        return {"ref": self.ref, "commit": self.commit, "rule": self.rule}
+
+    def same_claim(self, other: dict) -> bool:
+        return (self.ref, self.commit, self.rule) == (other.get("ref"), other.get("commit"), other.get("rule"))
+
+
+@dataclass(frozen=True)
 class Provenance:
     """Where a patch comes from and where it goes (DEP-3 in spirit)."""
 
@@ -118,6 +136,7 @@ class Provenance:
     applied_upstream_commit: str | None = None
     applied_upstream_rule: str | None = None
     applied_upstream_pins: tuple[str, ...] = ()
+    applied_upstream_records: tuple[AppliedRecord, ...] = ()  # one per claim, pins disjoint
     switch: str | None = None  # opt-in environment switch (experimental)
     evidence: str | None = None  # evidence folder (experimental / speed claims)
     # `upstream-commit`: the full ids of the upstream commits a backport carries. When
@@ -128,6 +147,10 @@ class Provenance:
     # a base that holds it stops for a decision: drop the patch, or port it on top)
     superseded_by_commit: str | None = None
     superseded_by_pr: str | None = None
+
+    def record_at(self, pin: str) -> AppliedRecord | None:
+        """The `applied-upstream` record that holds for pin set `pin`, if any."""
+        return next((r for r in self.applied_upstream_records if pin in r.pins), None)
 
 
 @dataclass(frozen=True)
@@ -410,17 +433,36 @@ SUPERSEDED_FIELDS = ("commit", "pr")
 APPLIED_FIELDS = ("ref", "commit", "rule", "pins")
 
 
-def _applied_upstream(f: _Fields, shown: str, i: int
-                      ) -> tuple[str | None, str | None, str | None, tuple[str, ...]]:
-    """`applied-upstream: REF`, or the mapping `overlay rebase` writes:
-    {ref, commit, rule, pins}: (ref, commit, rule, pins)."""
-    if not f.has("applied-upstream") or not isinstance(f.map["applied-upstream"].value, dict):
-        return f.str("applied-upstream"), None, None, ()
-    sub = _Fields(f.map["applied-upstream"], shown, f"'applied-upstream' of series entry {i}",
-                  APPLIED_FIELDS)
-    ref = sub.str("ref", required=True, expect="the upstream PR or commit that carries the patch")
-    commit = sub.str("commit", pattern=FULL_SHA, expect="a full 40-hex commit id")
-    return ref, commit, sub.str("rule"), _pin_names(sub, "pins")
+def _applied_upstream(f: _Fields, shown: str, i: int) -> tuple[str | None, tuple[AppliedRecord, ...]]:
+    """`applied-upstream: REF`, the mapping `overlay rebase` writes ({ref, commit, rule,
+    pins}), or a list of such mappings, one per claim (each pin set in one record only):
+    (the first record's ref, the records)."""
+    if not f.has("applied-upstream"):
+        return None, ()
+    node = f.map["applied-upstream"]
+    if isinstance(node.value, str):
+        return f.str("applied-upstream"), ()
+    items = node.value if isinstance(node.value, list) else [node]
+    if not items:
+        raise f.error("applied-upstream", "an empty list; expected a record {ref, commit, rule, pins}")
+    records: list[AppliedRecord] = []
+    owner: dict[str, int] = {}
+    for k, item in enumerate(items, 1):
+        what = f"'applied-upstream' of series entry {i}" + (f", record {k}" if len(items) > 1 else "")
+        sub = _Fields(item, shown, what, APPLIED_FIELDS)
+        ref = sub.str("ref", required=True, expect="the upstream PR or commit that carries the patch")
+        commit = sub.str("commit", pattern=FULL_SHA, expect="a full 40-hex commit id")
+        pins = _pin_names(sub, "pins")
+        if len(items) > 1 and not pins:
+            raise sub.error("pins", "missing; each record of a list names the pin sets it holds for")
+        for pin in pins:
+            if pin in owner:
+                raise sub.error("pins", f"pin set '{pin}' is in record {owner[pin]} already",
+                                hint="a pin set has one record: remove it from one of them")
+            owner[pin] = k
+        assert ref
+        records.append(AppliedRecord(ref, commit, sub.str("rule"), pins))
+    return records[0].ref, tuple(records)
 
 
 def _pin_names(f: _Fields, key: str) -> tuple[str, ...]:
@@ -499,9 +541,10 @@ def load_series(root: Path) -> Series:
             core_change=f.str_list("core-change"),
             forwarded=f.str("forwarded"),
             applied_upstream=applied[0],
-            applied_upstream_commit=applied[1],
-            applied_upstream_rule=applied[2],
-            applied_upstream_pins=applied[3],
+            applied_upstream_commit=applied[1][0].commit if applied[1] else None,
+            applied_upstream_rule=applied[1][0].rule if applied[1] else None,
+            applied_upstream_pins=tuple(p for r in applied[1] for p in r.pins),
+            applied_upstream_records=applied[1],
             switch=f.str("switch"),
             evidence=f.str("evidence"),
             upstream_commits=_upstream_commits(f),
