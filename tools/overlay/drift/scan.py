@@ -129,8 +129,9 @@ def commit_log(git_dir: Path, base: str, head: str) -> list[CommitInfo]:
                            hint="scan to a descendant of the pinned commit, or use --onto to "
                                 "compare with an older or unrelated commit")
     if commits:
-        parent = gitcmd.out(["rev-parse", f"{commits[0].sha}^"], git_dir=gitcmd.data_view(git_dir),
-                            data=True)
+        # A root commit (a release archive's import) has no parent: no line of history.
+        parent = gitcmd.git(["rev-parse", "--verify", "--quiet", f"{commits[0].sha}^"],
+                            git_dir=gitcmd.data_view(git_dir), data=True, check=False).stdout.strip()
         if parent != base:
             raise OverlayError(f"{head[:12]} does not descend from the pinned commit {base[:12]} "
                                "along first parents", hint="scan to a ref on the pinned commit's "

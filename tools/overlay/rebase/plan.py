@@ -139,6 +139,8 @@ def new_pin_text(old: PinSet, moved: dict, ref: str) -> str:
         else:
             lines.append(f"    pypi: {json.dumps(src.requirement)}")
             lines.append(f"    sha256: {src.sha256}")
+            if src.history:
+                lines.append(f"    history: {json.dumps(src.history)}")
         if t.tree and t.name not in moved:
             lines.append(f"    tree: {t.tree}")
     if old.toolchain:

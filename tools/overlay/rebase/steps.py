@@ -9,11 +9,11 @@ import re
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from overlay.series import checks
-from overlay.trees import compose, composed, lockfile, refresh, sources
+from overlay.trees import compose, composed, lockfile, refresh, runlock, sources
 from overlay import gitcmd, paths
 from overlay import reporting
 from overlay.errors import OverlayError
@@ -82,7 +82,62 @@ def archive_move(root: Path, pin, target: str, ref: str, mirror: Path | None,
         raise OverlayError(f"--onto {target}: {archive.name} has sha256 {digest}, not the "
                            f"{m.group(2).lower()} given", path=str(archive),
                            hint="the archive is not the release you named: remove it, or fix the digest")
-    return ArchiveSource(wanted.name, wanted.version, digest)
+    return ArchiveSource(wanted.name, wanted.version, digest), archive
+
+
+def _import_release(root: Path, src: ArchiveSource, archive: Path, progress) -> str:
+    """The import commit of a release archive in the object cache (made once)."""
+    with runlock.cache(paths.cache_dir(root), f"importing {archive.name}", progress):
+        return sources.obtain_archive_commit(root, src, archive, progress)
+
+
+def _pinned_words(src) -> str:
+    return f"PyPI {src.requirement}" if isinstance(src, ArchiveSource) else f"commit {src.commit[:12]}"
+
+
+def _history_of(src) -> str | None:
+    """The git URL of the history a carrier's source comes from."""
+    return src.url if isinstance(src, GitSource) else src.history
+
+
+def _history_source(src):
+    return src if isinstance(src, GitSource) else src.history_source
+
+
+def _with_objects(view: Path, repo: Path) -> Path:
+    """A data view of `view`'s repository that also sees `repo`'s objects (an archive
+    import has no history in the mirror: drift reads both through one git directory)."""
+    alternates = view / "objects" / "info" / "alternates"
+    line = str((repo / "objects").resolve())
+    have = alternates.read_text().splitlines() if alternates.is_file() else []
+    if line not in have:
+        alternates.write_text("".join(f"{x}\n" for x in [*have, line]))
+    return view
+
+
+def _carrier_repo(root: Path, pin, target: str, mirror: Path | None, progress) -> tuple[Path, str, Path]:
+    """(the repository whose history holds the carrier's pinned base, the base commit, a
+    data view of it for drift). A carrier pinned to an archive has no history: its base is
+    the import commit in the object cache."""
+    from overlay.drift.targets import target_repo
+
+    src = pin.target(target).source
+    if isinstance(src, GitSource):
+        git_dir, base = target_repo(root, pin, target, mirror)
+        return git_dir, base, gitcmd.data_view(git_dir)
+    archive = ((sources.find_archive(mirror / "pypi", src) if mirror else None)
+               or sources.find_archive(paths.cache_dir(root) / "archives", src))
+    cache = sources.cache_repo(root, src.mirror_name)
+    ref = sources.archive_ref(src)
+    base = gitcmd.resolve(cache, ref)
+    if base is None:
+        if archive is None:
+            archive = sources.download_archive(src, paths.cache_dir(root) / "archives", progress)
+        base = _import_release(root, src, archive, progress)
+    history = src.history_source
+    git_dir = paths.find_mirror_repo(mirror, history.mirror_name) if mirror and history else None
+    view = gitcmd.data_view(git_dir) if git_dir is not None else gitcmd.data_view(cache)
+    return (git_dir or cache), base, _with_objects(view, cache)
 
 
 def declared_core(git_dir: Path, head: str) -> dict[str, str | None]:
@@ -96,7 +151,7 @@ def declared_core(git_dir: Path, head: str) -> dict[str, str | None]:
 
 
 def start(root: Path, args: argparse.Namespace) -> int:
-    from overlay.drift.targets import load_patches, resolve_ref, target_repo, target_slug
+    from overlay.drift.targets import load_patches, resolve_ref, target_slug
     from overlay.drift.report import overlap_line
     from overlay.drift.scan import Drift, commit_info, timed_onto
 
@@ -109,18 +164,35 @@ def start(root: Path, args: argparse.Namespace) -> int:
         if name not in old.target_names:
             raise OverlayError(f"unknown target '{name}'", path=f"pins/{old.name}.yaml",
                                hint="targets of this pin set: " + ", ".join(old.target_names))
-    git_moves = [(t, r) for t, r in moves if not r.startswith("pypi:")]
-    carriers_of = [t for t, _ in git_moves if project.series.for_target(t, old.name)]
-    if len(carriers_of) != 1:
-        raise OverlayError("--onto: give exactly one target with patches at a git ref "
-                           f"({'none given' if not carriers_of else ', '.join(carriers_of)})",
+    carriers_at_old = [t for t in old.target_names if project.series.for_target(t, old.name)]
+    moving = [t for t, _ in moves if t in carriers_at_old]
+    if len(moving) > 1:
+        raise OverlayError("--onto: rebase one target with patches at a time "
+                           f"({', '.join(moving)} carry patches)", hint="move each in its own rebase")
+    if not moving and len(carriers_at_old) != 1:
+        raise OverlayError("--onto: the pin set has no single target with patches to carry "
+                           f"({', '.join(carriers_at_old) or 'none carries patches'})",
                            hint="overlay rebase --onto plugin=REF [--onto core=pypi:vllm==X.Y.Z]")
-    target = carriers_of[0]
-    ref = dict(moves)[target]
-    git_dir, base = target_repo(root, old, target, mirror)
-    head = resolve_ref(git_dir, target, ref)
-    moved: dict = {target: GitSource(old.target(target).source.url, head)}
-    words = {target: f"`{head[:12]}` ({ref})"}
+    target = moving[0] if moving else carriers_at_old[0]
+    ref = dict(moves).get(target, "")
+    git_dir, base, drift_dir = _carrier_repo(root, old, target, mirror, _progress(args.json))
+    moved: dict = {}
+    if ref.startswith("pypi:"):
+        src, archive = archive_move(root, old, target, ref, mirror, _progress(args.json))
+        src = replace(src, history=_history_of(old.target(target).source))
+        head = _import_release(root, src, archive, _progress(args.json))
+        drift_dir = _with_objects(drift_dir, sources.cache_repo(root, src.mirror_name))
+        moved[target] = src
+        words = {target: f"PyPI `{src.requirement}` (sha256 `{src.sha256}`)"}
+    elif ref:
+        head = resolve_ref(drift_dir, target, ref)
+        moved[target] = GitSource(old.target(target).source.url, head)
+        words = {target: f"`{head[:12]}` ({ref})"}
+    else:  # the carrier stays where it is; the others move (core alone)
+        head, ref = base, "its pinned " + ("archive" if isinstance(old.target(target).source, ArchiveSource)
+                                           else "commit")
+        moved[target] = old.target(target).source
+        words = {target: f"unchanged ({_pinned_words(old.target(target).source)})"}
     for other, other_ref in moves:
         if other == target:
             continue
@@ -128,14 +200,15 @@ def start(root: Path, args: argparse.Namespace) -> int:
             raise OverlayError(f"--onto {other}: target '{other}' carries patches; rebase one "
                                "target with patches at a time", hint=f"move {other} in its own rebase")
         if other_ref.startswith("pypi:"):
-            src = archive_move(root, old, other, other_ref, mirror, _progress(args.json))
+            src, _ = archive_move(root, old, other, other_ref, mirror, _progress(args.json))
             words[other] = f"PyPI `{src.requirement}` (sha256 `{src.sha256}`)"
         else:
             other_dir, _ = target_repo(root, old, other, mirror)
             src = GitSource(old.target(other).source.url, resolve_ref(other_dir, other, other_ref))
             words[other] = f"`{src.commit[:12]}` ({other_ref})"
         moved[other] = src
-    new_name = args.new_pin or head[:8]
+    new_name = args.new_pin or (moved[target].version if isinstance(moved[target], ArchiveSource)
+                                else head[:8])
     if not PIN_NAME.match(new_name):
         raise OverlayError(f"--as: '{new_name}' is not a pin set name",
                            hint="letters, digits, '.', '_' and '-', starting with a letter or digit")
@@ -146,13 +219,13 @@ def start(root: Path, args: argparse.Namespace) -> int:
     if work.exists():
         raise OverlayError("the composed tree of the new pin set already exists", path=str(work),
                            hint="remove it, or choose another name with --as NEWPIN")
-    if head == base:
+    if head == base and len(moved) == 1:
         raise OverlayError(f"{ref} is the pinned commit of {target}: nothing to move",
                            path=f"pins/{old.name}.yaml", hint="give a newer REF")
 
-    slug = target_slug(old.target(target).source)
+    slug = target_slug(_history_source(old.target(target).source))
     patches, diffs = load_patches(project, target, old.name)
-    engine = Drift(git_dir, base, patches, diffs, slug=slug)
+    engine = Drift(drift_dir, base, patches, diffs, slug=slug)
     try:
         run_ = timed_onto(engine, target, ref, head)
     finally:
@@ -164,12 +237,12 @@ def start(root: Path, args: argparse.Namespace) -> int:
     carriers = {}
     for v in run_.verdicts:
         if v.landed:
-            landed[v.patch] = commit_info(git_dir, v.landed)
+            landed[v.patch] = commit_info(drift_dir, v.landed)
         if v.rule == "upstream-commit":  # the last of its commits to land carries it
-            infos = [commit_info(git_dir, c) for c in v.upstream_commits]
+            infos = [commit_info(drift_dir, c) for c in v.upstream_commits]
             carriers[v.patch] = max(infos, key=lambda i: i.date)
     core = moved.get("core", old.target("core").source) if "core" in old.target_names else None
-    paired = pairing(declared_core(git_dir, head), core) if target == "plugin" else (True, "")
+    paired = pairing(declared_core(drift_dir, head), core) if target == "plugin" else (True, "")
     plans = decide(run_.verdicts, overlap, landed, slug, carriers, paired)
     order = [p.patch for p in plans if p.action == APPLY]
     state = RebaseState(old.name, new_name, target, ref, head, str(git_dir), str(work),

@@ -54,6 +54,14 @@ class ArchiveSource:
     name: str
     version: str
     sha256: str
+    # `history:` the repository the release was cut from (a git URL): where drift reads
+    # upstream history and `git am -3` finds preimages. A release has no history of its
+    # own, so provenance at an archive is decided by content.
+    history: str | None = None
+
+    @property
+    def history_source(self) -> "GitSource | None":
+        return GitSource(self.history, "0" * 40) if self.history else None
 
     @property
     def requirement(self) -> str:
@@ -303,7 +311,7 @@ def _rel(path: Path, root: Path | None) -> str:
 # ----------------------------------------------------------------------------- pin loading
 
 PIN_FIELDS = ("name", "description", "default", "targets", "toolchain")
-TARGET_FIELDS = ("repo", "commit", "pypi", "sha256", "tree")
+TARGET_FIELDS = ("repo", "commit", "pypi", "sha256", "history", "tree")
 
 
 def _commit(fields: _Fields, key: str) -> str:
@@ -341,6 +349,9 @@ def load_pinset(path: Path, root: Path | None = None) -> PinSet:
         has_pypi = tf.has("pypi") or tf.has("sha256")
         if has_git and has_pypi:
             raise tf.error("pypi", "a target is either repo+commit or pypi+sha256, not both")
+        if tf.has("history") and not has_pypi:
+            raise tf.error("history", "only a pypi target names the history it was cut from",
+                           hint="a repo+commit target has its history already")
         if has_pypi:
             req = tf.str("pypi", required=True, pattern=REQUIREMENT, expect="'name==version'")
             sha = tf.str("sha256", required=True, expect="the archive's 64-hex sha256")
@@ -350,7 +361,12 @@ def load_pinset(path: Path, root: Path | None = None) -> PinSet:
                                hint="pip hash <archive> prints it")
             m = REQUIREMENT.match(req)
             assert m
-            source: Source = ArchiveSource(m.group(1), m.group(2), sha.lower())
+            history = tf.str("history", expect="the git URL of the repository the release was cut from")
+            if history and url_credentials(history):
+                raise tf.error("history", f"the URL {redact(history)} carries credentials, which a "
+                                          "committed lockfile must never hold",
+                               hint="remove them, and revoke the token if it was pushed")
+            source: Source = ArchiveSource(m.group(1), m.group(2), sha.lower(), history)
         else:
             url = tf.str("repo", required=True, expect="a git URL or path")
             assert url

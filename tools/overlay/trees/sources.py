@@ -197,8 +197,7 @@ def download_archive(src: ArchiveSource, folder: Path, progress: Progress | None
 def _obtain_archive(root: Path, target: PinnedTarget, src: ArchiveSource, mirror: Path | None,
                     progress: Progress | None) -> Obtained:
     cache = cache_repo(root, src.mirror_name)
-    ref = f"refs/overlay/archives/{_norm(src.name)}-{src.version}-{src.sha256[:16]}"
-    have = gitcmd.resolve(cache, ref)
+    have = gitcmd.resolve(cache, archive_ref(src))
     if have:
         return Obtained(cache, have, "cache")
     archives = paths.cache_dir(root) / "archives"
@@ -214,12 +213,17 @@ def _obtain_archive(root: Path, target: PinnedTarget, src: ArchiveSource, mirror
     return Obtained(cache, obtain_archive_commit(root, src, archive, progress, target), "archive")
 
 
+def archive_ref(src: ArchiveSource) -> str:
+    """The cache ref that keeps an archive's import commit."""
+    return f"refs/overlay/archives/{_norm(src.name)}-{src.version}-{src.sha256[:16]}"
+
+
 def obtain_archive_commit(root: Path, src: ArchiveSource, archive: Path, progress: Progress | None = None,
                           target: PinnedTarget | None = None) -> str:
     """The import commit of `archive` (verified against `src.sha256`) in the cache, made
     once and kept under a ref named by the release and its digest."""
     cache = cache_repo(root, src.mirror_name)
-    ref = f"refs/overlay/archives/{_norm(src.name)}-{src.version}-{src.sha256[:16]}"
+    ref = archive_ref(src)
     have = gitcmd.resolve(cache, ref)
     if have:
         return have
