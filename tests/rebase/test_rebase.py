@@ -93,12 +93,19 @@ def test_conflict_then_continue_drops_merged_refreshes_and_locks(capsys, project
     assert (prov.applied_upstream, prov.applied_upstream_rule, prov.applied_upstream_pins) == (
         "acme/plugin#203", "reverse", ("next",))
     assert prov.applied_upstream_commit == _commit(project, "u3")
-    assert [e.patch[:4] for e in project_now.series.for_target("plugin", "next")] == ["0002", "0003", "0004"]
+    # Pin sets are independent: the versions the rebase rewrote are the new pin set's
+    # own entries (only-pins: [next]); base keeps its patches byte for byte.
+    assert [e.patch[:4] for e in project_now.series.for_target("plugin", "next")] == ["0005", "0006", "0007"]
     assert [e.patch[:4] for e in project_now.series.for_target("plugin", "base")] == ["0001", "0002", "0003", "0004"]
+    for old in ("0002", "0003", "0004"):
+        name = entry[old].patch
+        assert (project / "patches" / name).read_bytes() == before[f"patches/{name}"]
     pin = project_now.pin("next")
     assert pin.target("plugin").source.commit == _commit(project, "u4")
     assert pin.target("plugin").tree == result["tree"] and not pin.default
     assert "0003-o-ours-at-o_10.patch" in "".join(result["refresh"]["written"])
+    assert {p["patch"][:4]: p["split_as"][:4] for p in result["patches"] if p["split_as"]} == {
+        "0002": "0005", "0003": "0006", "0004": "0007"}
     assert (project / "pins" / "base.yaml").read_bytes() == before["pins/base.yaml"]
     # refresh at the new pin set kept the entry it leaves out, and its file, as they were
     dropped = "patches/0001-m-add-m_05b-and-raise-m_06.patch"
@@ -110,7 +117,7 @@ def test_conflict_then_continue_drops_merged_refreshes_and_locks(capsys, project
     assert main(["--root", str(project), "apply", "--pin", "next", "--json"]) == 0
     applied = json.loads(capsys.readouterr().out)["targets"][0]
     assert applied["tree_matches_lock"] is True
-    assert [p["patch"][:4] for p in applied["patches"]] == ["0002", "0003", "0004"]
+    assert [p["patch"][:4] for p in applied["patches"]] == ["0005", "0006", "0007"]
 
 
 def test_summary_is_fit_for_a_pull_request(capsys, project):
@@ -123,8 +130,9 @@ def test_summary_is_fit_for_a_pull_request(capsys, project):
     assert "carried by acme/plugin#203" in out
     assert "- check: ok" in out
     assert "- gate: not run: no composed core tree" in out
-    # the shared series moved: the old pin set is told where it no longer applies
-    assert "- pin set `base` (plugin " in out and "0002-n-raise-n_10.patch fuzz" in out
+    # the new versions are the new pin set's own: the old pin set still applies exactly
+    assert "- pin set `base` (plugin " in out and "the series still applies there" in out
+    assert "`0002-n-raise-n_10.patch` -> `0005-n-raise-n_10.patch`" in out
 
 
 def test_conflict_then_abort_leaves_everything_as_it_was(capsys, project):

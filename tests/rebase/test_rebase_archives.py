@@ -113,7 +113,8 @@ def test_git_pin_set_onto_a_plugin_release_archive(capsys, project):
     assert main(["--root", str(project), "apply", "--pin", "r11", "--json"]) == 0
     applied = json.loads(capsys.readouterr().out)["targets"][0]
     assert applied["tree_matches_lock"] is True
-    assert [p["patch"][:4] for p in applied["patches"]] == ["0002", "0003", "0004"]
+    # 0003 and 0004 were rewritten for r11: its own entries; base keeps its versions
+    assert [p["patch"][:4] for p in applied["patches"]] == ["0002", "0005", "0006"]
 
 
 def _with_core(project: Path, version: str) -> None:
@@ -145,3 +146,27 @@ def test_moving_nothing_is_refused(capsys, project):
     _with_core(project, "1.0")
     rc, _, err = rebase(capsys, project, "--pin", "base", "--onto", "plugin=u0", "--as", "same")
     assert rc == 2 and "nothing to move" in err
+
+
+def test_every_other_pin_set_still_composes_to_its_lock_byte_for_byte(capsys, project):
+    """Issue 30 item 4: a rebase that rewrites shared patches leaves the old pin set's
+    pin file, records and composed tree as they were."""
+    assert main(["--root", str(project), "apply", "--pin", "base", "--json"]) == 0
+    assert main(["--root", str(project), "lock", "--pin", "base"]) == 0
+    capsys.readouterr()
+    before = snapshot(project)
+    rebase(capsys, project, "--pin", "base", "--onto", "plugin=pypi:acme-plugin==1.1", "--as", "r11")
+    resolve_o_py(project / "build" / "r11" / "plugin")
+    rc, out, err = rebase(capsys, project, "--continue")
+    assert rc == 0, (out, err)
+    after = snapshot(project)
+    assert after["pins/base.yaml"] == before["pins/base.yaml"]
+    for name, data in before.items():
+        if name.startswith("patches/"):
+            assert after[name] == data, name  # base's patch files, byte for byte
+    base = {e.patch: e for e in Project.load(project).series.entries if e.carried_at("base")}
+    assert sorted(base) == sorted(n[len("patches/"):] for n in before if n.startswith("patches/"))
+    shutil.rmtree(project / "build")
+    assert main(["--root", str(project), "apply", "--pin", "base", "--json"]) == 0
+    applied = json.loads(capsys.readouterr().out)["targets"][0]
+    assert applied["tree_matches_lock"] is True

@@ -4,6 +4,7 @@ pin file, the `applied-upstream` record in series.yaml, and the pull-request sum
 from __future__ import annotations
 
 import json
+import re
 
 from overlay.series.model import GitSource, PinSet
 from overlay.rebase.state import APPLY, DECIDE, DROPPED, PatchPlan, RebaseState
@@ -314,6 +315,11 @@ def summary(state: RebaseState, result: dict) -> str:
     if ported:
         out.append(f"- series.yaml records `only-pins: [{state.new_pin}]` for "
                    + ", ".join(f"`{n}`" for n in ported))
+    split = [p for p in state.plans if p.split_as]
+    if split:
+        out.append(f"- pin sets are independent: the new versions are entries carried by `{state.new_pin}` "
+                   "only, the other pin sets keep theirs byte for byte: "
+                   + ", ".join(f"`{p.patch}` -> `{p.split_as}`" for p in split))
     for o in result["other_pins"]:
         out.append(f"- pin set `{o['pin']}` ({state.target} `{o['commit'][:12]}`): the series "
                    + ("still applies there" if o["applies"] else
@@ -324,3 +330,56 @@ def summary(state: RebaseState, result: dict) -> str:
                     + (f", plus {state.waited / 60:.1f} min stopped for the maintainer"
                        if state.waited else "") + "."]
     return "\n".join(out) + "\n"
+
+
+_NUMBER = re.compile(r"^(\d+)-(.*)$")
+
+
+def split_name(old: str, taken: set[str]) -> str:
+    """A file name for the new pin set's own version of patch `old`: the next number not
+    taken by another patch file, with the same slug. Pure."""
+    m = _NUMBER.match(old)
+    number, slug, width = (int(m.group(1)), m.group(2), len(m.group(1))) if m else (0, old, 4)
+    used = {int(n.group(1)) for n in map(_NUMBER.match, taken) if n}
+    candidate = number + 1
+    while candidate in used:
+        candidate += 1
+    return f"{candidate:0{width}d}-{slug}"
+
+
+def split_entry(text: str, entry_line: int, new_patch: str, subject: str | None, new_pin: str,
+                old_pins: list[str]) -> str:
+    """series.yaml text where the entry at `entry_line` is carried by `old_pins` only, and
+    a copy of it right after, `new_patch` carried by `new_pin` only (its own version of
+    the patch at that pin set): the same provenance, no applied-upstream record, the
+    subject of the new version. Every other byte is kept. Pure."""
+    lines = text.splitlines(keepends=True)
+    start, end, item_indent = entry_block(lines, entry_line)
+    block = lines[start:end]
+    gap: list[str] = []
+    while block and not block[-1].strip():
+        gap.insert(0, block.pop())
+    field_indent = item_indent + 2
+    copy: list[str] = []
+    k = 0
+    while k < len(block):
+        line = block[k]
+        stripped = line.strip()
+        deeper = lambda j: j < len(block) and (not block[j].strip() or  # noqa: E731
+                                               len(block[j]) - len(block[j].lstrip()) > field_indent)
+        if k > 0 and stripped.startswith(("applied-upstream:", "only-pins:")):
+            k += 1
+            while deeper(k):
+                k += 1
+            continue
+        if k == 0:
+            line = line[:line.index("patch:")] + f"patch: {new_patch}\n"
+        elif stripped.startswith("subject:") and subject:
+            line = " " * field_indent + f"subject: {json.dumps(subject)}\n"
+        copy.append(line)
+        k += 1
+    pad = " " * field_indent
+    copy.append(f"{pad}only-pins: [{json.dumps(new_pin)}]"
+                "  # recorded by overlay rebase: only these pin sets carry it\n")
+    updated = set_only_pins("".join(block), 1, old_pins).splitlines(keepends=True)
+    return "".join(lines[:start] + updated + copy + gap + lines[end:])

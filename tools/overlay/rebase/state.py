@@ -30,6 +30,7 @@ class PatchPlan:
     why: str = ""
     note: str = ""  # why a patch upstream carries is kept all the same (the pairing)
     ported_as: list[str] = field(default_factory=list)  # the new entries that port it
+    split_as: str | None = None  # the new pin set's own version of it (other pin sets keep theirs)
 
 
 @dataclass

@@ -21,7 +21,8 @@ from overlay.series.model import (PIN_NAME, REQUIREMENT, ArchiveSource, GitSourc
                            load_pinset)
 from overlay.series.patchfile import read_patch
 from overlay.rebase.plan import (DECLARED_CORE_FILES, decide, new_pin_text, pairing,
-                                 record_applied_upstream, set_only_pins, skip_record, summary)
+                                 record_applied_upstream, set_only_pins, skip_record, split_entry,
+                                 split_name, summary)
 from overlay.rebase.state import (APPLY, CONFLICTED, DECIDE, DROPPED, KEPT, PORTED, REFRESHED,
                                   SKIPPED, RebaseState, load_state, save_state, state_path)
 
@@ -507,15 +508,23 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
     ported = {c: patch for patch, commits in state.ports.items() for c in commits}
     commits = gitcmd.out(["rev-list", "--reverse", f"{state.head}..HEAD"], cwd=work).split()
     mapping: dict[str, str] = {}
-    for c in commits:
-        if c in ported:
-            continue  # a port: refresh makes it a new entry
+    own = [c for c in commits if c not in ported]  # a port: refresh makes it a new entry
+    expected = [n for n in state.apply_order if n not in state.skipped]
+    for c in own:
         subject = gitcmd.out(["log", "-1", "--format=%s", c], cwd=work)
         name = by_subject.get(subject)
-        if name is None:
-            raise OverlayError(f"commit {c[:12]} on the rebased branch matches no patch of the series",
+        if name is not None:
+            mapping[c] = name
+    if len(mapping) < len(own):
+        # A reworded commit (its message amended while resolving): the commits are the
+        # remaining patches in the order they were applied, one each, or nothing matches.
+        left = [n for n in expected if n not in mapping.values()]
+        unmatched = [c for c in own if c not in mapping]
+        if len(left) != len(unmatched):
+            raise OverlayError(f"commit {unmatched[0][:12]} on the rebased branch matches no patch of the series",
                                path=str(work), hint="keep one commit per patch (amend, do not add)")
-        mapping[c] = name
+        mapping.update(zip(unmatched, left))
+        mapping = {c: mapping[c] for c in own}
     carried = list(mapping.values())
     for name in state.apply_order:
         plan = state.plan(name)
@@ -565,6 +574,11 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
                     text = set_only_pins(text, entry.line, [state.new_pin])
             (root / "series.yaml").write_text(text, encoding="utf-8")
             _name_ports(root, state, refreshed.added)
+        splits = _split_shared(root, state, before, names)
+        if splits:
+            carried = [splits.get(n, n) for n in carried]
+            mapping = {c: splits.get(n, n) for c, n in mapping.items()}
+            _retie(work, state, mapping, root)
         began = _clock(state, "refresh", began)
         project = Project.load(root)
         pin = project.pin(state.new_pin)
@@ -580,9 +594,12 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
         snapshot.restore(root)
         raise
     for name in carried:
-        plan = state.plan(name)
-        changed = before[name] != (project.patches_dir / name).read_bytes()
-        if name in state.conflicts:
+        source = next((o for o, n in splits.items() if n == name), name)
+        plan = state.plan(source)
+        changed = source != name or before[name] != (project.patches_dir / name).read_bytes()
+        if source != name:
+            plan.split_as = name
+        if source in state.conflicts:
             plan.outcome, plan.why = CONFLICTED, "conflicted; resolved by hand and refreshed"
         elif changed:
             plan.outcome = REFRESHED
@@ -614,6 +631,66 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
     else:
         sys.stdout.write(summary(state, result))
     return 0 if result["ok"] else 1
+
+
+def _split_shared(root: Path, state: RebaseState, before: dict[str, bytes],
+                  names: tuple[str, ...]) -> dict[str, str]:
+    """Pin sets are independent: a patch the rebase rewrote that another pin set still
+    carries keeps its bytes for that pin set, and the new version becomes an entry of its
+    own carried by the new pin set only (or joins an entry already holding those bytes).
+    Returns {old name: new name} for the entries it split."""
+    project = Project.load(root)
+    pins = [p for p in load_all_pins(root) if p.name != state.new_pin and state.target in p.target_names]
+    entries = {e.patch: e for e in project.series.entries}
+    splits: dict[str, str] = {}
+    for name in names:
+        path = project.patches_dir / name
+        new_bytes = path.read_bytes()
+        if new_bytes == before[name]:
+            continue
+        entry = entries[name]
+        others = [p.name for p in pins if entry.carried_at(p.name)]
+        if not others:
+            continue
+        path.write_bytes(before[name])  # the other pin sets' version stays as it was
+        text = (root / "series.yaml").read_text(encoding="utf-8")
+        twin = next((e for e in project.series.entries if e.patch != name and e.target == entry.target
+                     and e.only_pins and (project.patches_dir / e.patch).read_bytes() == new_bytes), None)
+        if twin is not None:  # an entry already holds these bytes: it is carried here too
+            text = set_only_pins(text, twin.line, [*twin.only_pins, state.new_pin])
+            keep = [p for p in (entry.only_pins or others) if p != state.new_pin]
+            text = set_only_pins(text, _line_of(text, name), keep)
+            splits[name] = twin.patch
+        else:
+            new_name = split_name(name, {p.name for p in project.patches_dir.iterdir()})
+            (project.patches_dir / new_name).write_bytes(new_bytes)
+            keep = [p for p in (entry.only_pins or others) if p != state.new_pin]
+            text = split_entry(text, entry.line, new_name, read_patch(project.patches_dir / new_name).subject,
+                               state.new_pin, keep)
+            splits[name] = new_name
+        (root / "series.yaml").write_text(text, encoding="utf-8")
+        project = Project.load(root)
+        entries = {e.patch: e for e in project.series.entries}
+    return splits
+
+
+def _line_of(text: str, patch: str) -> int:
+    """The 1-based line of `- patch: NAME` in series.yaml text."""
+    for k, line in enumerate(text.splitlines(), 1):
+        if line.strip() == f"- patch: {patch}":
+            return k
+    raise OverlayError(f"series entry {patch} is gone", path="series.yaml")
+
+
+def _retie(work: Path, state: RebaseState, mapping: dict[str, str], root: Path) -> None:
+    """After a split: the composed commits' notes and state name the new entries."""
+    project = Project.load(root)
+    composed.add_notes(work, mapping)
+    names = tuple(mapping.values())  # in the order the commits were applied
+    composed.write_state(work, composed.ComposedState(
+        pin=state.new_pin, target=state.target, base=state.head, head=composed.head(work),
+        tree=composed.tree_of(work), branch=paths.branch_name(state.new_pin), patches=names,
+        series_digest=composed.series_digest(project.patches_dir, names)))
 
 
 def _name_ports(root: Path, state: RebaseState, added: list[str]) -> None:
