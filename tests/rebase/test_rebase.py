@@ -132,7 +132,7 @@ def test_summary_is_fit_for_a_pull_request(capsys, project):
     assert "- gate: not run: no composed core tree" in out
     # the new versions are the new pin set's own: the old pin set still applies exactly
     assert "- pin set `base` (plugin " in out and "the series still applies there" in out
-    assert "`0002-n-raise-n_10.patch` -> `0005-n-raise-n_10.patch`" in out
+    assert "`0002-n-raise-n_10.patch` -> `0005-n-raise-n-10.patch`" in out
 
 
 def test_conflict_then_abort_leaves_everything_as_it_was(capsys, project):

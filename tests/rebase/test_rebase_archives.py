@@ -170,3 +170,18 @@ def test_every_other_pin_set_still_composes_to_its_lock_byte_for_byte(capsys, pr
     assert main(["--root", str(project), "apply", "--pin", "base", "--json"]) == 0
     applied = json.loads(capsys.readouterr().out)["targets"][0]
     assert applied["tree_matches_lock"] is True
+
+
+def test_a_raw_git_am_abort_is_not_recorded_as_upstream_carrying_the_patches(capsys, project):
+    """Issue 30: after a raw `git am --skip`/`--abort` the patches are missing from the
+    branch, and rebase used to record `3-way-empty: upstream already has it`. Only
+    upstream's content may say so: they do not reverse-apply, so it refuses, and nothing
+    is written."""
+    rebase(capsys, project, "--pin", "base", "--onto", "plugin=pypi:acme-plugin==1.1", "--as", "r11")
+    work = project / "build" / "r11" / "plugin"
+    subprocess.run(["git", "am", "--abort"], cwd=work, check=True, capture_output=True)
+    before = snapshot(project)
+    rc, out, err = rebase(capsys, project, "--continue")
+    assert rc == 2 and "is not on the rebased branch" in err and "does not reverse-apply" in err, (out, err)
+    assert snapshot(project) == before and not (project / "pins" / "r11.yaml").exists()
+    assert (project / ".overlay" / "rebase.json").exists()  # still resumable or abortable

@@ -158,6 +158,13 @@ class GatePlan:
         return gate.run_gate(self.core_dir, self.plugin_dir, allow, pin)
 
 
+def new_gate_findings(report, baseline_report) -> list:
+    """The report's findings that the baseline's report does not hold (overlay.gate)."""
+    from overlay import gate
+
+    return gate.new_findings(report.failing, baseline_report.failing)
+
+
 def plan_gate(root: Path, pin: PinSet, resolved: list[Resolved]) -> GatePlan:
     plugin_dir = paths.composed_dir(root, pin.name, "plugin")
     if not plugin_dir.is_dir():

@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from overlay.errors import OverlayError
+from overlay.gate.baseline import new_findings
 from overlay.gate.allowlist import Allowlist
 from overlay.gate.allowlist import apply as apply_allowlist
 from overlay.gate.allowlist import load as load_allowlist
@@ -23,7 +24,7 @@ from overlay.gate.engine import Cache, RawResult, gate_sources, top_packages
 from overlay.gate.findings import Finding, GateReport, Suppressed
 from overlay.gate.source import DirSource, TreeSource
 
-__all__ = ["run_gate", "run_gate_on_commit", "report_from", "GateReport", "Finding", "Suppressed", "Allowlist",
+__all__ = ["run_gate", "run_gate_on_commit", "report_from", "new_findings", "GateReport", "Finding", "Suppressed", "Allowlist",
            "load_allowlist"]
 
 

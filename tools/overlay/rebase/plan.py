@@ -305,8 +305,16 @@ def summary(state: RebaseState, result: dict) -> str:
         out.append(f"  - {f['path']}: {f['message']}")
     g = result["gate"]
     if g is not None:
-        out.append(f"- gate: {'ok' if g['ok'] else 'FAIL'} ({g['findings']} finding(s))"
-                   if g.get("ran") else f"- gate: not run: {g['why']}")
+        if not g.get("ran"):
+            out.append(f"- gate: not run: {g['why']}")
+        elif "new" in g:
+            out.append(f"- gate: {'ok' if g['ok'] else 'FAIL'}: {len(g['new'])} new error(s); "
+                       f"{g['errors']} error(s) in all, {g['upstream_errors']} of them upstream's own "
+                       f"(baseline: {g['baseline']})")
+            out += [f"  - new: {line}" for line in g["new"]]
+        else:
+            out.append(f"- gate: {'ok' if g['ok'] else 'FAIL'} ({g['findings']} finding(s)"
+                       + (f"; baseline {g['baseline']}" if g.get("baseline") else "") + ")")
     dropped = [p for p in state.plans if p.applied_upstream is not None]
     if dropped:
         out.append(f"- series.yaml records `applied-upstream` (pins: `{state.new_pin}`) for "
@@ -335,11 +343,13 @@ def summary(state: RebaseState, result: dict) -> str:
 _NUMBER = re.compile(r"^(\d+)-(.*)$")
 
 
-def split_name(old: str, taken: set[str]) -> str:
+def split_name(old: str, taken: set[str], slug: str | None = None) -> str:
     """A file name for the new pin set's own version of patch `old`: the next number not
-    taken by another patch file, with the same slug. Pure."""
+    taken by another patch file, with `slug` (of the new version's subject) or the old
+    one's. Pure."""
     m = _NUMBER.match(old)
-    number, slug, width = (int(m.group(1)), m.group(2), len(m.group(1))) if m else (0, old, 4)
+    number, old_slug, width = (int(m.group(1)), m.group(2), len(m.group(1))) if m else (0, old, 4)
+    slug = f"{slug}.patch" if slug else old_slug
     used = {int(n.group(1)) for n in map(_NUMBER.match, taken) if n}
     candidate = number + 1
     while candidate in used:
@@ -348,11 +358,13 @@ def split_name(old: str, taken: set[str]) -> str:
 
 
 def split_entry(text: str, entry_line: int, new_patch: str, subject: str | None, new_pin: str,
-                old_pins: list[str]) -> str:
-    """series.yaml text where the entry at `entry_line` is carried by `old_pins` only, and
-    a copy of it right after, `new_patch` carried by `new_pin` only (its own version of
-    the patch at that pin set): the same provenance, no applied-upstream record, the
-    subject of the new version. Every other byte is kept. Pure."""
+                old_pins: list[str], old_subject: str | None = None,
+                tests: list[str] | None = None) -> str:
+    """series.yaml text where the entry at `entry_line` is carried by `old_pins` only (with
+    `old_subject`, its own patch's), and a copy of it right after, `new_patch` carried by
+    `new_pin` only (its own version of the patch at that pin set): the same provenance, no
+    applied-upstream record, the subject and `tests` of the new version. Every other byte
+    is kept. Pure."""
     lines = text.splitlines(keepends=True)
     start, end, item_indent = entry_block(lines, entry_line)
     block = lines[start:end]
@@ -376,10 +388,20 @@ def split_entry(text: str, entry_line: int, new_patch: str, subject: str | None,
             line = line[:line.index("patch:")] + f"patch: {new_patch}\n"
         elif stripped.startswith("subject:") and subject:
             line = " " * field_indent + f"subject: {json.dumps(subject)}\n"
+        elif stripped.startswith("tests:") and tests is not None:
+            k += 1
+            while deeper(k):
+                k += 1
+            copy.append(" " * field_indent + "tests:\n")
+            copy += [" " * (field_indent + 2) + f"- {t}\n" for t in tests]
+            continue
         copy.append(line)
         k += 1
     pad = " " * field_indent
     copy.append(f"{pad}only-pins: [{json.dumps(new_pin)}]"
                 "  # recorded by overlay rebase: only these pin sets carry it\n")
+    if old_subject:
+        block = [" " * field_indent + f"subject: {json.dumps(old_subject)}\n"
+                 if k and line.strip().startswith("subject:") else line for k, line in enumerate(block)]
     updated = set_only_pins("".join(block), 1, old_pins).splitlines(keepends=True)
     return "".join(lines[:start] + updated + copy + gap + lines[end:])

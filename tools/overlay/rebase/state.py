@@ -51,6 +51,7 @@ class RebaseState:
     # composed and locked at the end
     others: list[str] = field(default_factory=list)
     moves: dict[str, str] = field(default_factory=dict)  # target -> where it moved, in words
+    mirror: str | None = None  # --mirror (or OVERLAY_MIRROR) at the start: the end composes from it too
     decisions: list[str] = field(default_factory=list)  # superseded patches still to decide
     decision_base: str | None = None  # HEAD when the rebase stopped for the first of them
     ports: dict[str, list[str]] = field(default_factory=dict)  # patch -> its port commits

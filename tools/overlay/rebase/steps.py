@@ -249,6 +249,7 @@ def start(root: Path, args: argparse.Namespace) -> int:
     state = RebaseState(old.name, new_name, target, ref, head, str(git_dir), str(work),
                         new_pin_text(old, moved, ref), plans, order,
                         others=[t for t in moved if t != target], moves=words,
+                        mirror=str(mirror) if mirror else None,
                         decisions=[p.patch for p in plans if p.action == DECIDE])
     began = _clock(state, "drift", began)
     _say(args.json, f"rebasing pin set {old.name} onto {target} {ref} ({head[:12]}) as {new_name}"
@@ -489,11 +490,23 @@ def _carriage(text: str, project: Project, state: RebaseState) -> str:
         prov = entry.provenance
         held = prov.record_at(state.old_pin)
         if held is not None:
-            text = record_applied_upstream(text, entry.line, held.as_dict(), state.new_pin,
+            text = record_applied_upstream(text, entry.line, carried_record(held, state), state.new_pin,
                                            prov.applied_upstream_records)
         elif state.old_pin in entry.only_pins:
             text = set_only_pins(text, entry.line, [*entry.only_pins, state.new_pin])
     return text
+
+
+def carried_record(held, state: RebaseState) -> dict:
+    """The record the new pin set gets for an entry the old one left out. Where the
+    carrier moved to a release archive, no ancestry can be re-proven there (a release has
+    no history, and backports rarely match upstream's text): the record says it was
+    carried from the old pin set, by which rule, rather than claim that rule again."""
+    record = held.as_dict()
+    if state.ref.startswith("pypi:") and not (record.get("rule") or "").startswith("carried from"):
+        record["rule"] = f"carried from {state.old_pin} ({record.get('rule') or 'recorded'}); " \
+                         "not re-proven at the release"
+    return record
 
 
 def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
@@ -534,9 +547,16 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
             if plan.upstream_version:
                 plan.why += f"; upstream's own version: {plan.upstream_version['ref']}"
         elif name not in carried:
+            # Not on the branch: only upstream's content may account for that (a raw
+            # `git am --skip` or a dropped commit is not upstream carrying it).
+            if not _reverse_applies(work, project.patches_dir / name):
+                raise OverlayError(f"{name} is not on the rebased branch, and upstream's content at "
+                                   f"{state.ref} does not carry it (it does not reverse-apply)",
+                                   path=str(work), hint="apply it (git am the patch), or drop it for "
+                                   "this pin set with `overlay rebase --skip` while git am stops on it")
             plan.outcome = DROPPED
-            plan.why = "git am -3 found nothing left to change: upstream already has it"
-            plan.applied_upstream = {"ref": "upstream at " + state.ref, "rule": "3-way-empty"}
+            plan.why = "git am -3 found nothing left to change: upstream's content carries it (reverse-applies)"
+            plan.applied_upstream = {"ref": "upstream at " + state.ref, "rule": "3-way-empty (reverse)"}
 
     snapshot = _Snapshot.take(root, state.new_pin)
     try:
@@ -584,7 +604,7 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
         pin = project.pin(state.new_pin)
         for other in state.others:  # moved without patches of their own: compose them now
             compose.compose(project, pin, targets=[other], into=None,
-                            mirror=paths.mirror_root(None), force=False, report=lambda _: None,
+                            mirror=_mirror_of(state), force=False, report=lambda _: None,
                             progress=_progress(json_mode))
         if state.others:
             began = _clock(state, "compose " + ", ".join(state.others), began)
@@ -618,7 +638,8 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
     _clock(state, "other pin sets", began)
     shutil.rmtree(root / ".overlay" / "rebase-pins", ignore_errors=True)
     state_path(root).unlink(missing_ok=True)
-    result = {"ok": not findings and (gate is None or gate["ok"]), "status": "done",
+    result = {"ok": not findings and (gate is None or gate["ok"]) and all(o["applies"] for o in others),
+              "status": "done",
               "pin": state.old_pin, "new_pin": state.new_pin, "target": state.target,
               "ref": state.ref, "head": state.head, "tree": trees.get(state.target),
               "trees": trees, "moves": state.moves,
@@ -662,11 +683,22 @@ def _split_shared(root: Path, state: RebaseState, before: dict[str, bytes],
             text = set_only_pins(text, _line_of(text, name), keep)
             splits[name] = twin.patch
         else:
-            new_name = split_name(name, {p.name for p in project.patches_dir.iterdir()})
+            scratch = project.patches_dir / f".split-{name}"
+            scratch.write_bytes(new_bytes)
+            try:
+                mail = read_patch(scratch)
+            finally:
+                scratch.unlink()
+            new_name = split_name(name, {p.name for p in project.patches_dir.iterdir()},
+                                  refresh.slug(mail.subject))
             (project.patches_dir / new_name).write_bytes(new_bytes)
             keep = [p for p in (entry.only_pins or others) if p != state.new_pin]
-            text = split_entry(text, entry.line, new_name, read_patch(project.patches_dir / new_name).subject,
-                               state.new_pin, keep)
+            touched = {f.path for f in mail.files if f.target}
+            listed = [t for t in entry.tests if t in touched]
+            tests = listed if listed == list(entry.tests) else sorted(
+                set(listed) | {f.path for f in mail.files if f.created and f.path.startswith("tests/")})
+            text = split_entry(text, entry.line, new_name, mail.subject, state.new_pin, keep,
+                               old_subject=read_patch(path).subject, tests=tests)
             splits[name] = new_name
         (root / "series.yaml").write_text(text, encoding="utf-8")
         project = Project.load(root)
@@ -693,6 +725,18 @@ def _retie(work: Path, state: RebaseState, mapping: dict[str, str], root: Path) 
         series_digest=composed.series_digest(project.patches_dir, names)))
 
 
+def _mirror_of(state: RebaseState) -> Path | None:
+    """The mirror the rebase started with (else OVERLAY_MIRROR now)."""
+    return Path(state.mirror) if state.mirror else paths.mirror_root(None)
+
+
+def _reverse_applies(work: Path, patch: Path) -> bool:
+    """Whether the patch's change is already in the work tree's HEAD (it applies in
+    reverse), checked against the index only: nothing is written."""
+    proc = gitcmd.git(["apply", "--check", "--cached", "-R", str(patch)], cwd=work, check=False)
+    return proc.returncode == 0
+
+
 def _name_ports(root: Path, state: RebaseState, added: list[str]) -> None:
     """Which new entries port which superseded patch (by the order of the commits)."""
     pending = list(added)
@@ -706,8 +750,12 @@ def _name_ports(root: Path, state: RebaseState, added: list[str]) -> None:
 
 def _gate(root: Path, state: RebaseState) -> dict | None:
     """The contract gate on the new plugin tree against the pin set's composed core (the
-    core did not move: the old pin set's composed core serves when the new one has none)."""
-    from overlay.drift.targets import GatePlan
+    core did not move: the old pin set's composed core serves when the new one has none),
+    counting only what is new against the baseline: upstream's plugin at the new commit
+    or release, without the series, against the core it declares. Findings upstream ships
+    with at its own pairing are not the series' (issue 30 item 5). Without a baseline every
+    error counts (fail closed)."""
+    from overlay.drift.targets import GatePlan, new_gate_findings
 
     if state.target != "plugin":
         return {"ok": True, "ran": False, "why": "the gate checks the plugin; core moved"}
@@ -718,11 +766,63 @@ def _gate(root: Path, state: RebaseState) -> dict | None:
         return {"ok": True, "ran": False,
                 "why": f"no composed core tree (overlay apply --pin {state.new_pin} --targets core, "
                        f"then overlay gate --pin {state.new_pin})"}
+    allowlist = root / "gate-allowlist.yaml"
     try:
-        report = GatePlan(Path(state.work), core, allowlist=root / "gate-allowlist.yaml").run(state.new_pin)
+        report = GatePlan(Path(state.work), core, allowlist=allowlist).run(state.new_pin)
     except OverlayError as exc:
         return {"ok": False, "ran": False, "why": exc.one_line()}
-    return {"ok": report.ok, "ran": True, "findings": len(report.findings), "core": str(core)}
+    out = {"ok": report.ok, "ran": True, "findings": len(report.findings), "errors": len(report.failing),
+           "core": str(core)}
+    try:
+        with _baseline_trees(root, state, core) as (plugin_dir, core_dir, said):
+            baseline = GatePlan(plugin_dir, core_dir, allowlist=allowlist).run(state.new_pin)
+    except OverlayError as exc:
+        out["baseline"] = f"none ({exc.one_line()}): every error counts"
+        return out
+    new = new_gate_findings(report, baseline)
+    out.update(ok=not new, baseline=said, upstream_errors=len(baseline.failing),
+               new=[f"{f.plugin_path}:{f.plugin_line}: {f.short()}" for f in new])
+    return out
+
+
+class _baseline_trees:
+    """(upstream's plugin at the rebase's head without the series, the core it declares,
+    words): the plugin checked out by git into a scratch folder of the rebase, removed
+    on exit; the core is the new pin set's composed one when it is the declared release,
+    else that release's archive (mirror or cache)."""
+
+    def __init__(self, root: Path, state: RebaseState, core: Path) -> None:
+        self.root, self.state, self.core = root, state, core
+        self.scratch: Path | None = None
+
+    def __enter__(self):
+        import tempfile
+        from overlay.trees import archive as archive_mod
+
+        root, state = self.root, self.state
+        pin = Project.load(root).pin(state.new_pin)
+        src = pin.target("plugin").source
+        repo = sources.cache_repo(root, src.mirror_name) if isinstance(src, ArchiveSource) \
+            else gitcmd.data_view(Path(state.git_dir))
+        declared = declared_core(repo, state.head).get("release")
+        core_src = pin.target("core").source if "core" in pin.target_names else None
+        if not declared or not isinstance(core_src, ArchiveSource):
+            raise OverlayError("the plugin declares no core release to pair it with")
+        version = declared.lstrip("v")
+        if version == core_src.version:
+            core_dir = self.core
+        else:
+            core_dir = sources.release_tree(root, _mirror_of(state), core_src.name, version)
+        (root / ".overlay").mkdir(exist_ok=True)
+        self.scratch = Path(tempfile.mkdtemp(prefix="rebase-baseline-", dir=root / ".overlay"))
+        archive_mod.checkout_tree(repo, state.head, self.scratch / "plugin",
+                                  {"GIT_INDEX_FILE": str(self.scratch / "index")})
+        said = f"upstream's plugin {state.head[:12]} without the series, against {core_src.name}=={version} (its release)"
+        return self.scratch / "plugin", core_dir, said
+
+    def __exit__(self, *exc) -> None:
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def _other_pins(root: Path, project: Project, state: RebaseState) -> list[dict]:

@@ -264,3 +264,36 @@ def import_archive(cache: Path, archive: Path, message: str,
                 fh.close()
         env.update(_IMPORT_ENV)
         return gitcmd.out(["commit-tree", tree, "-m", message], git_dir=cache, env=env, data=True)
+
+
+def release_tree(root: Path, mirror: Path | None, name: str, version: str, progress=None) -> Path:
+    """The source tree of one release, under `<cache>/gate/cores/<name>-<version>/tree`:
+    the archive is imported into the object cache as compose imports it (vetted member
+    table, nothing extracted), then checked out by git; a `.complete` marker naming the
+    archive's sha256 proves the checkout finished."""
+    dest = paths.cache_dir(root) / "gate" / "cores" / f"{name}-{version}"
+    if (dest / ".complete").is_file() and (dest / "tree").is_dir():
+        return dest / "tree"
+    src = ArchiveSource(name=name, version=version, sha256="")
+    archives = paths.cache_dir(root) / "archives"
+    archive = (find_archive(mirror / "pypi", src) if mirror else None) or find_archive(archives, src)
+    if archive is None:
+        archive = download_archive(src, archives, progress)
+    digest = sha256_of(archive)
+    with runlock.cache(paths.cache_dir(root), f"importing {archive.name}", progress):
+        commit = obtain_archive_commit(root, ArchiveSource(name=name, version=version, sha256=digest),
+                                       archive, progress)
+    if progress:
+        progress(f"checking out {archive.name}")
+    dest.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".checkout-", dir=dest))
+    try:
+        archive_mod.checkout_tree(cache_repo(root, src.mirror_name), commit, scratch / "tree",
+                                  {"GIT_INDEX_FILE": str(scratch / "index")})
+        if (dest / "tree").exists():
+            shutil.rmtree(dest / "tree")
+        (scratch / "tree").rename(dest / "tree")
+        (dest / ".complete").write_text(f"{archive.name} {digest}\n")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return dest / "tree"
