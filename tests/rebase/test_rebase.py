@@ -81,7 +81,7 @@ def test_conflict_then_continue_drops_merged_refreshes_and_locks(capsys, project
     assert outcome == {"0001": ("dropped", "merged (reverse)"),
                        "0002": ("refreshed", "fuzz"),
                        "0003": ("conflicted", "conflict"),
-                       "0004": ("refreshed", "blocked (alone: clean)")}
+                       "0004": ("kept", "blocked (alone: clean)")}
     notes = {p["patch"][:4]: p["overlap"] for p in result["patches"]}
     assert any("upstream did this too" in line and "(#203)" in line for line in notes["0001"])
     assert len(notes["0002"]) == 1 and "upstream did this too" not in notes["0002"][0]
@@ -94,8 +94,9 @@ def test_conflict_then_continue_drops_merged_refreshes_and_locks(capsys, project
         "acme/plugin#203", "reverse", ("next",))
     assert prov.applied_upstream_commit == _commit(project, "u3")
     # Pin sets are independent: the versions the rebase rewrote are the new pin set's
-    # own entries (only-pins: [next]); base keeps its patches byte for byte.
-    assert [e.patch[:4] for e in project_now.series.for_target("plugin", "next")] == ["0005", "0006", "0007"]
+    # own entries (only-pins: [next]); base keeps its patches byte for byte. 0004's old
+    # bytes make the same tree at next: one entry serves both.
+    assert [e.patch[:4] for e in project_now.series.for_target("plugin", "next")] == ["0005", "0006", "0004"]
     assert [e.patch[:4] for e in project_now.series.for_target("plugin", "base")] == ["0001", "0002", "0003", "0004"]
     for old in ("0002", "0003", "0004"):
         name = entry[old].patch
@@ -105,7 +106,7 @@ def test_conflict_then_continue_drops_merged_refreshes_and_locks(capsys, project
     assert pin.target("plugin").tree == result["tree"] and not pin.default
     assert "0003-o-ours-at-o_10.patch" in "".join(result["refresh"]["written"])
     assert {p["patch"][:4]: p["split_as"][:4] for p in result["patches"] if p["split_as"]} == {
-        "0002": "0005", "0003": "0006", "0004": "0007"}
+        "0002": "0005", "0003": "0006"}
     assert (project / "pins" / "base.yaml").read_bytes() == before["pins/base.yaml"]
     # refresh at the new pin set kept the entry it leaves out, and its file, as they were
     dropped = "patches/0001-m-add-m_05b-and-raise-m_06.patch"
@@ -117,7 +118,7 @@ def test_conflict_then_continue_drops_merged_refreshes_and_locks(capsys, project
     assert main(["--root", str(project), "apply", "--pin", "next", "--json"]) == 0
     applied = json.loads(capsys.readouterr().out)["targets"][0]
     assert applied["tree_matches_lock"] is True
-    assert [p["patch"][:4] for p in applied["patches"]] == ["0005", "0006", "0007"]
+    assert [p["patch"][:4] for p in applied["patches"]] == ["0005", "0006", "0004"]
 
 
 def test_summary_is_fit_for_a_pull_request(capsys, project):
@@ -153,7 +154,8 @@ def test_conflict_then_skip_records_upstreams_own_version(capsys, project):
     rc, out, err = rebase(capsys, project, "--skip", "--json")
     assert rc == 0, err
     outcome = {p["patch"][:4]: p["outcome"] for p in json.loads(out)["patches"]}
-    assert outcome == {"0001": "dropped", "0002": "refreshed", "0003": "skipped", "0004": "refreshed"}
+    # 0004 applied as it is on upstream's o.py: its old bytes make the same tree (kept, shared)
+    assert outcome == {"0001": "dropped", "0002": "refreshed", "0003": "skipped", "0004": "kept"}
     prov = {e.patch[:4]: e.provenance for e in Project.load(project).series.entries}["0003"]
     # drift saw upstream rewrite 0003's lines at u2 (#202): that is what the skip leaves to
     assert (prov.applied_upstream, prov.applied_upstream_pins) == ("acme/plugin#202", ("next",))

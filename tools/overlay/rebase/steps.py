@@ -594,7 +594,7 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
                     text = set_only_pins(text, entry.line, [state.new_pin])
             (root / "series.yaml").write_text(text, encoding="utf-8")
             _name_ports(root, state, refreshed.added)
-        splits = _split_shared(root, state, before, names)
+        splits = _split_shared(root, state, before, names, work, mapping)
         if splits:
             carried = [splits.get(n, n) for n in carried]
             mapping = {c: splits.get(n, n) for c, n in mapping.items()}
@@ -655,7 +655,7 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
 
 
 def _split_shared(root: Path, state: RebaseState, before: dict[str, bytes],
-                  names: tuple[str, ...]) -> dict[str, str]:
+                  names: tuple[str, ...], work: Path, commits: dict[str, str]) -> dict[str, str]:
     """Pin sets are independent: a patch the rebase rewrote that another pin set still
     carries keeps its bytes for that pin set, and the new version becomes an entry of its
     own carried by the new pin set only (or joins an entry already holding those bytes).
@@ -674,6 +674,9 @@ def _split_shared(root: Path, state: RebaseState, before: dict[str, bytes],
         if not others:
             continue
         path.write_bytes(before[name])  # the other pin sets' version stays as it was
+        commit = next((c for c, n in commits.items() if n == name), None)
+        if commit is not None and _same_result(work, commit, path):
+            continue  # the old bytes make the same tree here: one entry serves both
         text = (root / "series.yaml").read_text(encoding="utf-8")
         twin = next((e for e in project.series.entries if e.patch != name and e.target == entry.target
                      and e.only_pins and (project.patches_dir / e.patch).read_bytes() == new_bytes), None)
@@ -728,6 +731,20 @@ def _retie(work: Path, state: RebaseState, mapping: dict[str, str], root: Path) 
 def _mirror_of(state: RebaseState) -> Path | None:
     """The mirror the rebase started with (else OVERLAY_MIRROR now)."""
     return Path(state.mirror) if state.mirror else paths.mirror_root(None)
+
+
+def _same_result(work: Path, commit: str, patch: Path) -> bool:
+    """Whether `patch` applied on `commit`'s parent gives `commit`'s tree (in a scratch
+    index: the work tree is not touched)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="overlay-same-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        gitcmd.git(["read-tree", f"{commit}^"], cwd=work, env=env)
+        proc = gitcmd.git(["apply", "--cached", str(patch)], cwd=work, env=env, check=False)
+        if proc.returncode != 0:
+            return False
+        return gitcmd.out(["write-tree"], cwd=work, env=env) == composed.tree_of(work, commit)
 
 
 def _reverse_applies(work: Path, patch: Path) -> bool:
