@@ -594,8 +594,8 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
                     text = set_only_pins(text, entry.line, [state.new_pin])
             (root / "series.yaml").write_text(text, encoding="utf-8")
             _name_ports(root, state, refreshed.added)
-        splits = _split_shared(root, state, before, names, work, mapping)
-        if splits:
+        splits, restored = _split_shared(root, state, before, names, work, mapping)
+        if splits or restored:
             carried = [splits.get(n, n) for n in carried]
             mapping = {c: splits.get(n, n) for c, n in mapping.items()}
             _retie(work, state, mapping, root)
@@ -659,11 +659,13 @@ def _split_shared(root: Path, state: RebaseState, before: dict[str, bytes],
     """Pin sets are independent: a patch the rebase rewrote that another pin set still
     carries keeps its bytes for that pin set, and the new version becomes an entry of its
     own carried by the new pin set only (or joins an entry already holding those bytes).
-    Returns {old name: new name} for the entries it split."""
+    Returns ({old name: new name} for the entries it split, the entries whose old bytes
+    it put back because they make the same tree)."""
     project = Project.load(root)
     pins = [p for p in load_all_pins(root) if p.name != state.new_pin and state.target in p.target_names]
     entries = {e.patch: e for e in project.series.entries}
     splits: dict[str, str] = {}
+    restored: list[str] = []
     for name in names:
         path = project.patches_dir / name
         new_bytes = path.read_bytes()
@@ -676,6 +678,7 @@ def _split_shared(root: Path, state: RebaseState, before: dict[str, bytes],
         path.write_bytes(before[name])  # the other pin sets' version stays as it was
         commit = next((c for c, n in commits.items() if n == name), None)
         if commit is not None and _same_result(work, commit, path):
+            restored.append(name)
             continue  # the old bytes make the same tree here: one entry serves both
         text = (root / "series.yaml").read_text(encoding="utf-8")
         twin = next((e for e in project.series.entries if e.patch != name and e.target == entry.target
@@ -706,7 +709,7 @@ def _split_shared(root: Path, state: RebaseState, before: dict[str, bytes],
         (root / "series.yaml").write_text(text, encoding="utf-8")
         project = Project.load(root)
         entries = {e.patch: e for e in project.series.entries}
-    return splits
+    return splits, restored
 
 
 def _line_of(text: str, patch: str) -> int:
