@@ -158,3 +158,20 @@ def test_a_shared_new_file_without_an_index_line_is_not_proven_equal(world, run)
     code, out, _ = run("check", root=world.project)
     assert code == 1
     assert "creates shared/guard.py as blob unknown (no index line)" in out, out
+
+
+def test_a_patchs_version_for_newer_pin_sets_may_create_the_file_differently(world, run):
+    """`revises:` (written by overlay rebase when it splits a patch so pin sets stay
+    independent) marks one patch's versions: they differ on purpose. Unrelated entries
+    are still held to one blob."""
+    patches = world.project / "patches"
+    p1, p3 = patches / "0001-plugin-lora-args.patch", patches / "0003-plugin-switch.patch"
+    p1.write_text(p1.read_text() + _creates("shared/guard.py", "a" * 40, "x = 1"))
+    p3.write_text(p3.read_text() + _creates("shared/guard.py", "b" * 40, "x = 2"))
+    code, _, _ = run("check", root=world.project)
+    assert code == 1
+    series = world.project / "series.yaml"
+    series.write_text(series.read_text().replace(
+        "    switch: PLUGIN_FAST_PATH\n", "    switch: PLUGIN_FAST_PATH\n    revises: 0001-plugin-lora-args.patch\n"))
+    code, out, _ = run("check", root=world.project)
+    assert "shared/guard.py" not in out, out

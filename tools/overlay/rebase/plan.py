@@ -398,6 +398,9 @@ def split_entry(text: str, entry_line: int, new_patch: str, subject: str | None,
         copy.append(line)
         k += 1
     pad = " " * field_indent
+    old_patch = block[0][block[0].index("patch:") + len("patch:"):].strip()
+    copy = [line for line in copy if not line.strip().startswith("revises:")]
+    copy.append(f"{pad}revises: {old_patch}  # recorded by overlay rebase: its version for newer pin sets\n")
     copy.append(f"{pad}only-pins: [{json.dumps(new_pin)}]"
                 "  # recorded by overlay rebase: only these pin sets carry it\n")
     if old_subject:

@@ -63,6 +63,15 @@ def shared_file_drift(mails: list[tuple[SeriesEntry, PatchMail]]) -> list[Findin
     and its port on a new base, cannot drift apart unnoticed."""
     first: dict[tuple[str, str], tuple[SeriesEntry, str | None]] = {}
     findings = []
+    revises = {e.patch: e.revises for e, _ in mails}
+
+    def family(patch: str) -> str:  # the first version of a chain of `revises`
+        seen = set()
+        while revises.get(patch) and patch not in seen:
+            seen.add(patch)
+            patch = revises[patch]  # type: ignore[assignment]
+        return patch
+
     for entry, mail in mails:
         for change in mail.files:
             if not change.created:
@@ -73,6 +82,8 @@ def shared_file_drift(mails: list[tuple[SeriesEntry, PatchMail]]) -> list[Findin
                 first[key] = (entry, blob)
                 continue
             other, other_blob = first[key]
+            if family(entry.patch) == family(other.patch):
+                continue  # one patch's versions for different pin sets: they differ on purpose
             if blob is None or blob != other_blob:
                 findings.append(Finding(
                     "series.yaml", entry.line,

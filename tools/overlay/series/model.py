@@ -172,6 +172,9 @@ class SeriesEntry:
     # `only-pins`: the pin sets that carry this entry, every other one leaves it out
     # (a port onto a newer upstream, made by `overlay rebase`); empty: every pin set
     only_pins: tuple[str, ...] = ()
+    # `revises`: the entry this one is the newer pin sets' own version of (written by
+    # `overlay rebase` when pin sets stay independent): the two may differ on purpose
+    revises: str | None = None
 
     @property
     def origin(self) -> str:
@@ -442,7 +445,7 @@ def load_all_pins(root: Path) -> list[PinSet]:
 
 ENTRY_FIELDS = ("patch", "target", "origin", "subject", "upstream", "upstream-commit",
                 "superseded-by", "original-author", "core-change", "forwarded", "applied-upstream",
-                "switch", "evidence", "tests", "only-pins")
+                "switch", "evidence", "tests", "only-pins", "revises")
 SUPERSEDED_FIELDS = ("commit", "pr")
 
 
@@ -569,7 +572,9 @@ def load_series(root: Path) -> Series:
         )
         entries.append(SeriesEntry(patch=patch, target=target, provenance=prov,
                                    subject=f.str("subject"), tests=f.str_list("tests"),
-                                   line=item.line, only_pins=_pin_names(f, "only-pins")))
+                                   line=item.line, only_pins=_pin_names(f, "only-pins"),
+                                   revises=f.str("revises", pattern=PATCH_NAME,
+                                                 expect="the patch file this entry is a version of")))
     return Series(path, tuple(entries))
 
 
