@@ -112,8 +112,8 @@ def range_log(git_dir: Path, base: str, head: str, first_parent: bool = True) ->
     """Commits after `base` up to `head`, oldest first."""
     fmt = "%H%x00%cI%x00%an%x00%s"
     text = gitcmd.git(["log", *(["--first-parent"] if first_parent else []), "--reverse",
-                       f"--format={fmt}", f"{base}..{head}"], git_dir=gitcmd.data_view(git_dir),
-                      data=True).stdout
+                       f"--format={fmt}", "--end-of-options", f"{base}..{head}"],
+                      git_dir=gitcmd.data_view(git_dir), data=True).stdout
     commits = []
     for line in text.splitlines():
         sha, date, author, subject = line.split("\0", 3)
@@ -129,8 +129,8 @@ def commit_log(git_dir: Path, base: str, head: str) -> list[CommitInfo]:
                            hint="scan to a descendant of the pinned commit, or use --onto to "
                                 "compare with an older or unrelated commit")
     if commits:
-        parent = gitcmd.out(["rev-parse", f"{commits[0].sha}^"], git_dir=gitcmd.data_view(git_dir),
-                            data=True)
+        parent = gitcmd.out(["rev-parse", "--verify", "--end-of-options", f"{commits[0].sha}^"],
+                            git_dir=gitcmd.data_view(git_dir), data=True)
         if parent != base:
             raise OverlayError(f"{head[:12]} does not descend from the pinned commit {base[:12]} "
                                "along first parents", hint="scan to a ref on the pinned commit's "
@@ -163,7 +163,8 @@ def upstream_log(git_dir: Path, base: str, head: str, paths: Sequence[str]) -> s
         return ""
     # Blob diffs as stored: no textconv, no external diff (a mirror's drivers never run).
     return gitcmd.git(["log", "--first-parent", "-p", "--no-color", "--no-renames", "--no-textconv",
-                       "--no-ext-diff", "--format=commit %H", f"{base}..{head}", "--", *paths],
+                       "--no-ext-diff", "--format=commit %H", "--end-of-options",
+                       f"{base}..{head}", "--", *paths],
                       git_dir=gitcmd.data_view(git_dir), data=True).stdout
 
 
@@ -187,7 +188,8 @@ def rename_hints(git_dir: Path, old: str, new: str, paths: Sequence[str]) -> dic
     if not paths:
         return {}
     out = gitcmd.git(["diff", "-M", "--name-status", "-z", "--diff-filter=R", "--no-textconv",
-                      "--no-ext-diff", old, new], git_dir=gitcmd.data_view(git_dir), data=True).stdout
+                      "--no-ext-diff", "--end-of-options", old, new],
+                     git_dir=gitcmd.data_view(git_dir), data=True).stdout
     fields = out.split("\0")
     hints: dict[str, str] = {}
     k = 0
@@ -274,8 +276,8 @@ class Drift:
         """Whether `commit` is in `head`'s history (a commit the repository lacks is not)."""
         key = (commit, head)
         if key not in self._ancestry:
-            proc = gitcmd.git(["merge-base", "--is-ancestor", commit, head], git_dir=self.git_dir,
-                              check=False)
+            proc = gitcmd.git(["merge-base", "--is-ancestor", "--end-of-options", commit, head],
+                              git_dir=self.git_dir, check=False, data=True)
             self._ancestry[key] = proc.returncode == 0
         return self._ancestry[key]
 
