@@ -4,6 +4,9 @@ Byte-stable patches and reproducible composition must not depend on whoever runs
 them: global and system config are ignored, and the settings that change what
 `format-patch`, `am` or `diff` produce are pinned explicitly (Electron learned each
 of these one bug at a time: signatures, renames, prefixes, bracketed subjects).
+
+A mirror or the cache is data: git never runs in one with its own config (see "data
+repositories" below: views, `adopt`, `fetch_config`).
 """
 
 from __future__ import annotations
@@ -286,10 +289,17 @@ def their_settings(repo: Path, scratch: Path) -> dict[str, str]:
         return {}
     copy = Path(scratch) / "their-config"
     copy.write_bytes(text)
-    proc = subprocess.run(["git", "config", "--file", str(copy), "--no-includes", "--null",
-                           "--list"], cwd=scratch, env=isolated_env(), capture_output=True,
-                          timeout=60)
-    copy.unlink()
+    try:
+        proc = subprocess.run(["git", "config", "--file", str(copy), "--no-includes", "--null",
+                               "--list"], cwd=scratch, env=isolated_env(), capture_output=True,
+                              timeout=60)
+    except FileNotFoundError:
+        raise OverlayError("git is not installed", hint="install git (apt-get install git)") from None
+    except subprocess.TimeoutExpired:
+        raise OverlayError(f"git could not parse {repo}/config within 60s",
+                           hint="re-clone the repository") from None
+    finally:
+        copy.unlink()
     if proc.returncode != 0:
         raise OverlayError(f"{repo}/config is no git config git can read",
                            hint="re-clone the repository")
