@@ -1,6 +1,7 @@
 """A job summary (Markdown) from a pytest JUnit report: counts, then each failure on one line.
 
-Usage: python .github/junit_summary.py reports/pytest.xml >> "$GITHUB_STEP_SUMMARY"
+Usage: python .github/junit_summary.py reports/pytest.xml [TITLE] >> "$GITHUB_STEP_SUMMARY"
+(TITLE: the heading, by default "Tests on Python <version>").
 Standard library only; a missing or unreadable report is said as such (exit 0: the test
 step already decides the job).
 """
@@ -14,8 +15,8 @@ import xml.etree.ElementTree as ET
 MAX_LISTED = 50
 
 
-def summary(path: str) -> str:
-    title = f"### Tests on Python {platform.python_version()}"
+def summary(path: str, heading: str | None = None) -> str:
+    title = f"### {heading or f'Tests on Python {platform.python_version()}'}"
     try:
         root = ET.parse(path).getroot()
     except (OSError, ET.ParseError) as exc:
@@ -36,4 +37,5 @@ def summary(path: str) -> str:
 
 
 if __name__ == "__main__":
-    sys.stdout.write(summary(sys.argv[1] if len(sys.argv) > 1 else "reports/pytest.xml"))
+    sys.stdout.write(summary(sys.argv[1] if len(sys.argv) > 1 else "reports/pytest.xml",
+                             sys.argv[2] if len(sys.argv) > 2 else None))

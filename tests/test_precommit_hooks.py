@@ -98,3 +98,31 @@ def test_hooks_run_overlay_check_and_gate_on_the_project_files(run):
             main(shlex.split(hook["entry"])[1:] + ["--help"])
         assert done.value.code == 0
     assert "pre-commit" in (ROOT / "README.md").read_text() and "overlay-gate" in (ROOT / "README.md").read_text()
+
+
+def test_a_commit_that_breaks_overlay_check_under_evidence_runs_the_hook(world, run):
+    """Issue 26 case 17: the hook's `files` missed evidence/, so removing an experimental
+    patch's evidence folder broke `overlay check` and no hook ran."""
+    import shutil
+
+    hook = {h["id"]: h for h in _hooks()}["overlay-check"]
+    assert run("check", root=world.project)[0] == 0
+    folder = world.project / "evidence" / "fast-path"
+    changed = [p.relative_to(world.project).as_posix() for p in folder.rglob("*") if p.is_file()]
+    shutil.rmtree(folder)  # the commit: the folder's files deleted
+    code, out, _ = run("check", root=world.project)
+    assert code == 1 and "evidence folder 'evidence/fast-path' does not exist" in out
+    assert changed and all(re.search(hook["files"], path) for path in changed), changed
+
+
+def test_the_check_hook_watches_what_overlay_check_reads_from_one_list():
+    """The pattern is made from overlay.series.checks.INPUTS; each input is watched."""
+    from overlay.series.checks import INPUTS, files_pattern
+
+    hook = {h["id"]: h for h in _hooks()}["overlay-check"]
+    assert hook["files"] == files_pattern()
+    for name in INPUTS:
+        path = name + "x/y.yaml" if name.endswith("/") else name
+        assert re.search(hook["files"], path), path
+    for outside in ("README.md", "docs/evidence/x.md", "tools/overlay/cli.py", "pinsx.yaml"):
+        assert not re.search(hook["files"], outside), outside

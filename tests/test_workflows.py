@@ -31,10 +31,13 @@ PERMISSION_SCOPES = {"actions", "attestations", "checks", "contents", "deploymen
                      "discussions", "id-token", "issues", "models", "packages", "pages",
                      "pull-requests", "repository-projects", "security-events", "statuses"}
 # The newest majors (late 2026): vllm-ascend's own workflows use checkout/setup-python/
-# upload-artifact v7; actions/cache's releases are at v6; mikepenz/action-junit-report at v6.
+# upload-artifact v7; actions/cache's releases are at v6.
 CURRENT_MAJOR = {"actions/checkout": 7, "actions/setup-python": 7, "actions/upload-artifact": 7,
-                 "actions/cache/restore": 6, "actions/cache/save": 6,
-                 "mikepenz/action-junit-report": 6}
+                 "actions/cache/restore": 6, "actions/cache/save": 6}
+# GitHub's own actions (owner `actions/`) go by major version; any other owner's tag can be
+# moved to other code, so a third-party action is pinned by its full commit id, with the
+# tag it was taken from in a comment on the same line (`uses: owner/x@<40 hex> # v6.1.0`).
+FULL_SHA = re.compile(r"[0-9a-f]{40}")
 UNTRUSTED = re.compile(r"\$\{\{\s*(inputs|github\.event|github\.head_ref)\b")
 INJECTION = "plugin=main; echo INJECTED; false #"
 
@@ -54,7 +57,7 @@ def _steps(doc: dict):
 
 def lint(path: Path) -> list[str]:
     """Problems in one workflow file, one line each (empty when it is fine)."""
-    doc, problems = _load(path), []
+    doc, problems, text = _load(path), [], path.read_text()
     name = path.name
     problems += [f"{name}: unknown top-level key {k!r}" for k in set(doc) - TOP_KEYS]
     if "on" not in doc or not doc.get("jobs"):
@@ -93,7 +96,13 @@ def lint(path: Path) -> list[str]:
             continue
         action, _, version = str(step["uses"]).partition("@")
         major = re.fullmatch(r"v(\d+)", version)
-        if not major:
+        if not action.startswith("actions/"):
+            if not FULL_SHA.fullmatch(version):
+                problems.append(f"{label}: the third-party action {step['uses']!r} is not "
+                                f"pinned by a full commit id (@<40 hex> # <tag>)")
+            elif not re.search(re.escape(str(step["uses"])) + r"\s+#\s*v\d", text):
+                problems.append(f"{label}: {step['uses']!r} has no `# <tag>` comment")
+        elif not major:
             problems.append(f"{label}: {step['uses']!r} is not pinned to a major version (@vN)")
         elif action in CURRENT_MAJOR and int(major.group(1)) < CURRENT_MAJOR[action]:
             problems.append(f"{label}: {action}@{version} is outdated (v{CURRENT_MAJOR[action]})")
@@ -128,12 +137,22 @@ jobs:
       - run: make drift-ci DRIFT_ONTO=${{ inputs.onto }}
       - uses: actions/upload-artifact@v4
         with: {name: r, path: r}
+      - uses: mikepenz/action-junit-report@v6
+        with: {report_paths: r/*.xml}
+      - uses: someone/else@0123456789abcdef0123456789abcdef01234567
 """)
     text = "\n".join(lint(old))
     for expected in ("no top-level `permissions`", "actions/checkout@v4 is outdated",
                      "without persist-credentials: false", "actions/cache saves only on success",
-                     "expanded inside `run`", "actions/upload-artifact@v4 is outdated"):
+                     "expanded inside `run`", "actions/upload-artifact@v4 is outdated",
+                     "'mikepenz/action-junit-report@v6' is not pinned by a full commit id",
+                     "has no `# <tag>` comment"):
         assert expected in text
+    pinned = tmp_path / "pinned.yml"
+    pinned.write_text("name: p\non: push\npermissions: {}\njobs:\n  j:\n    runs-on: x\n"
+                      "    steps:\n      - uses: someone/else@0123456789abcdef0123456789abcdef01234567"
+                      "  # v2.0.1\n")
+    assert lint(pinned) == []
 
 
 def _supported_pythons() -> list[str]:
@@ -199,3 +218,31 @@ def test_junit_summary_counts_and_lists_failures(tmp_path):
     missing = subprocess.run([sys.executable, str(script), str(tmp_path / "none.xml")],
                              capture_output=True, text=True)
     assert missing.returncode == 0 and "No JUnit report" in missing.stdout
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_drift_workflow_publishes_its_junit_reports_with_its_own_script(tmp_path):
+    """Issue 26 case 16: the drift reports become the job summary through
+    .github/junit_summary.py (no third-party action, no `checks: write`)."""
+    import sys
+
+    doc = _load(ROOT / ".github" / "workflows" / "drift.yml")
+    assert doc["jobs"]["drift"]["permissions"] == {"contents": "read"}
+    step = next(s for _, s in _steps(doc) if s.get("name") == "Publish the JUnit reports")
+    reports, bin_dir, summary = tmp_path / "reports", tmp_path / "bin", tmp_path / "summary.md"
+    reports.mkdir()
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    (reports / "drift.xml").write_text(
+        '<testsuites><testsuite name="drift.onto.plugin@main" tests="2" failures="1">'
+        '<testcase classname="drift.plugin" name="0001-a.patch"><failure message="conflict at '
+        'a.py:20"/></testcase><testcase classname="drift.plugin" name="0002-b.patch"/>'
+        '</testsuite></testsuites>')
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "REPORTS": str(reports),
+           "GITHUB_STEP_SUMMARY": str(summary)}
+    proc = subprocess.run(["bash", "-e", "-c", step["run"]], env=env, cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    text = summary.read_text()
+    assert "### Drift: drift.xml" in text and "| 1 | 1 | 0 | 0 |" in text
+    assert "- `drift.plugin::0001-a.patch`: conflict at a.py:20" in text

@@ -98,17 +98,21 @@ def test_recall_on_truth_items_counts_errors_only_and_lists_out_of_reach(tmp_pat
 @pytest.mark.parametrize("body, message", [
     ("pairings: 3\n", "'pairings' list"),
     ("pairings:\n  - name: x\n    plugin: a\n", "needs 'plugin'"),
-    ("pairings:\n  - name: x\n    plugin: a\n    core: b\n    findings:\n      - key: k\n        verdict: maybe\n"
+    ("pairings:\n  - name: x\n    plugin: abcd\n    core: \"0.1\"\n    findings:\n      - key: k\n        verdict: maybe\n"
      "        reason: r\n", "verdict must be true or false"),
-    ("pairings:\n  - name: x\n    plugin: a\n    core: b\n    findings:\n      - key: k\n        verdict: true\n",
+    ("pairings:\n  - name: x\n    plugin: abcd\n    core: \"0.1\"\n    findings:\n      - key: k\n        verdict: true\n",
      "missing 'reason'"),
-    ("pairings:\n  - name: x\n    plugin: a\n    core: b\n    colour: red\n", "unknown key 'colour'"),
-    ("pairings:\n  - name: x\n    plugin: a\n    core: b\n    truth:\n      - {item: i, reach: true, reason: r}\n",
+    ("pairings:\n  - name: x\n    plugin: abcd\n    core: \"0.1\"\n    colour: red\n", "unknown key 'colour'"),
+    ("pairings:\n  - name: x\n    plugin: abcd\n    core: \"0.1\"\n    truth:\n      - {item: i, reach: true, reason: r}\n",
      "names no finding key"),
-    ("pairings:\n  - name: x\n    plugin: a\n    core: b\n    truth:\n      - {item: i, reach: maybe, reason: r}\n",
+    ("pairings:\n  - name: x\n    plugin: abcd\n    core: \"0.1\"\n    truth:\n      - {item: i, reach: maybe, reason: r}\n",
      "reach must be true or false"),
-    ("pairings:\n  - name: x\n    plugin: a\n    core: b\n    findings:\n      - {key: k, verdict: true, reason: r}\n"
+    ("pairings:\n  - name: x\n    plugin: abcd\n    core: \"0.1\"\n    findings:\n      - {key: k, verdict: true, reason: r}\n"
      "      - {key: k, verdict: false, reason: s}\n", "classified twice"),
+    ("pairings:\n  - name: x\n    plugin: \"--output=x\"\n    core: \"0.1\"\n",
+     "plugin '--output=x' is not a commit id"),
+    ("pairings:\n  - name: x\n    plugin: abcd\n    core: \"../../etc\"\n",
+     "core '../../etc' is not a release version"),
 ])
 def test_bad_classification_is_one_error_naming_the_file(tmp_path, body, message):
     with pytest.raises(OverlayError) as exc:
@@ -126,3 +130,61 @@ def test_the_committed_classification_loads_and_covers_the_pairings():
     bumps = [p for p in pairings if p.truth]
     assert len(bumps) == 5 and all(p.source for p in bumps)  # every truth set names the commits it was read from
     assert [p.name for p in pairings if p.control] == ["351879064c-vs-0.27.1"]
+
+
+# ----------------------------------------------------------------------------- issue 26, case 4
+
+
+def _eval_mirror(tmp_path: Path) -> tuple[Path, Path]:
+    """A mirror gate-eval reads: the plugin repository and one release archive."""
+    import io
+    import tarfile
+
+    from tests.fixtures import commit_all, init_repo, write as write_files
+
+    mirror = tmp_path / "mirror"
+    repo = init_repo(mirror / "vllm-project+vllm-ascend")
+    write_files(repo, {"vllm_ascend/__init__.py": "x = 1\n"})
+    commit_all(repo, "plugin")
+    (mirror / "pypi").mkdir()
+    with tarfile.open(mirror / "pypi" / "vllm-0.25.0.tar.gz", "w:gz") as tar:
+        data = b"__version__ = '0.25.0'\n"
+        info = tarfile.TarInfo("vllm-0.25.0/vllm/__init__.py")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return mirror, repo / ".git"
+
+
+OPTIONS = ("--output={victim}", "-o{victim}", "--output={fresh}")
+
+
+@pytest.mark.parametrize("option", OPTIONS)
+def test_a_plugin_value_is_never_an_option_of_git(tmp_path, capsys, option):
+    """`plugin: --output=<file>` once truncated that file through `git archive`."""
+    from overlay.cli import main
+
+    mirror, _ = _eval_mirror(tmp_path)
+    victim, fresh = tmp_path / "victim", tmp_path / "fresh"
+    victim.write_text("precious\n")
+    value = option.format(victim=victim, fresh=fresh)
+    body = f'pairings:\n  - name: x\n    plugin: "{value}"\n    core: "0.25.0"\n'
+    rc = main(["--root", str(tmp_path), "gate-eval", "--mirror", str(mirror),
+               "--classification", str(write(tmp_path, body))])
+    out, err = capsys.readouterr()
+    assert victim.read_text() == "precious\n" and not fresh.exists()
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "eval.yaml" in err and "not a commit id" in err
+
+
+@pytest.mark.parametrize("option", OPTIONS)
+def test_the_archive_step_takes_its_commit_as_a_revision(tmp_path, option):
+    """The same, a layer down: `plugin_tree` puts the commit after --end-of-options."""
+    from overlay.commands.gate_eval import plugin_tree
+
+    _, repo = _eval_mirror(tmp_path)
+    victim, fresh = tmp_path / "victim", tmp_path / "fresh"
+    victim.write_text("precious\n")
+    with pytest.raises(OverlayError) as exc:
+        plugin_tree(repo, option.format(victim=victim, fresh=fresh), tmp_path / "tree")
+    assert "is not in the mirror" in str(exc.value)
+    assert victim.read_text() == "precious\n" and not fresh.exists()

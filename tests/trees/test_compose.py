@@ -194,6 +194,25 @@ def test_network_fetch_is_cached(world, run):
     assert (cache / "shallow").read_text().split() == [world.plugin_commits[1]]
 
 
+@pytest.mark.parametrize("url", ["ssh://evil.invalid/example/plugin", "git@evil.invalid:example/plugin",
+                                 "--upload-pack=evil"])
+def test_a_pin_url_reaches_git_only_as_https_or_a_path(world, run, url, tmp_path, monkeypatch):
+    """Issue 26 case 2: a fetch allows one protocol, the pinned URL's (https, or file for a
+    path), and a URL is never an option: no ssh (here a fake one that leaves a marker)."""
+    marker = tmp_path / "ssh-ran"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ssh").write_text(f"#!/bin/sh\necho \"$*\" >> '{marker}'\nexit 1\n")
+    (bin_dir / "ssh").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    pin = world.project / "pins" / "p1.yaml"
+    pin.write_text(pin.read_text().replace(f"file://{world.plugin}", f'"{url}"'))
+    code, out, err = run("apply", "--targets", "plugin", root=world.project)
+    assert not marker.exists(), marker.read_text()
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "only https URLs and local paths are fetched" in err
+
+
 def test_offline_mirror_needs_no_remote(world, run):
     world.core.rename(world.core.with_name("core-gone"))
     world.plugin.rename(world.plugin.with_name("plugin-gone"))

@@ -14,13 +14,12 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import subprocess
 import sys
 import tarfile
 import tempfile
 from pathlib import Path
 
-from overlay import paths
+from overlay import gitcmd, paths
 from overlay.errors import OverlayError
 from overlay.gate import evaluation, run_gate
 from overlay.gate.engine import Cache
@@ -32,7 +31,10 @@ PLUGIN_REPO = "vllm-project+vllm-ascend"
 
 def plugin_tree(repo: Path, commit: str, into: Path) -> Path:
     into.mkdir(parents=True)
-    data = subprocess.run(["git", "--git-dir", str(repo), "archive", commit], capture_output=True)
+    # The mirror is data (read through its view, see gitcmd.data_view), and so is the
+    # classification's commit: after --end-of-options it is a revision, never an option.
+    data = gitcmd.git(["archive", "--format=tar", "--end-of-options", commit], git_dir=repo,
+                      data=True, text=False, check=False)
     if data.returncode != 0:
         raise OverlayError(f"commit {commit} is not in the mirror's vllm-ascend repository", path=str(repo))
     with tarfile.open(fileobj=io.BytesIO(data.stdout)) as tar:

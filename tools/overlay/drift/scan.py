@@ -112,8 +112,8 @@ def range_log(git_dir: Path, base: str, head: str, first_parent: bool = True) ->
     """Commits after `base` up to `head`, oldest first."""
     fmt = "%H%x00%cI%x00%an%x00%s"
     text = gitcmd.git(["log", *(["--first-parent"] if first_parent else []), "--reverse",
-                       f"--format={fmt}", f"{base}..{head}"], git_dir=gitcmd.data_view(git_dir),
-                      data=True).stdout
+                       f"--format={fmt}", "--end-of-options", f"{base}..{head}"],
+                      git_dir=gitcmd.data_view(git_dir), data=True).stdout
     commits = []
     for line in text.splitlines():
         sha, date, author, subject = line.split("\0", 3)
@@ -130,7 +130,7 @@ def commit_log(git_dir: Path, base: str, head: str) -> list[CommitInfo]:
                                 "compare with an older or unrelated commit")
     if commits:
         # A root commit (a release archive's import) has no parent: no line of history.
-        parent = gitcmd.git(["rev-parse", "--verify", "--quiet", f"{commits[0].sha}^"],
+        parent = gitcmd.git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{commits[0].sha}^"],
                             git_dir=gitcmd.data_view(git_dir), data=True, check=False).stdout.strip()
         if parent != base:
             raise OverlayError(f"{head[:12]} does not descend from the pinned commit {base[:12]} "
@@ -164,7 +164,8 @@ def upstream_log(git_dir: Path, base: str, head: str, paths: Sequence[str]) -> s
         return ""
     # Blob diffs as stored: no textconv, no external diff (a mirror's drivers never run).
     return gitcmd.git(["log", "--first-parent", "-p", "--no-color", "--no-renames", "--no-textconv",
-                       "--no-ext-diff", "--format=commit %H", f"{base}..{head}", "--", *paths],
+                       "--no-ext-diff", "--format=commit %H", "--end-of-options",
+                       f"{base}..{head}", "--", *paths],
                       git_dir=gitcmd.data_view(git_dir), data=True).stdout
 
 
@@ -188,7 +189,8 @@ def rename_hints(git_dir: Path, old: str, new: str, paths: Sequence[str]) -> dic
     if not paths:
         return {}
     out = gitcmd.git(["diff", "-M", "--name-status", "-z", "--diff-filter=R", "--no-textconv",
-                      "--no-ext-diff", old, new], git_dir=gitcmd.data_view(git_dir), data=True).stdout
+                      "--no-ext-diff", "--end-of-options", old, new],
+                     git_dir=gitcmd.data_view(git_dir), data=True).stdout
     fields = out.split("\0")
     hints: dict[str, str] = {}
     k = 0
@@ -275,8 +277,8 @@ class Drift:
         """Whether `commit` is in `head`'s history (a commit the repository lacks is not)."""
         key = (commit, head)
         if key not in self._ancestry:
-            proc = gitcmd.git(["merge-base", "--is-ancestor", commit, head], git_dir=self.git_dir,
-                              check=False)
+            proc = gitcmd.git(["merge-base", "--is-ancestor", "--end-of-options", commit, head],
+                              git_dir=self.git_dir, check=False, data=True)
             self._ancestry[key] = proc.returncode == 0
         return self._ancestry[key]
 

@@ -91,11 +91,12 @@ def bisect_core(git_dir: Path, good: str, bad: str, plugin: TreeSource, *,
             raise OverlayError(f"unknown core revision '{name}'", path=str(git_dir),
                                hint="use a commit, tag or branch present in that repository")
     assert good_sha is not None and bad_sha is not None
-    if gitcmd.git(["merge-base", "--is-ancestor", good_sha, bad_sha], git_dir=git_dir,
-                  check=False, data=True).returncode != 0:
+    if gitcmd.git(["merge-base", "--is-ancestor", "--end-of-options", good_sha, bad_sha],
+                  git_dir=git_dir, check=False, data=True).returncode != 0:
         raise OverlayError(f"{good} is not an ancestor of {bad}", path=str(git_dir),
                            hint="swap them, or pick a GOOD commit on BAD's history")
-    listing = gitcmd.out(["rev-list", "--first-parent", "--reverse", f"{good_sha}..{bad_sha}"],
+    listing = gitcmd.out(["rev-list", "--first-parent", "--reverse", "--end-of-options",
+                          f"{good_sha}..{bad_sha}"],
                          git_dir=git_dir, data=True)
     commits = listing.split()
     if not commits:
@@ -140,7 +141,8 @@ def bisect_core(git_dir: Path, good: str, bad: str, plugin: TreeSource, *,
             else:
                 lo = mid + 1
         first = commits[hi]
-    subject = gitcmd.out(["log", "-1", "--format=%s", first], git_dir=git_dir, data=True)
+    subject = gitcmd.out(["log", "-1", "--format=%s", "--end-of-options", first], git_dir=git_dir,
+                         data=True)
     introduced = {_key(f) for f in first_new}
     later = tuple(f for f in bad_new if _key(f) not in introduced)
     return BisectResult(good_sha, bad_sha, first, subject, first_new, tuple(steps), len(commits),

@@ -19,6 +19,7 @@ that runs; `false`: not one) and a one-line reason. Pure functions: load, score,
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,8 @@ from overlay.series import yamldoc
 from overlay.errors import OverlayError
 from overlay.gate.findings import Finding
 
+_COMMIT = re.compile(r"[0-9a-fA-F]{4,64}")
+_VERSION = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,40}")
 PAIRING_KEYS = {"name", "plugin", "core", "findings", "truth", "control", "source"}
 VERDICT_KEYS = {"key", "verdict", "reason"}
 TRUTH_KEYS = {"item", "keys", "reach", "reason"}
@@ -109,6 +112,13 @@ def _pairing(node: yamldoc.Node, shown: str) -> Pairing:
     if not plugin or not core:
         raise OverlayError(f"pairing '{name}' needs 'plugin' (a commit) and 'core' (a release)", path=shown,
                            line=node.line)
+    # Both reach git and a file name: a commit id and a release version, nothing else.
+    if not _COMMIT.fullmatch(plugin):
+        raise OverlayError(f"pairing '{name}': plugin '{plugin[:60]}' is not a commit id", path=shown,
+                           line=fields["plugin"].line, hint="write the plugin commit's hex id")
+    if not _VERSION.fullmatch(core):
+        raise OverlayError(f"pairing '{name}': core '{core[:60]}' is not a release version", path=shown,
+                           line=fields["core"].line, hint="write the vLLM release, as 0.25.0")
     verdicts = []
     items = fields.get("findings")
     for item in (items.value if items is not None and isinstance(items.value, list) else []):

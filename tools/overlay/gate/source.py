@@ -140,8 +140,8 @@ class GitTreeSource:
         self.commit = commit
         self.prefix = prefix.strip("/")
         try:
-            listing = gitcmd.out(["ls-tree", "-r", "--full-tree", commit], git_dir=cat.git_dir,
-                                 data=True)
+            listing = gitcmd.out(["ls-tree", "-r", "--full-tree", "--end-of-options", commit],
+                                 git_dir=cat.git_dir, data=True)
         except GitFailed as exc:
             raise OverlayError(f"cannot list commit {commit[:12]}: {exc.stderr.strip()}",
                                path=str(cat.git_dir)) from None

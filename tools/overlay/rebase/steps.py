@@ -145,7 +145,8 @@ def declared_core(git_dir: Path, head: str) -> dict[str, str | None]:
     """What the plugin at `head` declares as its cores (its CI files), by kind."""
     out: dict[str, str | None] = {}
     for kind, path in DECLARED_CORE_FILES.items():
-        proc = gitcmd.git(["show", f"{head}:{path}"], git_dir=git_dir, check=False)
+        proc = gitcmd.git(["show", "--end-of-options", f"{head}:{path}"], git_dir=git_dir,
+                          check=False, data=True)
         value = proc.stdout.strip().split()[0] if proc.returncode == 0 and proc.stdout.strip() else None
         out[kind] = value
     return out
@@ -374,7 +375,8 @@ def _decide(root: Path, state: RebaseState, *, skip: bool, json_mode: bool) -> i
     if dirty:
         raise OverlayError(f"{patch}: the composed tree has uncommitted changes", path=str(work),
                            hint="commit the port (git commit), or discard them (git checkout -- .)")
-    added = gitcmd.out(["rev-list", "--reverse", f"{state.decision_base}..HEAD"], cwd=work).split()
+    added = gitcmd.out(["rev-list", "--reverse", "--end-of-options", f"{state.decision_base}..HEAD"],
+                       cwd=work).split()
     record = {"ref": own.get("ref") or "upstream", "commit": own.get("commit"), "rule": "superseded-by"}
     if skip:
         if added:
@@ -519,12 +521,13 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
             continue
         by_subject[read_patch(project.patches_dir / name).subject] = name
     ported = {c: patch for patch, commits in state.ports.items() for c in commits}
-    commits = gitcmd.out(["rev-list", "--reverse", f"{state.head}..HEAD"], cwd=work).split()
+    commits = gitcmd.out(["rev-list", "--reverse", "--end-of-options", f"{state.head}..HEAD"],
+                         cwd=work).split()
     mapping: dict[str, str] = {}
     own = [c for c in commits if c not in ported]  # a port: refresh makes it a new entry
     expected = [n for n in state.apply_order if n not in state.skipped]
     for c in own:
-        subject = gitcmd.out(["log", "-1", "--format=%s", c], cwd=work)
+        subject = gitcmd.out(["log", "-1", "--format=%s", "--end-of-options", c], cwd=work)
         name = by_subject.get(subject)
         if name is not None:
             mapping[c] = name

@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import email.utils
+import re
 from dataclasses import asdict, dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from overlay.errors import OverlayError, redact
 from overlay.series.model import Project, SeriesEntry, load_all_pins
 from overlay.series.patchfile import PatchMail, read_patch, unsafe_reason
+
+
+# What `overlay check` reads, relative to the project root (a folder ends in `/`). The
+# pre-commit hook runs the check when a commit changes any of them: its `files` pattern in
+# .pre-commit-hooks.yaml is `files_pattern()` (tests/test_precommit_hooks.py holds them
+# equal), so a path added here is watched there too.
+INPUTS = ("series.yaml", "patches/", "pins/", "evidence/")
+EVIDENCE = "evidence"  # every evidence folder an entry names lies in it
+
+
+def files_pattern() -> str:
+    """The pre-commit `files` regex that matches every path under INPUTS."""
+    return "^(" + "|".join(re.escape(name) for name in INPUTS) + ")"
 
 
 @dataclass(frozen=True)
@@ -48,9 +62,17 @@ def provenance_gaps(entry: SeriesEntry, root: Path) -> list[str]:
             gaps.append("an experimental patch needs 'switch' (its opt-in environment switch)")
         if not p.evidence:
             gaps.append("an experimental patch needs 'evidence' (its evidence folder)")
+        elif not _in_evidence(p.evidence):
+            gaps.append(f"evidence folder '{p.evidence}' is not under {EVIDENCE}/ "
+                        "(where the check and its pre-commit hook look)")
         elif not (root / p.evidence).is_dir():
             gaps.append(f"evidence folder '{p.evidence}' does not exist")
     return gaps
+
+
+def _in_evidence(folder: str) -> bool:
+    parts = PurePosixPath(folder).parts
+    return len(parts) >= 2 and parts[0] == EVIDENCE and ".." not in parts and "\\" not in folder
 
 
 def _blob_name(blob: str | None) -> str:

@@ -41,7 +41,7 @@ class CommitInfo:
 
 
 def commit_info(git_dir: Path, sha: str) -> CommitInfo:
-    line = gitcmd.out(["log", "-1", "--format=%H%x00%cI%x00%an%x00%s", sha],
+    line = gitcmd.out(["log", "-1", "--format=%H%x00%cI%x00%an%x00%s", "--end-of-options", sha],
                       git_dir=gitcmd.data_view(git_dir), data=True)
     a, b, author, c = line.split("\0", 3)
     return CommitInfo(a, b, c, author)

@@ -135,8 +135,8 @@ def classify(report: RunReport) -> tuple[str, str]:
 
 def changed_paths(repo: Path, commit: str) -> list[str]:
     """Files a composed patch commit changes, against its parent."""
-    out = gitcmd.git(["diff", "--name-only", "-z", "--no-renames", f"{commit}^", commit],
-                     cwd=repo).stdout
+    out = gitcmd.git(["diff", "--name-only", "-z", "--no-renames", "--end-of-options", f"{commit}^",
+                      commit], cwd=repo).stdout
     return [name for name in out.split("\0") if name]
 
 
@@ -145,8 +145,8 @@ def make_mutant(repo: Path, head: str, commit: str, code_paths: tuple[str, ...],
     Returns why that was impossible (a conflict with later patches), or None."""
     gitcmd.git(["clone", "-q", "--shared", "--no-checkout", str(repo), str(dest)])
     gitcmd.git(["checkout", "-q", "--detach", head], cwd=dest)
-    diff = gitcmd.git(["diff", "--binary", "--no-renames", f"{commit}^", commit, "--", *code_paths],
-                      cwd=dest).stdout
+    diff = gitcmd.git(["diff", "--binary", "--no-renames", "--end-of-options", f"{commit}^", commit,
+                       "--", *code_paths], cwd=dest).stdout
     proc = gitcmd.git(["apply", "-R", "--3way", "--index"], cwd=dest, input=diff, check=False)
     if proc.returncode != 0:
         lines = [line for line in (proc.stderr or proc.stdout).splitlines() if line.strip()]

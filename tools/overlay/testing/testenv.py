@@ -231,7 +231,8 @@ def export_tree(repo: str | Path, rev: str, dest: Path) -> Path:
     """The files of `rev` in `repo` at `dest` (git archive: the repo's work tree stays untouched)."""
     dest.mkdir(parents=True)
     archive = dest.parent / (dest.name + ".tar")
-    _run(["git", "-C", str(repo), "archive", "--format=tar", "-o", str(archive), rev])
+    _run(["git", "-C", str(repo), "archive", "--format=tar", "-o", str(archive), "--end-of-options",
+          rev])
     with tarfile.open(archive) as tar:
         tar.extractall(dest, filter="data")
     archive.unlink()

@@ -217,7 +217,7 @@ def _apply_series(work: Path, mails: list[PatchMail], base: str,
         # keep what applied; drop the failed patch's state
         gitcmd.git(["am", "--quit"], cwd=work, check=False)
         gitcmd.git(["reset", "-q", "--hard"], cwd=work, check=False)
-    listed = gitcmd.out(["rev-list", "--reverse", f"{base}..HEAD"], cwd=work)
+    listed = gitcmd.out(["rev-list", "--reverse", "--end-of-options", f"{base}..HEAD"], cwd=work)
     commits = listed.split() if listed else []
     if len(commits) > len(mails):  # a file held more than one mail
         raise OverlayError(f"git am made {len(commits)} commits from {len(mails)} patch files",
@@ -265,7 +265,7 @@ LOST_CR = "the patch lost the CR bytes of its CRLF lines"
 
 def _crlf_blob(work: Path, blob: str) -> str:
     """The id the blob would have with every LF as CRLF."""
-    data = gitcmd.git(["cat-file", "blob", blob], cwd=work, text=False).stdout
+    data = gitcmd.git(["cat-file", "blob", "--end-of-options", blob], cwd=work, text=False).stdout
     crlf = re.sub(rb"\r?\n", b"\r\n", data)
     return gitcmd.out(["hash-object", "--stdin"], cwd=work, input=crlf, text=False).decode()
 

@@ -57,7 +57,7 @@ def head(work_tree: Path) -> str:
 
 
 def tree_of(work_tree: Path, rev: str = "HEAD") -> str:
-    return gitcmd.out(["rev-parse", f"{rev}^{{tree}}"], cwd=work_tree)
+    return gitcmd.out(["rev-parse", "--verify", "--end-of-options", f"{rev}^{{tree}}"], cwd=work_tree)
 
 
 def series_digest(patches_dir: Path, names: tuple[str, ...] | list[str]) -> str:

@@ -37,7 +37,7 @@ def export_patch(work: Path, commit: str) -> str:
     """The canonical mail for one commit, byte for byte: lines of a CRLF file keep
     their CR (text-mode pipes would translate them away). Bytes that are not UTF-8
     survive as surrogates; `_exact_bytes` turns them back into the same bytes."""
-    raw = gitcmd.git([*FORMAT_PATCH, commit], cwd=work, text=False).stdout
+    raw = gitcmd.git([*FORMAT_PATCH, "--end-of-options", commit], cwd=work, text=False).stdout
     return raw.decode("utf-8", "surrogateescape")
 
 
@@ -52,7 +52,7 @@ def export_patches(work: Path, commits: list[str]) -> dict[str, str]:
     if len(commits) < 2:
         return {c: export_patch(work, c) for c in commits}
     args = [a for a in FORMAT_PATCH if a not in ("-1", "--zero-commit")]
-    raw = gitcmd.git([*args, f"{commits[0]}^..{commits[-1]}"], cwd=work, text=False).stdout
+    raw = gitcmd.git([*args, "--end-of-options", f"{commits[0]}^..{commits[-1]}"], cwd=work, text=False).stdout
     spans: list[list[int]] = []  # [start, end) of each mail; git puts one "\n" between mails
     for commit in commits:
         marker = _MAIL_START % commit.encode()
@@ -188,16 +188,16 @@ def _mentions(root: Path, name: str) -> list[str]:
 
 
 def _branch_commits(work: Path, base: str) -> list[str]:
-    merges = gitcmd.out(["rev-list", "--merges", f"{base}..HEAD"], cwd=work)
+    merges = gitcmd.out(["rev-list", "--merges", "--end-of-options", f"{base}..HEAD"], cwd=work)
     if merges:
         raise OverlayError(f"the composed branch has merge commits ({merges.split()[0][:12]})",
                            path=str(work), hint="make the branch linear (git rebase) and refresh again")
-    listed = gitcmd.out(["rev-list", "--reverse", f"{base}..HEAD"], cwd=work)
+    listed = gitcmd.out(["rev-list", "--reverse", "--end-of-options", f"{base}..HEAD"], cwd=work)
     return listed.split() if listed else []
 
 
 def _subject(work: Path, commit: str) -> str:
-    return gitcmd.out(["log", "-1", "--format=%s", commit], cwd=work)
+    return gitcmd.out(["log", "-1", "--format=%s", "--end-of-options", commit], cwd=work)
 
 
 def refuse_uncarriable(work: Path, commit: str, subject: str, mail_text: str) -> None:
@@ -217,7 +217,8 @@ def refuse_uncarriable(work: Path, commit: str, subject: str, mail_text: str) ->
 
 def _subjects(work: Path, base: str) -> dict[str, str]:
     """_subject of every branch commit, in one git process."""
-    fields = gitcmd.git(["log", "--format=%H%x00%s%x00", f"{base}..HEAD"], cwd=work).stdout.split("\0")
+    fields = gitcmd.git(["log", "--format=%H%x00%s%x00", "--end-of-options", f"{base}..HEAD"],
+                        cwd=work).stdout.split("\0")
     return {sha.strip(): subject.strip() for sha, subject in zip(fields[0::2], fields[1::2])}
 
 

@@ -50,8 +50,13 @@ class Obtained:
 
 
 def cache_repo(root: Path, name: str) -> Path:
-    """The bare cache repository for one upstream (created on demand)."""
+    """The bare cache repository for one upstream (created on demand). It is ours, whoever
+    wrote it last (CI restores it from its cache): each open writes our config over its
+    own, so no proxy, URL rewrite, upload-pack or driver it names is ever read."""
     git_dir = paths.cache_dir(root) / "git" / f"{name}.git"
+    if git_dir.is_symlink():
+        raise OverlayError(f"the cache's {git_dir} is a symbolic link",
+                           hint="remove it: the cache fills again from the mirror or the network")
     if not (git_dir / "HEAD").is_file():
         git_dir.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=git_dir.parent))
@@ -60,6 +65,7 @@ def cache_repo(root: Path, name: str) -> Path:
             os.replace(tmp, git_dir)
         except OSError:  # another run created it first
             shutil.rmtree(tmp, ignore_errors=True)
+    gitcmd.adopt(git_dir)
     return git_dir
 
 
@@ -90,8 +96,10 @@ def _obtain_git(root: Path, target: PinnedTarget, src: GitSource, mirror: Path |
                 hint="update the mirror (git fetch in it) or check the pinned commit")
         if progress:
             progress(f"{target.name}: copying {src.commit[:12]} from mirror {mirror_repo}")
-        # From a view: the mirror's config, attributes and hooks play no part.
-        _fetch(cache, "file://" + str(gitcmd.data_view(mirror_repo)), src.commit, target, progress)
+        # From the mirror's view, as a plain path: the mirror's config, attributes and hooks
+        # play no part on either side (the cache's config is ours, see cache_repo).
+        _fetch(cache, str(gitcmd.data_view(mirror_repo)), src.commit, target, progress,
+               shown=str(mirror_repo))
         return Obtained(cache, src.commit, "mirror")
     if progress:
         progress(f"{target.name}: fetching {src.commit[:12]} from {src.url}")
@@ -113,25 +121,22 @@ def _pin_display(target: PinnedTarget) -> str:
 
 
 def _fetch(cache: Path, url: str, sha: str, target: PinnedTarget,
-           progress: Progress | None) -> None:
+           progress: Progress | None, shown: str | None = None) -> None:
     # Shallow: only this commit's snapshot. A blob filter would only defer the
     # same download, since a composed work tree needs every blob of the commit.
-    args = ["fetch", "--no-tags", "--depth=1", url, f"{sha}:{_keep_ref(sha)}"]
+    args = ["fetch", "--no-tags", "--depth=1", "--end-of-options", url, f"{sha}:{_keep_ref(sha)}"]
     show = progress is not None and reporting.is_terminal(sys.stderr)  # git draws its own
     if show:
         args.insert(1, "--progress")
-    try:
-        proc = gitcmd.git(args, git_dir=cache, timeout=FETCH_TIMEOUT, check=False,
-                          capture=not show, data=True,
-                          env={"GIT_HTTP_LOW_SPEED_LIMIT": "1000", "GIT_HTTP_LOW_SPEED_TIME": "30"})
-    except OverlayError:
-        raise
+    proc = gitcmd.git(args, git_dir=cache, timeout=FETCH_TIMEOUT, check=False,
+                      capture=not show, data=True, config=gitcmd.fetch_config(url),
+                      env={"GIT_HTTP_LOW_SPEED_LIMIT": "1000", "GIT_HTTP_LOW_SPEED_TIME": "30"})
     gitcmd.forget_view(cache)
     if proc.returncode != 0 or not gitcmd.has_commit(cache, sha):
         detail = ((proc.stderr or "") if not show else "").strip().splitlines()
         reason = next((line for line in reversed(detail) if line.startswith(("fatal:", "error:"))),
                       detail[-1] if detail else "git fetch failed")
-        raise OverlayError(f"cannot fetch {sha[:12]} from {url}: {reason}")
+        raise OverlayError(f"cannot fetch {sha[:12]} from {shown or url}: {reason}")
 
 
 # ----------------------------------------------------------------------------- archives
