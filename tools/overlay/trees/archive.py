@@ -441,6 +441,7 @@ def import_tree(cache: Path, archive: Path, f: BinaryIO, env: dict[str, str],
     """The git tree of the archive (open as `f`), top folder stripped; return its id.
     The whole table is vetted before any object is stored."""
     limits = limits or Limits.from_env()
+    gitcmd.adopt(cache)  # the objects are written into the cache itself, never a view of it
     size = os.fstat(f.fileno()).st_size
     cap, which = limits.unpacked_cap(size)
     if archive.name.endswith(".zip"):
