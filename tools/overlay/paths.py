@@ -105,3 +105,26 @@ def read_capped(path: Path, limit: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def not_ours_to_run(uid: int, mode: int, me: int) -> str | None:
+    """Why a file or folder with owner `uid` and `mode` is no place to run code from for
+    user `me` (another user owns it, or its group or anyone may write it); None when it is
+    ours alone. Pure."""
+    if uid != me:
+        return f"owned by another user (uid {uid})"
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "writable by its group or by others"
+    return None
+
+
+def require_ours_to_run(path: Path, hint: str) -> None:
+    """Refuse (one OverlayError naming the path) unless `path`, as it resolves, belongs to
+    the current user and no one else may write it: code found there is about to run."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise OverlayError(f"cannot check who owns it: {exc.strerror}", path=str(path), hint=hint) from None
+    why = not_ours_to_run(st.st_uid, st.st_mode, os.geteuid())
+    if why is not None:
+        raise OverlayError(f"{why}; refusing to run code from it", path=str(path), hint=hint)
