@@ -52,6 +52,9 @@ class Dribble:
             yield head
             for i in range(10_000):
                 yield f"X-Slow-{i}: 1\r\n".encode()
+        if self.mode == "long-header":  # more than http.client reads in one header line
+            yield head + b"X-Long: " + b"a" * 70_000 + b"\r\n\r\n"
+            return
         if self.mode == "body":  # headers at once, then the page one byte at a time
             yield head + b"Content-Type: text/html\r\nContent-Length: 100000\r\n\r\n"
             while True:
@@ -94,6 +97,17 @@ def test_a_server_dribbling_its_answer_meets_the_whole_request_deadline(tmp_path
         line = refused.value.one_line()
         assert "\n" not in line and f"within its {DEADLINE_S:g} s deadline" in line, line
         assert server.hung_up.wait(DRIBBLE_S) and not server.outlasted  # the client hung up first
+    finally:
+        server.close()
+
+
+def test_what_http_client_itself_refuses_is_one_line(tmp_path):
+    server = Dribble("long-header")
+    try:
+        with pytest.raises(simple_index.IndexRefused) as refused:
+            simple_index.fetch_sdist(IndexConfig(index_urls=(server.url + "/simple",)), "core", "1.0", SHA,
+                                     tmp_path / "out.tar.gz", timeout=DEADLINE_S * 10)
+        assert "cannot reach" in refused.value.one_line() and "header line" in refused.value.one_line()
     finally:
         server.close()
 
