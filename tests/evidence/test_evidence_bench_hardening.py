@@ -163,9 +163,15 @@ def test_client_failure_reason_quotes_the_client(run, evroot):
 
 
 def _sleeper(env: dict | None = None, argv_tail: tuple[str, ...] = ()) -> subprocess.Popen:
-    """An unrelated process leading its own session, as bench ab's servers do."""
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *argv_tail],
+    """An unrelated process leading its own session, as bench ab's servers do; returned once
+    the kernel shows its environment (Popen returns at the exec, a moment before that)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *argv_tail],
                             start_new_session=True, env=env)
+    for _ in range(500):
+        if Path(f"/proc/{proc.pid}/environ").read_bytes() and b"time.sleep" in Path(f"/proc/{proc.pid}/cmdline").read_bytes():
+            break
+        time.sleep(0.01)
+    return proc
 
 
 def _proc_stat(pid: int) -> tuple[int, int]:
@@ -275,6 +281,47 @@ def test_nonce_is_an_exact_environment_entry_never_a_substring(evroot):
         for p in foreign:
             p.kill()
             p.wait()
+
+
+RENAMES_ITSELF = """
+import os, time
+# What setproctitle does to a process that renames itself (vLLM's do): the title is
+# written over the memory /proc/<pid>/environ shows, unless SPT_NOENV is set.
+if not os.environ.get("SPT_NOENV"):
+    fields = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
+    start, end = int(fields[47]), int(fields[48])  # env_start, env_end
+    with open("/proc/self/mem", "r+b", buffering=0) as mem:
+        mem.seek(start)
+        mem.write(b"\\0" * (end - start))
+open(os.environ["READY_FILE"], "w").close()
+time.sleep(60)
+"""
+
+
+def test_a_server_that_renames_itself_keeps_the_nonce_it_is_known_by(evroot):
+    """The environment bench ab starts a server with keeps its nonce readable in
+    /proc/<pid>/environ even when the server sets its process title, so the real
+    leftover is still found (and stopped) by it."""
+    folder = evroot / "ab"
+    folder.mkdir()
+    nonce = orchestrate.new_nonce()
+    ready = evroot / "ready"
+    env = orchestrate.server_process_env({**os.environ, "READY_FILE": str(ready)}, nonce)
+    proc = subprocess.Popen([sys.executable, "-c", RENAMES_ITSELF], start_new_session=True, env=env)
+    try:
+        for _ in range(200):
+            if ready.exists() or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert ready.exists(), "the stand-in server did not start"
+        _record(folder, proc, nonce)
+        warnings: list[str] = []
+        assert orchestrate.stop_leftover_server(folder, lambda m: None, timeout=5, warn=warnings.append) == proc.pid
+        assert proc.wait(timeout=5) is not None and warnings == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 @given(entries=st.lists(st.binary(max_size=80), max_size=8), nonce=st.text("0123456789abcdef", min_size=32, max_size=32))

@@ -382,6 +382,13 @@ def new_nonce() -> str:
     return secrets.token_hex(16)
 
 
+def server_process_env(env: dict[str, str], nonce: str) -> dict[str, str]:
+    """The environment a server starts with: `env` and the nonce that later proves it ours;
+    pure. SPT_NOENV keeps setproctitle (vLLM's processes rename themselves) from writing
+    the title over the memory /proc/<pid>/environ shows, where the nonce is read back."""
+    return {**env, SERVER_NONCE_VAR: nonce, "SPT_NOENV": "1"}
+
+
 def pid_record(pid: int, stat: tuple[int, int, str, int] | None, nonce: str, argv: list[str],
                run_id: str) -> dict:
     """What server.pid holds: enough to recognise this very process later and nothing else; pure."""
@@ -657,7 +664,7 @@ def _one_run(protocol: Protocol, root: Path, results: Path, run: PlannedRun, pro
         # Its own session (process group): stopping it stops the workers it forked,
         # and server.pid lets the next invocation stop it if this one is killed hard.
         nonce = new_nonce()
-        env = {**server_env(protocol, variant, root, run, tree=tree), SERVER_NONCE_VAR: nonce}
+        env = server_process_env(server_env(protocol, variant, root, run, tree=tree), nonce)
         argv = meta["server_argv"] if placement is None else die_with_parent(meta["server_argv"])
         proc = subprocess.Popen(argv, env=env,
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
