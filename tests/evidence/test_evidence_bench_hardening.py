@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from evhelpers import fake_protocol
 from overlay.errors import OverlayError
@@ -161,9 +163,15 @@ def test_client_failure_reason_quotes_the_client(run, evroot):
 
 
 def _sleeper(env: dict | None = None, argv_tail: tuple[str, ...] = ()) -> subprocess.Popen:
-    """An unrelated process leading its own session, as bench ab's servers do."""
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *argv_tail],
+    """An unrelated process leading its own session, as bench ab's servers do; returned once
+    the kernel shows its environment (Popen returns at the exec, a moment before that)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *argv_tail],
                             start_new_session=True, env=env)
+    for _ in range(500):
+        if Path(f"/proc/{proc.pid}/environ").read_bytes() and b"time.sleep" in Path(f"/proc/{proc.pid}/cmdline").read_bytes():
+            break
+        time.sleep(0.01)
+    return proc
 
 
 def _proc_stat(pid: int) -> tuple[int, int]:
@@ -220,21 +228,18 @@ def test_forged_pid_record_via_cli_is_one_warning_and_the_process_survives(run, 
 
 def test_leftover_server_is_identified_by_start_time_group_and_nonce(evroot):
     """The real leftover is stopped even though its command line is no longer the argv
-    (vLLM's processes rename themselves): the nonce in its environment, or on its
-    command line, is what proves it ours. The same pid with another start time is not."""
+    (vLLM's processes rename themselves): the exact nonce entry in its environment is
+    what proves it ours. The same pid with another start time is not."""
     folder = evroot / "ab"
     folder.mkdir()
     nonce = secrets.token_hex(16)
     ours = _sleeper({**os.environ, "OVERLAY_SERVER_NONCE": nonce})
-    by_argv = _sleeper(argv_tail=(f"--tag={nonce}",))
     warnings: list[str] = []
     try:
         _record(folder, ours, nonce)
         assert orchestrate.stop_leftover_server(folder, lambda m: None, timeout=5, warn=warnings.append) == ours.pid
         assert ours.wait(timeout=5) is not None and not (folder / "server.pid").exists()
-        _record(folder, by_argv, nonce)
-        assert orchestrate.stop_leftover_server(folder, lambda m: None, timeout=5, warn=warnings.append) == by_argv.pid
-        assert by_argv.wait(timeout=5) is not None and warnings == []
+        assert warnings == []
         other = _sleeper({**os.environ, "OVERLAY_SERVER_NONCE": nonce})
         try:
             _record(folder, other, nonce, started=1)  # the pid reused by a later process
@@ -244,10 +249,89 @@ def test_leftover_server_is_identified_by_start_time_group_and_nonce(evroot):
             other.kill()
             other.wait()
     finally:
-        for p in (ours, by_argv):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        if ours.poll() is None:
+            ours.kill()
+            ours.wait()
+
+
+def test_nonce_is_an_exact_environment_entry_never_a_substring(evroot):
+    """Issue 26, case 6: a forged server.pid names a foreign process whose command line
+    holds a 40-hex id (any 32 of its digits pass as "the nonce"), or whose environment
+    holds a value that merely contains the nonce: none is signalled, each is one warning."""
+    folder = evroot / "ab"
+    folder.mkdir()
+    commit = secrets.token_hex(20)  # a git id on a foreign command line
+    nonce = commit[:32]
+    foreign = [
+        _sleeper(argv_tail=(commit,)),
+        _sleeper(argv_tail=(f"--tag={nonce}",)),
+        _sleeper({**os.environ, "OVERLAY_SERVER_NONCE": "x" + nonce}),
+        _sleeper({**os.environ, "OVERLAY_SERVER_NONCE": nonce + "0"}),
+        _sleeper({**os.environ, "SOME_OTHER_VAR": nonce}),
+        _sleeper({**os.environ, "X_OVERLAY_SERVER_NONCE": nonce}),
+    ]
+    try:
+        for i, victim in enumerate(foreign):
+            warnings: list[str] = []
+            _record(folder, victim, nonce)
+            assert orchestrate.stop_leftover_server(folder, lambda m: None, timeout=5, warn=warnings.append) is None, i
+            assert victim.poll() is None, i  # alive: not ours
+            assert len(warnings) == 1 and "does not carry the run's nonce" in warnings[0], (i, warnings)
+    finally:
+        for p in foreign:
+            p.kill()
+            p.wait()
+
+
+RENAMES_ITSELF = """
+import os, time
+# What setproctitle does to a process that renames itself (vLLM's do): the title is
+# written over the memory /proc/<pid>/environ shows, unless SPT_NOENV is set.
+if not os.environ.get("SPT_NOENV"):
+    fields = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
+    start, end = int(fields[47]), int(fields[48])  # env_start, env_end
+    with open("/proc/self/mem", "r+b", buffering=0) as mem:
+        mem.seek(start)
+        mem.write(b"\\0" * (end - start))
+open(os.environ["READY_FILE"], "w").close()
+time.sleep(60)
+"""
+
+
+def test_a_server_that_renames_itself_keeps_the_nonce_it_is_known_by(evroot):
+    """The environment bench ab starts a server with keeps its nonce readable in
+    /proc/<pid>/environ even when the server sets its process title, so the real
+    leftover is still found (and stopped) by it."""
+    folder = evroot / "ab"
+    folder.mkdir()
+    nonce = orchestrate.new_nonce()
+    ready = evroot / "ready"
+    env = orchestrate.server_process_env({**os.environ, "READY_FILE": str(ready)}, nonce)
+    proc = subprocess.Popen([sys.executable, "-c", RENAMES_ITSELF], start_new_session=True, env=env)
+    try:
+        for _ in range(200):
+            if ready.exists() or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert ready.exists(), "the stand-in server did not start"
+        _record(folder, proc, nonce)
+        warnings: list[str] = []
+        assert orchestrate.stop_leftover_server(folder, lambda m: None, timeout=5, warn=warnings.append) == proc.pid
+        assert proc.wait(timeout=5) is not None and warnings == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@given(entries=st.lists(st.binary(max_size=80), max_size=8), nonce=st.text("0123456789abcdef", min_size=32, max_size=32))
+def test_carries_nonce_only_on_the_exact_entry(entries, nonce):
+    """The pure check: true exactly when one environment entry is `OVERLAY_SERVER_NONCE=<nonce>`."""
+    exact = f"{orchestrate.SERVER_NONCE_VAR}={nonce}".encode()
+    assert orchestrate.carries_nonce(entries, nonce) == (exact in entries)
+    near = [exact + b"0", b"X" + exact, exact[:-1], nonce.encode(), b"OTHER=" + nonce.encode()]
+    assert not orchestrate.carries_nonce([e for e in entries if e != exact] + near, nonce)
+    assert orchestrate.carries_nonce(entries + [exact], nonce)
 
 
 def test_record_identity_needs_every_part():

@@ -14,7 +14,7 @@ import pytest
 
 from evhelpers import write_protocol
 from overlay.evidence import synth
-from overlay.evidence.protocol import load_protocol
+from overlay.evidence.protocol import load_protocol, protocol_digest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -68,6 +68,29 @@ def test_hostile_result_file_is_one_line_and_no_hang(evroot, claim, target, kind
     assert message in proc.stderr and "Traceback" not in proc.stderr
     assert str(claim / target) in proc.stderr
     assert not (claim / "analysis").exists()
+
+
+@pytest.mark.parametrize("target", ["runs/fast-r1/c4.json", "runs/fast-r1/run.json", "protocol.sha256",
+                                    "excluded/base-r9/reason.txt"])
+def test_a_result_file_linking_out_of_the_results_folder_is_refused(evroot, claim, tmp_path, target):
+    """Issue 26, case 8 (results): a link to a file outside the results folder is not
+    read, even when that file is a well-formed result: one line naming the file."""
+    path = claim / target
+    path.parent.mkdir(parents=True, exist_ok=True)
+    outside = tmp_path / ("outside-" + path.name)
+    if path.exists():
+        outside.write_bytes(path.read_bytes())
+    elif path.name == "protocol.sha256":  # the right digest: only where it lies is wrong
+        outside.write_text(protocol_digest(load_protocol(claim / "protocol.yaml")) + "\n")
+    else:
+        outside.write_text("a reason\n")
+    if path.exists():
+        path.unlink()
+    path.symlink_to(outside)
+    proc = analyze_cli(evroot, claim)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
+    assert "leads out of the results folder" in proc.stderr and str(path) in proc.stderr
+    assert "Traceback" not in proc.stderr and not (claim / "analysis").exists()
 
 
 def test_result_over_the_cap_is_refused_naming_the_file(evroot, claim):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Iterator
 
 from overlay.errors import OverlayError
 
@@ -70,6 +71,15 @@ class NotARegularFile(Exception):
         self.kind = kind
 
 
+class OutsideTree(Exception):
+    """`read_capped(..., within=tree)` refused a path that resolves outside the tree (a
+    symlink, or `..`, leading out); `target` is where it leads."""
+
+    def __init__(self, target: str) -> None:
+        super().__init__(target)
+        self.target = target
+
+
 def file_kind(mode: int) -> str:
     """What a non-regular file is, as the refusals name it (`a FIFO`, `a device`, ...)."""
     if stat.S_ISFIFO(mode):
@@ -83,25 +93,84 @@ def file_kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_capped(path: Path, limit: int) -> bytes:
-    """At most `limit + 1` bytes of a regular file (the caller refuses more than `limit`).
-    The open does not block and the check is on the descriptor, so a FIFO or a device
-    put where an input is expected neither hangs the run nor feeds it without end.
-    Raises NotARegularFile, or the OSError of the open or the read, for the caller to
-    word with its own path and hint."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+def _inside(real: str, tree: Path) -> bool:
+    base = os.path.realpath(tree)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+
+
+def _open_regular(path: Path, within: Path | None) -> int:
+    """A descriptor on the regular file `path` names (inside `within`, when given).
+
+    Judged before the open (a FIFO or a device is never opened), and again on the opened
+    descriptor, which must be the very file the resolved path inside the tree names: a
+    swap between the check and the open is refused, not followed."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise NotARegularFile(file_kind(mode))
+    real = os.path.realpath(path)
+    if within is not None and not _inside(real, within):
+        raise OutsideTree(real)
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+    fd = os.open(path, flags)
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotARegularFile(file_kind(mode))
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotARegularFile(file_kind(st.st_mode))
+        if within is not None:
+            there = os.stat(real)
+            if (there.st_dev, there.st_ino) != (st.st_dev, st.st_ino):
+                raise OutsideTree(real)
         os.set_blocking(fd, True)
-        chunks, size = [], 0
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def iter_capped(path: Path, limit: int, *, within: Path | None = None,
+                chunk: int = 1 << 20) -> Iterator[bytes]:
+    """The bytes of a regular file in chunks, at most `limit + 1` in all (the caller refuses
+    more than `limit`): the one reader for files someone else may have put there. The open
+    does not block, a FIFO, a device or a socket is refused unopened (NotARegularFile),
+    and with `within` a path resolving outside that tree is refused (OutsideTree). Raises
+    those, or the OSError of the open or the read, for the caller to word with its own path
+    and hint."""
+    fd = _open_regular(path, within)
+    try:
+        size = 0
         while size <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
+            data = os.read(fd, min(chunk, limit + 1 - size))
+            if not data:
                 break
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks)
+            size += len(data)
+            yield data
     finally:
         os.close(fd)
+
+
+def read_capped(path: Path, limit: int, *, within: Path | None = None) -> bytes:
+    """At most `limit + 1` bytes of a regular file (see iter_capped)."""
+    return b"".join(iter_capped(path, limit, within=within))
+
+
+def not_ours_to_run(uid: int, mode: int, me: int) -> str | None:
+    """Why a file or folder with owner `uid` and `mode` is no place to run code from for
+    user `me` (another user owns it, or its group or anyone may write it); None when it is
+    ours alone. Pure."""
+    if uid != me:
+        return f"owned by another user (uid {uid})"
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "writable by its group or by others"
+    return None
+
+
+def require_ours_to_run(path: Path, hint: str) -> None:
+    """Refuse (one OverlayError naming the path) unless `path`, as it resolves, belongs to
+    the current user and no one else may write it: code found there is about to run."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise OverlayError(f"cannot check who owns it: {exc.strerror}", path=str(path), hint=hint) from None
+    why = not_ours_to_run(st.st_uid, st.st_mode, os.geteuid())
+    if why is not None:
+        raise OverlayError(f"{why}; refusing to run code from it", path=str(path), hint=hint)

@@ -162,7 +162,7 @@ def protocol_issues(protocol: Protocol, results_dir: Path) -> list[Issue]:
     path = results_dir / DIGEST_FILE
     if not path.exists() and not path.is_symlink():
         return []
-    then = bounded.read_text(path).strip()
+    then = bounded.read_text(path, within=results_dir).strip()
     now = protocol_digest(protocol)
     if then == now:
         return []
@@ -219,7 +219,8 @@ def analyze(protocol: Protocol, results_dir: Path, deviations: tuple[Deviation, 
     results: dict[tuple[str, str], ScenarioResult] = {}
     for i, (r, s) in enumerate(todo, 1):
         progress(f"reading results {i}/{len(todo)}: {r.run_id}/{s}.json")
-        results[(r.run_id, s)] = load_result(r.path / f"{s}.json", r.run_id, r.variant, r.start, s)
+        results[(r.run_id, s)] = load_result(r.path / f"{s}.json", r.run_id, r.variant, r.start, s,
+                                             within=results_dir)
     check_preregistration(protocol, runs, excluded)
     issues = protocol_issues(protocol, results_dir) + find_issues(protocol, runs, excluded, results)
     recorded: list[tuple[Issue, Deviation]] = []

@@ -4,7 +4,8 @@ A results folder is data someone else may have written: a result file that is a 
 would block the reader forever, a symlink to /dev/zero would fill memory, and JSON
 nested 100,000 deep makes Python's parser raise RecursionError. Every file is opened
 without blocking, must be a regular file (checked on the opened descriptor, so a swap
-after the check does not count), is read up to a cap, and JSON must nest at most
+after the check does not count), inside the results folder when the caller names it (a
+link out is refused), is read up to a cap, and JSON must nest at most
 MAX_JSON_DEPTH levels (a `vllm bench serve` result nests 3). Each refusal is one
 OverlayError naming the file.
 """
@@ -37,12 +38,18 @@ def cap(default: int) -> int:
         return default
 
 
-def read_bytes(path: Path, shown: str | None = None, limit: int = RECORD_MAX_BYTES) -> bytes:
-    """The file's bytes: a regular file, at most `limit` bytes (OVERLAY_RESULT_MAX_BYTES)."""
+def read_bytes(path: Path, shown: str | None = None, limit: int = RECORD_MAX_BYTES,
+               within: Path | None = None) -> bytes:
+    """The file's bytes: a regular file, at most `limit` bytes (OVERLAY_RESULT_MAX_BYTES);
+    with `within` (the results folder), one that resolves inside it."""
     where = shown or str(path)
     limit = cap(limit)
     try:
-        data = paths.read_capped(path, limit)
+        data = paths.read_capped(path, limit, within=within)
+    except paths.OutsideTree:
+        raise OverlayError("is a link that leads out of the results folder; refusing to read it", path=where,
+                           hint="a results folder holds the files `overlay bench ab` and the client wrote, "
+                                "not links to others") from None
     except FileNotFoundError:
         raise OverlayError("file not found", path=where) from None
     except IsADirectoryError:
@@ -59,9 +66,9 @@ def read_bytes(path: Path, shown: str | None = None, limit: int = RECORD_MAX_BYT
 
 
 def read_text(path: Path, shown: str | None = None, limit: int = RECORD_MAX_BYTES,
-              encoding: str = "utf-8") -> str:
+              encoding: str = "utf-8", within: Path | None = None) -> str:
     try:
-        return read_bytes(path, shown, limit).decode(encoding)
+        return read_bytes(path, shown, limit, within).decode(encoding)
     except UnicodeDecodeError:
         raise OverlayError("not UTF-8 text", path=shown or str(path)) from None
 
@@ -108,7 +115,8 @@ def parse_json(text: str, where: str) -> Any:
         raise OverlayError("JSON nested too deeply", path=where) from None
 
 
-def load_json(path: Path, shown: str | None = None, limit: int = RECORD_MAX_BYTES) -> Any:
-    """A JSON file from a results folder: regular, capped, nesting bounded."""
+def load_json(path: Path, shown: str | None = None, limit: int = RECORD_MAX_BYTES,
+              within: Path | None = None) -> Any:
+    """A JSON file from a results folder: regular, capped, nesting bounded (inside `within`)."""
     where = shown or str(path)
-    return parse_json(read_text(path, where, limit), where)
+    return parse_json(read_text(path, where, limit, within=within), where)

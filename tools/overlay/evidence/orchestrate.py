@@ -382,6 +382,13 @@ def new_nonce() -> str:
     return secrets.token_hex(16)
 
 
+def server_process_env(env: dict[str, str], nonce: str) -> dict[str, str]:
+    """The environment a server starts with: `env` and the nonce that later proves it ours;
+    pure. SPT_NOENV keeps setproctitle (vLLM's processes rename themselves) from writing
+    the title over the memory /proc/<pid>/environ shows, where the nonce is read back."""
+    return {**env, SERVER_NONCE_VAR: nonce, "SPT_NOENV": "1"}
+
+
 def pid_record(pid: int, stat: tuple[int, int, str, int] | None, nonce: str, argv: list[str],
                run_id: str) -> dict:
     """What server.pid holds: enough to recognise this very process later and nothing else; pure."""
@@ -403,11 +410,19 @@ def record_identity(rec: object) -> tuple[int, int, int, str] | str:
     return pid, pgid, started, nonce
 
 
+def carries_nonce(environ: list[bytes], nonce: str) -> bool:
+    """Whether one entry of a process's environment is exactly `OVERLAY_SERVER_NONCE=<nonce>`;
+    pure. Identity is that entry, never a substring: a 40-hex id on a foreign command line
+    or a value that merely contains the nonce holds any 32 of its digits."""
+    return f"{SERVER_NONCE_VAR}={nonce}".encode() in environ
+
+
 def why_not_ours(pid: int, pgid: int, started: int, nonce: str) -> str | None:
     """None when the live process is the server a `bench ab` started with this nonce:
     same start time (pid reuse), leader of the recorded process group (start_new_session),
-    and the nonce in its environment or on its command line (a forged record can copy a
-    pid and a start time, not a secret only the real server was given)."""
+    and the exact nonce entry in the environment it was started with (a forged record can
+    copy a pid and a start time, not a secret only the real server was given; the command
+    line does not count: anyone's argv can hold a string of hex digits)."""
     st = _stat(pid)
     if st is None or st[2] == "Z":
         return f"no process {pid} runs (a stale record)"
@@ -415,8 +430,8 @@ def why_not_ours(pid: int, pgid: int, started: int, nonce: str) -> str | None:
         return f"process {pid} started at another time than the recorded server (its pid was reused)"
     if st[1] != pgid:
         return f"process {pid} is not the leader of the recorded process group {pgid}"
-    env, cmd = _environ(pid), _cmdline(pid) or []
-    if (env is None or f"{SERVER_NONCE_VAR}={nonce}".encode() not in env) and not any(nonce in a for a in cmd):
+    env = _environ(pid)
+    if env is None or not carries_nonce(env, nonce):
         return f"process {pid} does not carry the run's nonce ({SERVER_NONCE_VAR}), so this tool did not start it"
     return None
 
@@ -649,7 +664,7 @@ def _one_run(protocol: Protocol, root: Path, results: Path, run: PlannedRun, pro
         # Its own session (process group): stopping it stops the workers it forked,
         # and server.pid lets the next invocation stop it if this one is killed hard.
         nonce = new_nonce()
-        env = {**server_env(protocol, variant, root, run, tree=tree), SERVER_NONCE_VAR: nonce}
+        env = server_process_env(server_env(protocol, variant, root, run, tree=tree), nonce)
         argv = meta["server_argv"] if placement is None else die_with_parent(meta["server_argv"])
         proc = subprocess.Popen(argv, env=env,
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -155,11 +155,12 @@ def _flat_gaps(gaps: list[list], rows: np.ndarray, lengths: np.ndarray, where: s
 
 
 def load_result(path: Path, run_id: str, variant: str, start: int, scenario: str,
-                shown: str | None = None) -> ScenarioResult:
+                shown: str | None = None, within: Path | None = None) -> ScenarioResult:
+    """One scenario's result file (inside the results folder `within`, when given)."""
     where = shown or str(path)
     if not path.exists() and not path.is_symlink():
         raise OverlayError("result file not found", path=where)
-    data = bounded.load_json(path, where, bounded.RESULT_MAX_BYTES)
+    data = bounded.load_json(path, where, bounded.RESULT_MAX_BYTES, within=within)
     if not isinstance(data, dict):
         raise OverlayError("not a `vllm bench serve` result (expected a JSON object)", path=where)
     missing = [k for k in REQUIRED if k not in data]
@@ -208,11 +209,11 @@ def parse_run_id(name: str) -> tuple[str, int] | None:
     return (m.group("variant"), int(m.group("start"))) if m else None
 
 
-def _meta(path: Path) -> dict:
-    """run.json as written by `bench ab` ({} when absent)."""
+def _meta(path: Path, results: Path) -> dict:
+    """run.json as written by `bench ab` ({} when absent), inside the results folder."""
     if not path.exists() and not path.is_symlink():
         return {}
-    data = bounded.load_json(path)
+    data = bounded.load_json(path, within=results)
     if not isinstance(data, dict):
         raise OverlayError("run.json is not a JSON object", path=str(path))
     return data
@@ -245,7 +246,7 @@ def scan_runs(results: Path) -> tuple[RunFolder, ...]:
         parsed = parse_run_id(d.name) if d.is_dir() else None
         if parsed is None:
             continue
-        meta = _meta(d / "run.json")
+        meta = _meta(d / "run.json", results)
         _check_meta_names(d, meta, parsed)
         scen = tuple(sorted(p.stem for p in d.glob("*.json") if p.name != "run.json"))
         place = meta.get("placement")
@@ -266,8 +267,8 @@ def scan_excluded(results: Path) -> tuple[Excluded, ...]:
             continue
         reason_file = d / "reason.txt"
         present = reason_file.exists() or reason_file.is_symlink()
-        reason = bounded.read_text(reason_file).strip() if present else ""
+        reason = bounded.read_text(reason_file, within=results).strip() if present else ""
         run = d.name.split(".")[0]
         out.append(Excluded(d.name, run if parse_run_id(run) else None, reason, d,
-                            _meta(d / "run.json").get("started")))
+                            _meta(d / "run.json", results).get("started")))
     return tuple(out)

@@ -24,7 +24,7 @@ from overlay.gate.conditions import Env, core_version, decide_branch
 from overlay.gate.findings import Finding, merge_sites
 from overlay.gate.index import ModuleInfo, TreeIndex
 from overlay.gate.scan import PluginFacts, scan_module
-from overlay.gate.source import TreeSource
+from overlay.gate.source import TreeSource, file_limit
 from overlay.gate.startup import entry_points, reach
 from overlay.gate.supercalls import super_calls
 
@@ -107,7 +107,7 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
     core = TreeIndex(core_src, cache.core, packages=core_packages, asts=cache.asts)
     ids = (tree_id(core_src), tree_id(plugin_src)) if store_root is not None else ("", "")
     result_key = "|".join([*ids, version or "", ",".join(sorted(core_packages)), ",".join(sorted(plugin_packages)),
-                           store.code_digest() if store_root is not None else ""])
+                           store.code_digest() if store_root is not None else "", str(file_limit())])
     known = store.load(store_root, "result", result_key)
     if isinstance(known, RawResult):
         say("unchanged trees: answered from the index cache")
@@ -151,7 +151,10 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
             if mod is not None and mod.path == path:
                 if mod.syntax_error:
                     notes.append(f"plugin file {path} does not parse ({mod.syntax_error}): not gated")
-                scan_module(mod, env, facts)
+                try:
+                    scan_module(mod, env, facts)
+                except RecursionError:
+                    notes.append(f"plugin file {path} is nested too deeply to scan: not gated")
     if expected_core_package(facts.imported_tops, plugin_packages) not in core_packages:
         raise no_core_package(core_src, facts.imported_tops, plugin_packages)
     startup = reach(entry_points(plugin_src), facts.refs, plugin_packages,
@@ -167,6 +170,7 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
              + checks.check_attributes(facts, world, ev) + check_calls(facts, world, ev)
              + checks.check_version_guards(facts, ev))
     unique = merge_sites(sorted(set(found), key=Finding.sort_key))
+    notes += skipped_notes(core_src, plugin_src)
     result = RawResult(findings=tuple(unique), core_version=version,
                        core_files_read=tuple(sorted(core.files_read)), plugin_files=facts.files,
                        seconds=time.perf_counter() - started, notes=tuple(notes))
@@ -177,6 +181,14 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
         store.save(store_root, "result", result_key, result)
     say(f"done in {result.seconds:.1f}s")
     return result
+
+
+def skipped_notes(core_src: TreeSource, plugin_src: TreeSource) -> list[str]:
+    """One line per file of either tree the bounded reader refused (a FIFO, a device, a
+    link out of the tree, a file over the cap): the gate did not read it."""
+    return [f"{role} file {path} {why}: not read, not gated"
+            for role, src in (("plugin", plugin_src), ("core", core_src))
+            for path, why in sorted(getattr(src, "skipped", {}).items())]
 
 
 def dead_code(facts: PluginFacts, world: TreeIndex, is_core) -> frozenset[tuple[str, str | None, str]]:

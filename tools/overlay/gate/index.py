@@ -88,6 +88,7 @@ class ModuleInfo:
     functions: dict[str, Signature] = field(default_factory=dict)
     classes: dict[str, ClassInfo] = field(default_factory=dict)
     syntax_error: str | None = None
+    skipped: str | None = None  # the file is there but was not read (the source says why)
     _calls: dict[str, list[CallShape]] | None = None
 
     def bind(self, name: str, binding: Binding) -> None:
@@ -256,12 +257,23 @@ def _decided_body(body: list[ast.stmt], decide: Decide | None) -> Iterable[ast.s
         yield stmt
 
 
+def unknown_module(name: str, path: str, is_package: bool, *, syntax_error: str | None = None,
+                   skipped: str | None = None) -> ModuleInfo:
+    """A module that is there but whose content the gate cannot know (it does not parse,
+    or its file was not read): every name asked of it is undecidable, never missing."""
+    mod = ModuleInfo(name, path, is_package, None, syntax_error=syntax_error, skipped=skipped)
+    mod.lazy_open = True
+    return mod
+
+
 def parse_module(name: str, path: str, is_package: bool, data: bytes,
                  decide: "Callable[[ast.expr, ModuleInfo], bool | None] | None" = None,
                  asts: dict | None = None) -> ModuleInfo:
     """Index one module. `asts`: syntax trees shared by content (sha1 of the bytes), so
     a file both cores (or every step of a bisection) hold is parsed once; the gate never
-    modifies a tree."""
+    modifies a tree. Hostile content (a 100,000-term expression, an `elif` chain thousands
+    long, a file too large to hold parsed) makes a module that does not parse, with its
+    reason, never a traceback."""
     try:
         digest = hashlib.sha1(data).hexdigest() if asts is not None else ""
         tree = asts.get(digest) if asts is not None else None
@@ -269,10 +281,17 @@ def parse_module(name: str, path: str, is_package: bool, data: bytes,
             tree = ast.parse(data, filename=path)
             if asts is not None:
                 asts[digest] = tree
+        return _index_module(name, path, is_package, tree, decide)
     except (SyntaxError, ValueError) as exc:
-        mod = ModuleInfo(name, path, is_package, None, syntax_error=str(exc))
-        mod.lazy_open = True  # we cannot say what it defines
-        return mod
+        return unknown_module(name, path, is_package, syntax_error=str(exc))
+    except RecursionError:
+        return unknown_module(name, path, is_package, syntax_error="nested too deeply")
+    except MemoryError:
+        return unknown_module(name, path, is_package, syntax_error="too large to parse")
+
+
+def _index_module(name: str, path: str, is_package: bool, tree: ast.Module,
+                  decide: "Callable[[ast.expr, ModuleInfo], bool | None] | None") -> ModuleInfo:
     mod = ModuleInfo(name, path, is_package, tree)
     getattr_defs: list[ast.FunctionDef] = []
     literals: dict[str, ast.expr] = {}
@@ -420,7 +439,12 @@ class TreeIndex:
                 return cached
             data = self.source.read(path)
             if data is None:
-                continue
+                why = self.source.skipped.get(path)
+                if why is None:
+                    continue
+                mod = unknown_module(name, path, is_pkg, skipped=why)
+                self._parsed[key] = mod
+                return mod
             self.files_read.add(path)
             mod = parse_module(name, path, is_pkg, data, self.decide, self.asts)
             self._parsed[key] = mod
@@ -475,6 +499,8 @@ class TreeIndex:
             why = "it has a __getattr__ whose names cannot be read statically"
             if mod.syntax_error:
                 why = f"it does not parse ({mod.syntax_error})"
+            elif mod.skipped:
+                why = f"its file was not read (it {mod.skipped})"
             return Lookup("undecidable", module, mod.path, 0, reason=f"{module}: {why}")
         if all_bindings:
             return Lookup("missing", module, mod.path, all_bindings[0].line,

@@ -4,26 +4,49 @@ The gate only ever asks for single files by path, so the same index code runs on
 checked-out tree and, for bisection, straight on git objects (no checkout, no build).
 A git tree reads blobs through one long-lived `git cat-file --batch` process; blob
 ids double as cache keys, so a file unchanged between two commits is parsed once.
+
+Both trees are data someone else wrote: every file is read through the one bounded
+reader (paths.read_capped: a regular file inside the tree, at most FILE_MAX_BYTES), and
+a blob over the cap is not read. A file refused is absent to `read` and recorded in
+`skipped` (path -> why, as a note says it), so the gate can say it did not gate it.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import subprocess
 from pathlib import Path
 from typing import Iterator, Protocol
 
-from overlay import gitcmd
+from overlay import gitcmd, paths
 from overlay.errors import OverlayError
 from overlay.gitcmd import GitFailed
 
 # Directories that never hold importable source of the tree itself.
 SKIP_DIRS = frozenset({".git", "__pycache__", "build", "dist", ".tox", ".venv", "node_modules"})
 
+# vLLM's largest source file is a few hundred KB; a parsed file costs ~100x its size in memory.
+FILE_MAX_BYTES = 8 << 20
+ENV_FILE_MAX_BYTES = "OVERLAY_GATE_FILE_MAX_BYTES"
+
+
+def file_limit() -> int:
+    try:
+        return int(os.environ.get(ENV_FILE_MAX_BYTES, "")) or FILE_MAX_BYTES
+    except ValueError:
+        return FILE_MAX_BYTES
+
+
+def too_large(limit: int) -> str:
+    return f"is larger than {limit} bytes ({ENV_FILE_MAX_BYTES} raises the cap)"
+
 
 class TreeSource(Protocol):
     """Read-only access to the files of one tree, by '/'-separated relative path."""
+
+    skipped: dict[str, str]  # files that are there but were not read: path -> why
 
     def read(self, path: str) -> bytes | None: ...
 
@@ -44,6 +67,7 @@ class DirSource:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._tree_id: str | None = None
+        self.skipped: dict[str, str] = {}
 
     def tree_id(self) -> str:
         """A digest of every Python file's path, size and modification time: any edit,
@@ -60,13 +84,33 @@ class DirSource:
         return self._tree_id
 
     def read(self, path: str) -> bytes | None:
+        limit = file_limit()
         try:
-            return (self.root / path).read_bytes()
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            data = paths.read_capped(self.root / path, limit, within=self.root)
+        except paths.NotARegularFile as exc:
+            if exc.kind != "a directory":
+                self.skipped[path] = f"is {exc.kind}, not a regular file"
             return None
+        except paths.OutsideTree:
+            self.skipped[path] = "is a link that leads out of the tree"
+            return None
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ENAMETOOLONG:  # a dotted name no file can have
+                return None
+            self.skipped[path] = f"cannot be read ({exc.strerror or exc})"
+            return None
+        if len(data) > limit:
+            self.skipped[path] = too_large(limit)
+            return None
+        return data
 
     def is_dir(self, path: str) -> bool:
-        return (self.root / path).is_dir()
+        try:
+            return (self.root / path).is_dir()
+        except OSError:  # a name too long for the file system names no folder
+            return False
 
     def key(self, path: str) -> str:
         return "dir:" + str(self.root / path)
@@ -84,6 +128,10 @@ class DirSource:
         return str(self.root)
 
 
+class TooLarge(Exception):
+    """A blob over the cap, not read."""
+
+
 class CatFile:
     """One `git cat-file --batch` process serving blob reads for a whole run."""
 
@@ -98,7 +146,9 @@ class CatFile:
                                           stderr=subprocess.DEVNULL, env=gitcmd.data_env())
         return self._proc
 
-    def read(self, obj: str) -> bytes | None:
+    def read(self, obj: str, limit: int | None = None) -> bytes | None:
+        """The object's bytes (None when missing); one over `limit` is drained unread and
+        raises TooLarge."""
         proc = self._start()
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(obj.encode() + b"\n")
@@ -110,6 +160,14 @@ class CatFile:
         if len(parts) < 3 or parts[1] == b"missing":
             return None
         size = int(parts[2])
+        if limit is not None and size > limit:
+            left = size + 1  # and the newline after the contents
+            while left > 0:
+                got = proc.stdout.read(min(left, 1 << 20))
+                if not got:
+                    raise OverlayError("git cat-file stopped unexpectedly", path=str(self.git_dir))
+                left -= len(got)
+            raise TooLarge(limit)
         data = proc.stdout.read(size)
         proc.stdout.read(1)  # the newline after the contents
         return data
@@ -147,6 +205,7 @@ class GitTreeSource:
                                path=str(cat.git_dir)) from None
         self.blobs: dict[str, str] = {}
         self.dirs: set[str] = {""}
+        self.skipped: dict[str, str] = {}
         for line in listing.splitlines():
             meta, _, path = line.partition("\t")
             kind_sha = meta.split()
@@ -163,7 +222,14 @@ class GitTreeSource:
 
     def read(self, path: str) -> bytes | None:
         sha = self.blobs.get(path)
-        return None if sha is None else self.cat.read(sha)
+        if sha is None:
+            return None
+        limit = file_limit()
+        try:
+            return self.cat.read(sha, limit)
+        except TooLarge:
+            self.skipped[path] = too_large(limit)
+            return None
 
     def is_dir(self, path: str) -> bool:
         return path.strip("/") in self.dirs

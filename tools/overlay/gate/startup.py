@@ -42,7 +42,7 @@ def _setup_py(data: bytes) -> list[tuple[str, str]]:
     """(group, "name = module:attr") from a literal `entry_points={...}` in setup.py."""
     try:
         tree = ast.parse(data)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # hostile: no entry points read
         return []
     out = []
     for node in ast.walk(tree):

@@ -3,6 +3,10 @@
 PEP 691 (JSON) is asked for first and PEP 503 (HTML) accepted as the fallback, by content
 negotiation on one request. Everything read is bounded (page and archive sizes, socket
 timeouts, an overall deadline); a redirect to another host or from https to http is refused;
+the deadline holds for the whole download, connect, headers and body: http.client reads
+headers a line at a time, each read with its own timeout, so a watchdog shuts the request's
+sockets when the deadline passes; a `file://` page, find-links file or archive is read
+through the one bounded reader (paths.iter_capped: a regular file, no blocking open, capped);
 a page's links are data: only http(s) links are followed from an http(s) index, and file
 links only from a local (file://) index or find-links folder. The archive is hashed while it
 streams and kept only when its sha256 is the pinned one (and the index's, when it gives one).
@@ -11,12 +15,16 @@ streams and kept only when its sha256 is the pinned one (and the index's, when i
 from __future__ import annotations
 
 import base64
+import contextlib
+import functools
 import hashlib
+import http.client
 import json
 import os
 import re
 import socket
 import ssl
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -26,6 +34,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Callable
 
+from overlay import paths
 from overlay.errors import OverlayError, redact
 from overlay.trees.index_config import IndexConfig
 
@@ -57,6 +66,10 @@ def read_timeout() -> float:  # per socket operation
 
 class IndexRefused(OverlayError):
     """The index answered something we do not accept (one line says what)."""
+
+
+class DeadlinePassed(IndexRefused):
+    """The whole download's deadline passed: nothing more is asked of any index."""
 
 
 @dataclass(frozen=True)
@@ -109,14 +122,91 @@ def _split_credentials(url: str) -> tuple[str, str | None]:
     return urllib.parse.urlunsplit(parts._replace(netloc=hostport)), f"Basic {token}"
 
 
-class Transport:
-    """Bounded GETs with the user's CA bundle and the index's credentials (same host only)."""
+class _Watchdog:
+    """Shuts every socket of the requests it watches when the deadline passes, so a read
+    blocked on a server that sends a byte (or a header line) at a time returns at once."""
 
-    def __init__(self, config: IndexConfig, deadline: float) -> None:
+    def __init__(self, deadline: float) -> None:
         self.deadline = deadline
+        self.fired = False
+        self._socks: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._socks.append(sock)
+            if self.fired:
+                _shut(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            for sock in self._socks:
+                _shut(sock)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # already closed
+        pass
+
+
+def _watched(base: type, box: list) -> type:
+    """`base` (HTTPConnection or HTTPSConnection) whose sockets the current watchdog in
+    `box` watches from the moment they exist (before any TLS handshake or header)."""
+
+    class Watched(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            create = self._create_connection
+
+            def _create(*a, **k):
+                sock = create(*a, **k)
+                if box:
+                    box[0].watch(sock)
+                return sock
+            self._create_connection = _create
+
+    return Watched
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, box: list) -> None:
+        super().__init__()
+        self._conn = _watched(http.client.HTTPConnection, box)
+
+    def http_open(self, req):
+        return self.do_open(self._conn, req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, box: list, context: ssl.SSLContext | None) -> None:
+        super().__init__(context=context)
+        self._conn = _watched(http.client.HTTPSConnection, box)
+        self._ctx = context
+
+    def https_open(self, req):
+        return self.do_open(functools.partial(self._conn, context=self._ctx), req)
+
+
+class Transport:
+    """Bounded GETs with the user's CA bundle and the index's credentials (same host only),
+    all within one deadline."""
+
+    def __init__(self, config: IndexConfig, deadline: float, budget: float | None = None) -> None:
+        self.deadline = deadline
+        self.budget = budget if budget is not None else max(0.0, deadline - time.monotonic())
         context = ssl.create_default_context(cafile=config.cert) if config.cert else None
+        self._box: list[_Watchdog] = []  # the watchdog of the request under way
         self.opener = urllib.request.build_opener(
-            _SameHostRedirects(), urllib.request.HTTPSHandler(context=context))
+            _SameHostRedirects(), _HTTPHandler(self._box), _HTTPSHandler(self._box, context))
         self.auth: dict[tuple[str | None, int | None], str] = {}
         for url in config.index_urls + config.find_links:
             bare, auth = _split_credentials(url)
@@ -124,11 +214,15 @@ class Transport:
                 p = urllib.parse.urlsplit(bare)
                 self.auth[(p.hostname, p.port)] = auth
 
+    def late(self) -> DeadlinePassed:
+        return DeadlinePassed(f"the package index did not answer within its {self.budget:g} s deadline "
+                              "for the whole download",
+                              hint="retry, raise OVERLAY_FETCH_TIMEOUT, or put the archive in <mirror>/pypi/")
+
     def _timeout(self) -> float:
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise IndexRefused("the package index did not answer in time",
-                               hint="retry, or put the archive in <mirror>/pypi/")
+            raise self.late()
         return min(read_timeout(), left)
 
     def get(self, url: str, limit: int, accept: str | None = None,
@@ -141,6 +235,8 @@ class Transport:
         p = urllib.parse.urlsplit(bare)
         if (p.hostname, p.port) in self.auth:
             req.add_unredirected_header("Authorization", self.auth[(p.hostname, p.port)])
+        watchdog = _Watchdog(self.deadline)
+        self._box[:] = [watchdog]
         try:
             with self.opener.open(req, timeout=self._timeout()) as resp:
                 ctype = resp.headers.get("Content-Type", "")
@@ -148,15 +244,24 @@ class Transport:
                 if declared and declared.isdigit() and int(declared) > limit:
                     raise IndexRefused(f"{_show(bare)} is {int(declared)} bytes, more than the "
                                        f"{limit} accepted", hint="check the index setting")
-                body = _read_bounded(resp, limit, bare, sink, self._timeout)
+                body = _read_bounded(lambda: resp.read(1 << 16), limit, bare, sink, self._timeout)
+                if watchdog.fired:  # the end of the body was the watchdog's, not the server's
+                    raise self.late()
                 return resp.geturl(), ctype, body
         except IndexRefused:
             raise
         except urllib.error.HTTPError as exc:
+            if watchdog.fired:
+                raise self.late() from None
             raise IndexRefused(f"{_show(bare)} answered HTTP {exc.code}") from None
-        except (urllib.error.URLError, OSError, socket.timeout, ValueError) as exc:
+        except (urllib.error.URLError, OSError, socket.timeout, ValueError, http.client.HTTPException) as exc:
+            if watchdog.fired:
+                raise self.late() from None
             reason = getattr(exc, "reason", exc)
             raise IndexRefused(f"cannot reach {_show(bare)}: {reason}") from None
+        finally:
+            watchdog.cancel()
+            self._box.clear()
 
     def _get_file(self, url: str, limit: int, sink) -> tuple[str, str, bytes]:
         path = Path(urllib.request.url2pathname(urllib.parse.urlsplit(url).path))
@@ -164,19 +269,23 @@ class Transport:
             path = path / "index.html"
             url = path.as_uri()
         try:
-            with path.open("rb") as f:
-                body = _read_bounded(f, limit, url, sink, None)
+            with contextlib.closing(paths.iter_capped(path, limit, chunk=1 << 16)) as chunks:
+                body = _read_bounded(lambda: next(chunks, b""), limit, url, sink, None)
+        except paths.NotARegularFile as exc:
+            raise IndexRefused(f"{path} is {exc.kind}, not a regular file; not read",
+                               hint="a file:// index or find-links entry names regular files") from None
         except OSError as exc:
             raise IndexRefused(f"cannot read {path}: {exc.strerror or exc}") from None
         return url, "text/html" if path.suffix in (".html", ".htm") else "", body
 
 
-def _read_bounded(stream, limit: int, url: str, sink, timeout) -> bytes:
+def _read_bounded(read: Callable[[], bytes], limit: int, url: str, sink, timeout) -> bytes:
+    """The body `read()` returns piece by piece (b"" at its end), at most `limit` bytes."""
     chunks, total = [], 0
     while True:
         if timeout is not None:
             timeout()  # raises once the overall deadline has passed
-        chunk = stream.read(1 << 16)
+        chunk = read()
         if not chunk:
             break
         total += len(chunk)
@@ -294,6 +403,8 @@ def _candidates(transport: Transport, config: IndexConfig, name: str, version: s
         local = urllib.parse.urlsplit(bare).scheme == "file"
         try:
             final, ctype, body = transport.get(page, page_limit(), ACCEPT)
+        except DeadlinePassed:
+            raise
         except IndexRefused as exc:
             notes.append(exc.message)
             continue
@@ -316,12 +427,14 @@ def _find_links(transport: Transport, link: str, name: str, version: str,
             return [Candidate(p.name, p.resolve().as_uri(), None, str(folder))
                     for p in sorted(folder.iterdir())
                     if p.is_file() and _is_sdist_of(p.name, name, version)]
-        if not folder.is_file():
+        if not folder.exists():
             notes.append(f"find-links {folder} does not exist")
             return []
-        bare = folder.resolve().as_uri()
+        bare = folder.resolve().as_uri()  # not a folder: a page, read by the bounded reader
     try:
         final, ctype, body = transport.get(bare, page_limit(), "text/html")
+    except DeadlinePassed:
+        raise
     except IndexRefused as exc:
         notes.append(exc.message)
         return []
@@ -341,7 +454,7 @@ def fetch_sdist(config: IndexConfig, name: str, version: str, sha256: str, dest:
         raise IndexRefused(f"no package index is configured, so {name}=={version} cannot be downloaded",
                            hint="set PIP_INDEX_URL or UV_INDEX_URL (or index-url in pip.conf), or put "
                                 "the archive in <mirror>/pypi/")
-    transport = Transport(config, time.monotonic() + timeout)
+    transport = Transport(config, time.monotonic() + timeout, timeout)
     notes: list[str] = []
     found = _candidates(transport, config, name, version, notes)
     if not found:
