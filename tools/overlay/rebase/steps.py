@@ -20,6 +20,7 @@ from overlay.errors import OverlayError
 from overlay.series.model import (PIN_NAME, REQUIREMENT, ArchiveSource, GitSource, Project, load_all_pins,
                            load_pinset)
 from overlay.series.patchfile import read_patch
+from overlay.series.upstream import commit_infos
 from overlay.rebase.plan import (DECLARED_CORE_FILES, decide, new_pin_text, pairing,
                                  record_applied_upstream, set_only_pins, skip_record, summary)
 from overlay.rebase.state import (APPLY, CONFLICTED, DECIDE, DROPPED, KEPT, PORTED, REFRESHED,
@@ -162,12 +163,13 @@ def start(root: Path, args: argparse.Namespace) -> int:
         overlap.setdefault(o.patch, []).append((overlap_line(o), o))
     landed = {}
     carriers = {}
+    infos = commit_infos(git_dir, [c for v in run_.verdicts if v.rule == "upstream-commit"
+                                   for c in v.upstream_commits])  # one batch, however many
     for v in run_.verdicts:
         if v.landed:
             landed[v.patch] = commit_info(git_dir, v.landed)
         if v.rule == "upstream-commit":  # the last of its commits to land carries it
-            infos = [commit_info(git_dir, c) for c in v.upstream_commits]
-            carriers[v.patch] = max(infos, key=lambda i: i.date)
+            carriers[v.patch] = max((infos[c] for c in v.upstream_commits), key=lambda i: i.date)
     core = moved.get("core", old.target("core").source) if "core" in old.target_names else None
     paired = pairing(declared_core(git_dir, head), core) if target == "plugin" else (True, "")
     plans = decide(run_.verdicts, overlap, landed, slug, carriers, paired)

@@ -229,7 +229,9 @@ class _Fields:
             raise self.error(key, f"expected true or false, got {_shown(value)}")
         return value
 
-    def str_list(self, key: str, expect: str = "a string or a list of strings") -> tuple[str, ...]:
+    def str_list(self, key: str, expect: str = "a string or a list of strings",
+                 most: tuple[int, str, str] | None = None) -> tuple[str, ...]:
+        """`most`: (the most items, what one item is, a hint), a bound no real entry nears."""
         if not self.has(key):
             return ()
         value = self.map[key].value
@@ -237,6 +239,9 @@ class _Fields:
             return (value.strip(),)
         if not isinstance(value, list):
             raise self.error(key, f"expected {expect}, got {_kind(value)}")
+        if most is not None and len(value) > most[0]:
+            raise self.error(key, f"{len(value)} {most[1]}s; an entry names at most {most[0]}",
+                             hint=most[2])
         out = []
         for item in value:
             if not isinstance(item.value, str) or not item.value.strip():
@@ -431,10 +436,16 @@ def _pin_names(f: _Fields, key: str) -> tuple[str, ...]:
     return pins
 
 
+# A backport carries a few upstream commits; drift and check read each from the mirror.
+MAX_UPSTREAM_COMMITS = 64
+
+
 def _upstream_commits(f: _Fields) -> tuple[str, ...]:
-    """`upstream-commit`: one full 40-hex commit id or a list of them."""
+    """`upstream-commit`: one full 40-hex commit id or a list of them (at most 64)."""
     out = []
-    for value in f.str_list("upstream-commit", expect="a full 40-hex commit id or a list of them"):
+    for value in f.str_list("upstream-commit", expect="a full 40-hex commit id or a list of them",
+                            most=(MAX_UPSTREAM_COMMITS, "upstream commit",
+                                  "a backport names the few commits it carries: split the entry")):
         lowered = value.lower()
         if not FULL_SHA.match(lowered):
             raise f.error("upstream-commit", f"'{value}' is not a full 40-hex commit id",
