@@ -6,7 +6,7 @@ import email.utils
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from overlay.errors import OverlayError, redact
+from overlay.errors import OverlayError, clean_line
 from overlay.series.model import Project, SeriesEntry, load_all_pins
 from overlay.series.patchfile import PatchMail, read_patch, unsafe_reason
 
@@ -23,7 +23,7 @@ class Finding:
 
     def as_dict(self) -> dict:
         data = asdict(self)
-        data["message"] = redact(self.message)
+        data["message"] = clean_line(self.message)
         return data
 
     @classmethod

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import unidiff
 
-from overlay.errors import OverlayError
+from overlay.errors import OverlayError, quoted, shortened
 
 _DIFF_START = re.compile(r"^diff --git ", re.M)
 _INDEX = re.compile(r"^index ([0-9a-f]{7,40})\.\.([0-9a-f]{7,40})(?: \d+)?$")
@@ -177,7 +177,7 @@ def parse_patch(text: str, path: Path, shown: str) -> PatchMail:
             continue
         key, sep, value = line.partition(":")
         if not sep:
-            raise OverlayError(f"malformed mail header line {line!r}", path=shown,
+            raise OverlayError(f"malformed mail header line {quoted(line)}", path=shown,
                                hint="the patch must start with From:/Date:/Subject: headers")
         current = key.strip().lower()
         headers[current] = value.strip()
@@ -187,7 +187,7 @@ def parse_patch(text: str, path: Path, shown: str) -> PatchMail:
                                hint="patches are git format-patch mails; regenerate with `overlay refresh`")
     name, addr = email.utils.parseaddr(_decode_header(headers["from"]))
     if not addr:
-        raise OverlayError(f"'From:' header has no e-mail address: {headers['from']!r}", path=shown,
+        raise OverlayError(f"'From:' header has no e-mail address: {quoted(headers['from'])}", path=shown,
                            hint="write it as 'From: Name <email>'")
     subject = _strip_patch_prefix(_decode_header(headers["subject"]))
     if not subject.strip():
@@ -196,18 +196,18 @@ def parse_patch(text: str, path: Path, shown: str) -> PatchMail:
     try:
         email.utils.parsedate_to_datetime(headers["date"])
     except (TypeError, ValueError, IndexError):
-        raise OverlayError(f"'Date:' header {headers['date']!r} is not an RFC 2822 date", path=shown,
+        raise OverlayError(f"'Date:' header {quoted(headers['date'])} is not an RFC 2822 date", path=shown,
                            hint="e.g. 'Date: Wed, 1 Jul 2026 17:59:41 +0800' (git format-patch writes it)") from None
     message = body.split("\n---\n", 1)[0].strip("\n")
     try:
         ps = unidiff.PatchSet(diff)
     except unidiff.UnidiffParseError as exc:
-        raise OverlayError(f"diff does not parse: {exc}", path=shown,
+        raise OverlayError(f"diff does not parse: {shortened(str(exc))}", path=shown,
                            hint="regenerate the patch with `overlay refresh`") from None
     try:
         files = tuple(_file_changes(diff, ps))
     except ValueError as exc:
-        raise OverlayError(f"a path in the diff is quoted the way git never writes it ({exc})",
+        raise OverlayError(f"a path in the diff is quoted the way git never writes it ({shortened(str(exc))})",
                            path=shown, hint="regenerate the patch with `overlay refresh`") from None
     if not files:
         raise OverlayError("patch changes no file", path=shown,
