@@ -5,27 +5,10 @@ redacted (`redact`), and the one error line (`OverlayError.one_line`). Generated
 
 from __future__ import annotations
 
-import unicodedata
-
 from hypothesis import given, strategies as st
 
 from overlay.errors import LINE_MAX, SHOWN_MAX, OverlayError, printable, quoted, redact
-
-# What must never reach a terminal raw: C0/C1 controls and DEL (escape sequences, carriage
-# returns), lone surrogates (unprintable: the write fails), line and paragraph separators,
-# and the bidirectional controls that reorder what is shown.
-BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-def unsafe(ch: str) -> bool:
-    return unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp") or ch in BIDI
-
-
-# any code point, lone surrogates included, with the dangerous ones drawn often
-DANGEROUS = ["\x1b", "\x9b", "\r", "\n", "\x7f", "\x00", "\x85", "\u2028", "\u2029", "\udc80", "\ud800",
-             "\udfff", "\u202e", "\u2066", "\u061c"]
-# (lists joined: text() would merge the two alphabets and draw the dangerous ones rarely)
-TEXT = st.lists(st.one_of(st.sampled_from(DANGEROUS), st.characters(blacklist_categories=()))).map("".join)
+from tests.hostile_text import TEXT, unsafe
 
 
 @given(TEXT)

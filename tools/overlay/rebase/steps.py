@@ -16,7 +16,7 @@ from overlay.series import checks
 from overlay.trees import compose, composed, lockfile, refresh, sources
 from overlay import gitcmd, paths
 from overlay import reporting
-from overlay.errors import OverlayError
+from overlay.errors import OverlayError, printable
 from overlay.series.model import (PIN_NAME, REQUIREMENT, ArchiveSource, GitSource, Project, load_all_pins,
                            load_pinset)
 from overlay.series.patchfile import read_patch
@@ -33,8 +33,9 @@ def _progress(json_mode: bool):
 
 
 def _say(json_mode: bool, text: str) -> None:
+    """A line for the maintainer; upstream's text in it (subjects, authors) made printable."""
     if not json_mode:
-        print(text, flush=True)
+        print(printable(text), flush=True)
 
 
 def _clock(state: RebaseState, phase: str, since: float) -> float:
@@ -160,7 +161,7 @@ def start(root: Path, args: argparse.Namespace) -> int:
         engine.close()
     overlap = {}
     for o in run_.overlap:
-        overlap.setdefault(o.patch, []).append((overlap_line(o), o))
+        overlap.setdefault(o.patch, []).append((printable(overlap_line(o)), o))  # kept, shown, summarised
     landed = {}
     carriers = {}
     infos = commit_infos(git_dir, [c for v in run_.verdicts if v.rule == "upstream-commit"
@@ -282,9 +283,9 @@ def _report_stop(state: RebaseState, patch: str, status: str, message: str, extr
                           "work": state.work, "drift": plan.drift, "overlap": plan.overlap},
                          indent=2))
     else:
-        print(f"{status.upper()}: {message}")
+        _say(json_mode, f"{status.upper()}: {message}")
         for line in plan.overlap:
-            print(f"  upstream overlap: {line}")
+            _say(json_mode, f"  upstream overlap: {line}")
     return 1
 
 
@@ -542,7 +543,7 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
     if json_mode:
         print(json.dumps(result, indent=2))
     else:
-        sys.stdout.write(summary(state, result))
+        sys.stdout.write(printable(summary(state, result), newlines=True))
     return 0 if result["ok"] else 1
 
 
