@@ -243,7 +243,7 @@ def _int(f: _Fields, key: str, *, default: int | None = None, minimum: int = 0,
     if isinstance(value, float) and value.is_integer() and maximum is not None and value > maximum[0]:
         value = int(value)  # 1e11 written as a float: refused for its size below, not its type
     if isinstance(value, bool) or not isinstance(value, int):
-        raise f.error(key, f"expected a whole number, got {_kind(value)} {value!r}")
+        raise f.error(key, f"expected a whole number, got {_kind(value)} {quoted(value)}")
     if value < minimum:
         raise f.error(key, f"{value} is below the minimum {minimum}")
     if maximum is not None and value > maximum[0]:
@@ -262,7 +262,7 @@ def _number(f: _Fields, key: str, *, default: float | None = None, allow_inf: bo
         return math.inf
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise f.error(key, f"expected a number{' or inf' if allow_inf else ''}, "
-                           f"got {_kind(value)} {value!r}")
+                           f"got {_kind(value)} {quoted(value)}")
     if value < minimum:
         raise f.error(key, f"{value} is below the minimum {minimum}")
     return float(value)
