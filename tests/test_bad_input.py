@@ -217,6 +217,52 @@ def test_bad_input_one_clear_line(world, run, case):
     assert not (world.project / "build" / "p1").exists()
 
 
+# A value from a file is quoted shortened in its error line (issue 26 case 12: a 900 kB
+# `upstream-commit` was echoed whole): at most 80 characters of it, with its length.
+HUGE = 900_000
+LONG_VALUES = {
+    "upstream-commit": (lambda w: edit(series(w), "    origin: backport",
+                                       "    origin: backport\n    upstream-commit: " + "f" * HUGE),
+                        "field 'upstream-commit' of series entry 1: 'fffff"),
+    "origin": (lambda w: edit(series(w), "origin: backport", "origin: " + "v" * HUGE),
+               "field 'origin' of series entry 1: 'vvvvv"),
+    "patch-name": (lambda w: edit(series(w), "patch: 0001-plugin-lora-args.patch", "patch: " + "p" * HUGE),
+                   "field 'patch' of series entry 1: 'ppppp"),
+    # a key longer than 1024 characters is written as an explicit key (`? KEY`)
+    "unknown-field": (lambda w: edit(series(w), "    origin: backport",
+                                     "    origin: backport\n    ? " + "k" * HUGE + "\n    : x"),
+                      "unknown field 'kkkkk"),
+    "duplicate-key": (lambda w: edit(series(w), "    origin: backport", "    origin: backport"
+                                     + "".join(f"\n    ? {'d' * (HUGE // 2)}\n    : {v}" for v in "xy")),
+                      "duplicate key 'ddddd", HUGE // 2),
+    "pin-commit": (lambda w: pin(w).write_text(SHA_RE.sub("commit: " + "g" * HUGE, pin(w).read_text(), 1)),
+                   "field 'commit' of target 'core': 'ggggg"),
+    "pin-name": (lambda w: edit(pin(w), "description:", "name: " + "n" * HUGE + "\ndescription:"),
+                 "field 'name' of the pin set: 'nnnnn"),
+    "pin-requirement": (lambda w: pin(w).write_text(pin(w).read_text().split("  core:")[0] + "  core:\n    pypi: "
+                                                    + "r" * HUGE + "\n    sha256: " + "a" * 64 + "\n"),
+                        "field 'pypi' of target 'core': 'rrrrr"),
+    "patch-from": (lambda w: patch(w).write_text(re.sub(r"(?m)^From: .*$", "From: " + "m" * HUGE + " <>",
+                                                        patch(w).read_text(), count=1)),
+                   "'From:' header has no e-mail address: 'mmmmm", HUGE + 3),
+    "patch-date": (lambda w: patch(w).write_text(re.sub(r"(?m)^Date: .*$", "Date: " + "y" * HUGE,
+                                                        patch(w).read_text(), count=1)),
+                   "'Date:' header 'yyyyy"),
+    "patch-header-line": (lambda w: patch(w).write_text(patch(w).read_text().replace(
+        "Subject:", "h" * HUGE + "\nSubject:", 1)), "malformed mail header line 'hhhhh"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LONG_VALUES))
+def test_a_huge_value_from_a_file_is_shortened_in_its_error_line(world, run, case):
+    mutate, expected, *size = LONG_VALUES[case]
+    mutate(world)
+    code, out, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 2 and "Traceback" not in err
+    assert len(err.splitlines()) == 1 and len(err) < 500, err[:300] + "..."
+    assert expected in err and f"…' ({size[0] if size else HUGE} characters)" in err, err
+
+
 def test_corpus_is_large_enough():
     assert len(CASES) >= 25
 

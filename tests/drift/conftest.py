@@ -28,10 +28,10 @@ PLUGIN_URL = "https://git.example.invalid/acme/plugin"
 CORE_URL = "https://git.example.invalid/acme/core"
 
 
-def git(args: list[str], cwd: Path, n: int = 0) -> str:
+def git(args: list[str], cwd: Path, n: int = 0, author: str = "Upstream Dev") -> str:
     date = f"2026-07-{1 + n // 24:02d}T{n % 24:02d}:00:00+0000"
     env = dict(os.environ)
-    env.update({"GIT_AUTHOR_NAME": "Upstream Dev", "GIT_AUTHOR_EMAIL": "dev@example.org",
+    env.update({"GIT_AUTHOR_NAME": author, "GIT_AUTHOR_EMAIL": "dev@example.org",
                 "GIT_COMMITTER_NAME": "Upstream Dev", "GIT_COMMITTER_EMAIL": "dev@example.org",
                 "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date,
                 "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"})
@@ -56,9 +56,11 @@ D_PY = """def run(alpha, beta):
 
 
 class Repo:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, author: str = "Upstream Dev", dress=lambda subject: subject) -> None:
+        """`author` of every commit, `dress` each subject (hostile upstream text in tests)."""
         self.path = path
         self.n = 0
+        self.author, self.dress = author, dress
         path.mkdir(parents=True)
         git(["init", "-q"], path)
 
@@ -76,7 +78,7 @@ class Repo:
     def commit(self, subject: str, tag: str | None = None) -> str:
         self.n += 1
         git(["add", "-A"], self.path, self.n)
-        git(["commit", "-q", "--allow-empty", "-m", subject], self.path, self.n)
+        git(["commit", "-q", "--allow-empty", "-m", self.dress(subject)], self.path, self.n, self.author)
         sha = git(["rev-parse", "HEAD"], self.path)
         if tag:
             git(["tag", tag], self.path)

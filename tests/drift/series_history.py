@@ -67,9 +67,10 @@ def write_patches(upstream: Path, root: Path, base: str, patches, folder: Path) 
     return names
 
 
-def build(root: Path) -> SeriesHistory:
+def build(root: Path, **upstream) -> SeriesHistory:
+    """`upstream`: Repo's author and dress (upstream text of a hostile mirror)."""
     mirror = root / "mirror"
-    up = Repo(mirror / "acme+plugin")
+    up = Repo(mirror / "acme+plugin", **upstream)
     up.write("README.md", "plugin\n")
     for name, count in (("m", 40), ("n", 20), ("o", 30)):
         up.write(f"{name}.py", numbered(name, count))

@@ -128,3 +128,75 @@ def test_a_bad_provenance_field_is_one_line(capsys, history, project, old, new, 
     rc = main(["--root", str(project), "check"])
     out, err = capsys.readouterr()
     assert rc != 0 and message in out + err and "Traceback" not in out + err
+
+
+def _named(project: Path, history, ids: list[str]) -> None:
+    """Entry 0002 names `ids` as its upstream commits (in place of p2, p4)."""
+    series = project / "series.yaml"
+    old = f"upstream-commit: [{history.commits['p2']}, {history.commits['p4']}]"
+    assert old in series.read_text()
+    series.write_text(series.read_text().replace(old, f"upstream-commit: [{', '.join(ids)}]"))
+
+
+def test_an_entry_naming_more_upstream_commits_than_a_backport_ever_carries_is_one_line(
+        capsys, history, project):
+    # a series.yaml under the size cap can still name ~21,000 ids in one entry
+    _named(project, history, [f"ab{i:038x}" for i in range(1, 66)])
+    rc = main(["--root", str(project), "drift", "--pin", "base", "--mirror", str(history.mirror),
+               "--onto", "plugin=p5"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == "" and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and len(err) < 400, err
+    assert "series.yaml" in err and "65 upstream commits" in err and "at most 64" in err
+    rc = main(["--root", str(project), "check"])
+    out, err = capsys.readouterr()
+    assert rc == 1 and "65 upstream commits" in out and len(out.splitlines()) == 2, out
+
+
+def _git_processes(mp) -> list:
+    """Every git process started from now on (run or Popen), as its argument list."""
+    import subprocess
+
+    started: list = []
+    real_run, real_popen = subprocess.run, subprocess.Popen
+
+    def run(cmd, *a, **k):
+        if cmd and cmd[0] == "git":
+            started.append(cmd)
+        return real_run(cmd, *a, **k)
+
+    class Popen(real_popen):
+        def __init__(self, cmd, *a, **k):
+            if cmd and cmd[0] == "git":
+                started.append(cmd)
+            super().__init__(cmd, *a, **k)
+
+    mp.setattr(subprocess, "run", run)
+    mp.setattr(subprocess, "Popen", Popen)
+    return started
+
+
+@pytest.mark.parametrize("command", [["drift", "--onto", "plugin=p5"], ["drift", "--scan", "plugin=p5"],
+                                     ["drift", "--scan", "plugin=p5", "--bisect"], ["check"]])
+def test_the_git_processes_do_not_grow_with_the_upstream_commits_an_entry_names(
+        capsys, history, project, monkeypatch, command):
+    """50 ids cost as many git processes as 10: one batch, not one process per id."""
+    from overlay import gitcmd
+
+    monkeypatch.setenv("OVERLAY_MIRROR", str(history.mirror))
+    drift_args = ["--pin", "base", "--mirror", str(history.mirror), "--json"] if command[0] == "drift" else []
+    series = project / "series.yaml"
+    text = series.read_text()
+    counts = {}
+    for n in (10, 50):
+        series.write_text(text)
+        _named(project, history, [history.commits["p2"], history.commits["p4"]]
+               + [f"ab{i:038x}" for i in range(1, n - 1)])
+        gitcmd._views.clear()  # each run reads the mirror afresh, as a new process does
+        with pytest.MonkeyPatch.context() as mp:
+            started = _git_processes(mp)
+            main(["--root", str(project), command[0], *drift_args, *command[1:]])
+        out, err = capsys.readouterr()
+        assert "Traceback" not in err and "error" not in err, err
+        counts[n] = len(started)
+    assert counts[50] == counts[10], counts

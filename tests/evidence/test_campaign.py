@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
 from overlay.evidence import campaign, strata
 from overlay.evidence.plan import PlannedRun
@@ -24,6 +25,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import ray_cluster  # noqa: E402
+from tests.hostile_text import TEXT, unsafe_in  # noqa: E402
 
 
 def _runs(*ids: tuple[str, int]) -> tuple[PlannedRun, ...]:
@@ -107,6 +109,118 @@ def test_ladder_protocol_from_a_ledger_climbs_the_kept_steps(run):
     assert set(doc["ladder"]) == set(doc["variants"])
     assert doc["variants"]["step-2"]["env"]["HCCL_OP_EXPANSION_MODE"] == "AIV"
     assert "step-2" in doc["ladder"] and doc["ladder"].index("step-2") > doc["ladder"].index("step-1")
+
+
+# ----------------------------------------------------------------------------- node outcomes
+# What a block's Ray task returns is a node's word (issue 26 case 15): checked in one place
+# before anything of it is counted.
+
+
+class _Ray:
+    """Just what the driver's `finished` asks of Ray: the outcomes a node returned."""
+
+    def __init__(self, outcomes) -> None:
+        self.outcomes = outcomes
+
+    def get(self, ref):
+        return self.outcomes
+
+
+def _driver(tmp_path, outcomes):
+    block = campaign.Block(2, _runs(("base", 2), ("fast", 2)))
+    drv = campaign._Driver(_Ray(outcomes), None, tmp_path, tmp_path / "results", lambda _m: None, {}, 3)
+    drv.pending["ref"] = (block, 1)
+    return drv
+
+
+def _finish(tmp_path, outcomes):
+    """(driver, the one error line or None) after the node answered `outcomes`."""
+    from overlay.errors import OverlayError
+
+    drv = _driver(tmp_path, outcomes)
+    try:
+        drv.finished("ref")
+    except OverlayError as err:
+        return drv, err.one_line()
+    except KeyboardInterrupt:  # what an interrupted run unwinds with: not an answer here
+        return drv, "KeyboardInterrupt"
+    return drv, None
+
+
+NODE = "ab" * 28
+
+
+def test_outcomes_of_the_runs_asked_for_are_counted(tmp_path):
+    drv, err = _finish(tmp_path, [{"run": "base-r2", "status": "complete", "node_id": NODE},
+                                  {"run": "fast-r2", "status": "complete", "node_id": NODE}])
+    assert err is None and drv.ran == ["base-r2", "fast-r2"] and drv.nodes == {NODE: ["base-r2", "fast-r2"]}
+
+
+@pytest.mark.parametrize("outcomes, message", [
+    # a run of another block, or one no block has
+    ([{"run": "base-r2", "status": "complete", "node_id": NODE},
+      {"run": "base-r7", "status": "complete", "node_id": NODE}],
+     "block 2: a node's outcome 2 (node abababab) is for run 'base-r7', which the block did not ask for"),
+    ([{"run": "base-r2", "status": "complete", "node_id": NODE}] * 2, "outcome 2 (node abababab) repeats run 'base-r2'"),
+    ([{"run": "base-r2", "node_id": NODE}], "outcome 1 (node abababab) has no 'status'"),
+    ([{"run": "base-r2", "status": "done", "node_id": NODE}], "outcome 1 (node abababab) has status 'done'"),
+    ([{"run": "base-r2", "status": 3}], "outcome 1 has status 3"),
+    ([{"status": "complete", "node_id": NODE}], "outcome 1 (node abababab) has no 'run'"),
+    ([{"run": ["base-r2"], "status": "complete", "node_id": NODE}], "outcome 1 (node abababab): 'run' is a list"),
+    ([{"run": "base-r2", "status": "complete"}], "outcome 1 has no 'node_id'"),
+    ([{"run": "base-r2", "status": "failed", "node_id": NODE}], "outcome 1 (node abababab) has no 'reason'"),
+    ([{"run": "base-r2", "status": "complete", "node_id": NODE, "excluded": "base-r2.1"}],
+     "'excluded' is a string"),
+    ([{"run": "base-r2", "status": "complete", "node_id": NODE, "excluded": ["../../etc"]}],
+     "excludes '../../etc', which is no run of the block"),
+    ([{"status": "refused"}], "outcome 1 has no 'message'"),
+    ([{"status": "refused", "message": "x", "hint": 7}], "outcome 1: 'hint' is a number"),
+    ("complete", "the node's answer is a string, not a list of outcomes"),
+    ([], "the node's answer is an empty list"),
+    ([None], "outcome 1 is nothing, not a mapping"),
+])
+def test_a_bad_or_foreign_outcome_is_one_line_and_nothing_of_the_block_is_counted(tmp_path, outcomes, message):
+    drv, err = _finish(tmp_path, outcomes)
+    assert err is not None and message in err, err
+    assert drv.ran == [] and drv.nodes == {} and drv.excluded == []
+
+
+@given(st.lists(st.dictionaries(st.sampled_from(["run", "status", "node_id", "reason", "excluded", "message",
+                                                 "path", "hint"]),
+                                st.one_of(st.sampled_from(["base-r2", "fast-r2", "base-r1", "complete", "failed",
+                                                           "refused", NODE, "base-r2.1"]),
+                                          st.none(), st.integers(), st.lists(st.text(max_size=5), max_size=2),
+                                          TEXT)),
+                max_size=4))
+def test_no_node_outcome_gives_a_traceback_or_counts_a_run_not_asked_for(outcomes):
+    """Whatever a node answers: one error line, or Ctrl-C's unwinding for an interrupted
+    run, and only the block's own runs counted, each once."""
+    import tempfile
+
+    from overlay.errors import OverlayError
+
+    with tempfile.TemporaryDirectory() as tmp:
+        drv = _driver(Path(tmp), outcomes)
+        try:
+            drv.finished("ref")
+        except OverlayError as err:
+            assert unsafe_in(err.one_line()) == []
+        except KeyboardInterrupt:  # only for a run the node says was interrupted
+            assert any(isinstance(o, dict) and o.get("status") == "interrupted" for o in outcomes)
+        assert set(drv.ran) <= {"base-r2", "fast-r2"} and len(set(drv.ran)) == len(drv.ran)
+        assert all(unsafe_in(e) == [] for e in drv.excluded)
+
+
+def test_a_nodes_escape_sequences_are_never_printed(tmp_path):
+    """issue 26 case 13: a node's message, reason and names reach the terminal made printable."""
+    hostile = "\x1b]0;owned\x07\x1b[2J\x9b31m"
+    for outcomes in ([{"status": "refused", "message": "node h: " + hostile, "hint": hostile}],
+                     [{"run": "base-r2", "status": "failed", "reason": hostile, "node_id": NODE}],
+                     [{"run": "base-r2", "status": "complete", "node_id": NODE + hostile}],
+                     [{"run": "base-r2", "status": "complete", "node_id": NODE, "excluded": ["base-r2.1" + hostile]}]):
+        drv, err = _finish(tmp_path, outcomes)
+        assert err is not None and unsafe_in(err) == [], err
+        assert drv.ran == []
 
 
 def _gone(pid: int, timeout: float = 10.0) -> bool:

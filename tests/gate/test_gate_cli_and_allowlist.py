@@ -8,11 +8,13 @@ from xml.etree import ElementTree as ET
 
 import gatekit
 import pytest
+from hypothesis import given
 
 from overlay import paths
 from overlay.errors import OverlayError
 from overlay.gate import run_gate
 from overlay.gate.allowlist import load as load_allowlist
+from tests.hostile_text import TEXT, unsafe_in
 
 FACTORY = "replacement:vllm.v1.worker.gpu.model_runner.ModelCudaGraphManager"
 
@@ -284,3 +286,19 @@ def test_default_allowlist_on_other_trees_does_not_note_unused_entries(run, brok
     assert code == 1 and "matched nothing" not in out
     code, out, _ = run("gate", "--core", core, "--plugin", plugin, "--allowlist", root / "gate-allowlist.yaml")
     assert "matched nothing" in out  # named explicitly: a stale entry is worth a note
+
+
+@given(TEXT, TEXT, TEXT)
+def test_the_text_report_prints_no_control_character_from_upstream(symbol, message, path):
+    """Findings quote upstream's names, paths and source text (issue 26 item 7): one line
+    each, whatever they hold, and no escape sequence reaches the terminal."""
+    from overlay.gate.findings import Finding, GateReport, Suppressed
+    from overlay.gate.report import text
+
+    found = Finding("override", symbol, path, 3, "core/" + path, 5, message, reason=message, summary=message)
+    report = GateReport("core " + path, "plugin " + path, message, (found,),
+                        (Suppressed(found, message, 2),), notes=(message,))
+    shown = text(report, verbose=True)
+    assert unsafe_in(shown, newlines=True) == []
+    assert len(shown.splitlines()) == len(text(GateReport("c", "p", "v", (found,), (Suppressed(found, "r", 2),),
+                                                          notes=("n",)), verbose=True).splitlines())

@@ -23,6 +23,7 @@ from overlay.trees import lockfile
 from overlay.cli import main
 from overlay.series.model import Project
 from tests.drift.series_history import build
+from tests.hostile_text import unsafe_in
 
 REAL_MIRROR = os.environ.get("OVERLAY_MIRROR")  # read before the autouse fixture clears it
 
@@ -493,3 +494,25 @@ def test_the_new_pin_set_carries_what_the_old_one_carried(tmp_path):
     first = series.entries[0].provenance
     assert (first.applied_upstream, first.applied_upstream_rule) == ("acme/plugin#1", "upstream-commit")
     assert "  - patch: 0002-b.patch  # kept everywhere\n" in (tmp_path / "series.yaml").read_text()
+
+
+# Upstream text with terminal escapes (issue 26 case 13): a title change, a colour, a
+# screen clear through C1's CSI, a bidi override. Each subject keeps its PR number last.
+HOSTILE = "\x1b]0;owned\x07 \x1b[31mred\x1b[0m \x9b2J \u202eevil"
+
+
+def test_upstream_subjects_and_authors_print_no_control_character(capsys, tmp_path, monkeypatch):
+    history = build(tmp_path / "hostile", author="Evil\x1b[2J Dev\x9b",
+                    dress=lambda subject: subject.replace(" (#", f" {HOSTILE} (#"))
+    project = tmp_path / "project"
+    shutil.copytree(history.project, project)
+    monkeypatch.setenv("OVERLAY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OVERLAY_MIRROR", str(history.mirror))
+    rc, out, err = rebase(capsys, project, "--pin", "base", "--onto", "plugin=u4", "--as", "next")
+    assert rc == 1 and "upstream overlap: " in out and "(#202)" in out, out + err
+    assert "owned" in out and "Evil" in out  # shown, made visible
+    assert unsafe_in(out + err, newlines=True) == []
+    resolve_o_py(project / "build" / "next" / "plugin")
+    rc, out, err = rebase(capsys, project, "--continue")  # the pull request's summary
+    assert rc == 0 and "upstream did this too" in out, out + err
+    assert unsafe_in(out + err, newlines=True) == []

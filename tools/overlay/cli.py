@@ -27,7 +27,7 @@ import os  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from overlay import __version__  # noqa: E402
-from overlay.errors import Interrupted, OverlayError, inject_fault, redact  # noqa: E402
+from overlay.errors import Interrupted, OverlayError, clean_line, inject_fault  # noqa: E402
 from overlay.gitcmd import GitFailed  # noqa: E402
 
 inject_fault("import")
@@ -207,13 +207,14 @@ def _main(argv: list[str] | None) -> int:
         print(f"overlay: error: {exc.one_line()}", file=sys.stderr)
         if getattr(args, "json", False):  # machines get the error on stdout too
             print(json.dumps({"schema_version": SCHEMA_VERSION, "ok": False,
-                              "error": redact(exc.message), "path": exc.path,
+                              "error": clean_line(exc.message), "path": exc.path,
                               "line": exc.line, "hint": exc.hint}))
         return exc.exit_code
     except GitFailed as exc:
-        last = redact((exc.stderr.strip().splitlines() or ["(no message)"])[-1])
-        print(f"overlay: error: git {exc.args_[0]} failed: {last} (run again; if it persists, "
-              f"report it with the command you ran)", file=sys.stderr)
+        last = (exc.stderr.strip().splitlines() or ["(no message)"])[-1]
+        print("overlay: error: " + clean_line(f"git {exc.args_[0]} failed: {last} (run again; if it "
+                                              "persists, report it with the command you ran)"),
+              file=sys.stderr)
         return 2
     except BrokenPipeError:
         # `overlay ... | head`: the reader left; not an error of ours
@@ -222,6 +223,6 @@ def _main(argv: list[str] | None) -> int:
     except OSError as exc:
         # anything the filesystem refused that no module anticipated: still one line
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"overlay: error: {where}{exc.strerror or exc} (check the path and its permissions)",
-              file=sys.stderr)
+        print("overlay: error: " + clean_line(f"{where}{exc.strerror or exc} (check the path and its "
+                                              "permissions)"), file=sys.stderr)
         return 2

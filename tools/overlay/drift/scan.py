@@ -259,7 +259,7 @@ class Drift:
         self.own_ids = patch_ids([(p.name, diffs[p.name]) for p in patches])
         self.snapshots = 0
         self._logs: dict[str, str] = {}
-        self._ancestry: dict[tuple[str, str], bool] = {}
+        self._held: dict[str, frozenset[str]] = {}
 
     def close(self) -> None:
         self.reader.close()
@@ -273,35 +273,43 @@ class Drift:
             [c for p in self.patches for c in p.upstream_commits]
             + [p.superseded_by[0] for p in self.patches if p.superseded_by]))
 
-    def is_ancestor(self, commit: str, head: str) -> bool:
-        """Whether `commit` is in `head`'s history (a commit the repository lacks is not)."""
-        key = (commit, head)
-        if key not in self._ancestry:
-            proc = gitcmd.git(["merge-base", "--is-ancestor", "--end-of-options", commit, head],
-                              git_dir=self.git_dir, check=False, data=True)
-            self._ancestry[key] = proc.returncode == 0
-        return self._ancestry[key]
-
     def held(self, head: str) -> frozenset[str]:
-        """The named upstream commits that are ancestors of `head`."""
-        return frozenset(c for c in self.named_commits if self.is_ancestor(c, head))
+        """The named upstream commits that are ancestors of `head` (a commit the repository
+        lacks is not): one `git rev-list` walk per head, whatever their number."""
+        if head not in self._held:
+            named = set(self.named_commits)
+            self._held[head] = frozenset() if not named else frozenset(
+                c for c in gitcmd.git(["rev-list", "--end-of-options", head], git_dir=self.git_dir,
+                                      data=True).stdout.split() if c in named)
+        return self._held[head]
 
     def arrivals(self, shas: Sequence[str]) -> dict[str, int]:
-        """Per named commit, the first walk position (0 = the pin) whose commit holds it,
-        by bisection: along first parents each commit holds everything before it. A
-        commit that never arrives is left out."""
-        out = {}
+        """Per named commit, the first walk position (0 = the pin) whose commit holds it; a
+        commit that never arrives is left out. `shas` is the first-parent walk: each commit
+        holds what its first parent holds plus what its other parents bring in, so one read
+        of the walk's commit graph (`rev-list --parents`) dates every commit in it."""
+        if not shas or not self.named_commits:
+            return {}
+        out = dict.fromkeys(self.held(shas[0]), 0)
+        if len(shas) == 1 or len(out) == len(set(self.named_commits)):
+            return out
+        graph = {}
+        for line in gitcmd.git(["rev-list", "--parents", "--end-of-options", shas[-1], f"^{shas[0]}"],
+                               git_dir=self.git_dir, data=True).stdout.splitlines():
+            sha, *parents = line.split()
+            graph[sha] = parents
+        step: dict[str, int] = {}
+        for i, sha in enumerate(shas[1:], 1):  # what walk position i brings in
+            todo = [sha]
+            while todo:
+                c = todo.pop()
+                if c in step or c not in graph:  # dated already, or held at the pin
+                    continue
+                step[c] = i
+                todo.extend(graph[c])
         for c in self.named_commits:
-            if not shas or not self.is_ancestor(c, shas[-1]):
-                continue
-            lo, hi = 0, len(shas) - 1  # hi holds it
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if self.is_ancestor(c, shas[mid]):
-                    hi = mid
-                else:
-                    lo = mid + 1
-            out[c] = lo
+            if c not in out and c in step:
+                out[c] = step[c]
         return out
 
     def log(self, head: str) -> str:

@@ -34,6 +34,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import secrets
 import socket
 import sys
@@ -42,11 +43,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from overlay.errors import OverlayError
+from overlay.errors import OverlayError, quoted, shortened
 from overlay.evidence import orchestrate
 from overlay.evidence import trees as tree_mod
 from overlay.evidence.plan import PlannedRun, plan
 from overlay.evidence.protocol import DIGEST_FILE, Protocol, protocol_digest
+from overlay.series.model import _kind
 
 Progress = Callable[[str], None]
 MARKER = ".campaign"  # results/.campaign: the driver's nonce, read back by every block
@@ -97,6 +99,72 @@ def progress_line(status: dict[str, dict[str, int]], queued: int, finished: int,
     parts.append(f"{queued} queued")
     parts.append(orchestrate.eta_line(finished, todo, elapsed_s))
     return " | ".join(parts)
+
+
+# What a block's Ray task returns (run_block): one outcome per run it ran, or one refusal.
+# It is a node's word: checked here, before any of it is counted.
+OUTCOME_FIELDS = {  # status -> the strings it must carry
+    "complete": ("run", "node_id"),
+    "failed": ("run", "reason"),
+    "interrupted": ("run",),
+    "refused": ("message",),
+}
+_MAYBE_STRINGS = ("path", "hint")  # a refusal's location and next step, when it has them
+NODE_ID = re.compile(r"^[0-9a-f]{8,128}$")  # Ray's node ids are hex
+_EXCLUDED_NAME = re.compile(r"^[A-Za-z0-9_.-]+\.[0-9]+$")  # orchestrate._exclude: <run>.<n>
+
+
+def check_outcomes(outcomes, block: Block, asked: tuple[str, ...]) -> list[dict]:
+    """The outcomes a node returned for `block` (whose runs `asked` it ran), each of the
+    form run_block writes: a known status with the strings it carries, a run the block
+    asked for, each run once, excluded folders named after those runs. Anything else is
+    one OverlayError line naming the block, the outcome and its node; pure."""
+    def refuse(what: str):
+        raise OverlayError(f"block {block.start}: {what}; nothing of the block is counted",
+                           hint="a node of another tool version, or something else, answered: check the "
+                                "cluster's nodes, then run again to resume")
+
+    if not isinstance(outcomes, list) or not outcomes:
+        refuse(f"the node's answer is {'an empty list' if outcomes == [] else _kind(outcomes)}"
+               + ("" if outcomes == [] else ", not a list of outcomes"))
+    seen: set[str] = set()
+    for i, o in enumerate(outcomes, 1):
+        if not isinstance(o, dict):
+            refuse(f"a node's outcome {i} is {_kind(o)}, not a mapping")
+        node = o.get("node_id")
+        which = f"outcome {i}" + (f" (node {shortened(node[:8])})" if isinstance(node, str) and node else "")
+        status = o.get("status")
+        if "status" not in o:
+            refuse(f"a node's {which} has no 'status'")
+        if not isinstance(status, str) or status not in OUTCOME_FIELDS:
+            refuse(f"a node's {which} has status {quoted(status)}, not one of " + ", ".join(OUTCOME_FIELDS))
+        for key in OUTCOME_FIELDS[status]:
+            if key not in o or o[key] is None:
+                refuse(f"a node's {which} has no {quoted(key)}")
+            if not isinstance(o[key], str) or not o[key]:
+                refuse(f"a node's {which}: {quoted(key)} is {_kind(o[key])}, not a non-empty string")
+        for key in _MAYBE_STRINGS:
+            if o.get(key) is not None and not isinstance(o[key], str):
+                refuse(f"a node's {which}: {quoted(key)} is {_kind(o[key])}, not a string")
+        if status == "complete" and not NODE_ID.match(o["node_id"]):
+            refuse(f"a node's {which} names node {quoted(o['node_id'])}, which is no Ray node id")
+        if status != "refused":
+            run = o["run"]
+            if run not in asked:
+                refuse(f"a node's {which} is for run {quoted(run)}, which the block did not ask for "
+                       f"(asked: {', '.join(asked)})")
+            if run in seen:
+                refuse(f"a node's {which} repeats run {quoted(run)}")
+            seen.add(run)
+        excluded = o.get("excluded", [])
+        if not isinstance(excluded, list):
+            refuse(f"a node's {which}: 'excluded' is {_kind(excluded)}, not a list")
+        for name in excluded:
+            if not isinstance(name, str) or not any(_EXCLUDED_NAME.match(name) and name.rsplit(".", 1)[0] == r
+                                                    for r in asked):
+                refuse(f"a node's {which} excludes {quoted(name)}, which is no run of the block "
+                       "(excluded/<run>.<n>)")
+    return outcomes
 
 
 def _placement_of(run_dir: Path) -> dict | None:
@@ -287,6 +355,7 @@ class _Driver:
         self.requeued = 0
         self.nonce = secrets.token_hex(16)
         self.pending: dict = {}  # ref -> (block, attempt)
+        self.asked: dict = {}  # ref -> the run ids sent (the block's unfinished runs)
         self.labels: dict[str, str] = {}
 
     def complete(self, run: PlannedRun) -> bool:
@@ -333,6 +402,7 @@ class _Driver:
         task = self.ray.remote(run_block).options(**opts)
         ref = task.remote(self.protocol, str(self.root), str(self.results), todo, self.trees, self.nonce)
         self.pending[ref] = (block, attempt)
+        self.asked[ref] = tuple(r.run_id for r in todo)
 
     def running_by_node(self) -> dict[str, dict[str, int]]:
         status: dict[str, dict[str, int]] = {}
@@ -350,6 +420,7 @@ class _Driver:
 
     def finished(self, ref) -> None:
         block, attempt = self.pending.pop(ref)
+        asked = self.asked.pop(ref, tuple(r.run_id for r in block.runs))
         try:
             outcomes = self.ray.get(ref)
         except Exception as err:  # noqa: BLE001 (a lost worker or node, or the task's own error)
@@ -370,6 +441,11 @@ class _Driver:
                           f"{self.max_attempts})")
             self.submit(block, attempt + 1)
             return
+        try:
+            check_outcomes(outcomes, block, asked)
+        except OverlayError as err:
+            self.set_aside_partials(block, f"the node's answer was refused: {err.message}")
+            raise
         for o in outcomes:
             self.excluded.extend(o.get("excluded", []))
             if o["status"] == "refused":
@@ -394,11 +470,13 @@ class _Driver:
             ready, _ = self.ray.wait(list(self.pending), num_returns=len(self.pending), timeout=1.0)
             for ref in ready:
                 block, _ = self.pending.pop(ref)
+                asked = self.asked.pop(ref, tuple(r.run_id for r in block.runs))
                 try:
-                    for o in self.ray.get(ref):
-                        self.excluded.extend(o.get("excluded", []))
-                except Exception:  # noqa: BLE001 (cancelled)
-                    pass
+                    outcomes = check_outcomes(self.ray.get(ref), block, asked)
+                except Exception:  # noqa: BLE001 (cancelled, or an answer that is refused)
+                    outcomes = []
+                for o in outcomes:
+                    self.excluded.extend(o.get("excluded", []))
                 self.set_aside_partials(block, "interrupted by the operator; rerun from a fresh server start")
         for ref, (block, _) in list(self.pending.items()):
             self.ray.cancel(ref, force=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from overlay.series import yamldoc
-from overlay.errors import OverlayError
+from overlay.errors import OverlayError, quoted, shortened
 from overlay.series.model import _Fields, _kind, _rel
 from overlay.series.yamldoc import Node
 
@@ -243,7 +243,7 @@ def _int(f: _Fields, key: str, *, default: int | None = None, minimum: int = 0,
     if isinstance(value, float) and value.is_integer() and maximum is not None and value > maximum[0]:
         value = int(value)  # 1e11 written as a float: refused for its size below, not its type
     if isinstance(value, bool) or not isinstance(value, int):
-        raise f.error(key, f"expected a whole number, got {_kind(value)} {value!r}")
+        raise f.error(key, f"expected a whole number, got {_kind(value)} {quoted(value)}")
     if value < minimum:
         raise f.error(key, f"{value} is below the minimum {minimum}")
     if maximum is not None and value > maximum[0]:
@@ -262,7 +262,7 @@ def _number(f: _Fields, key: str, *, default: float | None = None, allow_inf: bo
         return math.inf
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise f.error(key, f"expected a number{' or inf' if allow_inf else ''}, "
-                           f"got {_kind(value)} {value!r}")
+                           f"got {_kind(value)} {quoted(value)}")
     if value < minimum:
         raise f.error(key, f"{value} is below the minimum {minimum}")
     return float(value)
@@ -270,7 +270,7 @@ def _number(f: _Fields, key: str, *, default: float | None = None, allow_inf: bo
 
 def _name(f: _Fields, key: str, value: str, what: str) -> str:
     if not NAME.match(value):
-        raise OverlayError(f"{what} name '{value}' must be letters, digits, '-' or '_'",
+        raise OverlayError(f"{what} name {quoted(value)} must be letters, digits, '-' or '_'",
                            path=f.path, line=f.map[key].line if key in f.map else f.node.line)
     return value
 
@@ -284,7 +284,7 @@ def _cmd_list(f: _Fields, key: str, default: tuple[str, ...]) -> tuple[str, ...]
     out = []
     for item in value:
         if isinstance(item.value, bool) or not isinstance(item.value, (str, int, float)):
-            raise OverlayError(f"field '{key}' of {f.what}: expected strings, got {item.value!r}",
+            raise OverlayError(f"field '{key}' of {f.what}: expected strings, got {quoted(item.value)}",
                                path=f.path, line=item.line)
         out.append(str(item.value))
     return tuple(out)
@@ -333,11 +333,11 @@ def _variant(name: str, node: Node, path: str) -> Variant:
     if envn is not None:
         for key, value in envn.value.items():
             if not ENV_NAME.match(key):
-                raise OverlayError(f"variant '{name}': '{key}' is not an environment variable name",
+                raise OverlayError(f"variant '{name}': {quoted(key)} is not an environment variable name",
                                    path=path, line=value.line)
             if not isinstance(value.value, str):
                 raise OverlayError(f"variant '{name}': env {key} must be a string, got "
-                                   f"{_kind(value.value)} {value.value!r}", path=path, line=value.line,
+                                   f"{_kind(value.value)} {quoted(value.value)}", path=path, line=value.line,
                                    hint="quote the value, e.g. \"1\"")
             env.append((key, value.value))
     return Variant(name=name, description=f.str("description") or "", pin=f.str("pin"),
@@ -423,7 +423,7 @@ def _claim(name: str, node: Node, path: str, scenarios: tuple[str, ...],
                 if pf.has(v):
                     pairs.append((v, _number(pf, v)))
             if len(pairs) < 2:
-                raise OverlayError(f"claim '{name}': '{api}' needs an expected per-step count for "
+                raise OverlayError(f"claim '{name}': {quoted(api)} needs an expected per-step count for "
                                    "at least two variants", path=path, line=per.line)
             expect.append(CounterExpectation(api, tuple(pairs)))
     assert hyp
@@ -552,7 +552,7 @@ def _check_placeholders(args: tuple[str, ...], variant: Variant | None, path: st
                     raise OverlayError(f"variant '{variant.name}' uses {{{key}}} but has no pin",
                                        path=path, line=line, hint="give the variant a pin (and series)")
                 continue
-            raise OverlayError(f"unknown placeholder {{{key}}} in '{arg}'", path=path, line=line,
+            raise OverlayError(f"unknown placeholder {shortened('{' + key + '}')} in {quoted(arg)}", path=path, line=line,
                                hint="known: " + ", ".join("{" + k + "}" for k in PLACEHOLDERS)
                                     + ", {composed:<target>}")
 

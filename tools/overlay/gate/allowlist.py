@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from overlay.series import yamldoc
-from overlay.errors import OverlayError
+from overlay.errors import OverlayError, quoted
 from overlay.gate.findings import KINDS, Finding, Suppressed
 
 KEYS = {"symbol", "kind", "path", "reason", "expires", "pins"}
@@ -68,7 +68,7 @@ def _entry(node: yamldoc.Node, shown: str) -> Entry:
     fields = node.value
     unknown = sorted(set(fields) - KEYS)
     if unknown:
-        raise OverlayError(f"unknown key '{unknown[0]}'", path=shown, line=fields[unknown[0]].line,
+        raise OverlayError(f"unknown key {quoted(unknown[0])}", path=shown, line=fields[unknown[0]].line,
                            hint="keys: " + ", ".join(sorted(KEYS)))
 
     def text(key: str, required: bool) -> str | None:
@@ -86,7 +86,7 @@ def _entry(node: yamldoc.Node, shown: str) -> Entry:
     reason = text("reason", True)
     kind = text("kind", False)
     if kind is not None and kind not in KINDS:
-        raise OverlayError(f"unknown kind '{kind}'", path=shown, line=fields["kind"].line,
+        raise OverlayError(f"unknown kind {quoted(kind)}", path=shown, line=fields["kind"].line,
                            hint="one of " + ", ".join(KINDS))
     expires = None
     if "expires" in fields:

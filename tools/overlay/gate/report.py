@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from overlay.gate.findings import SEVERITIES, Finding, GateReport
-from overlay.reporting import junit
+from overlay.reporting import junit, printable
 
 
 def text(report: GateReport, verbose: bool = False) -> str:
@@ -36,7 +36,8 @@ def text(report: GateReport, verbose: bool = False) -> str:
         + (f"; {len(report.suppressed)} accepted" if report.suppressed else "")
         + f" ({stats.get('plugin_files', 0)} plugin files, {stats.get('core_files_read', 0)} core files read,"
           f" {stats.get('seconds', 0.0):.1f}s)")
-    return "\n".join(lines) + "\n"
+    # findings quote upstream's names, paths and source: each line printable, one line each
+    return "\n".join(printable(line) for line in lines) + "\n"
 
 
 def to_json(report: GateReport) -> str:

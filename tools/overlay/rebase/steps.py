@@ -16,10 +16,11 @@ from overlay.series import checks
 from overlay.trees import compose, composed, lockfile, refresh, runlock, sources
 from overlay import gitcmd, paths
 from overlay import reporting
-from overlay.errors import OverlayError
+from overlay.errors import OverlayError, printable
 from overlay.series.model import (PIN_NAME, REQUIREMENT, ArchiveSource, GitSource, Project, load_all_pins,
                            load_pinset)
 from overlay.series.patchfile import read_patch
+from overlay.series.upstream import commit_infos
 from overlay.rebase.plan import (DECLARED_CORE_FILES, decide, new_pin_text, pairing,
                                  record_applied_upstream, set_only_pins, skip_record, split_entry,
                                  split_name, summary)
@@ -33,8 +34,9 @@ def _progress(json_mode: bool):
 
 
 def _say(json_mode: bool, text: str) -> None:
+    """A line for the maintainer; upstream's text in it (subjects, authors) made printable."""
     if not json_mode:
-        print(text, flush=True)
+        print(printable(text), flush=True)
 
 
 def _clock(state: RebaseState, phase: str, since: float) -> float:
@@ -234,15 +236,16 @@ def start(root: Path, args: argparse.Namespace) -> int:
         engine.close()
     overlap = {}
     for o in run_.overlap:
-        overlap.setdefault(o.patch, []).append((overlap_line(o), o))
+        overlap.setdefault(o.patch, []).append((printable(overlap_line(o)), o))  # kept, shown, summarised
     landed = {}
     carriers = {}
+    infos = commit_infos(drift_dir, [c for v in run_.verdicts if v.rule == "upstream-commit"
+                                   for c in v.upstream_commits])  # one batch, however many
     for v in run_.verdicts:
         if v.landed:
             landed[v.patch] = commit_info(drift_dir, v.landed)
         if v.rule == "upstream-commit":  # the last of its commits to land carries it
-            infos = [commit_info(drift_dir, c) for c in v.upstream_commits]
-            carriers[v.patch] = max(infos, key=lambda i: i.date)
+            carriers[v.patch] = max((infos[c] for c in v.upstream_commits), key=lambda i: i.date)
     core = moved.get("core", old.target("core").source) if "core" in old.target_names else None
     paired = pairing(declared_core(drift_dir, head), core) if target == "plugin" else (True, "")
     plans = decide(run_.verdicts, overlap, landed, slug, carriers, paired)
@@ -356,9 +359,9 @@ def _report_stop(state: RebaseState, patch: str, status: str, message: str, extr
                           "work": state.work, "drift": plan.drift, "overlap": plan.overlap},
                          indent=2))
     else:
-        print(f"{status.upper()}: {message}")
+        _say(json_mode, f"{status.upper()}: {message}")
         for line in plan.overlap:
-            print(f"  upstream overlap: {line}")
+            _say(json_mode, f"  upstream overlap: {line}")
     return 1
 
 
@@ -653,7 +656,7 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
     if json_mode:
         print(json.dumps(result, indent=2))
     else:
-        sys.stdout.write(summary(state, result))
+        sys.stdout.write(printable(summary(state, result), newlines=True))
     return 0 if result["ok"] else 1
 
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 
-from overlay.errors import OverlayError, redact
+from overlay.errors import OverlayError, clean_line
 from overlay.series.model import Project, SeriesEntry, load_all_pins
 from overlay.series.patchfile import PatchMail, read_patch, unsafe_reason
 
@@ -37,7 +37,7 @@ class Finding:
 
     def as_dict(self) -> dict:
         data = asdict(self)
-        data["message"] = redact(self.message)
+        data["message"] = clean_line(self.message)
         return data
 
     @classmethod
@@ -156,18 +156,25 @@ def upstream_commit_findings(project: Project, pins: list) -> list[Finding]:
     form alone (checked when series.yaml is loaded)."""
     from overlay import paths
     from overlay.series import provenance
+    from overlay.series.upstream import commit_infos
 
     named = [e for e in project.series.entries
              if e.provenance.upstream_commits or e.provenance.superseded_by_commit]
     mirror = paths.mirror_root(None, validate=False) if named else None
     if mirror is None:
         return []
+    histories = {t: provenance.target_history(mirror, pins, t) for t in dict.fromkeys(e.target for e in named)}
+    infos = {}  # per target, every named commit read in one batch
+    for target, history in histories.items():
+        if history is not None:
+            infos[target] = commit_infos(
+                history[0], [c for e in named if e.target == target for c in provenance.named_commits(e)])
     out = []
     for entry in named:
-        history = provenance.target_history(mirror, pins, entry.target)
+        history = histories[entry.target]
         if history is None:
             continue  # the mirror does not hold this target: form only
-        for problem in provenance.commit_problems(entry, *history):
+        for problem in provenance.commit_problems(entry, *history, infos[entry.target]):
             out.append(Finding("series.yaml", entry.line, f"{entry.patch}: {problem}",
                                "write the commit that landed the PR (git log --grep in the mirror)"))
     return out

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping, Union
 
 from overlay.series import yamldoc
-from overlay.errors import OverlayError, redact, url_credentials
+from overlay.errors import OverlayError, quoted, redact, shortened, url_credentials
 from overlay.series.yamldoc import Node
 
 FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -224,7 +224,7 @@ class _Fields:
         self.what = what
         for key, value in self.map.items():
             if key not in allowed:
-                raise OverlayError(f"unknown field '{key}' in {what}", path=path, line=value.line,
+                raise OverlayError(f"unknown field {quoted(key)} in {what}", path=path, line=value.line,
                                    hint="expected one of: " + ", ".join(allowed))
 
     def error(self, key: str, message: str, hint: str | None = None) -> OverlayError:
@@ -252,7 +252,7 @@ class _Fields:
         if not value:
             raise self.error(key, f"empty; expected {expect}")
         if pattern and not pattern.match(value):
-            raise self.error(key, f"{value!r} is not {expect}")
+            raise self.error(key, f"{quoted(value)} is not {expect}")
         return value
 
     def bool(self, key: str, default: bool = False) -> bool:
@@ -263,7 +263,9 @@ class _Fields:
             raise self.error(key, f"expected true or false, got {_shown(value)}")
         return value
 
-    def str_list(self, key: str, expect: str = "a string or a list of strings") -> tuple[str, ...]:
+    def str_list(self, key: str, expect: str = "a string or a list of strings",
+                 most: tuple[int, str, str] | None = None) -> tuple[str, ...]:
+        """`most`: (the most items, what one item is, a hint), a bound no real entry nears."""
         if not self.has(key):
             return ()
         value = self.map[key].value
@@ -271,6 +273,9 @@ class _Fields:
             return (value.strip(),)
         if not isinstance(value, list):
             raise self.error(key, f"expected {expect}, got {_kind(value)}")
+        if most is not None and len(value) > most[0]:
+            raise self.error(key, f"{len(value)} {most[1]}s; an entry names at most {most[0]}",
+                             hint=most[2])
         out = []
         for item in value:
             if not isinstance(item.value, str) or not item.value.strip():
@@ -299,7 +304,7 @@ def _shown(value: Any) -> str:
     """A value as an error message shows it: kind, and the value itself if it is plain."""
     if isinstance(value, (dict, list)):
         return _kind(value)
-    return f"{_kind(value)} {value!r}"
+    return f"{_kind(value)} {quoted(value)}"
 
 
 def _rel(path: Path, root: Path | None) -> str:
@@ -325,7 +330,7 @@ def _commit(fields: _Fields, key: str) -> str:
         raise fields.error(key, f"'{value}' is a short commit id ({len(value)} hex digits)",
                            hint="write the full 40-hex commit id (git rev-parse gives it)")
     if not FULL_SHA.match(lowered):
-        raise fields.error(key, f"'{value}' is not a full 40-hex commit id",
+        raise fields.error(key, f"{quoted(value)} is not a full 40-hex commit id",
                            hint="write the full 40-hex commit id (git rev-parse gives it)")
     return lowered
 
@@ -336,8 +341,8 @@ def load_pinset(path: Path, root: Path | None = None) -> PinSet:
     top = _Fields(doc, shown, "the pin set", PIN_FIELDS)
     name = top.str("name", pattern=PIN_NAME, expect="a pin name") or path.stem
     if name != path.stem:
-        raise top.error("name", f"'{name}' differs from the file name '{path.stem}'",
-                        hint=f"rename the file to pins/{name}.yaml or drop the field")
+        raise top.error("name", f"{quoted(name)} differs from the file name {quoted(path.stem)}",
+                        hint=f"rename the file to pins/{shortened(name)}.yaml or drop the field")
     targets_node = top.mapping("targets", required=True)
     assert targets_node is not None
     if not targets_node.value:
@@ -345,9 +350,9 @@ def load_pinset(path: Path, root: Path | None = None) -> PinSet:
     targets = []
     for tname, tnode in targets_node.value.items():
         if not TARGET_NAME.match(tname):
-            raise OverlayError(f"target name '{tname}' must be lower-case letters, digits, '-' or '_'",
+            raise OverlayError(f"target name {quoted(tname)} must be lower-case letters, digits, '-' or '_'",
                                path=shown, line=tnode.line)
-        tf = _Fields(tnode, shown, f"target '{tname}'", TARGET_FIELDS)
+        tf = _Fields(tnode, shown, f"target {quoted(tname)}", TARGET_FIELDS)
         has_git = tf.has("repo") or tf.has("commit")
         has_pypi = tf.has("pypi") or tf.has("sha256")
         if has_git and has_pypi:
@@ -360,7 +365,7 @@ def load_pinset(path: Path, root: Path | None = None) -> PinSet:
             sha = tf.str("sha256", required=True, expect="the archive's 64-hex sha256")
             assert req and sha
             if not SHA256.match(sha.lower()):
-                raise tf.error("sha256", f"'{sha}' is not a 64-hex sha256",
+                raise tf.error("sha256", f"{quoted(sha)} is not a 64-hex sha256",
                                hint="pip hash <archive> prints it")
             m = REQUIREMENT.match(req)
             assert m
@@ -374,7 +379,7 @@ def load_pinset(path: Path, root: Path | None = None) -> PinSet:
             url = tf.str("repo", required=True, expect="a git URL or path")
             assert url
             if url_credentials(url):
-                raise tf.error("repo", f"the URL {redact(url)} carries credentials, which a "
+                raise tf.error("repo", f"the URL {shortened(redact(url))} carries credentials, which a "
                                        f"committed lockfile must never hold",
                                hint="remove them: use a git credential helper or a mirror "
                                     "(--mirror), and revoke the token if it was pushed")
@@ -384,7 +389,7 @@ def load_pinset(path: Path, root: Path | None = None) -> PinSet:
             tree = tf.str("tree", expect="a 40-hex tree id")
             assert tree
             if not FULL_SHA.match(tree.lower()):
-                raise tf.error("tree", f"'{tree}' is not a 40-hex tree id",
+                raise tf.error("tree", f"{quoted(tree)} is not a 40-hex tree id",
                                hint="run `overlay lock` to record it")
             tree = tree.lower()
         targets.append(PinnedTarget(tname, source, tree, tnode.line, shown))
@@ -393,7 +398,7 @@ def load_pinset(path: Path, root: Path | None = None) -> PinSet:
     if tc is not None:
         for key, value in tc.value.items():
             if isinstance(value.value, (dict, list)):
-                raise OverlayError(f"toolchain '{key}' must be a plain value (a fact, e.g. '2.13.0')",
+                raise OverlayError(f"toolchain {quoted(key)} must be a plain value (a fact, e.g. '2.13.0')",
                                    path=shown, line=value.line)
             toolchain[key] = "" if value.value is None else str(value.value)
     return PinSet(name=name, path=path, description=top.str("description") or "",
@@ -426,9 +431,9 @@ def resolve_pin_name(root: Path, wanted: str | None) -> str:
     if len(matches) == 1:
         return matches[0]
     if len(matches) > 1:
-        raise OverlayError(f"pin '{wanted}' is ambiguous: it matches {', '.join(matches)}",
+        raise OverlayError(f"pin {quoted(wanted)} is ambiguous: it matches {', '.join(matches)}",
                            path="pins/", hint="give more characters of the pin name")
-    raise OverlayError(f"unknown pin '{wanted}'", path=f"pins/{wanted}.yaml",
+    raise OverlayError(f"unknown pin {quoted(wanted)}", path=f"pins/{shortened(wanted)}.yaml",
                        hint="known pins: " + ", ".join(names))
 
 
@@ -488,17 +493,23 @@ def _pin_names(f: _Fields, key: str) -> tuple[str, ...]:
     pins = f.str_list(key, expect="a list of pin set names")
     for name in pins:
         if not PIN_NAME.match(name):
-            raise f.error(key, f"'{name}' is not a pin set name")
+            raise f.error(key, f"{quoted(name)} is not a pin set name")
     return pins
 
 
+# A backport carries a few upstream commits; drift and check read each from the mirror.
+MAX_UPSTREAM_COMMITS = 64
+
+
 def _upstream_commits(f: _Fields) -> tuple[str, ...]:
-    """`upstream-commit`: one full 40-hex commit id or a list of them."""
+    """`upstream-commit`: one full 40-hex commit id or a list of them (at most 64)."""
     out = []
-    for value in f.str_list("upstream-commit", expect="a full 40-hex commit id or a list of them"):
+    for value in f.str_list("upstream-commit", expect="a full 40-hex commit id or a list of them",
+                            most=(MAX_UPSTREAM_COMMITS, "upstream commit",
+                                  "a backport names the few commits it carries: split the entry")):
         lowered = value.lower()
         if not FULL_SHA.match(lowered):
-            raise f.error("upstream-commit", f"'{value}' is not a full 40-hex commit id",
+            raise f.error("upstream-commit", f"{quoted(value)} is not a full 40-hex commit id",
                           hint="write the full 40-hex commit id (git rev-parse in the mirror gives it)")
         out.append(lowered)
     return tuple(dict.fromkeys(out))
@@ -514,7 +525,7 @@ def _superseded_by(f: _Fields, shown: str, i: int) -> tuple[str | None, str | No
     pr = sub.str("pr", required=True, expect="upstream's pull request, as owner/name#N")
     assert pr is not None
     if not re.match(r"^[\w.-]+/[\w.-]+#\d+$", pr):
-        raise sub.error("pr", f"'{pr}' is not owner/name#N")
+        raise sub.error("pr", f"{quoted(pr)} is not owner/name#N")
     return commit, pr
 
 
@@ -540,16 +551,16 @@ def load_series(root: Path) -> Series:
         patch = f.str("patch", required=True, expect="a file name in patches/ ending in .patch")
         assert patch
         if "/" in patch or "\\" in patch or not PATCH_NAME.match(patch):
-            raise f.error("patch", f"'{patch}' is not a plain file name ending in .patch",
+            raise f.error("patch", f"{quoted(patch)} is not a plain file name ending in .patch",
                           hint="patches live directly in patches/; name them like 0001-topic.patch")
         if patch in seen:
-            raise f.error("patch", f"'{patch}' is listed twice (first at line {seen[patch]})",
+            raise f.error("patch", f"{quoted(patch)} is listed twice (first at line {seen[patch]})",
                           hint="list each patch exactly once")
         seen[patch] = f.line("patch")
         target = f.str("target", required=True, pattern=TARGET_NAME, expect="a target name such as plugin")
         origin = f.str("origin", required=True, expect="one of " + ", ".join(ORIGINS))
         if origin not in ORIGINS:
-            raise f.error("origin", f"'{origin}' is not one of " + ", ".join(ORIGINS))
+            raise f.error("origin", f"{quoted(origin)} is not one of " + ", ".join(ORIGINS))
         assert target and origin
         applied = _applied_upstream(f, shown, i)
         superseded = _superseded_by(f, shown, i)
@@ -598,8 +609,8 @@ class Project:
         for t in self.series.targets:
             if t not in pin.target_names:
                 entry = next(e for e in self.series.entries if e.target == t)
-                raise OverlayError(f"series entry {entry.patch} targets '{t}', which pin set "
+                raise OverlayError(f"series entry {entry.patch} targets {quoted(t)}, which pin set "
                                    f"'{pin.name}' does not define", path="series.yaml",
                                    line=entry.line,
-                                   hint=f"add target '{t}' to pins/{pin.name}.yaml or fix the entry")
+                                   hint=f"add target {quoted(t)} to pins/{pin.name}.yaml or fix the entry")
         return pin

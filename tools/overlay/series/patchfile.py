@@ -7,10 +7,11 @@ import email.utils
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import unidiff
 
-from overlay.errors import OverlayError
+from overlay.errors import OverlayError, quoted, shortened
 
 _DIFF_START = re.compile(r"^diff --git ", re.M)
 _INDEX = re.compile(r"^index ([0-9a-f]{7,40})\.\.([0-9a-f]{7,40})(?: \d+)?$")
@@ -177,7 +178,7 @@ def parse_patch(text: str, path: Path, shown: str) -> PatchMail:
             continue
         key, sep, value = line.partition(":")
         if not sep:
-            raise OverlayError(f"malformed mail header line {line!r}", path=shown,
+            raise OverlayError(f"malformed mail header line {quoted(line)}", path=shown,
                                hint="the patch must start with From:/Date:/Subject: headers")
         current = key.strip().lower()
         headers[current] = value.strip()
@@ -187,7 +188,7 @@ def parse_patch(text: str, path: Path, shown: str) -> PatchMail:
                                hint="patches are git format-patch mails; regenerate with `overlay refresh`")
     name, addr = email.utils.parseaddr(_decode_header(headers["from"]))
     if not addr:
-        raise OverlayError(f"'From:' header has no e-mail address: {headers['from']!r}", path=shown,
+        raise OverlayError(f"'From:' header has no e-mail address: {quoted(headers['from'])}", path=shown,
                            hint="write it as 'From: Name <email>'")
     subject = _strip_patch_prefix(_decode_header(headers["subject"]))
     if not subject.strip():
@@ -196,18 +197,18 @@ def parse_patch(text: str, path: Path, shown: str) -> PatchMail:
     try:
         email.utils.parsedate_to_datetime(headers["date"])
     except (TypeError, ValueError, IndexError):
-        raise OverlayError(f"'Date:' header {headers['date']!r} is not an RFC 2822 date", path=shown,
+        raise OverlayError(f"'Date:' header {quoted(headers['date'])} is not an RFC 2822 date", path=shown,
                            hint="e.g. 'Date: Wed, 1 Jul 2026 17:59:41 +0800' (git format-patch writes it)") from None
     message = body.split("\n---\n", 1)[0].strip("\n")
     try:
         ps = unidiff.PatchSet(diff)
     except unidiff.UnidiffParseError as exc:
-        raise OverlayError(f"diff does not parse: {exc}", path=shown,
+        raise OverlayError(f"diff does not parse: {shortened(str(exc))}", path=shown,
                            hint="regenerate the patch with `overlay refresh`") from None
     try:
         files = tuple(_file_changes(diff, ps))
     except ValueError as exc:
-        raise OverlayError(f"a path in the diff is quoted the way git never writes it ({exc})",
+        raise OverlayError(f"a path in the diff is quoted the way git never writes it ({shortened(str(exc))})",
                            path=shown, hint="regenerate the patch with `overlay refresh`") from None
     if not files:
         raise OverlayError("patch changes no file", path=shown,
@@ -240,7 +241,7 @@ def _file_changes(diff: str, ps: unidiff.PatchSet) -> list[FileChange]:
         out.append(FileChange(source=_strip_git(pf.source_file, "a/"),
                               target=_strip_git(pf.target_file, "b/"),
                               is_binary=binary, mode=mode, blobs=blobs,
-                              names=tuple(n for n in names if n)))
+                              names=tuple(n for n in names if n is not None)))
     return out
 
 
@@ -266,7 +267,7 @@ def read_patch(path: Path, shown: str | None = None) -> PatchMail:
 
 
 def _shown(path: str) -> str:
-    return f"'{path}'" if path.isprintable() else ascii(path)
+    return quoted(path) if path.isprintable() else shortened(ascii(path))
 
 
 def _is_dot_git(part: str) -> bool:
@@ -274,23 +275,59 @@ def _is_dot_git(part: str) -> bool:
     return part.rstrip(". ").lower() == ".git" or part.lower() == "git~1"
 
 
+PATH_MAX_BYTES = 1024  # a path a patch names; the longest in vLLM's trees is under 150
+NAME_MAX_BYTES = 255  # one component, as every filesystem takes it
+
+
+def path_problem(p: str) -> str | None:
+    """Why a path a patch names cannot be carried, or None: it must be relative and
+    canonical (no empty, '.' or '..' component: git and the filesystem would each read
+    another spelling their own way), outside .git/, free of line breaks and NUL, and of
+    a length every filesystem takes. The one check of a patch path (check, apply, refresh)."""
+    parts = p.split("/")
+    if p.startswith("/") or re.match(r"^[A-Za-z]:", p):
+        return f"absolute path {_shown(p)}"
+    if ".." in parts:
+        return f"path {_shown(p)} escapes the tree with '..'"
+    if any(_is_dot_git(part) for part in parts):
+        return f"path {_shown(p)} reaches into .git/"
+    if any(c in p for c in "\n\r\0"):
+        return f"path {_shown(p)} holds a line break (git and the tool read paths one a line)"
+    if any(part in ("", ".") for part in parts):
+        return f"path {_shown(p)} is not canonical (an empty or '.' component): write it as git does"
+    size = len(p.encode("utf-8", "surrogateescape"))
+    if size > PATH_MAX_BYTES or any(len(part.encode("utf-8", "surrogateescape")) > NAME_MAX_BYTES
+                                    for part in parts):
+        return (f"path {_shown(p)} is too long ({size} bytes; at most {PATH_MAX_BYTES}, "
+                f"{NAME_MAX_BYTES} a component)")
+    return None
+
+
 def unsafe_reason(change: FileChange) -> str | None:
     """Why a file change cannot be carried, or None when it is safe. Paths are decoded
     (git's C quoting) before they get here; every path the block names is checked."""
-    for p in dict.fromkeys(x for x in (change.source, change.target, *change.names) if x):
-        parts = p.split("/")
-        if p.startswith("/") or re.match(r"^[A-Za-z]:", p):
-            return f"absolute path {_shown(p)}"
-        if ".." in parts:
-            return f"path {_shown(p)} escapes the tree with '..'"
-        if any(_is_dot_git(part) for part in parts):
-            return f"path {_shown(p)} reaches into .git/"
-        if any(c in p for c in "\n\r\0"):
-            return f"path {_shown(p)} holds a line break (git and the tool read paths one a line)"
+    for p in dict.fromkeys(x for x in (change.source, change.target, *change.names) if x is not None):
+        problem = path_problem(p)
+        if problem:
+            return problem
     if change.is_binary:
         return f"binary change to '{change.path}'"
     if change.mode == "120000":
         return f"symlink change at '{change.path}'"
     if change.mode == "160000":
         return f"submodule (gitlink) change at '{change.path}'"
+    return None
+
+
+def link_problem(change: FileChange, is_link: Callable[[str], bool]) -> str | None:
+    """A path of `change` that is, or goes through, a symlink of the tree it is applied
+    to (`is_link(relative path)`): a change is written into the tree itself, never
+    through one of upstream's links, wherever they point. Paths are canonical here."""
+    for p in dict.fromkeys(x for x in (change.source, change.target, *change.names) if x is not None):
+        parts = p.split("/")
+        for i in range(1, len(parts) + 1):
+            if is_link("/".join(parts[:i])):
+                link = "/".join(parts[:i])
+                return (f"path {_shown(p)} is a symlink of the pinned tree" if i == len(parts) else
+                        f"path {_shown(p)} goes through {_shown(link)}, a symlink of the pinned tree")
     return None

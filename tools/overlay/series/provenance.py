@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from overlay import gitcmd, paths
-from overlay.series.upstream import commit_info, refs_in
+from overlay import paths
+from overlay.series.upstream import CommitInfo, commit_infos, refs_in
 from overlay.series.model import GitSource, PinSet, SeriesEntry
 
 
@@ -27,9 +27,19 @@ def target_history(mirror: Path, pins: list[PinSet], target: str) -> tuple[Path,
     return None
 
 
-def commit_problems(entry: SeriesEntry, git_dir: Path, slug: str) -> list[str]:
-    """What is wrong with the upstream commits the entry names, read from `git_dir`."""
+def named_commits(entry: SeriesEntry) -> tuple[str, ...]:
+    """The upstream commits an entry names (`upstream-commit`, `superseded-by`)."""
     prov = entry.provenance
+    return prov.upstream_commits + ((prov.superseded_by_commit,) if prov.superseded_by_commit else ())
+
+
+def commit_problems(entry: SeriesEntry, git_dir: Path, slug: str,
+                    infos: dict[str, CommitInfo] | None = None) -> list[str]:
+    """What is wrong with the upstream commits the entry names, read from `git_dir`
+    (`infos`: commit_infos of them, read once for many entries)."""
+    prov = entry.provenance
+    if infos is None:
+        infos = commit_infos(git_dir, named_commits(entry))
     wanted, _ = refs_in(prov.upstream, slug)
     named = [("upstream-commit", c, wanted, ", ".join(prov.upstream) or "nothing")
              for c in prov.upstream_commits]
@@ -38,12 +48,12 @@ def commit_problems(entry: SeriesEntry, git_dir: Path, slug: str) -> list[str]:
         named.append(("superseded-by", prov.superseded_by_commit, prs, prov.superseded_by_pr))
     out = []
     for field, sha, prs, says in named:
-        if not gitcmd.has_commit(git_dir, sha):
+        info = infos.get(sha)
+        if info is None:
             out.append(f"{field} {sha[:12]} is not a commit of {slug} (mirror)")
             continue
-        info = commit_info(git_dir, sha)
         if info.pr is None or info.pr not in prs:
             carried = f"PR #{info.pr}" if info.pr else "no PR number"
-            out.append(f"{field} {sha[:12]} ({info.subject!r}) carries {carried}, not the one "
-                       f"the entry names ({says})")
+            out.append(f"{field} {sha[:12]} ({info.subject!r}) carries {carried}, "
+                       f"not the one the entry names ({says})")
     return out

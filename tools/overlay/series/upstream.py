@@ -47,6 +47,29 @@ def commit_info(git_dir: Path, sha: str) -> CommitInfo:
     return CommitInfo(a, b, c, author)
 
 
+def commit_infos(git_dir: Path, shas: Sequence[str]) -> dict[str, CommitInfo]:
+    """The CommitInfo of each of `shas` (full ids) that is a commit of `git_dir`; the others
+    are left out. Two git processes whatever their number: `cat-file --batch-check` says
+    which are commits, one `log --no-walk --stdin` reads them all."""
+    wanted = list(dict.fromkeys(shas))
+    if not wanted:
+        return {}
+    view = gitcmd.data_view(git_dir)
+    listing = gitcmd.git(["cat-file", "--batch-check=%(objectname) %(objecttype)"], git_dir=view,
+                         input="".join(f"{sha}\n" for sha in wanted), data=True).stdout
+    commits = [line.split(" ", 1)[0] for line in listing.splitlines()
+               if line.endswith(" commit") and line.split(" ", 1)[0] in wanted]
+    if not commits:
+        return {}
+    text = gitcmd.git(["log", "--no-walk=unsorted", "--stdin", "--format=%H%x00%cI%x00%an%x00%s"],
+                      git_dir=view, input="".join(f"{sha}\n" for sha in commits), data=True).stdout
+    out = {}
+    for line in text.splitlines():
+        a, b, author, c = line.split("\0", 3)
+        out[a] = CommitInfo(a, b, c, author)
+    return out
+
+
 _SHA_REF = re.compile(r"(?<![0-9a-f])[0-9a-f]{7,40}(?![0-9a-f])")
 
 

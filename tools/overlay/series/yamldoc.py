@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from overlay import paths
-from overlay.errors import OverlayError
+from overlay.errors import OverlayError, quoted, shortened
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class _NoAliasLoader(yaml.SafeLoader):
     def compose_node(self, parent, index):  # noqa: ANN001 - PyYAML's signature
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            raise OverlayError(f"YAML alias '*{event.anchor}' is not allowed",
+            raise OverlayError(f"YAML alias {quoted('*' + event.anchor)} is not allowed",
                                path=getattr(self, "overlay_path", None),
                                line=event.start_mark.line + 1,
                                hint="write the value out in full; aliases are refused so a "
@@ -59,7 +59,7 @@ class _NoAliasLoader(yaml.SafeLoader):
 def _convert(node: yaml.Node, path: str) -> Node:
     line = node.start_mark.line + 1
     if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.tag not in _PLAIN_TAGS:
-        raise OverlayError(f"YAML tag {node.tag!r} is not allowed", path=path, line=line,
+        raise OverlayError(f"YAML tag {quoted(node.tag)} is not allowed", path=path, line=line,
                            hint="write plain mappings, lists and values")
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Node] = {}
@@ -69,7 +69,7 @@ def _convert(node: yaml.Node, path: str) -> Node:
                                    line=key_node.start_mark.line + 1)
             key = key_node.value
             if key in out:
-                raise OverlayError(f"duplicate key '{key}'", path=path,
+                raise OverlayError(f"duplicate key {quoted(key)}", path=path,
                                    line=key_node.start_mark.line + 1,
                                    hint="each key may appear once")
             out[key] = _convert(value_node, path)
@@ -81,7 +81,7 @@ def _convert(node: yaml.Node, path: str) -> Node:
         value = yaml.SafeLoader("").construct_object(node, deep=True)
     except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
         # e.g. an impossible date such as 2026-02-30, which YAML types as a date
-        raise OverlayError(f"bad value {node.value!r}: {exc}", path=path, line=line,
+        raise OverlayError(f"bad value {quoted(node.value)}: {shortened(str(exc))}", path=path, line=line,
                            hint="quote it if it is meant as text") from None
     return Node(value, line)
 

@@ -23,7 +23,7 @@ from overlay.trees import composed, ownership, runlock, seriesswap, sources
 from overlay import gitcmd, paths
 from overlay.errors import Interrupted, OverlayError, inject_fault
 from overlay.series.model import GitSource, PinSet, PinnedTarget, Project, SeriesEntry
-from overlay.series.patchfile import PatchMail, read_patch, unsafe_reason
+from overlay.series.patchfile import PatchMail, link_problem, read_patch, unsafe_reason
 
 Report = Callable[[str], None]
 STAGING_PREFIX = ".staging-"
@@ -83,6 +83,18 @@ def load_patches(project: Project, entries: tuple[SeriesEntry, ...]) -> list[Pat
                                    hint="patches may only change text files inside the tree")
         mails.append(mail)
     return mails
+
+
+def vet_against_tree(work: Path, entries: tuple[SeriesEntry, ...], mails: list[PatchMail]) -> None:
+    """Before any patch is applied to the checked-out tree: none of its paths is, or goes
+    through, one of the tree's symlinks (git would refuse it as a failed patch; it is an
+    unsafe one)."""
+    for entry, mail in zip(entries, mails):
+        for change in mail.files:
+            reason = link_problem(change, lambda rel: (work / rel).is_symlink())
+            if reason:
+                raise OverlayError(f"unsafe patch: {reason}", path=f"patches/{entry.patch}",
+                                   hint="patches change the tree's own files, never through its links")
 
 
 @contextmanager
@@ -361,6 +373,7 @@ def _compose_all(project: Project, pin: PinSet, chosen: list[PinnedTarget],
             progress(f"{target.name}: checking out {got.commit[:12]} and applying "
                      f"{len(target_mails)} patch(es)")
         _init_tree(work, got, branch)
+        vet_against_tree(work, entries, target_mails)
         commits, ok = _apply_series(work, target_mails, got.commit, committer)
         results: list[PatchOutcome] = []
         for entry, commit in zip(entries, commits):
