@@ -25,6 +25,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from overlay import paths
 
@@ -61,12 +62,21 @@ class Owner:
         return process_start(self.pid) == self.started
 
 
+def new_nonce() -> str:
+    return secrets.token_hex(8)
+
+
 def make(parent: Path, prefix: str) -> Path:
     """A new folder `parent/<prefix><nonce>` carrying this run's marker."""
     parent.mkdir(parents=True, exist_ok=True)
-    nonce = secrets.token_hex(8)
+    nonce = new_nonce()
     folder = parent / f"{prefix}{nonce}"
     folder.mkdir()
+    _mark(folder, nonce, undo=folder.rmdir)
+    return folder
+
+
+def _mark(folder: Path, nonce: str, undo: Callable[[], None]) -> None:
     record = {"tool": "overlay", "pid": os.getpid(), "started": process_start(os.getpid()),
               "nonce": nonce, "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     tmp = folder / (MARKER + ".tmp")
@@ -75,9 +85,67 @@ def make(parent: Path, prefix: str) -> Path:
         tmp.replace(folder / MARKER)  # never a half-written marker
     except BaseException:
         tmp.unlink(missing_ok=True)  # not yet provably ours: undo it here and now
-        folder.rmdir()
+        undo()
         raise
-    return folder
+
+
+def make_tree(work: Path, nonce: str) -> None:
+    """Make the folder `work` of a git work tree whose name is not the run's to choose
+    (a composed tree, build/PIN/TARGET), with this run's marker in `work/.git/`, where
+    git shows nothing, before anything else is in it. `work` must not exist (a folder of
+    that name is never taken over); the caller records `nonce`, which binds the marker."""
+    work.mkdir()
+    try:
+        (work / ".git").mkdir()
+    except BaseException:
+        work.rmdir()
+        raise
+
+    def undo() -> None:
+        (work / ".git").rmdir()
+        work.rmdir()
+
+    _mark(work / ".git", nonce, undo=undo)
+
+
+def tree_owner(work: Path, nonce: str) -> tuple[Owner | None, str | None]:
+    """(the run that made the tree `work` with `make_tree`, else why it is not provably
+    that run's): `work` and its `.git/` real folders, the marker there of that nonce."""
+    try:
+        mode = work.lstat().st_mode
+    except FileNotFoundError:
+        return None, "it is not there"
+    except OSError as exc:
+        return None, f"it cannot be read ({exc.strerror})"
+    if stat.S_ISLNK(mode):
+        return None, "it is a symbolic link"
+    if not stat.S_ISDIR(mode):
+        return None, f"it is {paths.file_kind(mode)}"
+    found, why = examine(work / ".git", nonce)
+    if found is None:
+        return None, why or "it carries no marker of this run"
+    return found, None
+
+
+def remove_tree(work: Path) -> None:
+    """Delete a tree `make_tree` made (`tree_owner` proved it), its marker last."""
+    mode = work.lstat().st_mode
+    if stat.S_ISLNK(mode) or not stat.S_ISDIR(mode):
+        raise NotADirectoryError(errno.ENOTDIR, "not a directory (or a symbolic link)", str(work))
+    for child in work.iterdir():
+        if child.name == ".git":
+            continue
+        if stat.S_ISDIR(child.lstat().st_mode):
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+    remove(work / ".git")
+    work.rmdir()
+
+
+def unmark_tree(work: Path) -> None:
+    """The tree is no longer the run's to delete: an ordinary composed tree from now on."""
+    (work / ".git" / MARKER).unlink(missing_ok=True)
 
 
 _NONCE = re.compile(r"[0-9a-f]{16}")
