@@ -178,6 +178,8 @@ TAMPERINGS = {
     "plans a mapping": _set(["plans"], {"0003": {}}),
     "a plan with a field missing": lambda d: (d["plans"][0].pop("drift"), d)[1],
     "apply_order names no plan": _set(["apply_order"], ["9999-nothing.patch"]),
+    "apply_order reordered": lambda d: _set(["apply_order"], d["apply_order"][::-1])(d),
+    "a conflict of a dropped patch": lambda d: _set(["conflicts"], [d["plans"][0]["patch"]])(d),
     "conflicts a string": _set(["conflicts"], "0003-o-ours-at-o_10.patch"),
     "skipped a list of numbers": _set(["skipped"], [1, 2]),
     "timings of text": _set(["timings", "drift"], "fast"),

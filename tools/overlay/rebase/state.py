@@ -237,14 +237,14 @@ def _consistent(data: dict) -> None:
     names = [p["patch"] for p in data["plans"]]
     if len(set(names)) != len(names):
         raise StateProblem("plans", "hold a patch twice")
-    known = set(names)
-    for key in ("apply_order", "conflicts", "skipped", "decisions"):
-        stray = [n for n in data[key] if n not in known]
+    action = {p["patch"]: p["action"] for p in data["plans"]}
+    if data["apply_order"] != [n for n in names if action[n] == APPLY]:
+        raise StateProblem("apply_order", "is not the plans to apply, in their order")
+    for key, among, what in (("conflicts", APPLY, "applied"), ("skipped", APPLY, "applied"),
+                             ("decisions", DECIDE, "to decide"), ("ports", DECIDE, "to decide")):
+        stray = [n for n in data[key] if action.get(n) != among]
         if stray:
-            raise StateProblem(key, f"names {_show(stray[0])}, which no plan holds")
-    stray = [n for n in data["ports"] if n not in known]
-    if stray:
-        raise StateProblem("ports", f"names {_show(stray[0])}, which no plan holds")
+            raise StateProblem(key, f"names {_show(stray[0])}, which is no plan {what}")
     if data["target"] in data["others"]:
         raise StateProblem("others", f"names the rebased target '{data['target']}'")
 
