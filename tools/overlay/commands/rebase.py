@@ -7,7 +7,6 @@ from pathlib import Path
 
 from overlay.errors import OverlayError
 from overlay.rebase import __doc__ as ABOUT
-from overlay.rebase.state import STATE, load_state, state_path
 from overlay.rebase.steps import abort, resume, start
 
 
@@ -43,11 +42,7 @@ def run(args: argparse.Namespace) -> int:
     if args.abort:
         return abort(root, args.json)
     if resuming:
-        state = load_state(root)
-        return resume(root, state, skip=args.skip, json_mode=args.json)
+        return resume(root, skip=args.skip, json_mode=args.json)
     if not args.onto:
         raise OverlayError("give --onto TARGET=REF", hint="overlay rebase --pin NAME --onto plugin=main")
-    if state_path(root).is_file():
-        raise OverlayError("a rebase is already in progress", path=".overlay/" + STATE,
-                           hint="overlay rebase --continue, --skip or --abort")
     return start(root, args)

@@ -21,8 +21,11 @@
    how long each phase took.
 
 Atomic like `apply`: nothing under pins/, patches/ or series.yaml changes before the
-end, and a failure there puts back every byte it changed. --abort removes only the
-composed tree the rebase made. The in-progress state lives in .overlay/rebase.json.
+end, and a failure there puts back every byte it changed; the new pin file is created
+exclusively. --abort removes only the composed tree the rebase made, proven by the
+marker in its .git/. The in-progress state lives in .overlay/rebase.json, checked
+against its exact schema on load (overlay.rebase.state); every rebase command holds the
+checkout lock.
 
 See docs/rebase.md. state (the data) -> plan (pure) -> steps (side effects); the command
 is overlay.commands.rebase.

@@ -5,27 +5,33 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
+import stat
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Iterator
 
 from overlay.series import checks
-from overlay.trees import compose, composed, lockfile, refresh, runlock, sources
+from overlay.trees import compose, composed, lockfile, ownership, refresh, runlock, seriesswap, sources
 from overlay import gitcmd, paths
 from overlay import reporting
-from overlay.errors import OverlayError, printable
-from overlay.series.model import (PIN_NAME, REQUIREMENT, ArchiveSource, GitSource, Project, load_all_pins,
+from overlay.errors import OverlayError, inject_fault, printable
+from overlay.series.model import (REQUIREMENT, ArchiveSource, GitSource, PinSet, Project, load_all_pins,
                            load_pinset)
 from overlay.series.patchfile import read_patch
 from overlay.series.upstream import commit_infos
 from overlay.rebase.plan import (DECLARED_CORE_FILES, decide, new_pin_text, pairing,
                                  record_applied_upstream, set_only_pins, skip_record, split_entry,
                                  split_name, summary)
-from overlay.rebase.state import (APPLY, CONFLICTED, DECIDE, DROPPED, KEPT, PORTED, REFRESHED,
-                                  SKIPPED, RebaseState, load_state, save_state, state_path)
+from overlay.rebase.state import (APPLY, CONFLICTED, DECIDE, DROPPED, KEPT, PORTED, REFRESHED, SHOWN,
+                                  SKIPPED, BadState, RebaseState, bad_state, load_state,
+                                  pin_name_problem, save_state, state_path)
 
 
 def _progress(json_mode: bool):
@@ -154,7 +160,40 @@ def declared_core(git_dir: Path, head: str) -> dict[str, str | None]:
     return out
 
 
+@contextmanager
+def _locked(root: Path, command: str) -> Iterator[None]:
+    """The checkout lock (apply, refresh and lock take it too), held for the whole of a
+    rebase command: two rebases never start, continue or abort at once."""
+    (root / ".overlay").mkdir(parents=True, exist_ok=True)
+    with seriesswap.checkout(root, command):
+        yield
+
+
 def start(root: Path, args: argparse.Namespace) -> int:
+    with _locked(root, "rebase"):
+        if os.path.lexists(state_path(root)):
+            raise OverlayError("a rebase is already in progress", path=SHOWN,
+                               hint="overlay rebase --continue, --skip or --abort")
+        return _start(root, args)
+
+
+def _real_dir_or_absent(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(path.lstat().st_mode)
+    except FileNotFoundError:
+        return True
+
+
+def _pin_from_text(root: Path, name: str, text: str) -> PinSet:
+    """The pin set `text` describes, loaded as pins/NAME.yaml would be, from a fresh
+    private folder under .overlay/ (pins/ is written only at the end)."""
+    with tempfile.TemporaryDirectory(prefix="rebase-pin-", dir=root / ".overlay") as tmp:
+        path = Path(tmp) / f"{name}.yaml"
+        path.write_text(text, encoding="utf-8")
+        return load_pinset(path, root)
+
+
+def _start(root: Path, args: argparse.Namespace) -> int:
     from overlay.drift.targets import load_patches, resolve_ref, target_slug
     from overlay.drift.report import overlap_line
     from overlay.drift.scan import Drift, commit_info, timed_onto
@@ -213,16 +252,20 @@ def start(root: Path, args: argparse.Namespace) -> int:
         moved[other] = src
     new_name = args.new_pin or (moved[target].version if isinstance(moved[target], ArchiveSource)
                                 else head[:8])
-    if not PIN_NAME.match(new_name):
-        raise OverlayError(f"--as: '{new_name}' is not a pin set name",
+    if pin_name_problem(new_name):
+        raise OverlayError(f"--as: {pin_name_problem(new_name)}",
                            hint="letters, digits, '.', '_' and '-', starting with a letter or digit")
-    if (root / "pins" / f"{new_name}.yaml").exists():
+    if os.path.lexists(root / "pins" / f"{new_name}.yaml"):
         raise OverlayError(f"pin set '{new_name}' already exists", path=f"pins/{new_name}.yaml",
                            hint="choose another name with --as NEWPIN")
     work = paths.composed_dir(root, new_name, target)
-    if work.exists():
+    if os.path.lexists(work):
         raise OverlayError("the composed tree of the new pin set already exists", path=str(work),
                            hint="remove it, or choose another name with --as NEWPIN")
+    if not _real_dir_or_absent(work.parent):
+        raise OverlayError("the folder of the new pin set's composed trees is not a directory (a "
+                           "symbolic link?)", path=str(work.parent), hint="remove it, or choose another "
+                           "name with --as NEWPIN")
     if head == base and len(moved) == 1:
         raise OverlayError(f"{ref} is the pinned commit of {target}: nothing to move",
                            path=f"pins/{old.name}.yaml", hint="give a newer REF")
@@ -254,7 +297,8 @@ def start(root: Path, args: argparse.Namespace) -> int:
                         new_pin_text(old, moved, ref), plans, order,
                         others=[t for t in moved if t != target], moves=words,
                         mirror=str(mirror) if mirror else None,
-                        decisions=[p.patch for p in plans if p.action == DECIDE])
+                        decisions=[p.patch for p in plans if p.action == DECIDE],
+                        owner=ownership.new_nonce())
     began = _clock(state, "drift", began)
     _say(args.json, f"rebasing pin set {old.name} onto {target} {ref} ({head[:12]}) as {new_name}"
          + "".join(f"; {t} to {w}" for t, w in words.items() if t != target))
@@ -263,23 +307,22 @@ def start(root: Path, args: argparse.Namespace) -> int:
                         + {DROPPED: f"drop it ({p.why})", DECIDE: "superseded upstream: decide",
                            APPLY: "apply it with 3-way" + (f" ({p.note})" if p.note else "")}[p.action])
 
+    inject_fault("rebase-before-state")
     save_state(root, state)  # first: an interrupted start is then undone by --abort
-    scratch = root / ".overlay" / "rebase-pins"
     try:
-        # The new pin set, loaded from a scratch file: pins/ is written only at the end.
-        scratch.mkdir(parents=True, exist_ok=True)
-        (scratch / f"{new_name}.yaml").write_text(state.pin_text, encoding="utf-8")
-        new_pin = load_pinset(scratch / f"{new_name}.yaml", root)
+        new_pin = _pin_from_text(root, new_name, state.pin_text)
         obtained = sources.obtain(root, new_pin.target(target), mirror, _progress(args.json))
         work.parent.mkdir(parents=True, exist_ok=True)
+        # made here, with the marker --abort checks before it deletes anything
+        ownership.make_tree(work, state.owner)
         compose._init_tree(work, obtained, paths.branch_name(new_name))
         # git am -3 finds each patch's preimage by the blob ids in its index lines:
         # the history drift read holds them (the cache holds only pinned snapshots).
         alternates = work / ".git" / "objects" / "info" / "alternates"
         alternates.write_text(alternates.read_text() + str((git_dir / "objects").resolve()) + "\n")
     except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        shutil.rmtree(scratch, ignore_errors=True)
+        if ownership.tree_owner(work, state.owner)[0] is not None:
+            ownership.remove_tree(work)
         state_path(root).unlink(missing_ok=True)
         raise
     began = _clock(state, "compose", began)
@@ -302,11 +345,13 @@ def _am_stopped_at(state: RebaseState) -> str | None:
     apply_dir = Path(state.work) / ".git" / "rebase-apply"
     if not apply_dir.is_dir():
         return None
+    if not state.apply_order:
+        return None
     try:
         index = int((apply_dir / "next").read_text().strip())
     except (OSError, ValueError):
-        return state.apply_order[0] if state.apply_order else None
-    return state.apply_order[min(index, len(state.apply_order)) - 1]
+        index = 1
+    return state.apply_order[max(1, min(index, len(state.apply_order))) - 1]
 
 
 def _stop(root: Path, state: RebaseState) -> None:
@@ -404,7 +449,67 @@ def _decide(root: Path, state: RebaseState, *, skip: bool, json_mode: bool) -> i
     return finish(root, state, json_mode)
 
 
-def resume(root: Path, state: RebaseState, *, skip: bool, json_mode: bool) -> int:
+def _not_ours(state: RebaseState) -> str | None:
+    """Why the composed tree the state names is not provably the one this rebase made
+    (None: it is): its folders real ones, not links, and the marker of the state's nonce."""
+    work = Path(state.work)
+    if not _real_dir_or_absent(work.parent):
+        return f"{work.parent} is not a directory (a symbolic link?)"
+    return ownership.tree_owner(work, state.owner)[1]
+
+
+def _sound(root: Path, state: RebaseState) -> None:
+    """What the schema cannot tell: the state fits this checkout. Raises, before anything
+    is done, when it does not."""
+    project = Project.load(root)
+    if not os.path.lexists(root / "pins" / f"{state.old_pin}.yaml"):
+        raise bad_state(f"old_pin '{state.old_pin}' is no pin set of this checkout")
+    listed = {e.patch for e in project.series.entries}
+    stray = [p.patch for p in state.plans if p.patch not in listed]
+    if stray:
+        raise OverlayError(f"the rebase state plans {stray[0]}, which series.yaml does not list",
+                           path=SHOWN, hint="put the entry back in series.yaml, or give up with "
+                                            "`overlay rebase --abort`")
+    try:
+        pin = _pin_from_text(root, state.new_pin, state.pin_text)
+    except OverlayError as exc:
+        raise bad_state(f"its pin_text is not a pin set ({exc.message})") from None
+    missing = [t for t in (state.target, *state.others) if t not in pin.target_names]
+    if missing:
+        raise bad_state(f"its pin_text has no target '{missing[0]}'")
+    src = pin.target(state.target).source
+    if isinstance(src, ArchiveSource):  # its head is the release's import in the cache
+        imported = gitcmd.resolve(sources.cache_repo(root, src.mirror_name), sources.archive_ref(src))
+        if imported != state.head:
+            raise bad_state(f"its pin_text does not pin {state.target} at its head {state.head[:12]}")
+    elif src.commit != state.head:
+        raise bad_state(f"its pin_text does not pin {state.target} at its head {state.head[:12]}")
+    if os.path.lexists(root / "pins" / f"{state.new_pin}.yaml"):
+        raise _pin_exists(state.new_pin)
+    why = _not_ours(state)
+    if why is not None:
+        raise OverlayError(f"the composed tree is not provably this rebase's: {why}", path=state.work,
+                           hint="nothing was changed; give up with `overlay rebase --abort` (it leaves "
+                                "that folder as it is)")
+    if isinstance(src, GitSource) and not gitcmd.has_commit(Path(state.git_dir), state.head):
+        raise bad_state(f"git_dir {state.git_dir} does not hold its head {state.head[:12]}")
+
+
+def _pin_exists(name: str) -> OverlayError:
+    return OverlayError(f"pin set '{name}' already exists: it appeared since the rebase started, and "
+                        "the rebase never overwrites it; nothing was written", path=f"pins/{name}.yaml",
+                        hint="move it aside and run `overlay rebase --continue` again, or give up with "
+                             "`overlay rebase --abort`")
+
+
+def resume(root: Path, *, skip: bool, json_mode: bool) -> int:
+    with _locked(root, "rebase --skip" if skip else "rebase --continue"):
+        state = load_state(root)
+        _sound(root, state)
+        return _resume(root, state, skip=skip, json_mode=json_mode)
+
+
+def _resume(root: Path, state: RebaseState, *, skip: bool, json_mode: bool) -> int:
     if state.stopped_at is not None:
         state.waited = round(state.waited + max(0.0, time.time() - state.stopped_at), 1)
         state.stopped_at = None
@@ -438,21 +543,48 @@ def resume(root: Path, state: RebaseState, *, skip: bool, json_mode: bool) -> in
 
 
 def abort(root: Path, json_mode: bool) -> int:
-    state = load_state(root)
-    work = Path(state.work)
-    if work.exists():
-        shutil.rmtree(work)
-    try:
-        work.parent.rmdir()  # build/NEW, if the rebase made it and it is empty now
-    except OSError:
-        pass
-    shutil.rmtree(root / ".overlay" / "rebase-pins", ignore_errors=True)
-    state_path(root).unlink()
+    """Give up: remove the state, and the composed tree only where it is provably the one
+    this rebase made; a state that is not one overlay wrote proves no tree, and only it
+    is removed."""
+    with _locked(root, "rebase --abort"):
+        try:
+            state = load_state(root)
+        except BadState as exc:
+            _drop_state(root)
+            return _aborted(json_mode, None, None, f"{SHOWN} was not a state overlay wrote "
+                            f"({exc.why}): removed it, and no composed tree (none is provably this "
+                            "rebase's: remove one you do not want yourself)")
+        work = Path(state.work)
+        why = _not_ours(state)
+        if why is None:
+            ownership.remove_tree(work)
+            try:
+                work.parent.rmdir()  # build/NEW, if the rebase made it and it is empty now
+            except OSError:
+                pass
+            left = f"removed {work}"
+        elif os.path.lexists(work) or not _real_dir_or_absent(work.parent):
+            left = f"left {work} as it is: {why}"
+        else:
+            left = "no composed tree was made"
+        _drop_state(root)
+        return _aborted(json_mode, state.old_pin, work if why is None else None, left)
+
+
+def _drop_state(root: Path) -> None:
+    scratch = root / ".overlay" / "rebase-pins"  # where an older version loaded the new pin file
+    if not os.path.islink(scratch) and scratch.is_dir():
+        shutil.rmtree(scratch, ignore_errors=True)
+    state_path(root).unlink(missing_ok=True)  # a link there: the link, never what it names
+
+
+def _aborted(json_mode: bool, pin: str | None, removed: Path | None, said: str) -> int:
     if json_mode:
-        print(json.dumps({"ok": True, "status": "aborted", "pin": state.old_pin}))
+        print(json.dumps({"ok": True, "status": "aborted", "pin": pin,
+                          "removed": str(removed) if removed else None, "said": said}))
     else:
-        print(f"rebase aborted: removed {work}; pins/{state.old_pin}.yaml, series.yaml and "
-              "patches/ are as they were")
+        kept = f"pins/{pin}.yaml, series.yaml" if pin else "pins/, series.yaml"
+        print(f"rebase aborted: {said}; {kept} and patches/ are as they were")
     return 0
 
 
@@ -466,6 +598,7 @@ class _Snapshot:
     series: bytes
     patches: dict[str, bytes]
     new_pin: Path
+    created: bool = False  # whether this run made the new pin file (only then is it removed)
 
     @classmethod
     def take(cls, root: Path, new_pin: str) -> "_Snapshot":
@@ -475,7 +608,8 @@ class _Snapshot:
                    root / "pins" / f"{new_pin}.yaml")
 
     def restore(self, root: Path) -> None:
-        (root / "series.yaml").write_bytes(self.series)
+        if (root / "series.yaml").read_bytes() != self.series:
+            (root / "series.yaml").write_bytes(self.series)
         patches_dir = root / "patches"
         for p in patches_dir.iterdir():
             if p.is_file() and p.name not in self.patches:
@@ -484,7 +618,8 @@ class _Snapshot:
             path = patches_dir / name
             if not path.is_file() or path.read_bytes() != data:
                 path.write_bytes(data)
-        self.new_pin.unlink(missing_ok=True)
+        if self.created:
+            self.new_pin.unlink(missing_ok=True)
 
 
 def _carriage(text: str, project: Project, state: RebaseState) -> str:
@@ -514,7 +649,18 @@ def carried_record(held, state: RebaseState) -> dict:
     return record
 
 
+def _create_pin(path: Path, name: str, text: str) -> None:
+    """pins/NEW.yaml, created exclusively: one that appeared meanwhile is never overwritten."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except FileExistsError:
+        raise _pin_exists(name) from None
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
 def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
+    _sound(root, state)  # again: the checkout may have moved on while the rebase was stopped
     began = time.perf_counter()
     work = Path(state.work)
     project = Project.load(root)
@@ -566,6 +712,9 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
 
     snapshot = _Snapshot.take(root, state.new_pin)
     try:
+        pin_path = root / "pins" / f"{state.new_pin}.yaml"
+        _create_pin(pin_path, state.new_pin, state.pin_text)  # first: nothing is written if it is there
+        snapshot.created = True
         text = (root / "series.yaml").read_text(encoding="utf-8")
         text = _carriage(text, project, state)
         (root / "series.yaml").write_text(text, encoding="utf-8")
@@ -577,8 +726,6 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
                 text = record_applied_upstream(text, entry.line, plan.applied_upstream, state.new_pin,
                                                entry.provenance.applied_upstream_records)
         (root / "series.yaml").write_text(text, encoding="utf-8")
-        pin_path = root / "pins" / f"{state.new_pin}.yaml"
-        pin_path.write_text(state.pin_text, encoding="utf-8")
         project = Project.load(root)  # validates what was just written
         pin = project.pin(state.new_pin)
         composed.add_notes(work, mapping)
@@ -642,8 +789,8 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
     began = _clock(state, "gate", began)
     others = _other_pins(root, project, state)
     _clock(state, "other pin sets", began)
-    shutil.rmtree(root / ".overlay" / "rebase-pins", ignore_errors=True)
-    state_path(root).unlink(missing_ok=True)
+    ownership.unmark_tree(work)  # an ordinary composed tree now: --abort no longer applies to it
+    _drop_state(root)
     result = {"ok": not findings and (gate is None or gate["ok"]) and all(o["applies"] for o in others),
               "status": "done",
               "pin": state.old_pin, "new_pin": state.new_pin, "target": state.target,

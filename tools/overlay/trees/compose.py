@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -115,7 +116,10 @@ def _remove_leftovers(where: Path) -> None:
     made them (a user's `.staging-area` or `.old-drafts` is never touched).
 
     A staging folder is simply dropped. An `.old-` folder holds good trees moved
-    aside during a swap; a tree whose replacement never arrived is put back.
+    aside during a swap (`<pin>/<target>`); a tree whose replacement never arrived is
+    put back. Nothing is moved through a symbolic link: an `.old-` folder holding one
+    where a pin folder or a tree should be, or a pin folder in `where` that is one, is
+    left as it is (no run makes them), and the run says so.
     """
     for p in where.iterdir():
         if not p.name.startswith((STAGING_PREFIX, DISCARD_PREFIX, OLD_PREFIX)):
@@ -123,14 +127,50 @@ def _remove_leftovers(where: Path) -> None:
         if ownership.leftover(p) is None:
             continue
         if p.name.startswith(OLD_PREFIX):
-            for tree in p.glob("*/*"):
-                if not tree.is_dir() or tree.is_symlink():
-                    continue
-                final = where / tree.parent.name / tree.name
-                if not final.exists():
-                    final.parent.mkdir(parents=True, exist_ok=True)
+            moves, why = _trees_to_put_back(p, where)
+            if why is not None:
+                ownership.refuse(p, why)
+                continue
+            for tree, final in moves:
+                if not os.path.lexists(final):
+                    final.parent.mkdir(exist_ok=True)
                     os.replace(tree, final)
         ownership.remove(p, ignore_errors=True)
+
+
+def _trees_to_put_back(old: Path, where: Path) -> tuple[list[tuple[Path, Path]], str | None]:
+    """(tree, where it goes back) for each tree in an `.old-` folder, or why none may
+    move: every pin folder and tree in it, and every pin folder it goes back into, must
+    be a real directory (lstat: a symbolic link is never followed)."""
+    moves = []
+    for pin_dir in sorted(old.iterdir()):
+        if pin_dir.name == ownership.MARKER:
+            continue
+        if not _real_dir(pin_dir):
+            return [], f"{pin_dir.name} in it is {_what(pin_dir)}, which no overlay run makes"
+        dest = where / pin_dir.name
+        if os.path.lexists(dest) and not _real_dir(dest):
+            return [], f"{dest} is {_what(dest)}: nothing is moved through it"
+        for tree in sorted(pin_dir.iterdir()):
+            if not _real_dir(tree):
+                return [], f"{pin_dir.name}/{tree.name} in it is {_what(tree)}, which no overlay run makes"
+            moves.append((tree, dest / tree.name))
+    return moves, None
+
+
+def _real_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def _what(path: Path) -> str:
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return "gone"
+    return "a symbolic link" if stat.S_ISLNK(mode) else paths.file_kind(mode)
 
 
 _COMPOSED_CONFIG = """\

@@ -10,7 +10,11 @@ overlay.trees.ownership). Writing `plan.json` there (atomically) is the commit p
   and state) as the plan lists them, so the next refresh does not mistake its own
   new files for patches pulled from a teammate.
 apply, refresh, lock and check finish an interrupted swap first (`recover`, under
-the checkout lock), so no command reads a half-swapped series. A full disk fails
+the checkout lock), so no command reads a half-swapped series. The plan records the
+digests of what the swap replaces and installs: where patches/ or series.yaml is
+neither at its stage (a user's edit after the commit point), nothing is finished or
+deleted; the one-line refusal says where each version is. plan.json is checked against
+its exact schema before anything is done with it. A full disk fails
 while building aside: nothing changed, and the message names the file and the space
 needed.
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import errno
+import hashlib
 import json
 import os
 import shutil
@@ -31,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from overlay import paths
 from overlay.trees import composed, ownership, runlock
 from overlay.gitcmd import GitFailed
 from overlay.errors import OverlayError, inject_fault
@@ -76,13 +82,14 @@ def write(root: Path, changes: dict[str, bytes], removed: list[str], series_text
                         like=root / "series.yaml")
         inject_fault("refresh-before-commit")
         _fsync_dir(tx)
-        _write_plan(tx, new_dir, series_text is not None, trees)
+        _write_plan(root, tx, new_dir, series_text is not None, trees)
     except BaseException as exc:
         if tx is not None:
             ownership.remove(tx, ignore_errors=True)
         if isinstance(exc, _WriteFailed):
             raise _write_error(root, exc, needed) from None
         raise
+    inject_fault("refresh-after-commit")
     try:
         _finish(root, tx)
     except (OSError, GitFailed) as exc:
@@ -192,11 +199,15 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def _write_plan(tx: Path, new_dir: Path | None, series: bool, trees: list[TreeUpdate]) -> None:
+def _write_plan(root: Path, tx: Path, new_dir: Path | None, series: bool, trees: list[TreeUpdate]) -> None:
+    replaces = {"patches": fingerprint(root / "patches"), "series": _digest(root / "series.yaml")}
+    installs = {"patches": fingerprint(new_dir) if new_dir is not None else replaces["patches"],
+                "series": _digest(tx / "series.yaml") if series else replaces["series"]}
     plan = {"patches_inode": new_dir.stat().st_ino if new_dir is not None else None,
             "series": series,
             "trees": [{"work": str(t.work), "notes": t.notes, "state": dataclasses.asdict(t.state)}
-                      for t in trees]}
+                      for t in trees],
+            "replaces": replaces, "installs": installs}
     tmp = tx / (PLAN + ".tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
@@ -207,6 +218,44 @@ def _write_plan(tx: Path, new_dir: Path | None, series: bool, trees: list[TreeUp
         raise _WriteFailed(str(tmp), exc) from None
     os.replace(tmp, tx / PLAN)  # the commit point
     _fsync_dir(tx)
+
+
+def _digest(path: Path) -> str | None:
+    """What one entry is, as a short string (lstat: a link is its target, not followed);
+    None when there is nothing there."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(mode):
+        return "link " + hashlib.sha256(os.fsencode(os.readlink(path))).hexdigest()
+    if stat.S_ISDIR(mode):
+        return "folder"
+    if not stat.S_ISREG(mode):
+        return "other"
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return "file " + h.hexdigest()
+
+
+def fingerprint(folder: Path) -> dict[str, str]:
+    """Every entry under `folder` (its path below it -> `_digest`), links not followed;
+    empty when the folder is not there."""
+    out: dict[str, str] = {}
+    top = _digest(folder)
+    if top is None:
+        return out
+    if top != "folder":
+        return {".": top}
+    for child in sorted(os.listdir(folder)):
+        path = folder / child
+        kind = _digest(path)
+        out[child] = kind
+        if kind == "folder":
+            out.update({f"{child}/{k}": v for k, v in fingerprint(path).items()})
+    return out
 
 
 def _inode(path: Path) -> int | None:
@@ -239,15 +288,13 @@ _HELD = {signal.SIGINT, signal.SIGTERM}
 
 
 def _finish(root: Path, tx: Path) -> None:
-    """Roll a committed transaction forward; every step may be repeated after a kill."""
-    try:
-        plan = json.loads((tx / PLAN).read_text(encoding="utf-8"))
-        wanted, trees = plan["patches_inode"], plan["trees"]
-    except (OSError, ValueError, KeyError, TypeError):
-        raise OverlayError("an interrupted refresh left a transaction that cannot be read",
-                           path=str(tx / PLAN),
-                           hint="check patches/ and series.yaml with git status, then remove the folder") from None
+    """Roll a committed transaction forward; every step may be repeated after a kill.
+    Refused, with nothing changed, when patches/ or series.yaml is no longer what the
+    swap expects at its stage (an edit made after the commit point): both versions stay."""
+    plan = _read_plan(tx)
+    wanted, trees = plan["patches_inode"], plan["trees"]
     patches, new_dir = root / "patches", tx / "patches"
+    _refuse_later_edits(root, tx, plan)
     # Ctrl-C and SIGTERM wait: an interrupt never lands between the two swaps.
     signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
     try:
@@ -259,11 +306,6 @@ def _finish(root: Path, tx: Path) -> None:
                 inject_fault("refresh-mid-swap")
                 os.rename(new_dir, patches)
             inject_fault("refresh-mid-swap")
-        elif wanted is not None and _inode(patches) != wanted:
-            raise OverlayError("an interrupted refresh cannot be finished: patches/ was replaced "
-                               "after its swap began", path=str(tx),
-                               hint="check patches/ and series.yaml with git status, then remove "
-                                    "that folder")
         if (tx / "series.yaml").exists():
             os.replace(tx / "series.yaml", root / "series.yaml")
         inject_fault("refresh-after-swap")
@@ -274,6 +316,115 @@ def _finish(root: Path, tx: Path) -> None:
     ownership.remove(tx, ignore_errors=True)
 
 
+_PLAN_MAX = 64 << 20  # bytes: the trees' notes of a few thousand patches, with room
+_PLAN_KEYS = {"patches_inode", "series", "trees", "replaces", "installs"}
+_STATE_KEYS = {f.name for f in dataclasses.fields(composed.ComposedState)}
+
+
+def _read_plan(tx: Path) -> dict:
+    """plan.json, checked against the exact schema `_write_plan` writes."""
+    path = tx / PLAN
+    try:
+        data = json.loads(paths.read_capped(path, _PLAN_MAX).decode("utf-8"))
+        why = _plan_problem(data)
+    except (OSError, paths.NotARegularFile, ValueError, RecursionError):
+        why = "it is not JSON"
+    if why is not None:
+        raise OverlayError(f"an interrupted refresh left a transaction that cannot be read ({why})",
+                           path=str(path),
+                           hint="check patches/ and series.yaml with git status, then remove the folder")
+    return data
+
+
+def _is_str_map(value) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                           for k, v in value.items())
+
+
+def _plan_problem(data) -> str | None:
+    """Why `data` is not a plan `_write_plan` writes, or None (pure)."""
+    if not isinstance(data, dict) or set(data) != _PLAN_KEYS:
+        return "its fields are not a refresh's"
+    inode = data["patches_inode"]
+    if inode is not None and (not isinstance(inode, int) or isinstance(inode, bool) or inode < 0):
+        return "patches_inode is not an inode number"
+    if not isinstance(data["series"], bool):
+        return "series is not true or false"
+    for key in ("replaces", "installs"):
+        side = data[key]
+        if (not isinstance(side, dict) or set(side) != {"patches", "series"}
+                or not _is_str_map(side["patches"])
+                or not (side["series"] is None or isinstance(side["series"], str))):
+            return f"{key} is not a record of patches/ and series.yaml"
+    if not isinstance(data["trees"], list):
+        return "trees is not a list"
+    for t in data["trees"]:
+        if (not isinstance(t, dict) or set(t) != {"work", "notes", "state"}
+                or not isinstance(t["work"], str) or not os.path.isabs(t["work"])
+                or not _is_str_map(t["notes"]) or not isinstance(t["state"], dict)
+                or set(t["state"]) != _STATE_KEYS):
+            return "a tree's record is not a composed tree's"
+        state = t["state"]
+        patches = state["patches"]
+        if (not all(isinstance(v, str) for k, v in state.items() if k != "patches")
+                or not isinstance(patches, list) or not all(isinstance(n, str) for n in patches)):
+            return "a tree's state is not a composed tree's"
+    return None
+
+
+def _refuse_later_edits(root: Path, tx: Path, plan: dict) -> None:
+    """Raise, changing nothing, when patches/ or series.yaml is not what the swap left
+    or found there at its stage: someone edited it after the commit point."""
+    wanted = plan["patches_inode"]
+    replaces, installs = plan["replaces"], plan["installs"]
+    patches, new_dir, old_dir = root / "patches", tx / "patches", tx / "old-patches"
+    theirs: list[str] = []  # where the refresh's own version is
+    if wanted is None:
+        found, expected = fingerprint(patches), installs["patches"]
+    elif _inode(new_dir) == wanted:  # not swapped: the checkout's patches/ is the one it replaces
+        before = patches if _inode(patches) is not None or _inode(old_dir) is None else old_dir
+        found, expected = fingerprint(before), replaces["patches"]
+        theirs.append(f"patches/ in {_shown(root, new_dir)}")
+    elif _inode(patches) == wanted:  # swapped: patches/ is the one it installed
+        found, expected = fingerprint(patches), installs["patches"]
+        aside = old_dir if _inode(old_dir) is not None else new_dir
+        theirs.append(f"patches/ in place under your edits (the ones it replaced in {_shown(root, aside)})")
+    else:
+        raise OverlayError("an interrupted refresh cannot be finished: patches/ was replaced after "
+                           "its swap began; nothing was changed: yours is patches/, the refresh's "
+                           f"folder is {_shown(root, tx)}", path=str(tx),
+                           hint="check patches/ and series.yaml with git status, then remove that folder")
+    changed = [f"patches/{name}" for name in sorted(set(found) | set(expected))
+               if found.get(name) != expected.get(name)]
+    series_now = _digest(root / "series.yaml")
+    if not plan["series"]:
+        series_expected = installs["series"]
+    elif os.path.lexists(tx / "series.yaml"):
+        series_expected = replaces["series"]
+        theirs.append(f"series.yaml in {_shown(root, tx / 'series.yaml')}")
+    else:
+        series_expected = installs["series"]
+        theirs.append("series.yaml in place under your edits")
+    if series_now != series_expected:
+        changed.append("series.yaml")
+    if not changed:
+        return
+    more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+    raise OverlayError(
+        f"an interrupted refresh was not finished: {', '.join(changed[:3])}{more} changed since it was "
+        f"interrupted; nothing was overwritten, both versions are kept: yours in patches/ and "
+        f"series.yaml, the refresh's {'; '.join(theirs) or 'changes nothing more'}",
+        path=_shown(root, tx), hint=f"compare them, keep what you want in patches/ and series.yaml, "
+                                    f"then remove {_shown(root, tx)}")
+
+
+def _shown(root: Path, path: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
 def _tree_from(data: dict) -> TreeUpdate:
     state = dict(data["state"])
     state["patches"] = tuple(state["patches"])
@@ -282,8 +433,9 @@ def _tree_from(data: dict) -> TreeUpdate:
 
 def _update_trees(root: Path, trees: list[TreeUpdate]) -> None:
     for t in trees:
-        if not (t.work / ".git").is_dir():
-            continue  # removed since: nothing to record
+        current = composed.read_state(t.work) if (t.work / ".git").is_dir() else None
+        if current is None or (current.pin, current.target) != (t.state.pin, t.state.target):
+            continue  # removed (or replaced) since: nothing to record
         if t.notes:
             composed.add_notes(t.work, t.notes)
         composed.write_state(t.work, dataclasses.replace(
