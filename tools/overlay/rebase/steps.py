@@ -491,8 +491,13 @@ def _sound(root: Path, state: RebaseState) -> None:
         raise OverlayError(f"the composed tree is not provably this rebase's: {why}", path=state.work,
                            hint="nothing was changed; give up with `overlay rebase --abort` (it leaves "
                                 "that folder as it is)")
-    if isinstance(src, GitSource) and not gitcmd.has_commit(Path(state.git_dir), state.head):
-        raise bad_state(f"git_dir {state.git_dir} does not hold its head {state.head[:12]}")
+    if isinstance(src, GitSource):
+        try:
+            held = gitcmd.has_commit(Path(state.git_dir), state.head)
+        except OverlayError:
+            held = False
+        if not held:
+            raise bad_state(f"git_dir {state.git_dir} does not hold its head {state.head[:12]}")
 
 
 def _pin_exists(name: str) -> OverlayError:
