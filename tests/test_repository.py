@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from overlay.series.model import GitSource, load_all_pins, load_series
+from overlay.series.model import ArchiveSource, GitSource, load_all_pins, load_series
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,13 +18,20 @@ def test_reference_pins():
     pins = {p.name: p for p in load_all_pins(ROOT)}
     assert {"1f486d96", "a30addc7", "v0.23.0"} <= set(pins)
     assert [n for n, p in pins.items() if p.default] == ["1f486d96"]
-    plugin_commits = {p.target("plugin").source.commit for n, p in pins.items() if n != "v0.27.1"}
+    git_pins = {n: p for n, p in pins.items() if isinstance(p.target("plugin").source, GitSource)}
+    plugin_commits = {p.target("plugin").source.commit for n, p in git_pins.items() if n != "v0.27.1"}
     assert plugin_commits == {"801a6b41d29d23399bd8c9ebc2ea8883e2beefae"}
     # the pin set `overlay rebase` made: the newest plugin with the release it declares
     newest = pins["v0.27.1"]
     assert newest.target("plugin").source.commit == "182b75ea84ff13ece27b57391331ef8935410aea"
     assert (newest.target("core").source.requirement, newest.target("core").source.sha256) == (
         "vllm==0.27.1", "eec2d54d137ac1e59cb4c39226dfee1943eefc8f4788f5821d7300d6acbdb646")
+    # upstream's own plugin releases, each with the core release it declares (issue 30)
+    for name, plugin in (("v0.28.0", "0.28.0rc1"), ("v0.29.0", "0.29.0rc1"), ("v0.30.0", "0.30.0rc2")):
+        release, core_ = pins[name].target("plugin").source, pins[name].target("core").source
+        assert isinstance(release, ArchiveSource) and release.requirement == f"vllm-ascend=={plugin}"
+        assert release.history == "https://github.com/vllm-project/vllm-ascend"
+        assert core_.requirement == f"vllm=={name[1:]}" and all(t.tree for t in pins[name].targets)
     core = pins["1f486d96"].target("core").source
     assert isinstance(core, GitSource) and core.commit.startswith("1f486d96")
     assert pins["v0.23.0"].target("core").source.requirement == "vllm==0.23.0"

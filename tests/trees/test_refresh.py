@@ -134,6 +134,27 @@ def test_new_commit_becomes_entry_that_check_flags(world, run):
     assert project_bytes(world.project) == before
 
 
+def test_a_new_commit_on_one_pin_set_is_that_pin_sets_only(world, run):
+    """Pin sets are independent (issue 30 item 4): with a second pin set of the same
+    target, the entry refresh makes for a new commit is carried by the pin set it was made
+    on, and the other composes exactly as before."""
+    p1 = world.project / "pins" / "p1.yaml"
+    (world.project / "pins" / "p2.yaml").write_text(p1.read_text().replace("default: true", "default: false"))
+    assert run("apply", "--pin", "p2", "--mirror", world.mirror, root=world.project)[0] == 0
+    assert run("lock", "--pin", "p2", root=world.project)[0] == 0
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    tree = plugin_tree(world)
+    write(tree, {"vllm_ascend/new_feature.py": "ENABLED = False\n"})
+    commit_all(tree, "[Feature] Add a new feature flag\n\nWhy: because.", author=PATCH_AUTHOR)
+    code, out, err = run("refresh", root=world.project)
+    assert code == 0, err
+    series = (world.project / "series.yaml").read_text()
+    assert '  only-pins: ["p1"]' in series.split("0004-add-a-new-feature-flag.patch", 1)[1]
+    code, out, err = run("apply", "--pin", "p2", "--mirror", world.mirror, "--json", root=world.project)
+    import json
+    assert code == 0 and all(t["tree_matches_lock"] for t in json.loads(out)["targets"]), (out, err)
+
+
 def test_reorder_and_drop(world, run):
     assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
     tree = plugin_tree(world)

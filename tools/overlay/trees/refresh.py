@@ -21,7 +21,7 @@ from overlay.series import yamldoc
 from overlay.trees.compose import select_targets
 from overlay.errors import OverlayError
 from overlay.series import model
-from overlay.series.model import PinSet, Project, SeriesEntry
+from overlay.series.model import PinSet, Project, SeriesEntry, load_all_pins
 from overlay.series.patchfile import parse_patch, read_patch, unsafe_reason
 
 FORMAT_PATCH = ("format-patch", "-1", "--stdout", "--no-signature", "--zero-commit", "--full-index",
@@ -394,10 +394,15 @@ def _refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
     result.written = [new_name(p) for p in result.written if p not in renames]
     result.unchanged = [p for p in result.unchanged if p not in renames]
     pending_writes = {new_name(p): text_ for p, text_ in pending_writes.items()}
+    # Pin sets are independent: a commit made on one pin set's branch is that pin set's
+    # patch until someone says otherwise (extend only-pins, or drop it for every pin set).
+    sharing = [p.name for p in load_all_pins(project.root) if p.name != pin.name
+               and any(t in p.target_names for t in new_blocks.values())]
     new_text = rewrite_series_text(text, series_path, order,
                                    {new_name(p): t for p, t in new_blocks.items()},
                                    {new_name(p): s_ for p, s_ in new_subjects.items()},
-                                   {old: new for old, new in renames.items() if old not in new_blocks})
+                                   {old: new for old, new in renames.items() if old not in new_blocks},
+                                   only_pins=[pin.name] if sharing else None)
     result.series_changed = new_text != text
     refreshed = {work for work, _, _ in updates}
     followers = _trees_following_renames(project, into, renames, refreshed) if result.renamed else []
@@ -501,10 +506,11 @@ def _reorder(order: list[str], target_of: dict[str, str], target: str,
 
 def rewrite_series_text(text: str, path: Path, order: list[str], new: dict[str, str],
                         subjects: dict[str, str] | None = None,
-                        renames: dict[str, str] | None = None) -> str:
-    """series.yaml text with entry blocks in `order`, new entries generated, the
-    `subject:` of reworded entries replaced and renamed entries' `patch:` rewritten;
-    every other byte is kept."""
+                        renames: dict[str, str] | None = None,
+                        only_pins: list[str] | None = None) -> str:
+    """series.yaml text with entry blocks in `order`, new entries generated (carried only
+    by `only_pins` when given), the `subject:` of reworded entries replaced and renamed
+    entries' `patch:` rewritten; every other byte is kept."""
     node = yamldoc.load(path, "series.yaml")
     items = node.value["series"].value or []
     lines = text.splitlines(keepends=True)
@@ -542,5 +548,8 @@ def rewrite_series_text(text: str, path: Path, order: list[str], new: dict[str, 
     for name, target in new.items():
         blocks[name] = (f"{indent}- patch: {name}\n{indent}  target: {target}\n"
                         f"{indent}  origin: local  # added by refresh: set origin and provenance\n")
+        if only_pins:
+            blocks[name] += (f"{indent}  only-pins: [{', '.join(json.dumps(p) for p in only_pins)}]"
+                             "  # added by refresh: the pin set it was made on; other pin sets stay as they are\n")
     kept = [p for p in order if p in blocks]
     return header + "".join(blocks[p] for p in kept)
