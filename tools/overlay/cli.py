@@ -36,7 +36,7 @@ inject_fault("import")
 # parsers set `func`, a callable taking the parsed arguments and returning the exit code.
 COMMANDS = tuple(f"overlay.commands.{name}" for name in (
     "apply", "check", "refresh", "lock", "gate", "drift", "rebase", "evidence", "smoke",
-    "composed_test", "mutation_check", "gate_eval", "evidence_e2e",
+    "composed_test", "mutation_check", "gate_eval", "evidence_e2e", "forward",
 ))
 
 
@@ -53,6 +53,7 @@ EXIT_STATUS = {
     "refresh": "0 patches regenerated; 2 bad input (nothing composed, a branch rebased onto upstream)",
     "lock": "0 trees recorded; 2 bad input (nothing composed, a tree older than the series)",
     "gate": "0 no errors; 1 errors (see --fail-on); 2 bad input",
+    "forward": "0 the matrix was written (a forecast, whatever it finds); 2 bad input or setup",
     "drift": "0 no patch in a --fail-on class; 1 a patch's class is in --fail-on; 2 bad input",
     "rebase": "0 moved, and the new pin set checks and gates clean; 1 a patch conflicts (resolve, "
               "then --continue) or the new pin set's check or gate fails; 2 bad input",

@@ -1,0 +1,210 @@
+"""`overlay forward`: the forward matrix, graded by what upstream's maintainers then did.
+
+For one pin set's plugin (composed with the series in scratch state), each core release
+of a range: the gate's errors against it, and, where upstream has since shipped a plugin
+release that declares that core, the backcast of each error (overlay.gate.backcast):
+did the maintainers change the site by that release, and does their release still show
+the same finding against the core it declares. Markdown and JSON, and the Markdown into
+the CI job summary when `$GITHUB_STEP_SUMMARY` names a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from overlay import paths, reporting
+from overlay.errors import OverlayError, printable
+from overlay.gate import run_gate
+from overlay.gate.backcast import backcast, grade
+from overlay.gate.baseline import key as finding_key
+from overlay.gate.engine import Cache
+from overlay.series.model import Project
+from overlay.trees import compose, sources
+
+VERSION = re.compile(r"^\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?$")
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "forward", help="gate a pin set's plugin against newer core releases, graded by upstream's own releases",
+        description="Compose the pin set's plugin with the series in scratch state, gate it against each "
+                    "core release of --releases, and grade each error by the plugin release that later "
+                    "declared that core (backcast: did the maintainers change the site; does their release "
+                    "still show it). Writes FORWARD.md and forward.json into --out. A forecast: exit 0 "
+                    "whatever it finds; 2 on bad input.")
+    p.add_argument("--pin", required=True, metavar="NAME", help="pin set whose plugin is gated")
+    p.add_argument("--releases", required=True, metavar="A..B|A,B,...",
+                   help="core releases: a range of the vllm source archives in <mirror>/pypi/ (A..B, "
+                        "both included) or a comma list")
+    p.add_argument("--mirror", type=Path, default=None, metavar="DIR",
+                   help="mirror directory with pypi/ (default: $OVERLAY_MIRROR)")
+    p.add_argument("--out", type=Path, default=None, metavar="DIR",
+                   help="where FORWARD.md and forward.json go (default: print the Markdown only)")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout, no progress")
+    p.set_defaults(func=run)
+
+
+def _vkey(version: str) -> tuple:
+    parts = re.findall(r"\d+|[a-z]+", version)
+    return tuple((0, int(x)) if x.isdigit() else (-1, x) for x in parts)
+
+
+def _archives(folder: Path, name: str) -> dict[str, Path]:
+    """{version: archive} of `name`'s source archives in `folder`."""
+    out = {}
+    if folder.is_dir():
+        prefix = name.replace("-", "_")
+        for p in folder.iterdir():
+            for stem in (name, prefix):
+                if p.name.startswith(stem + "-") and p.name.endswith(".tar.gz"):
+                    version = p.name[len(stem) + 1:-len(".tar.gz")]
+                    if VERSION.match(version):
+                        out[version] = p
+    return out
+
+
+def releases_in(spec: str, available: list[str]) -> list[str]:
+    """The releases `spec` names (pure): `A..B` over `available`, or a comma list."""
+    if ".." in spec:
+        lo, hi = (s.strip() for s in spec.split("..", 1))
+        if not (VERSION.match(lo) and VERSION.match(hi)):
+            raise OverlayError(f"--releases {spec!r}: expected A..B of release versions, e.g. 0.28.0..0.33.0")
+        chosen = [v for v in available if _vkey(lo) <= _vkey(v) <= _vkey(hi)]
+    else:
+        chosen = [s.strip() for s in spec.split(",") if s.strip()]
+        bad = [v for v in chosen if not VERSION.match(v)]
+        if bad or not chosen:
+            raise OverlayError(f"--releases {spec!r}: {bad[0] if bad else 'no release'} is not a release version",
+                               hint="e.g. --releases 0.28.0..0.33.0 or --releases 0.28.0,0.29.0")
+    if not chosen:
+        raise OverlayError(f"--releases {spec}: no vllm source archive in that range",
+                           hint="put the archives in <mirror>/pypi/")
+    return sorted(chosen, key=_vkey)
+
+
+def _declared(tree: Path) -> str | None:
+    try:
+        text = (tree / ".github" / "vllm-release-tag.commit").read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return text.split()[0].lstrip("v") if text else None
+
+
+def _read(tree: Path, rel: str) -> str | None:
+    path = tree / rel
+    try:
+        return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+    except OSError:
+        return None
+
+
+def run(args: argparse.Namespace) -> int:
+    root = Path(args.root)
+    project = Project.load(root)
+    pin = project.pin(args.pin)
+    mirror = paths.mirror_root(args.mirror)
+    if mirror is None:
+        raise OverlayError("overlay forward needs the release archives: no mirror given",
+                           hint="pass --mirror DIR (or OVERLAY_MIRROR) holding pypi/")
+    progress = reporting.progress("forward", quiet=args.json)
+    cores = _archives(mirror / "pypi", "vllm")
+    chosen = releases_in(args.releases, sorted(cores, key=_vkey))
+    plugin_releases = _archives(mirror / "pypi", "vllm-ascend")
+    (root / ".overlay").mkdir(exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="forward-", dir=root / ".overlay"))
+    try:
+        compose.compose(project, pin, targets=["plugin"], into=scratch, mirror=mirror, force=False,
+                        report=lambda _: None, progress=progress)
+        plugin = paths.composed_dir(root, pin.name, "plugin", scratch)
+        doc = _matrix(root, mirror, pin.name, plugin, chosen, plugin_releases, progress)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    markdown = render(doc)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "FORWARD.md").write_text(markdown, encoding="utf-8")
+        (args.out / "forward.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as fh:
+            fh.write(markdown)
+    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n" if args.json else markdown)
+    return 0
+
+
+def _matrix(root: Path, mirror: Path, pin: str, plugin: Path, chosen: list[str],
+            plugin_releases: dict[str, Path], progress) -> dict:
+    cache = Cache()
+    allow = root / "gate-allowlist.yaml"
+    allow = allow if allow.is_file() else None
+    declared: dict[str, str] = {}  # core version -> the newest plugin release declaring it
+    for version in sorted(plugin_releases, key=_vkey):
+        tree = sources.release_tree(root, mirror, "vllm-ascend", version, progress)
+        core = _declared(tree)
+        if core:
+            declared[core] = version
+    rows = []
+    for version in chosen:
+        if progress:
+            progress(f"gating against vllm {version}")
+        core_dir = sources.release_tree(root, mirror, "vllm", version, progress)
+        report = run_gate(core_dir, plugin, allow, pin, note_unused=False, cache=cache)
+        errors = list(report.failing)
+        row = {"release": version, "errors": len(errors), "plugin_release": declared.get(version),
+               "findings": []}
+        upstream_keys: set = set()
+        release_tree = None
+        if version in declared:
+            release_tree = sources.release_tree(root, mirror, "vllm-ascend", declared[version], progress)
+            upstream = run_gate(core_dir, release_tree, allow, pin, note_unused=False, cache=cache)
+            upstream_keys = {finding_key(f)[:2] for f in upstream.failing}
+            row["upstream_errors"] = len(upstream.failing)
+        for f in errors:
+            item = {"kind": f.kind, "symbol": f.symbol, "where": f"{f.plugin_path}:{f.plugin_line}",
+                    "summary": printable(f.short())[:200], "execution": "not run"}
+            if release_tree is not None:
+                outcome, site = backcast(_read(plugin, f.plugin_path), f.plugin_line,
+                                         _read(release_tree, f.plugin_path))
+                still = finding_key(f)[:2] in upstream_keys
+                item.update(site=site, backcast=outcome, upstream_still_has_it=still, grade=grade(outcome, still))
+            row["findings"].append(item)
+        graded = [i for i in row["findings"] if "grade" in i]
+        row["graded"] = {g: sum(1 for i in graded if i["grade"] == g)
+                         for g in ("confirmed", "upstream-bug", "not-borne-out")}
+        rows.append(row)
+    return {"pin": pin, "releases": rows, "declared": declared}
+
+
+def render(doc: dict) -> str:
+    out = [f"# Forward matrix: pin set `{doc['pin']}`", "",
+           "Each row gates the pin set's plugin (with the series) against a core release. Where upstream "
+           "has since shipped a plugin release declaring that core, each error is graded by it "
+           "(backcast): **confirmed** (the maintainers changed the site), **upstream-bug** (unchanged, "
+           "and their release still shows it against the core it declares), **not-borne-out** "
+           "(unchanged, and their release does not show it). Execution (smoke, composed-test) is "
+           "`not run` unless stated: not proven either way.", "",
+           "| core release | errors | plugin release declaring it | confirmed | upstream-bug | not-borne-out |",
+           "| --- | ---: | --- | ---: | ---: | ---: |"]
+    for r in doc["releases"]:
+        g = r["graded"]
+        pr = f"`{r['plugin_release']}`" if r["plugin_release"] else "none yet (ahead of upstream)"
+        cells = [str(g[k]) if r["plugin_release"] else "-" for k in ("confirmed", "upstream-bug", "not-borne-out")]
+        out.append(f"| {r['release']} | {r['errors']} | {pr} | " + " | ".join(cells) + " |")
+    for r in doc["releases"]:
+        out += ["", f"## vLLM {r['release']}", ""]
+        if not r["findings"]:
+            out.append("No gate error.")
+            continue
+        out += ["| where | finding | backcast | grade | execution |", "| --- | --- | --- | --- | --- |"]
+        for i in r["findings"]:
+            summary = i["summary"].replace("|", "\\|")
+            out.append(f"| `{i['where']}` | {summary} | {i.get('backcast', '-')} | {i.get('grade', '-')} "
+                       f"| {i['execution']} |")
+    return "\n".join(out) + "\n"
