@@ -139,7 +139,10 @@ def test_a_new_commit_on_one_pin_set_is_that_pin_sets_only(world, run):
     target, the entry refresh makes for a new commit is carried by the pin set it was made
     on, and the other composes exactly as before."""
     p1 = world.project / "pins" / "p1.yaml"
-    (world.project / "pins" / "p2.yaml").write_text(p1.read_text().replace("default: true", "default: false"))
+    # p2: the same plugin commit through another URL spelling, so another pin of the target
+    text = p1.read_text().replace("default: true", "default: false")
+    url = next(line.split("repo: ", 1)[1] for line in text.splitlines() if "example/plugin" in line)
+    (world.project / "pins" / "p2.yaml").write_text(text.replace(url, url + ".git"))
     assert run("apply", "--pin", "p2", "--mirror", world.mirror, root=world.project)[0] == 0
     assert run("lock", "--pin", "p2", root=world.project)[0] == 0
     assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0

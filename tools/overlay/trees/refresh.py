@@ -367,9 +367,11 @@ def _refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
         for e in entries:
             if e.patch not in new_order_for_target:
                 result.removed.append(e.patch)
+        # New entries are carried by this pin set (and those pinning the same upstream)
+        # only: a pin set of another commit is touched only by changes to shared entries.
+        kept = [n for n in new_order_for_target if n not in result.added]
         _note_stale_locks(result, project, pin, target.name, composed.tree_of(work),
-                          [e.patch for e in entries] != new_order_for_target
-                          or any(n in pending_writes for n in new_order_for_target))
+                          [e.patch for e in entries] != kept or any(n in pending_writes for n in kept))
         order = _reorder(order, target_of, target.name, new_order_for_target)
         for name in new_order_for_target:
             target_of[name] = target.name
@@ -396,13 +398,18 @@ def _refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
     pending_writes = {new_name(p): text_ for p, text_ in pending_writes.items()}
     # Pin sets are independent: a commit made on one pin set's branch is that pin set's
     # patch until someone says otherwise (extend only-pins, or drop it for every pin set).
-    sharing = [p.name for p in load_all_pins(project.root) if p.name != pin.name
-               and any(t in p.target_names for t in new_blocks.values())]
+    # Pin sets that pin the same upstream for the target compose the same tree: they share it.
+    others = [p for p in load_all_pins(project.root) if p.name != pin.name
+              and any(t in p.target_names for t in new_blocks.values())]
+    same = [p.name for p in others if all(t in p.target_names and t in pin.target_names
+                                          and p.target(t).source == pin.target(t).source
+                                          for t in set(new_blocks.values()))]
+    sharing = [p.name for p in others if p.name not in same]
     new_text = rewrite_series_text(text, series_path, order,
                                    {new_name(p): t for p, t in new_blocks.items()},
                                    {new_name(p): s_ for p, s_ in new_subjects.items()},
                                    {old: new for old, new in renames.items() if old not in new_blocks},
-                                   only_pins=[pin.name] if sharing else None)
+                                   only_pins=[pin.name, *same] if sharing else None)
     result.series_changed = new_text != text
     refreshed = {work for work, _, _ in updates}
     followers = _trees_following_renames(project, into, renames, refreshed) if result.renamed else []
