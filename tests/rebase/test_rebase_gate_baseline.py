@@ -82,3 +82,20 @@ def test_a_break_the_series_adds_is_new_and_fails_the_rebase(world, run):
     code, out, err = _rebase(run, world)
     gate = json.loads(out)["gate"]
     assert code == 1 and len(gate["new"]) == 1 and "_planted_by_the_series" in gate["new"][0], (gate, err)
+
+
+def test_gate_baseline_declared_counts_only_what_the_series_adds(world, run):
+    """Issue 27 item 4 / 29 item 5: `overlay gate --baseline declared` on the pin set the
+    rebase made: upstream's own error is not counted (exit 0, a note says how many were
+    left out); without the baseline it fails."""
+    _setup(world)
+    code, out, err = _rebase(run, world)
+    assert code == 0, err
+    code, out, err = run("gate", "--pin", "r2", "--mirror", world.mirror, root=world.project)
+    assert code == 1 and "_gone_upstream" in out, (out, err)
+    code, out, err = run("gate", "--pin", "r2", "--baseline", "declared", "--mirror", world.mirror,
+                         root=world.project)
+    assert code == 0, (out, err)
+    assert "baseline: upstream's plugin PyPI plugin==2.0 without the series, against core==2.0" in out
+    assert "finding(s) it already has are not counted" in out
+    assert not [p for p in (world.project / ".overlay").iterdir() if p.name.startswith("baseline-")]

@@ -57,6 +57,10 @@ def register(sub) -> None:
                    help="forward view: gate the plugin against each of these core releases (source "
                         "archives from the mirror's pypi/, the cache or the package index) and print "
                         "one line per release; the pin's own core (or --core) is the base line")
+    p.add_argument("--baseline", choices=("declared",), default=None,
+                   help="count only new findings: those that upstream's own plugin at the pin (without "
+                        "the series), gated against the core release it declares, does not already have "
+                        "(needs --pin; the mirror or cache for the upstream trees)")
     p.set_defaults(func=cmd_gate)
 
 
@@ -152,7 +156,30 @@ def cmd_gate(args: argparse.Namespace) -> int:
     # that matches nothing is expected, not stale.
     report = run_gate(core, plugin, allow, pin, core_version=args.core_version,
                       note_unused=named or pin is not None, store_root=_store(args), progress=_progress(args))
-    return _emit(replace(report, fail_on=args.fail_on), args)
+    report = replace(report, fail_on=args.fail_on)
+    if args.baseline == "declared":
+        if pin is None:
+            raise OverlayError("--baseline declared needs --pin (the pin's upstream plugin is the baseline)")
+        report = _against_declared(args, report, core, pin, allow)
+    return _emit(report, args)
+
+
+def _against_declared(args: argparse.Namespace, report, core: Path, pin: str, allow):
+    """The report without the findings upstream's own pairing already has: the pin's
+    plugin as upstream ships it, against the core release it declares."""
+    from overlay.gate.baseline import new_findings
+    from overlay.trees import baseline_trees
+
+    mirror = paths.mirror_root(args.mirror)
+    with baseline_trees.declared_pairing(Path(args.root), pin, core, mirror, _progress(args)) as (plugin_dir, core_dir, said):
+        base = run_gate(core_dir, plugin_dir, allow, pin, note_unused=False, store_root=_store(args),
+                        progress=_progress(args))
+    base = replace(base, fail_on=args.fail_on)
+    new = {id(f) for f in new_findings(report.failing, base.failing)}
+    kept = tuple(f for f in report.findings if f not in report.failing or id(f) in new)
+    dropped = len(report.findings) - len(kept)
+    return replace(report, findings=kept,
+                   notes=report.notes + (f"baseline: {said}; {dropped} finding(s) it already has are not counted",))
 
 
 def _cmd_forward(args: argparse.Namespace) -> int:
