@@ -50,7 +50,7 @@ help:
 	@echo "make check                         validate series, patches, provenance and pins"
 	@echo "make refresh [PIN=..]              regenerate patches/ from the composed branch"
 	@echo "make lock [PIN=..]                 record composed tree ids in the pin file"
-	@echo "make gate [PIN=..]                 contract gate on the composed trees"
+	@echo "make gate [PIN=..]                 contract gate on the composed trees: new findings only (--baseline declared)"
 	@echo "make gate-eval OVERLAY_MIRROR=DIR  gate precision/recall on real pairings (benchmarks/gate_eval.yaml)"
 	@echo "make drift PIN=.. ONTO=plugin=main rebase-drift report for the given upstream refs"
 	@echo "make drift-scan [DRIFT_SCAN=plugin=main] [BISECT=1]  where along history each patch changed class"
@@ -93,7 +93,7 @@ lock: $(VENV)/.installed
 
 gate: $(VENV)/.installed
 	@$(CHECK_PIN)
-	$(OVERLAY) gate $(PIN_ARG) $(XARGS)
+	$(OVERLAY) gate --baseline declared $(PIN_ARG) $(XARGS)
 
 # Real pairings scored against the committed classification (docs/gate.md, "Evaluation").
 gate-eval: $(VENV)/.installed
