@@ -141,22 +141,14 @@ def _make(cls: Any, values: dict[str, Any]) -> Any:
     return cls(**{n: values.get(n) for n in names})
 
 
-def _constants_of_init(runner: Any, *inits: Callable) -> None:
-    """The `self.<name> = <constant>` statements of each __init__ body (core's and
-    the plugin's: `pcp_manager = None`, ...), applied to a runner built without them,
-    so a newer core's or plugin's new attributes start as its __init__ starts them."""
-    import ast
-    import textwrap
+def new_runner(cls: Any, vllm_config: Any, device: Any) -> tuple[Any, list]:
+    """A `cls` runner made by its real `__init__` chain (the plugin's, core's through
+    its super() call), statement by statement: every attribute they set at this
+    release, each statement the CPU cannot run named (runner_init.py). The caller
+    then replaces what a decode step on the counting device needs."""
+    import runner_init
 
-    for init in inits:
-        body = ast.parse(textwrap.dedent(inspect.getsource(init))).body[0].body
-        for node in body:
-            if (isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
-                    if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
-                            and target.value.id == "self"):
-                        setattr(runner, target.attr, node.value.value)
+    return runner_init.build(cls, vllm_config, device)
 
 
 def _eplb_controller(runner: Any, run_call_site: Callable) -> Any:
@@ -176,10 +168,9 @@ def _eplb_controller(runner: Any, run_call_site: Callable) -> Any:
 
 
 def build_runner(vllm_config: Any, run_call_site: Callable, *, draft_tokens: int) -> Any:
-    """The Ascend MRV2 runner as far as a decode step reads it, built without its
-    __init__ (which needs the NPU), with what __init__ and core's __init__ set:
-    the config attributes, the real input buffers, streams and events (on the
-    counting device), the core helpers that run per step."""
+    """The Ascend MRV2 runner as a decode step reads it: made by its real __init__
+    chain statement by statement (`new_runner`), then given the counting device's
+    input buffers, streams and events and the core helpers that run per step."""
     import numpy as np
     import torch
     from vllm.v1.worker.gpu.kv_connector import get_kv_connector
@@ -192,10 +183,9 @@ def build_runner(vllm_config: Any, run_call_site: Callable, *, draft_tokens: int
 
     from device_counts import DEVICE
 
-    from vllm.v1.worker.gpu.model_runner import GPUModelRunner
-
-    runner = object.__new__(NPUModelRunner)
-    _constants_of_init(runner, GPUModelRunner.__init__, NPUModelRunner.__init__)
+    runner, _ = new_runner(NPUModelRunner, vllm_config, DEVICE)
+    # What a decode step on the counting device reads, replacing what __init__ made
+    # (or could not make on the CPU).
     runner.vllm_config = vllm_config
     for name in ("model_config", "cache_config", "compilation_config", "lora_config", "load_config",
                  "parallel_config", "scheduler_config", "speculative_config", "observability_config"):

@@ -44,6 +44,7 @@ class StepResult:
     detail: str = ""
     where: str = ""
     data: dict = dataclasses.field(default_factory=dict)  # what a step measured (the decode counts)
+    lies: str = ""  # a failure's place: core | plugin | series | smoke
 
     @property
     def ok(self) -> bool:
@@ -55,27 +56,65 @@ class StepResult:
             text += f": {self.detail}"
         if self.where:
             text += f" ({self.where})"
+        if self.lies:
+            text += f" [{self.lies}]"
         return text
 
 
-def _where(exc: BaseException) -> str:
-    """file:line of the innermost frame in vllm/vllm_ascend code, else the innermost one."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    if not frames:
-        return ""
-    if frames[-1].filename == __file__:  # a check of the smoke's own
-        return "smoke check"
-    pick = frames[-1]
-    for frame in reversed(frames):
-        if "/vllm/" in frame.filename or "/vllm_ascend/" in frame.filename:
-            pick = frame
-            break
-    path = pick.filename
-    for marker in ("/vllm_ascend/", "/vllm/"):
+SMOKE_DIR = Path(__file__).resolve().parent
+# Where a failure lies: the frame that raised, read innermost first.
+CORE, PLUGIN, SERIES, SMOKE = "core", "plugin", "series", "smoke"
+SERIES_FILES_ENV = "OVERLAY_SMOKE_SERIES_FILES"  # a file: the plugin paths the series changes, one a line
+
+
+def _tree_path(path: str) -> tuple[str, str] | None:
+    """(core|plugin, path inside its tree) for a file of the composed core or plugin."""
+    for marker, kind in (("/vllm_ascend/", PLUGIN), ("/vllm/", CORE)):
         if marker in path:
-            path = marker.strip("/") + "/" + path.split(marker, 1)[1]
-            break
-    return f"{path}:{pick.lineno}"
+            return kind, marker.strip("/") + "/" + path.split(marker, 1)[1]
+    return None
+
+
+def _is_smoke(path: str) -> bool:
+    try:
+        return Path(path).resolve().parent == SMOKE_DIR
+    except OSError:
+        return False
+
+
+def origin(exc: BaseException, series_files: frozenset[str] | set[str] = frozenset()) -> tuple[str, str]:
+    """(where, lies) for an exception: the innermost frame of the smoke's own files,
+    core's or the plugin's decides. A frame in the smoke is the smoke's fault (its
+    stand-ins, its construction); core's files are core's; a plugin file the series
+    changes is the series', another is upstream plugin's. No such frame (a test's
+    own code, the environment): the smoke."""
+    # Walk.step only calls the step: the step's own code is where a failure starts.
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not (f.filename == __file__ and f.name == "step")]
+    for frame in reversed(frames):
+        if _is_smoke(frame.filename):
+            return ("smoke check" if frame.filename == __file__ else
+                    f"smoke {Path(frame.filename).name}:{frame.lineno}"), SMOKE
+        placed = _tree_path(frame.filename)
+        if placed:
+            kind, path = placed
+            if kind == PLUGIN and path in series_files:
+                kind = SERIES
+            return f"{path}:{frame.lineno}", kind
+    if frames:
+        return f"{frames[-1].filename}:{frames[-1].lineno}", SMOKE
+    return "", SMOKE
+
+
+def _where(exc: BaseException) -> str:
+    return origin(exc)[0]
+
+
+def read_series_files(environ: dict[str, str] = os.environ) -> frozenset[str]:
+    """The plugin paths the series changes, as run.py lists them for the walk with the series."""
+    listing = environ.get(SERIES_FILES_ENV)
+    if not listing:
+        return frozenset()
+    return frozenset(line.strip() for line in Path(listing).read_text().splitlines() if line.strip())
 
 
 def last_line(exc: BaseException) -> str:
@@ -87,10 +126,11 @@ def last_line(exc: BaseException) -> str:
 class Walk:
     """Runs named steps in order; a step runs only when the steps it needs passed."""
 
-    def __init__(self, out: Path | None):
+    def __init__(self, out: Path | None, series_files: frozenset[str] | set[str] = frozenset()):
         self.results: dict[str, StepResult] = {}
         self.out = out
         self.values: dict[str, Any] = {}
+        self.series_files = frozenset(series_files)
 
     def record(self, result: StepResult) -> None:
         self.results[result.step] = result
@@ -98,6 +138,10 @@ class Walk:
         if self.out:
             with self.out.open("a") as f:
                 f.write(json.dumps(dataclasses.asdict(result)) + "\n")
+
+    def failure(self, name: str, exc: BaseException) -> StepResult:
+        where, lies = origin(exc, self.series_files)
+        return StepResult(name, "FAILED", last_line(exc), where, lies=lies)
 
     def step(self, name: str, fn: Callable[[], str | tuple[str, dict] | None], needs: tuple[str, ...] = ()) -> None:
         missing = [n for n in needs if self.results.get(n, StepResult(n, "missing")).status != "ok"]
@@ -112,7 +156,7 @@ class Walk:
         except BaseException as exc:  # a step may raise SystemExit or worse; report it
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            self.record(StepResult(name, "FAILED", last_line(exc), _where(exc)))
+            self.record(self.failure(name, exc))
             return
         self.record(StepResult(name, "ok", note, data=data))
 
@@ -288,6 +332,30 @@ def stub_npu() -> str:
     acl_rt = module("acl.rt", memcpy=MagicMock())
     module("acl", rt=acl_rt)
     module("mooncake.engine", TransferEngine=MagicMock())
+    # Ascend-only packages the plugin imports at load time from 0.30.0rc2 on (its
+    # conftest stubs fla_npu's kernels "alongside torch_npu"; worker.py imports the
+    # ATB extensions). Any name imported from them is a mock, as the kernels are.
+    for name in NPU_ONLY_PACKAGES:
+        package = module(name, __path__=[], __getattr__=_mock_attribute)
+        parent, _, child = name.rpartition(".")
+        if parent:
+            setattr(sys.modules[parent], child, package)
+    return _stub_torch(torch_npu)
+
+
+# Packages that exist only on an NPU host; each is stubbed as a package whose every
+# attribute is a mock (a kernel the smoke never launches).
+NPU_ONLY_PACKAGES = ("fla_npu", "fla_npu.ops", "fla_npu.ops.ascendc",
+                     "torch_npu.op_plugin", "torch_npu.op_plugin.atb", "torch_npu.op_plugin.atb._atb_ops")
+
+
+def _mock_attribute(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return MagicMock(name=name)
+
+
+def _stub_torch(torch_npu: types.ModuleType) -> str:
     import torch
 
     try:
@@ -353,7 +421,7 @@ def continue_past(walk: Walk, failed_step: str, package: str) -> None:
         return
     failures = load_package_tolerantly(package)
     for where, exc in failures:
-        walk.record(StepResult(f"{failed_step}: {_short(where)}", "FAILED", last_line(exc), _where(exc)))
+        walk.record(walk.failure(f"{failed_step}: {_short(where)}", exc))
     walk.record(StepResult(f"{failed_step}-loaded", "ok",
                            f"{package} loaded statement by statement past {len(failures)} failing statement(s); "
                            "later steps run on what loaded"))
@@ -443,16 +511,51 @@ class _StandInExecutor:
         raise _ExecutorReached(scheduler_output)
 
 
-def _kv_cache_config(num_blocks: int = 64, block_size: int = 128, layers: tuple[str, ...] = ("model.layers.0.attn",)):
-    """One full-attention group for a dense model's layers, as core's
-    get_kv_cache_configs would give a single card."""
-    import torch
-    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
+def _kv_cache_config(vllm_config: Any, num_blocks: int = 64, block_size: int = 128, layers: tuple[str, ...] = ("model.layers.0.attn",)):
+    """One full-attention group for a dense model's layers, made by core's own
+    get_kv_cache_groups and get_kv_cache_config_from_groups (what
+    get_kv_cache_configs does for a single card), so its KVCacheTensor,
+    KVCacheGroupSpec and KVCacheConfig have this core's fields, whatever they are."""
+    from vllm.v1.core import kv_cache_utils
+    from vllm.v1.kv_cache_interface import FullAttentionSpec
 
-    spec = FullAttentionSpec(block_size=block_size, num_kv_heads=2, head_size=32, dtype=torch.float16)
-    tensors = [KVCacheTensor(size=spec.page_size_bytes * num_blocks, shared_by=[name]) for name in layers]
-    return KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=tensors,
-                         kv_cache_groups=[KVCacheGroupSpec(list(layers), spec)])
+    vllm_config = _config_with_blocks(vllm_config, num_blocks)
+    spec = FullAttentionSpec(**_known_fields(FullAttentionSpec, block_size=block_size, num_kv_heads=2,
+                                             head_size=32, dtype=_float16()))
+    groups = kv_cache_utils.get_kv_cache_groups(vllm_config, {name: spec for name in layers})
+    memory = spec.page_size_bytes * num_blocks * len(layers)
+    return kv_cache_utils.get_kv_cache_config_from_groups(vllm_config, groups, memory)
+
+
+def _float16() -> Any:
+    import torch
+
+    return torch.float16
+
+
+def _known_fields(cls: Any, **values: Any) -> dict[str, Any]:
+    """`values` for a core dataclass, checked against the fields this core declares:
+    a field the smoke relies on that core dropped is the smoke's to fix (one line)."""
+    fields = {f.name for f in dataclasses.fields(cls)}
+    gone = sorted(set(values) - fields)
+    if gone:
+        raise SmokeOutdated(f"{cls.__qualname__} has no field {', '.join(gone)} on this core "
+                            f"(fields: {', '.join(sorted(fields))})")
+    return values
+
+
+class SmokeOutdated(RuntimeError):
+    """The smoke's own model of core is out of date: its fault, not core's."""
+
+
+def _config_with_blocks(vllm_config: Any, num_blocks: int) -> Any:
+    """The walk's VllmConfig as core's engine sees it after profiling: `num_blocks` blocks."""
+    import copy
+
+    vllm_config = copy.copy(vllm_config)
+    vllm_config.cache_config = copy.copy(vllm_config.cache_config)
+    vllm_config.cache_config.num_gpu_blocks_override = num_blocks
+    return vllm_config
 
 
 def step_scheduler(walk: Walk, async_scheduling: bool | None) -> str:
@@ -482,7 +585,7 @@ def step_scheduler(walk: Walk, async_scheduling: bool | None) -> str:
     block_size = vllm_config.cache_config.block_size
     scheduler = run_call_site(EngineCore.__init__, "Scheduler", {
         "self": engine, "Scheduler": scheduler_cls, "vllm_config": vllm_config,
-        "kv_cache_config": _kv_cache_config(block_size=block_size), "include_finished_set": False,
+        "kv_cache_config": _kv_cache_config(vllm_config, block_size=block_size), "include_finished_set": False,
         "scheduler_block_size": block_size, "hash_block_size": block_size,
     })
     engine.scheduler = scheduler
@@ -508,22 +611,34 @@ LAYER = "model.layers.0.self_attn.attn"
 
 
 def _npu_runner(walk: Walk) -> Any:
-    """The Ascend MRV2 runner as far as the calls below read it: built without its
-    __init__ (which allocates device buffers), attributes as __init__ sets them."""
+    """The Ascend MRV2 runner made by its real __init__ chain, statement by statement
+    (decode_steps.new_runner): every attribute the plugin's and core's __init__ set at
+    this release. What a statement could not build on the CPU is filled in as
+    __init__ would have it only where the calls below need it."""
     import torch
+    from decode_steps import new_runner
     from vllm_ascend.worker.v2.model_runner import NPUModelRunner
 
+    from runner_init import NotBuilt
+
     vllm_config = walk.values["vllm_config"]
-    runner = object.__new__(NPUModelRunner)
-    runner.vllm_config = vllm_config
-    runner.device = torch.device("cpu")
-    runner.decode_query_len = 1
-    runner.lora_capture_cases = []
-    # Newer plugins' __init__ (182b75ea) keeps the graph-parameter update stream on the
-    # runner for the graph managers: a stream with full graphs, else None.
+    runner, skipped = new_runner(NPUModelRunner, vllm_config, torch.device("cpu"))
+    walk.values["runner-init"] = skipped
     full_graphs = vllm_config.compilation_config.cudagraph_mode.has_full_cudagraphs()
-    runner.update_stream = torch.npu.Stream() if full_graphs else None
+    needed = {"vllm_config": vllm_config, "device": torch.device("cpu"), "decode_query_len": 1,
+              "lora_capture_cases": [0],
+              # the graph-parameter update stream: a stream with full graphs, else None
+              "update_stream": torch.npu.Stream() if full_graphs else None}
+    for name, value in needed.items():
+        if name not in vars(runner) or isinstance(vars(runner)[name], NotBuilt):
+            setattr(runner, name, value)
     return runner
+
+
+def _init_note(walk: Walk) -> str:
+    from runner_init import summary
+
+    return "runner from its __init__s: " + summary(walk.values.get("runner-init", []))
 
 
 def step_graph_manager_factory(walk: Walk) -> str:
@@ -542,7 +657,7 @@ def step_graph_manager_factory(walk: Walk) -> str:
         raise RuntimeError(f"core's call built {type(manager).__qualname__}, not the Ascend ModelAclGraphManager")
     call, path, line = find_call_site(GPUModelRunner.initialize_kv_cache, "ModelCudaGraphManager")
     keywords = ", ".join(k.arg for k in call.keywords if k.arg) or "none"
-    return f"ModelAclGraphManager built from core's call (keywords: {keywords})"
+    return f"ModelAclGraphManager built from core's call (keywords: {keywords}); {_init_note(walk)}"
 
 
 def step_init_kv_cache(walk: Walk) -> str:
@@ -557,10 +672,10 @@ def step_init_kv_cache(walk: Walk) -> str:
     from vllm_ascend.attention.attention_v1 import AscendAttentionBackend
 
     vllm_config = walk.values["vllm_config"]
-    kv_cache_config = _kv_cache_config(num_blocks=4, layers=(LAYER,))
+    kv_cache_config = _kv_cache_config(vllm_config, num_blocks=4, layers=(LAYER,))
     spec = kv_cache_config.kv_cache_groups[0].kv_cache_spec
-    group = AttentionGroup(backend=AscendAttentionBackend, layer_names=[LAYER], kv_cache_spec=spec,
-                           kv_cache_group_id=0)
+    group = AttentionGroup(**_known_fields(AttentionGroup, backend=AscendAttentionBackend, layer_names=[LAYER],
+                                           kv_cache_spec=spec, kv_cache_group_id=0))
     # The attention layer registers itself here when the model is built.
     layer = types.SimpleNamespace(kv_cache=None)
     runner = types.SimpleNamespace(
@@ -703,7 +818,7 @@ def step_metadata_speculative(walk: Walk) -> tuple[str, dict]:
 
 def walk(out: Path | None) -> Walk:
     """Every step in start-up order; each runs only when what it needs passed."""
-    w = Walk(out)
+    w = Walk(out, read_series_files())
     w.step("stub-npu", stub_npu)
     w.step("platform", step_platform, needs=("stub-npu",))
     w.step("general-plugins", step_general_plugins, needs=("platform",))
