@@ -148,3 +148,15 @@ def test_a_failure_is_placed_in_core_plugin_series_or_the_smoke(tmp_path):
         "in-core": "core", "in-plugin": "plugin", "in-series": "series", "in-smoke": "smoke",
         "smoke-outdated": "smoke"}
     assert w.results["in-core"].where == "vllm/fake_core_place.py:2"
+
+
+def test_core_or_plugin_tripping_on_a_smoke_stand_in_lies_in_the_smoke(tmp_path):
+    path = tmp_path / "tree" / "vllm_ascend" / "worker" / "fake_stand_in_use.py"
+    path.parent.mkdir(parents=True)
+    path.write_text("def prepare(batch_req_state):\n    return max(4, batch_req_state.num_tokens)\n")
+    plugin = _load(path, "fake_stand_in_use")
+    w = walker.Walk(None, series_files={"vllm_ascend/worker/fake_stand_in_use.py"})
+    w.step("stand-in", lambda: plugin.prepare(walker.StandIn()))
+    result = w.results["stand-in"]
+    assert (result.status, result.lies) == ("FAILED", "smoke")
+    assert result.where == "vllm_ascend/worker/fake_stand_in_use.py:2, on a smoke stand-in"

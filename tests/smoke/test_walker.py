@@ -142,3 +142,25 @@ def test_stand_in_absorbs_what_a_call_site_does_with_it():
     s = walker.StandIn()
     assert isinstance(s.a.b[1:3](4) + 1, walker.StandIn)
     assert len(s) == 0 and list(s) == []
+
+
+def test_call_site_of_a_method_a_plugin_patch_wrapped(tmp_path):
+    mod = _module(tmp_path, "fake_core_e", """
+        def scheduler(config):
+            return ("built", config)
+
+        class EngineCore:
+            def __init__(self, config):
+                self.scheduler = scheduler(config)
+
+        def patch():
+            original_init = EngineCore.__init__
+
+            def _patched_engine_core_init(self, *args, **kwargs):   # no functools.wraps
+                original_init(self, *args, **kwargs)
+
+            EngineCore.__init__ = _patched_engine_core_init
+
+        patch()
+    """, folder="core/vllm")
+    assert walker.run_call_site(mod.EngineCore.__init__, "scheduler", {"config": "cfg"}) == ("built", "cfg")

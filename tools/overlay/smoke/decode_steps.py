@@ -148,7 +148,9 @@ def new_runner(cls: Any, vllm_config: Any, device: Any) -> tuple[Any, list]:
     then replaces what a decode step on the counting device needs."""
     import runner_init
 
-    return runner_init.build(cls, vllm_config, device)
+    runner, skipped = runner_init.build(cls, vllm_config, device)
+    setattr(runner, "_overlay_smoke_built", True)  # walker.SMOKE_BUILT: its missing attributes are the smoke's
+    return runner, skipped
 
 
 def _eplb_controller(runner: Any, run_call_site: Callable) -> Any:
@@ -262,12 +264,24 @@ def _scheduler_output(req_ids: list[str], per_req: int, draft_tokens: int, compu
     return out
 
 
+def _batch_req_state(execute_model: Callable, run_call_site: Callable, given: dict[str, Any]) -> dict[str, Any]:
+    """The batch's CPU request state, where core's execute_model gathers one before
+    prepare_inputs (0.30.0 on: `gather_batch_req_state`), by core's own call."""
+    try:
+        state, _ = run_call_site(execute_model, "gather_batch_req_state", {**given, "dummy_run": False},
+                                 owner="self")
+    except LookupError:  # this core's execute_model gathers none
+        return {}
+    return {"batch_req_state": state}
+
+
 def _rejected(step: int, slot: int, draft_tokens: int) -> int:
     """Scripted rejections: with drafts, every other request rejects its draft every other step."""
     return 1 if draft_tokens and (step + slot) % 2 else 0
 
 
-def run_decode(vllm_config: Any, run_call_site: Callable, *, switch_on: bool, draft_tokens: int = 0) -> DecodeRun:
+def run_decode(vllm_config: Any, run_call_site: Callable, *, switch_on: bool, draft_tokens: int = 0,
+               kv_cache_config: Any = None) -> DecodeRun:
     """STEPS decode steps of BATCH requests; returns what the stubbed device was asked.
     `run_call_site` evaluates a caller's own call expression (the walker's)."""
     import numpy as np
@@ -292,6 +306,7 @@ def run_decode(vllm_config: Any, run_call_site: Callable, *, switch_on: bool, dr
     with counting_device(torch_cuda_wrapper) as counts, _switch(switch_on), \
             _replaced([core_runner_module, ascend_runner_module], cpu_kernels(counts, core_input_batch)):
         runner = build_runner(vllm_config, run_call_site, draft_tokens=draft_tokens)
+        runner.kv_cache_config = kv_cache_config  # as initialize_kv_cache leaves it before the first step
         runner.req_states.req_id_to_index.update({r: i for i, r in enumerate(req_ids)})
         scheduler_view = runner.req_states.num_computed_tokens_np[:BATCH].copy()
         counts.total.clear()
@@ -305,9 +320,9 @@ def run_decode(vllm_config: Any, run_call_site: Callable, *, switch_on: bool, dr
                                                           "num_tokens": per_req * BATCH, "num_reqs": BATCH,
                                                           "num_active_loras": 0})
             run_call_site(execute_model, "update_requests", {"self": runner, "scheduler_output": sched})
-            batch = run_call_site(execute_model, "prepare_inputs",
-                                  {"self": runner, "scheduler_output": sched, "batch_desc": batch_desc},
-                                  owner="self")
+            given = {"self": runner, "scheduler_output": sched, "batch_desc": batch_desc}
+            given.update(_batch_req_state(execute_model, run_call_site, given))
+            batch = run_call_site(execute_model, "prepare_inputs", given, owner="self")
             seen.append([int(n) for n in runner.input_buffers.seq_lens_np[:BATCH]])
             with counts.device_kernel():
                 device_seq_lens = batch.seq_lens[:BATCH].tolist()

@@ -64,6 +64,7 @@ class StepResult:
 SMOKE_DIR = Path(__file__).resolve().parent
 # Where a failure lies: the frame that raised, read innermost first.
 CORE, PLUGIN, SERIES, SMOKE = "core", "plugin", "series", "smoke"
+STAND_IN_TYPES = ("StandIn", "NotBuilt", "_Locals")  # the smoke's own stand-in values
 SERIES_FILES_ENV = "OVERLAY_SMOKE_SERIES_FILES"  # a file: the plugin paths the series changes, one a line
 
 
@@ -73,6 +74,18 @@ def _tree_path(path: str) -> tuple[str, str] | None:
         if marker in path:
             return kind, marker.strip("/") + "/" + path.split(marker, 1)[1]
     return None
+
+
+def _smoke_built(obj: Any) -> bool:
+    """An object the smoke made: a stand-in, a namespace, or a runner it built
+    (a missing attribute on one is the smoke's construction, not core's)."""
+    if obj is None:
+        return False
+    return (type(obj).__name__ in STAND_IN_TYPES or isinstance(obj, types.SimpleNamespace)
+            or bool(vars(obj).get(SMOKE_BUILT, False) if hasattr(obj, "__dict__") else False))
+
+
+SMOKE_BUILT = "_overlay_smoke_built"  # set on every runner the smoke builds
 
 
 def _is_smoke(path: str) -> bool:
@@ -90,6 +103,13 @@ def origin(exc: BaseException, series_files: frozenset[str] | set[str] = frozens
     own code, the environment): the smoke."""
     # Walk.step only calls the step: the step's own code is where a failure starts.
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not (f.filename == __file__ and f.name == "step")]
+    on_stand_in = (isinstance(exc, TypeError) and any(f"'{name}'" in str(exc) for name in STAND_IN_TYPES)) or (
+        isinstance(exc, AttributeError) and _smoke_built(getattr(exc, "obj", None)))
+    if on_stand_in:
+        # core or the plugin used a value the smoke stood in for beyond what it models
+        frame = frames[-1] if frames else None
+        placed = _tree_path(frame.filename) if frame else None
+        return (f"{placed[1]}:{frame.lineno}, on a smoke stand-in" if placed else "smoke check"), SMOKE
     for frame in reversed(frames):
         if _is_smoke(frame.filename):
             return ("smoke check" if frame.filename == __file__ else
@@ -232,8 +252,31 @@ def _called_on(call: ast.Call, owner: str | None) -> bool:
     return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == owner
 
 
+def own_function(func: Callable) -> Callable:
+    """`func` itself, or, where a patch replaced it with a wrapper that calls the
+    original (functools.wraps or a closure), the original of the same name."""
+    seen: set[int] = set()
+    todo = [func]
+    while todo:
+        candidate = inspect.unwrap(todo.pop(0))
+        if id(candidate) in seen:
+            continue
+        seen.add(id(candidate))
+        if "<locals>" not in candidate.__qualname__:  # defined in its module or class, not a wrapper
+            return candidate
+        for cell in getattr(candidate, "__closure__", None) or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            if inspect.isfunction(value):
+                todo.append(value)
+    return func
+
+
 def find_call_site(func: Callable, callee: str, owner: str | None = None) -> tuple[ast.Call, str, int]:
     """The first call of `callee` (on `owner`, if given) inside `func`'s source: (node, file, line)."""
+    func = own_function(func)
     source = textwrap.dedent(inspect.getsource(func))
     _, start = inspect.getsourcelines(func)
     for node in ast.walk(ast.parse(source)):
@@ -245,6 +288,7 @@ def find_call_site(func: Callable, callee: str, owner: str | None = None) -> tup
 def run_call_site(func: Callable, callee: str, given: dict[str, Any], owner: str | None = None) -> Any:
     """Evaluate `func`'s own call of `callee`, with `given` for its locals (others are
     stand-ins) and `func`'s module globals: the call core (or the plugin) makes."""
+    func = own_function(func)
     call, path, line = find_call_site(func, callee, owner)
     # Line numbers of the real file, so a traceback points at the call site itself.
     ast.increment_lineno(call, line - call.lineno)
@@ -491,6 +535,7 @@ def step_config(walk: Walk) -> str:
     registry._run_in_subprocess = lambda fn: fn()
     vllm_config = args.create_engine_config()
     walk.values["vllm_config"] = vllm_config
+    layout = _resolve_kv_cache_layout(vllm_config)
     # Workers build their device, runner and caches inside this context.
     from vllm.config import set_current_vllm_config
 
@@ -499,7 +544,33 @@ def step_config(walk: Walk) -> str:
     walk.values["config_context"] = context
     return (f"worker {vllm_config.parallel_config.worker_cls}, "
             f"scheduler {vllm_config.scheduler_config.get_scheduler_cls().__qualname__} "
-            "(core's MRV2 Triton check told Triton exists)")
+            "(core's MRV2 Triton check told Triton exists)" + (f"; KV cache layout {layout}" if layout else ""))
+
+
+def _resolve_kv_cache_layout(vllm_config: Any) -> str | None:
+    """What EngineCore._initialize_kv_caches does before any KV cache exists, on a
+    core that resolves one layout for the model (0.30.0 on): the layouts the
+    plugin's attention backend supports, as a worker reports them, resolved by
+    core and recorded on the cache config. None on a core without it."""
+    from vllm.v1.engine import core as engine_core
+    from vllm.v1.worker import worker_base
+
+    resolve = getattr(engine_core, "resolve_kv_cache_layout", None)
+    if resolve is None:
+        return None
+    from vllm_ascend.attention.attention_v1 import AscendAttentionBackend
+
+    supported = [layout.name for layout in worker_base.get_supported_kv_cache_layouts([AscendAttentionBackend])]
+    layout = resolve(vllm_config, [supported], [_full_attention_spec(vllm_config.cache_config.block_size)])
+    worker_base.record_kv_cache_layout(vllm_config.cache_config, layout.name)
+    return layout.name
+
+
+def _full_attention_spec(block_size: int) -> Any:
+    from vllm.v1.kv_cache_interface import FullAttentionSpec
+
+    return FullAttentionSpec(**_known_fields(FullAttentionSpec, block_size=block_size, num_kv_heads=2,
+                                             head_size=32, dtype=_float16()))
 
 
 class _ExecutorReached(Exception):
@@ -517,11 +588,9 @@ def _kv_cache_config(vllm_config: Any, num_blocks: int = 64, block_size: int = 1
     get_kv_cache_configs does for a single card), so its KVCacheTensor,
     KVCacheGroupSpec and KVCacheConfig have this core's fields, whatever they are."""
     from vllm.v1.core import kv_cache_utils
-    from vllm.v1.kv_cache_interface import FullAttentionSpec
 
     vllm_config = _config_with_blocks(vllm_config, num_blocks)
-    spec = FullAttentionSpec(**_known_fields(FullAttentionSpec, block_size=block_size, num_kv_heads=2,
-                                             head_size=32, dtype=_float16()))
+    spec = _full_attention_spec(block_size)
     groups = kv_cache_utils.get_kv_cache_groups(vllm_config, {name: spec for name in layers})
     memory = spec.page_size_bytes * num_blocks * len(layers)
     return kv_cache_utils.get_kv_cache_config_from_groups(vllm_config, groups, memory)
@@ -678,10 +747,14 @@ def step_init_kv_cache(walk: Walk) -> str:
                                            kv_cache_spec=spec, kv_cache_group_id=0))
     # The attention layer registers itself here when the model is built.
     layer = types.SimpleNamespace(kv_cache=None)
-    runner = types.SimpleNamespace(
-        kv_caches=[], device=torch.device("cpu"), kv_cache_config=kv_cache_config, attn_groups=[[group]],
-        cache_config=vllm_config.cache_config, kernel_block_sizes=[spec.block_size], vllm_config=vllm_config,
-        compilation_config=types.SimpleNamespace(static_forward_context={LAYER: layer}))
+    # The runner from its __init__s, with what initialize_kv_cache sets before its
+    # init_kv_cache call (no HiSparse here: no block tables are passed on).
+    runner = _npu_runner(walk)
+    for name, value in dict(kv_caches=[], device=torch.device("cpu"), kv_cache_config=kv_cache_config,
+                            attn_groups=[[group]], cache_config=vllm_config.cache_config,
+                            kernel_block_sizes=[spec.block_size], vllm_config=vllm_config, block_tables=None,
+                            compilation_config=types.SimpleNamespace(static_forward_context={LAYER: layer})).items():
+        setattr(runner, name, value)
     replaced = [name for name in ("_allocate_kv_cache", "_reshape_kv_cache")
                 if getattr(core_attn_utils, name).__module__.startswith("vllm_ascend")]
     with set_current_vllm_config(vllm_config):
@@ -748,7 +821,9 @@ def _decode(walk: Walk, key: str, *, switch_on: bool, draft_tokens: int = 0) -> 
     device-corrected length in every step."""
     from decode_steps import run_decode
 
-    run = run_decode(walk.values["vllm_config"], run_call_site, switch_on=switch_on, draft_tokens=draft_tokens)
+    vllm_config = walk.values["vllm_config"]
+    run = run_decode(vllm_config, run_call_site, switch_on=switch_on, draft_tokens=draft_tokens,
+                     kv_cache_config=_kv_cache_config(vllm_config, layers=(LAYER,)))
     if run.seq_lens != run.expected:
         bad = next(i for i, (a, b) in enumerate(zip(run.seq_lens, run.expected)) if a != b)
         raise RuntimeError(f"step {bad + 1}: seq_lens_cpu {run.seq_lens[bad]}, device-corrected {run.expected[bad]}")
