@@ -136,3 +136,10 @@ def test_walk_tree_stops_a_hung_walker_and_says_so(tmp_path, monkeypatch):
     assert not walk.ok
     assert [s.step for s in walk.steps] == ["first"]
     assert walk.error == "the walker was stopped after 2 s"
+
+
+def test_the_summary_says_where_the_failures_lie():
+    smoke = dict(BAD, step="scheduler-sync", lies="smoke", where="smoke check")
+    walk = Walk("w", parse_steps(_lines(OK, dict(BAD, lies="core"), smoke)), 1)
+    assert walk.summary() == "w: 1 ok, 2 failed, 0 skipped (1 in core, 1 in the smoke)"
+    assert [s.lies for s in walk.failed] == ["core", "smoke"]

@@ -141,22 +141,16 @@ def _make(cls: Any, values: dict[str, Any]) -> Any:
     return cls(**{n: values.get(n) for n in names})
 
 
-def _constants_of_init(runner: Any, *inits: Callable) -> None:
-    """The `self.<name> = <constant>` statements of each __init__ body (core's and
-    the plugin's: `pcp_manager = None`, ...), applied to a runner built without them,
-    so a newer core's or plugin's new attributes start as its __init__ starts them."""
-    import ast
-    import textwrap
+def new_runner(cls: Any, vllm_config: Any, device: Any) -> tuple[Any, list]:
+    """A `cls` runner made by its real `__init__` chain (the plugin's, core's through
+    its super() call), statement by statement: every attribute they set at this
+    release, each statement the CPU cannot run named (runner_init.py). The caller
+    then replaces what a decode step on the counting device needs."""
+    import runner_init
 
-    for init in inits:
-        body = ast.parse(textwrap.dedent(inspect.getsource(init))).body[0].body
-        for node in body:
-            if (isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
-                    if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
-                            and target.value.id == "self"):
-                        setattr(runner, target.attr, node.value.value)
+    runner, skipped = runner_init.build(cls, vllm_config, device)
+    setattr(runner, "_overlay_smoke_built", True)  # walker.SMOKE_BUILT: its missing attributes are the smoke's
+    return runner, skipped
 
 
 def _eplb_controller(runner: Any, run_call_site: Callable) -> Any:
@@ -176,10 +170,9 @@ def _eplb_controller(runner: Any, run_call_site: Callable) -> Any:
 
 
 def build_runner(vllm_config: Any, run_call_site: Callable, *, draft_tokens: int) -> Any:
-    """The Ascend MRV2 runner as far as a decode step reads it, built without its
-    __init__ (which needs the NPU), with what __init__ and core's __init__ set:
-    the config attributes, the real input buffers, streams and events (on the
-    counting device), the core helpers that run per step."""
+    """The Ascend MRV2 runner as a decode step reads it: made by its real __init__
+    chain statement by statement (`new_runner`), then given the counting device's
+    input buffers, streams and events and the core helpers that run per step."""
     import numpy as np
     import torch
     from vllm.v1.worker.gpu.kv_connector import get_kv_connector
@@ -192,10 +185,9 @@ def build_runner(vllm_config: Any, run_call_site: Callable, *, draft_tokens: int
 
     from device_counts import DEVICE
 
-    from vllm.v1.worker.gpu.model_runner import GPUModelRunner
-
-    runner = object.__new__(NPUModelRunner)
-    _constants_of_init(runner, GPUModelRunner.__init__, NPUModelRunner.__init__)
+    runner, _ = new_runner(NPUModelRunner, vllm_config, DEVICE)
+    # What a decode step on the counting device reads, replacing what __init__ made
+    # (or could not make on the CPU).
     runner.vllm_config = vllm_config
     for name in ("model_config", "cache_config", "compilation_config", "lora_config", "load_config",
                  "parallel_config", "scheduler_config", "speculative_config", "observability_config"):
@@ -272,12 +264,24 @@ def _scheduler_output(req_ids: list[str], per_req: int, draft_tokens: int, compu
     return out
 
 
+def _batch_req_state(execute_model: Callable, run_call_site: Callable, given: dict[str, Any]) -> dict[str, Any]:
+    """The batch's CPU request state, where core's execute_model gathers one before
+    prepare_inputs (0.30.0 on: `gather_batch_req_state`), by core's own call."""
+    try:
+        state, _ = run_call_site(execute_model, "gather_batch_req_state", {**given, "dummy_run": False},
+                                 owner="self")
+    except LookupError:  # this core's execute_model gathers none
+        return {}
+    return {"batch_req_state": state}
+
+
 def _rejected(step: int, slot: int, draft_tokens: int) -> int:
     """Scripted rejections: with drafts, every other request rejects its draft every other step."""
     return 1 if draft_tokens and (step + slot) % 2 else 0
 
 
-def run_decode(vllm_config: Any, run_call_site: Callable, *, switch_on: bool, draft_tokens: int = 0) -> DecodeRun:
+def run_decode(vllm_config: Any, run_call_site: Callable, *, switch_on: bool, draft_tokens: int = 0,
+               kv_cache_config: Any = None) -> DecodeRun:
     """STEPS decode steps of BATCH requests; returns what the stubbed device was asked.
     `run_call_site` evaluates a caller's own call expression (the walker's)."""
     import numpy as np
@@ -302,6 +306,7 @@ def run_decode(vllm_config: Any, run_call_site: Callable, *, switch_on: bool, dr
     with counting_device(torch_cuda_wrapper) as counts, _switch(switch_on), \
             _replaced([core_runner_module, ascend_runner_module], cpu_kernels(counts, core_input_batch)):
         runner = build_runner(vllm_config, run_call_site, draft_tokens=draft_tokens)
+        runner.kv_cache_config = kv_cache_config  # as initialize_kv_cache leaves it before the first step
         runner.req_states.req_id_to_index.update({r: i for i, r in enumerate(req_ids)})
         scheduler_view = runner.req_states.num_computed_tokens_np[:BATCH].copy()
         counts.total.clear()
@@ -315,9 +320,9 @@ def run_decode(vllm_config: Any, run_call_site: Callable, *, switch_on: bool, dr
                                                           "num_tokens": per_req * BATCH, "num_reqs": BATCH,
                                                           "num_active_loras": 0})
             run_call_site(execute_model, "update_requests", {"self": runner, "scheduler_output": sched})
-            batch = run_call_site(execute_model, "prepare_inputs",
-                                  {"self": runner, "scheduler_output": sched, "batch_desc": batch_desc},
-                                  owner="self")
+            given = {"self": runner, "scheduler_output": sched, "batch_desc": batch_desc}
+            given.update(_batch_req_state(execute_model, run_call_site, given))
+            batch = run_call_site(execute_model, "prepare_inputs", given, owner="self")
             seen.append([int(n) for n in runner.input_buffers.seq_lens_np[:BATCH]])
             with counts.device_kernel():
                 device_seq_lens = batch.seq_lens[:BATCH].tolist()

@@ -11,6 +11,7 @@ from pathlib import Path
 from overlay.smoke.walker import StepResult as StepOutcome
 
 STATUSES = ("ok", "FAILED", "skipped")
+PLACES = ("core", "plugin", "series", "smoke")  # where a failure lies (the walker's origin())
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,10 @@ class Walk:
             return f"{self.label}: no step ran ({self.error or f'walker exited {self.returncode}'})"
         counts = {status: sum(1 for s in self.steps if s.status == status) for status in STATUSES}
         text = f"{self.label}: {counts['ok']} ok, {counts['FAILED']} failed, {counts['skipped']} skipped"
+        places = [s.lies for s in self.failed if s.lies]
+        if places:
+            text += " (" + ", ".join(f"{places.count(p)} in the {p}" if p == "smoke" else f"{places.count(p)} in {p}"
+                                     for p in PLACES if p in places) + ")"
         if self.returncode not in (0, 1):
             text += f"; the walker exited {self.returncode}: {self.error or 'no message'}"
         return text
@@ -57,7 +62,7 @@ def parse_steps(text: str, source: str = "smoke results") -> tuple[StepOutcome, 
             if not isinstance(data, dict):
                 raise TypeError(f"data is {type(data).__name__}, not an object")
             step = StepOutcome(str(record["step"]), str(record["status"]), str(record.get("detail", "")),
-                               str(record.get("where", "")), data)
+                               str(record.get("where", "")), data, str(record.get("lies", "")))
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{source}:{number}: not a step record ({exc})") from None
         if step.status not in STATUSES:

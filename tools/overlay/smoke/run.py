@@ -11,6 +11,7 @@ from collections import deque
 from pathlib import Path
 from typing import Callable
 
+from overlay import gitcmd
 from overlay.testing import testenv
 from overlay.errors import OverlayError
 from overlay.smoke.results import Walk, read_walk
@@ -43,9 +44,19 @@ def prepare(root: Path, pin: str, mirror: str, venv: Path,
     return python, core_dir, targets
 
 
+def series_paths(repo: str | Path, base: str, rev: str) -> list[str]:
+    """The plugin files the series changes: `base`..`rev` in the composed plugin repository."""
+    if rev == base:
+        return []
+    out = gitcmd.git(["diff", "--name-only", "-z", "--no-renames", "--end-of-options", base, rev],
+                     cwd=Path(repo)).stdout
+    return sorted(name for name in out.split("\0") if name)
+
+
 def walk_tree(label: str, python: Path, core_dir: Path, tree: Path, scratch: Path,
-              echo: Callable[[str], None] | None) -> Walk:
-    """Run the walker on one exported plugin tree; `echo` gets each step line as it comes."""
+              echo: Callable[[str], None] | None, series_files: list[str] = ()) -> Walk:
+    """Run the walker on one exported plugin tree; `echo` gets each step line as it comes.
+    `series_files` (the plugin paths the series changes) let it place a failure in the series."""
     testenv.write_build_info(tree)
     shim = scratch / "shim"
     testenv.write_shims(shim, tree)
@@ -53,6 +64,9 @@ def walk_tree(label: str, python: Path, core_dir: Path, tree: Path, scratch: Pat
     env["VLLM_CACHE_ROOT"] = str(scratch / "vllm-cache")  # nothing of the user's cache is read or written
     env["VLLM_USE_V2_MODEL_RUNNER"] = "1"
     env["HF_HUB_OFFLINE"] = "1"
+    listing = scratch / "series-files.txt"
+    listing.write_text("".join(f"{name}\n" for name in series_files))
+    env["OVERLAY_SMOKE_SERIES_FILES"] = str(listing)
     results = scratch / "steps.jsonl"
     log = scratch / "walker.log"
     with log.open("w") as err:
@@ -93,5 +107,6 @@ def run_smoke(root: Path, pin: str, mirror: str, venv: Path, *, baseline: bool,
                 echo(f"{label}:")
             scratch = Path(tmp) / str(index)
             tree = testenv.export_tree(plugin["path"], rev, scratch / "plugin")
-            walks.append(walk_tree(label, python, core_dir, tree, scratch, echo))
+            changed = series_paths(plugin["path"], plugin["base"], rev)
+            walks.append(walk_tree(label, python, core_dir, tree, scratch, echo, changed))
     return walks, targets

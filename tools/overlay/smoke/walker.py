@@ -44,6 +44,7 @@ class StepResult:
     detail: str = ""
     where: str = ""
     data: dict = dataclasses.field(default_factory=dict)  # what a step measured (the decode counts)
+    lies: str = ""  # a failure's place: core | plugin | series | smoke
 
     @property
     def ok(self) -> bool:
@@ -55,27 +56,85 @@ class StepResult:
             text += f": {self.detail}"
         if self.where:
             text += f" ({self.where})"
+        if self.lies:
+            text += f" [{self.lies}]"
         return text
 
 
-def _where(exc: BaseException) -> str:
-    """file:line of the innermost frame in vllm/vllm_ascend code, else the innermost one."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    if not frames:
-        return ""
-    if frames[-1].filename == __file__:  # a check of the smoke's own
-        return "smoke check"
-    pick = frames[-1]
-    for frame in reversed(frames):
-        if "/vllm/" in frame.filename or "/vllm_ascend/" in frame.filename:
-            pick = frame
-            break
-    path = pick.filename
-    for marker in ("/vllm_ascend/", "/vllm/"):
+SMOKE_DIR = Path(__file__).resolve().parent
+# Where a failure lies: the frame that raised, read innermost first.
+CORE, PLUGIN, SERIES, SMOKE = "core", "plugin", "series", "smoke"
+STAND_IN_TYPES = ("StandIn", "NotBuilt", "_Locals")  # the smoke's own stand-in values
+SERIES_FILES_ENV = "OVERLAY_SMOKE_SERIES_FILES"  # a file: the plugin paths the series changes, one a line
+
+
+def _tree_path(path: str) -> tuple[str, str] | None:
+    """(core|plugin, path inside its tree) for a file of the composed core or plugin."""
+    for marker, kind in (("/vllm_ascend/", PLUGIN), ("/vllm/", CORE)):
         if marker in path:
-            path = marker.strip("/") + "/" + path.split(marker, 1)[1]
-            break
-    return f"{path}:{pick.lineno}"
+            return kind, marker.strip("/") + "/" + path.split(marker, 1)[1]
+    return None
+
+
+def _smoke_built(obj: Any) -> bool:
+    """An object the smoke made: a stand-in, a namespace, or a runner it built
+    (a missing attribute on one is the smoke's construction, not core's)."""
+    if obj is None:
+        return False
+    return (type(obj).__name__ in STAND_IN_TYPES or isinstance(obj, types.SimpleNamespace)
+            or bool(vars(obj).get(SMOKE_BUILT, False) if hasattr(obj, "__dict__") else False))
+
+
+SMOKE_BUILT = "_overlay_smoke_built"  # set on every runner the smoke builds
+
+
+def _is_smoke(path: str) -> bool:
+    try:
+        return Path(path).resolve().parent == SMOKE_DIR
+    except OSError:
+        return False
+
+
+def origin(exc: BaseException, series_files: frozenset[str] | set[str] = frozenset()) -> tuple[str, str]:
+    """(where, lies) for an exception: the innermost frame of the smoke's own files,
+    core's or the plugin's decides. A frame in the smoke is the smoke's fault (its
+    stand-ins, its construction); core's files are core's; a plugin file the series
+    changes is the series', another is upstream plugin's. No such frame (a test's
+    own code, the environment): the smoke."""
+    # Walk.step only calls the step: the step's own code is where a failure starts.
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not (f.filename == __file__ and f.name == "step")]
+    on_stand_in = (isinstance(exc, TypeError) and any(f"'{name}'" in str(exc) for name in STAND_IN_TYPES)) or (
+        isinstance(exc, AttributeError) and _smoke_built(getattr(exc, "obj", None)))
+    if on_stand_in:
+        # core or the plugin used a value the smoke stood in for beyond what it models
+        frame = frames[-1] if frames else None
+        placed = _tree_path(frame.filename) if frame else None
+        return (f"{placed[1]}:{frame.lineno}, on a smoke stand-in" if placed else "smoke check"), SMOKE
+    for frame in reversed(frames):
+        if _is_smoke(frame.filename):
+            return ("smoke check" if frame.filename == __file__ else
+                    f"smoke {Path(frame.filename).name}:{frame.lineno}"), SMOKE
+        placed = _tree_path(frame.filename)
+        if placed:
+            kind, path = placed
+            if kind == PLUGIN and path in series_files:
+                kind = SERIES
+            return f"{path}:{frame.lineno}", kind
+    if frames:
+        return f"{frames[-1].filename}:{frames[-1].lineno}", SMOKE
+    return "", SMOKE
+
+
+def _where(exc: BaseException) -> str:
+    return origin(exc)[0]
+
+
+def read_series_files(environ: dict[str, str] = os.environ) -> frozenset[str]:
+    """The plugin paths the series changes, as run.py lists them for the walk with the series."""
+    listing = environ.get(SERIES_FILES_ENV)
+    if not listing:
+        return frozenset()
+    return frozenset(line.strip() for line in Path(listing).read_text().splitlines() if line.strip())
 
 
 def last_line(exc: BaseException) -> str:
@@ -87,10 +146,11 @@ def last_line(exc: BaseException) -> str:
 class Walk:
     """Runs named steps in order; a step runs only when the steps it needs passed."""
 
-    def __init__(self, out: Path | None):
+    def __init__(self, out: Path | None, series_files: frozenset[str] | set[str] = frozenset()):
         self.results: dict[str, StepResult] = {}
         self.out = out
         self.values: dict[str, Any] = {}
+        self.series_files = frozenset(series_files)
 
     def record(self, result: StepResult) -> None:
         self.results[result.step] = result
@@ -98,6 +158,10 @@ class Walk:
         if self.out:
             with self.out.open("a") as f:
                 f.write(json.dumps(dataclasses.asdict(result)) + "\n")
+
+    def failure(self, name: str, exc: BaseException) -> StepResult:
+        where, lies = origin(exc, self.series_files)
+        return StepResult(name, "FAILED", last_line(exc), where, lies=lies)
 
     def step(self, name: str, fn: Callable[[], str | tuple[str, dict] | None], needs: tuple[str, ...] = ()) -> None:
         missing = [n for n in needs if self.results.get(n, StepResult(n, "missing")).status != "ok"]
@@ -112,7 +176,7 @@ class Walk:
         except BaseException as exc:  # a step may raise SystemExit or worse; report it
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            self.record(StepResult(name, "FAILED", last_line(exc), _where(exc)))
+            self.record(self.failure(name, exc))
             return
         self.record(StepResult(name, "ok", note, data=data))
 
@@ -188,8 +252,31 @@ def _called_on(call: ast.Call, owner: str | None) -> bool:
     return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == owner
 
 
+def own_function(func: Callable) -> Callable:
+    """`func` itself, or, where a patch replaced it with a wrapper that calls the
+    original (functools.wraps or a closure), the original of the same name."""
+    seen: set[int] = set()
+    todo = [func]
+    while todo:
+        candidate = inspect.unwrap(todo.pop(0))
+        if id(candidate) in seen:
+            continue
+        seen.add(id(candidate))
+        if "<locals>" not in candidate.__qualname__:  # defined in its module or class, not a wrapper
+            return candidate
+        for cell in getattr(candidate, "__closure__", None) or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            if inspect.isfunction(value):
+                todo.append(value)
+    return func
+
+
 def find_call_site(func: Callable, callee: str, owner: str | None = None) -> tuple[ast.Call, str, int]:
     """The first call of `callee` (on `owner`, if given) inside `func`'s source: (node, file, line)."""
+    func = own_function(func)
     source = textwrap.dedent(inspect.getsource(func))
     _, start = inspect.getsourcelines(func)
     for node in ast.walk(ast.parse(source)):
@@ -201,6 +288,7 @@ def find_call_site(func: Callable, callee: str, owner: str | None = None) -> tup
 def run_call_site(func: Callable, callee: str, given: dict[str, Any], owner: str | None = None) -> Any:
     """Evaluate `func`'s own call of `callee`, with `given` for its locals (others are
     stand-ins) and `func`'s module globals: the call core (or the plugin) makes."""
+    func = own_function(func)
     call, path, line = find_call_site(func, callee, owner)
     # Line numbers of the real file, so a traceback points at the call site itself.
     ast.increment_lineno(call, line - call.lineno)
@@ -288,6 +376,30 @@ def stub_npu() -> str:
     acl_rt = module("acl.rt", memcpy=MagicMock())
     module("acl", rt=acl_rt)
     module("mooncake.engine", TransferEngine=MagicMock())
+    # Ascend-only packages the plugin imports at load time from 0.30.0rc2 on (its
+    # conftest stubs fla_npu's kernels "alongside torch_npu"; worker.py imports the
+    # ATB extensions). Any name imported from them is a mock, as the kernels are.
+    for name in NPU_ONLY_PACKAGES:
+        package = module(name, __path__=[], __getattr__=_mock_attribute)
+        parent, _, child = name.rpartition(".")
+        if parent:
+            setattr(sys.modules[parent], child, package)
+    return _stub_torch(torch_npu)
+
+
+# Packages that exist only on an NPU host; each is stubbed as a package whose every
+# attribute is a mock (a kernel the smoke never launches).
+NPU_ONLY_PACKAGES = ("fla_npu", "fla_npu.ops", "fla_npu.ops.ascendc",
+                     "torch_npu.op_plugin", "torch_npu.op_plugin.atb", "torch_npu.op_plugin.atb._atb_ops")
+
+
+def _mock_attribute(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return MagicMock(name=name)
+
+
+def _stub_torch(torch_npu: types.ModuleType) -> str:
     import torch
 
     try:
@@ -353,7 +465,7 @@ def continue_past(walk: Walk, failed_step: str, package: str) -> None:
         return
     failures = load_package_tolerantly(package)
     for where, exc in failures:
-        walk.record(StepResult(f"{failed_step}: {_short(where)}", "FAILED", last_line(exc), _where(exc)))
+        walk.record(walk.failure(f"{failed_step}: {_short(where)}", exc))
     walk.record(StepResult(f"{failed_step}-loaded", "ok",
                            f"{package} loaded statement by statement past {len(failures)} failing statement(s); "
                            "later steps run on what loaded"))
@@ -423,6 +535,7 @@ def step_config(walk: Walk) -> str:
     registry._run_in_subprocess = lambda fn: fn()
     vllm_config = args.create_engine_config()
     walk.values["vllm_config"] = vllm_config
+    layout = _resolve_kv_cache_layout(vllm_config)
     # Workers build their device, runner and caches inside this context.
     from vllm.config import set_current_vllm_config
 
@@ -431,7 +544,33 @@ def step_config(walk: Walk) -> str:
     walk.values["config_context"] = context
     return (f"worker {vllm_config.parallel_config.worker_cls}, "
             f"scheduler {vllm_config.scheduler_config.get_scheduler_cls().__qualname__} "
-            "(core's MRV2 Triton check told Triton exists)")
+            "(core's MRV2 Triton check told Triton exists)" + (f"; KV cache layout {layout}" if layout else ""))
+
+
+def _resolve_kv_cache_layout(vllm_config: Any) -> str | None:
+    """What EngineCore._initialize_kv_caches does before any KV cache exists, on a
+    core that resolves one layout for the model (0.30.0 on): the layouts the
+    plugin's attention backend supports, as a worker reports them, resolved by
+    core and recorded on the cache config. None on a core without it."""
+    from vllm.v1.engine import core as engine_core
+    from vllm.v1.worker import worker_base
+
+    resolve = getattr(engine_core, "resolve_kv_cache_layout", None)
+    if resolve is None:
+        return None
+    from vllm_ascend.attention.attention_v1 import AscendAttentionBackend
+
+    supported = [layout.name for layout in worker_base.get_supported_kv_cache_layouts([AscendAttentionBackend])]
+    layout = resolve(vllm_config, [supported], [_full_attention_spec(vllm_config.cache_config.block_size)])
+    worker_base.record_kv_cache_layout(vllm_config.cache_config, layout.name)
+    return layout.name
+
+
+def _full_attention_spec(block_size: int) -> Any:
+    from vllm.v1.kv_cache_interface import FullAttentionSpec
+
+    return FullAttentionSpec(**_known_fields(FullAttentionSpec, block_size=block_size, num_kv_heads=2,
+                                             head_size=32, dtype=_float16()))
 
 
 class _ExecutorReached(Exception):
@@ -443,16 +582,49 @@ class _StandInExecutor:
         raise _ExecutorReached(scheduler_output)
 
 
-def _kv_cache_config(num_blocks: int = 64, block_size: int = 128, layers: tuple[str, ...] = ("model.layers.0.attn",)):
-    """One full-attention group for a dense model's layers, as core's
-    get_kv_cache_configs would give a single card."""
-    import torch
-    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
+def _kv_cache_config(vllm_config: Any, num_blocks: int = 64, block_size: int = 128, layers: tuple[str, ...] = ("model.layers.0.attn",)):
+    """One full-attention group for a dense model's layers, made by core's own
+    get_kv_cache_groups and get_kv_cache_config_from_groups (what
+    get_kv_cache_configs does for a single card), so its KVCacheTensor,
+    KVCacheGroupSpec and KVCacheConfig have this core's fields, whatever they are."""
+    from vllm.v1.core import kv_cache_utils
 
-    spec = FullAttentionSpec(block_size=block_size, num_kv_heads=2, head_size=32, dtype=torch.float16)
-    tensors = [KVCacheTensor(size=spec.page_size_bytes * num_blocks, shared_by=[name]) for name in layers]
-    return KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=tensors,
-                         kv_cache_groups=[KVCacheGroupSpec(list(layers), spec)])
+    vllm_config = _config_with_blocks(vllm_config, num_blocks)
+    spec = _full_attention_spec(block_size)
+    groups = kv_cache_utils.get_kv_cache_groups(vllm_config, {name: spec for name in layers})
+    memory = spec.page_size_bytes * num_blocks * len(layers)
+    return kv_cache_utils.get_kv_cache_config_from_groups(vllm_config, groups, memory)
+
+
+def _float16() -> Any:
+    import torch
+
+    return torch.float16
+
+
+def _known_fields(cls: Any, **values: Any) -> dict[str, Any]:
+    """`values` for a core dataclass, checked against the fields this core declares:
+    a field the smoke relies on that core dropped is the smoke's to fix (one line)."""
+    fields = {f.name for f in dataclasses.fields(cls)}
+    gone = sorted(set(values) - fields)
+    if gone:
+        raise SmokeOutdated(f"{cls.__qualname__} has no field {', '.join(gone)} on this core "
+                            f"(fields: {', '.join(sorted(fields))})")
+    return values
+
+
+class SmokeOutdated(RuntimeError):
+    """The smoke's own model of core is out of date: its fault, not core's."""
+
+
+def _config_with_blocks(vllm_config: Any, num_blocks: int) -> Any:
+    """The walk's VllmConfig as core's engine sees it after profiling: `num_blocks` blocks."""
+    import copy
+
+    vllm_config = copy.copy(vllm_config)
+    vllm_config.cache_config = copy.copy(vllm_config.cache_config)
+    vllm_config.cache_config.num_gpu_blocks_override = num_blocks
+    return vllm_config
 
 
 def step_scheduler(walk: Walk, async_scheduling: bool | None) -> str:
@@ -482,7 +654,7 @@ def step_scheduler(walk: Walk, async_scheduling: bool | None) -> str:
     block_size = vllm_config.cache_config.block_size
     scheduler = run_call_site(EngineCore.__init__, "Scheduler", {
         "self": engine, "Scheduler": scheduler_cls, "vllm_config": vllm_config,
-        "kv_cache_config": _kv_cache_config(block_size=block_size), "include_finished_set": False,
+        "kv_cache_config": _kv_cache_config(vllm_config, block_size=block_size), "include_finished_set": False,
         "scheduler_block_size": block_size, "hash_block_size": block_size,
     })
     engine.scheduler = scheduler
@@ -508,22 +680,34 @@ LAYER = "model.layers.0.self_attn.attn"
 
 
 def _npu_runner(walk: Walk) -> Any:
-    """The Ascend MRV2 runner as far as the calls below read it: built without its
-    __init__ (which allocates device buffers), attributes as __init__ sets them."""
+    """The Ascend MRV2 runner made by its real __init__ chain, statement by statement
+    (decode_steps.new_runner): every attribute the plugin's and core's __init__ set at
+    this release. What a statement could not build on the CPU is filled in as
+    __init__ would have it only where the calls below need it."""
     import torch
+    from decode_steps import new_runner
     from vllm_ascend.worker.v2.model_runner import NPUModelRunner
 
+    from runner_init import NotBuilt
+
     vllm_config = walk.values["vllm_config"]
-    runner = object.__new__(NPUModelRunner)
-    runner.vllm_config = vllm_config
-    runner.device = torch.device("cpu")
-    runner.decode_query_len = 1
-    runner.lora_capture_cases = []
-    # Newer plugins' __init__ (182b75ea) keeps the graph-parameter update stream on the
-    # runner for the graph managers: a stream with full graphs, else None.
+    runner, skipped = new_runner(NPUModelRunner, vllm_config, torch.device("cpu"))
+    walk.values["runner-init"] = skipped
     full_graphs = vllm_config.compilation_config.cudagraph_mode.has_full_cudagraphs()
-    runner.update_stream = torch.npu.Stream() if full_graphs else None
+    needed = {"vllm_config": vllm_config, "device": torch.device("cpu"), "decode_query_len": 1,
+              "lora_capture_cases": [0],
+              # the graph-parameter update stream: a stream with full graphs, else None
+              "update_stream": torch.npu.Stream() if full_graphs else None}
+    for name, value in needed.items():
+        if name not in vars(runner) or isinstance(vars(runner)[name], NotBuilt):
+            setattr(runner, name, value)
     return runner
+
+
+def _init_note(walk: Walk) -> str:
+    from runner_init import summary
+
+    return "runner from its __init__s: " + summary(walk.values.get("runner-init", []))
 
 
 def step_graph_manager_factory(walk: Walk) -> str:
@@ -542,7 +726,7 @@ def step_graph_manager_factory(walk: Walk) -> str:
         raise RuntimeError(f"core's call built {type(manager).__qualname__}, not the Ascend ModelAclGraphManager")
     call, path, line = find_call_site(GPUModelRunner.initialize_kv_cache, "ModelCudaGraphManager")
     keywords = ", ".join(k.arg for k in call.keywords if k.arg) or "none"
-    return f"ModelAclGraphManager built from core's call (keywords: {keywords})"
+    return f"ModelAclGraphManager built from core's call (keywords: {keywords}); {_init_note(walk)}"
 
 
 def step_init_kv_cache(walk: Walk) -> str:
@@ -557,16 +741,20 @@ def step_init_kv_cache(walk: Walk) -> str:
     from vllm_ascend.attention.attention_v1 import AscendAttentionBackend
 
     vllm_config = walk.values["vllm_config"]
-    kv_cache_config = _kv_cache_config(num_blocks=4, layers=(LAYER,))
+    kv_cache_config = _kv_cache_config(vllm_config, num_blocks=4, layers=(LAYER,))
     spec = kv_cache_config.kv_cache_groups[0].kv_cache_spec
-    group = AttentionGroup(backend=AscendAttentionBackend, layer_names=[LAYER], kv_cache_spec=spec,
-                           kv_cache_group_id=0)
+    group = AttentionGroup(**_known_fields(AttentionGroup, backend=AscendAttentionBackend, layer_names=[LAYER],
+                                           kv_cache_spec=spec, kv_cache_group_id=0))
     # The attention layer registers itself here when the model is built.
     layer = types.SimpleNamespace(kv_cache=None)
-    runner = types.SimpleNamespace(
-        kv_caches=[], device=torch.device("cpu"), kv_cache_config=kv_cache_config, attn_groups=[[group]],
-        cache_config=vllm_config.cache_config, kernel_block_sizes=[spec.block_size], vllm_config=vllm_config,
-        compilation_config=types.SimpleNamespace(static_forward_context={LAYER: layer}))
+    # The runner from its __init__s, with what initialize_kv_cache sets before its
+    # init_kv_cache call (no HiSparse here: no block tables are passed on).
+    runner = _npu_runner(walk)
+    for name, value in dict(kv_caches=[], device=torch.device("cpu"), kv_cache_config=kv_cache_config,
+                            attn_groups=[[group]], cache_config=vllm_config.cache_config,
+                            kernel_block_sizes=[spec.block_size], vllm_config=vllm_config, block_tables=None,
+                            compilation_config=types.SimpleNamespace(static_forward_context={LAYER: layer})).items():
+        setattr(runner, name, value)
     replaced = [name for name in ("_allocate_kv_cache", "_reshape_kv_cache")
                 if getattr(core_attn_utils, name).__module__.startswith("vllm_ascend")]
     with set_current_vllm_config(vllm_config):
@@ -633,7 +821,9 @@ def _decode(walk: Walk, key: str, *, switch_on: bool, draft_tokens: int = 0) -> 
     device-corrected length in every step."""
     from decode_steps import run_decode
 
-    run = run_decode(walk.values["vllm_config"], run_call_site, switch_on=switch_on, draft_tokens=draft_tokens)
+    vllm_config = walk.values["vllm_config"]
+    run = run_decode(vllm_config, run_call_site, switch_on=switch_on, draft_tokens=draft_tokens,
+                     kv_cache_config=_kv_cache_config(vllm_config, layers=(LAYER,)))
     if run.seq_lens != run.expected:
         bad = next(i for i, (a, b) in enumerate(zip(run.seq_lens, run.expected)) if a != b)
         raise RuntimeError(f"step {bad + 1}: seq_lens_cpu {run.seq_lens[bad]}, device-corrected {run.expected[bad]}")
@@ -703,7 +893,7 @@ def step_metadata_speculative(walk: Walk) -> tuple[str, dict]:
 
 def walk(out: Path | None) -> Walk:
     """Every step in start-up order; each runs only when what it needs passed."""
-    w = Walk(out)
+    w = Walk(out, read_series_files())
     w.step("stub-npu", stub_npu)
     w.step("platform", step_platform, needs=("stub-npu",))
     w.step("general-plugins", step_general_plugins, needs=("platform",))
