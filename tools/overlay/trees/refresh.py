@@ -398,12 +398,12 @@ def _refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
     pending_writes = {new_name(p): text_ for p, text_ in pending_writes.items()}
     # Pin sets are independent: a commit made on one pin set's branch is that pin set's
     # patch until someone says otherwise (extend only-pins, or drop it for every pin set).
-    # Pin sets that pin the same upstream for the target compose the same tree: they share it.
+    # Pin sets that pin exactly the same upstreams (every target) compose the same trees:
+    # they share it. One that differs anywhere (the same plugin on another core) does not.
     others = [p for p in load_all_pins(project.root) if p.name != pin.name
               and any(t in p.target_names for t in new_blocks.values())]
-    same = [p.name for p in others if all(t in p.target_names and t in pin.target_names
-                                          and p.target(t).source == pin.target(t).source
-                                          for t in set(new_blocks.values()))]
+    same = [p.name for p in others if sorted(p.target_names) == sorted(pin.target_names)
+            and all(p.target(t).source == pin.target(t).source for t in pin.target_names)]
     sharing = [p.name for p in others if p.name not in same]
     new_text = rewrite_series_text(text, series_path, order,
                                    {new_name(p): t for p, t in new_blocks.items()},
