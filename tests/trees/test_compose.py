@@ -596,3 +596,23 @@ def test_ctrl_c_while_the_modules_import_is_one_line_not_a_traceback(world):
     proc = _overlay(world, "import:INT", "check")
     assert proc.returncode == 130
     assert proc.stderr == "overlay: error: interrupted (run the command again)\n"
+
+
+def test_lock_does_not_bring_along_a_pin_set_of_the_same_commit_that_carries_other_patches(world, run):
+    """Pin sets are independent (issue 30 item 4): the same plugin on another core (v0.30.0
+    and v0.31.0 share the plugin release) composes another tree once one of them carries
+    patches of its own (only-pins), so locking one never rewrites the other's lock."""
+    pins = world.project / "pins"
+    p1 = (pins / "p1.yaml").read_text().replace("default: true", "default: false")
+    (pins / "p2.yaml").write_text(p1)
+    assert run("apply", "--mirror", world.mirror, "--pin", "p2", root=world.project)[0] == 0
+    assert run("lock", "--pin", "p2", root=world.project)[0] == 0
+    before = (pins / "p2.yaml").read_text()
+    series = world.project / "series.yaml"
+    series.write_text(series.read_text().replace(
+        "    switch: PLUGIN_FAST_PATH\n", "    switch: PLUGIN_FAST_PATH\n    only-pins: [\"p1\"]\n"))
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    code, out, err = run("lock", root=world.project)
+    assert code == 0, err
+    assert "p2/plugin" not in out
+    assert (pins / "p2.yaml").read_text() == before

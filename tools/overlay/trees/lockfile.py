@@ -10,7 +10,7 @@ from overlay.trees import composed, seriesswap
 from overlay import paths
 from overlay.trees.compose import select_targets
 from overlay.errors import OverlayError
-from overlay.series.model import ArchiveSource, GitSource, PinSet, Project, Source, load_all_pins, load_pinset
+from overlay.series.model import ArchiveSource, GitSource, PinSet, Project, Source, load_all_pins, load_pinset, load_series
 from overlay.series import yamldoc
 
 
@@ -26,15 +26,22 @@ def same_source(a: Source, b: Source) -> bool:
 
 def other_locks(root: Path, pin: PinSet, target: str) -> list[tuple[PinSet, bool]]:
     """The other pin sets that record a tree for `target`, each with whether it pins the
-    same source as `pin` (then the series composes it into the very same tree)."""
+    same source as `pin` and carries the same patches for it (then the series composes it
+    into the very same tree)."""
     mine = pin.target(target).source
+    series = load_series(root)
+    carried = [e.patch for e in series.for_target(target, pin.name)]
     out = []
     for other in load_all_pins(root):
         if other.name == pin.name or target not in other.target_names:
             continue
         theirs = other.target(target)
         if theirs.tree:
-            out.append((other, same_source(mine, theirs.source)))
+            # The same source composes the same tree only if the pin sets carry the same
+            # patches for it (only-pins and applied-upstream are per pin set).
+            same = same_source(mine, theirs.source) and \
+                carried == [e.patch for e in series.for_target(target, other.name)]
+            out.append((other, same))
     return out
 
 
