@@ -610,7 +610,7 @@ def test_lock_does_not_bring_along_a_pin_set_of_the_same_commit_that_carries_oth
     before = (pins / "p2.yaml").read_text()
     series = world.project / "series.yaml"
     series.write_text(series.read_text().replace(
-        "    switch: PLUGIN_FAST_PATH\n", "    switch: PLUGIN_FAST_PATH\n    only-pins: [\"p1\"]\n"))
+        "    switch: PLUGIN_FAST_PATH\n", "    switch: PLUGIN_FAST_PATH\n    only-pins: [\"p2\"]\n"))  # p1 no longer carries 0003
     assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
     code, out, err = run("lock", root=world.project)
     assert code == 0, err
