@@ -153,6 +153,69 @@ def new_runner(cls: Any, vllm_config: Any, device: Any) -> tuple[Any, list]:
     return runner, skipped
 
 
+def seed(obj: Any, values: dict[str, Any]) -> Any:
+    """Give `obj` (made by its real `__init__` chain, `runner_init.build`) the smoke's
+    `values`: an attribute its `__init__`s built is written in place, so views of it
+    that the class itself made (the plugin's `num_computed_tokens_cpu` over core's
+    `num_computed_tokens_np`, 0.28.0 on) see the values too; a namespace value seeds
+    the built object's own attributes; one its `__init__`s could not build on the
+    CPU (`NotBuilt`) or do not set gets the value itself."""
+    from runner_init import NotBuilt
+
+    for name, value in values.items():
+        current = vars(obj).get(name)
+        if current is None or isinstance(current, NotBuilt):
+            setattr(obj, name, value)
+        elif isinstance(value, types.SimpleNamespace):
+            seed(current, vars(value))
+        elif isinstance(value, (dict, int, float, str)):
+            setattr(obj, name, value)
+        else:
+            current[:] = value
+    return obj
+
+
+def request_state(cls: Any, device: Any, *, draft_tokens: int, prompt: Any) -> Any:
+    """The runner's request state, made by its class's real `__init__` chain
+    (`runner_init.build`: the plugin's, core's through super()), holding MAX_REQS
+    requests whose prefill of `prompt[i]` tokens is done, as core's `add_request`
+    leaves them once its staged writes are applied. Device tensors a statement could
+    not build on the CPU are made on the counting device."""
+    import numpy as np
+    import runner_init
+    import torch
+
+    state, _ = runner_init.build(cls, MAX_REQS, MAX_TOKENS * 4, MAX_TOKENS, max(draft_tokens, 1), 32, device)
+    on = {"device": device}
+    return seed(state, {
+        "req_id_to_index": {},
+        "num_computed_tokens_np": prompt.copy(),
+        "num_computed_tokens_cpu": torch.tensor(prompt),  # 0.27.1: the plugin's own copy; later a view
+        "num_computed_tokens": types.SimpleNamespace(gpu=torch.tensor(prompt, **on)),
+        "prefill_len": types.SimpleNamespace(np=prompt.copy(), gpu=torch.tensor(prompt, **on)),
+        "prompt_len": types.SimpleNamespace(np=prompt.copy()),
+        "num_computed_prefill_tokens": prompt.copy(),
+        "max_seq_len": np.full(MAX_REQS, MAX_TOKENS * 4, dtype=np.int32),
+        "last_sampled_tokens": torch.zeros(MAX_REQS, 1, dtype=torch.int64, **on),
+        "draft_tokens": torch.zeros(MAX_REQS, max(draft_tokens, 1), dtype=torch.int64, **on),
+        "next_prefill_tokens": torch.zeros(MAX_REQS, dtype=torch.int32, **on),
+        "all_token_ids": types.SimpleNamespace(gpu=torch.zeros(MAX_REQS, MAX_TOKENS * 4, dtype=torch.int32, **on)),
+        "total_len": types.SimpleNamespace(gpu=torch.tensor(prompt, **on))})
+
+
+def draft_speculator(draft_tokens: int, device: Any) -> Any:
+    """The speculator of a speculative-decoding runner, for what core's sample_tokens
+    asks of it; the draft model's forward is not run: it proposes fixed drafts, as
+    the scripted sampler samples fixed tokens."""
+    import torch
+
+    def propose(input_batch: Any, *_: Any, **__: Any) -> Any:
+        return torch.full((input_batch.num_reqs, draft_tokens), 7, dtype=torch.int64, device=device)
+
+    return types.SimpleNamespace(supports_mm_inputs=False, replicated_pcp=False, propose=propose,
+                                 draft_token_confidence_probs=None)
+
+
 def _eplb_controller(runner: Any, run_call_site: Callable) -> Any:
     """The runner's EPLB controller, built by the plugin's __init__ call where the plugin
     has its own (AscendEPLBController, 182b75ea on), else by core's __init__ call."""
@@ -182,6 +245,7 @@ def build_runner(vllm_config: Any, run_call_site: Callable, *, draft_tokens: int
     from vllm_ascend.worker.v2.input_batch import AscendInputBuffers
     from vllm_ascend.worker.v2.model_runner import NPUModelRunner
     from vllm_ascend.worker.v2.model_states.default import AscendModelState
+    from vllm_ascend.worker.v2.states import AscendRequestState
 
     from device_counts import DEVICE
 
@@ -203,33 +267,28 @@ def build_runner(vllm_config: Any, run_call_site: Callable, *, draft_tokens: int
     runner.pp_handler = None
     runner.is_first_pp_rank = runner.is_last_pp_rank = True
     runner.is_pooling_model = False
-    runner.speculator = None  # draft tokens without a speculator: core's diffusion-style path
+    runner.speculator = None  # no speculative config: no speculator (see below for draft tokens)
     runner.lora_config = None
     runner.kv_block_zeroer = None
     runner.execute_model_state = None
     # Core's ModelState class attributes (num_new_sampled_tokens_per_step) as the plugin's class has them.
     runner.model_state = object.__new__(AscendModelState)
     runner.model = types.SimpleNamespace(compute_logits=None)
-    runner.sampler = types.SimpleNamespace(penalties_state=types.SimpleNamespace(output_bin_counts=None))
+    # What sample_tokens reads of the sampler besides sample() (0.30.0: the sampling
+    # states it hands the speculator's propose).
+    runner.sampler = types.SimpleNamespace(penalties_state=types.SimpleNamespace(output_bin_counts=None),
+                                           sampling_states=types.SimpleNamespace(
+                                               temperature=types.SimpleNamespace(gpu=None),
+                                               seeds=types.SimpleNamespace(gpu=None)))
     runner.block_tables = types.SimpleNamespace(append_block_ids=lambda *a, **k: None,
                                                 apply_staged_writes=lambda: None)
     runner.input_buffers = AscendInputBuffers(max_num_reqs=MAX_REQS, max_num_tokens=MAX_TOKENS, device=DEVICE)
     prompt = np.arange(10, 10 + MAX_REQS, dtype=np.int32)  # each request's prefill is done
-    runner.req_states = types.SimpleNamespace(
-        req_id_to_index={},
-        num_computed_tokens_np=prompt.copy(),
-        num_computed_tokens_cpu=torch.tensor(prompt),
-        num_computed_tokens=types.SimpleNamespace(gpu=torch.tensor(prompt, device=DEVICE)),
-        prefill_len=types.SimpleNamespace(np=prompt.copy(), gpu=torch.tensor(prompt, device=DEVICE)),
-        prompt_len=types.SimpleNamespace(np=prompt.copy()),
-        num_computed_prefill_tokens=prompt.copy(),
-        max_seq_len=np.full(MAX_REQS, MAX_TOKENS * 4, dtype=np.int32),
-        last_sampled_tokens=torch.zeros(MAX_REQS, 1, dtype=torch.int64, device=DEVICE),
-        draft_tokens=torch.zeros(MAX_REQS, max(draft_tokens, 1), dtype=torch.int64, device=DEVICE),
-        next_prefill_tokens=torch.zeros(MAX_REQS, dtype=torch.int32, device=DEVICE),
-        all_token_ids=types.SimpleNamespace(gpu=torch.zeros(MAX_REQS, MAX_TOKENS * 4, dtype=torch.int32,
-                                                            device=DEVICE)),
-        total_len=types.SimpleNamespace(gpu=torch.tensor(prompt, device=DEVICE)))
+    runner.req_states = request_state(AscendRequestState, DEVICE, draft_tokens=draft_tokens, prompt=prompt)
+    if draft_tokens:
+        # Speculative decoding: the runner's __init__s build a speculator whenever a
+        # speculative config is set (the last PP rank); the draft model cannot run here.
+        runner.speculator = draft_speculator(draft_tokens, DEVICE)
     # As NPUModelRunner.__init__ and GPUModelRunner.__init__ create them.
     runner.num_computed_tokens_event = torch.npu.Event()
     runner.num_computed_tokens_stream = torch.npu.Stream()

@@ -16,6 +16,7 @@ run (Triton/NPU kernels, a real model) is replaced, and each step says what.
 from __future__ import annotations
 
 import ast
+import contextlib
 import builtins
 import dataclasses
 import importlib
@@ -29,7 +30,7 @@ import textwrap
 import traceback
 import types
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 from unittest.mock import MagicMock
 
 # ----------------------------------------------------------------------------- step runner
@@ -729,6 +730,41 @@ def step_graph_manager_factory(walk: Walk) -> str:
     return f"ModelAclGraphManager built from core's call (keywords: {keywords}); {_init_note(walk)}"
 
 
+def attention_layer(backend: Any, spec: Any) -> Any:
+    """An attention layer as the model build leaves one: an instance of core's
+    AttentionLayerBase (what core's get_layers_from_vllm_config selects), with
+    `backend` and no KV cache bound yet. Its forward is never run."""
+    from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
+
+    class SmokeAttention(AttentionLayerBase):
+        kv_cache = None
+        kv_sharing_target_layer_name = None
+
+        def get_attn_backend(self) -> Any:
+            return backend
+
+        def get_kv_cache_spec(self, vllm_config: Any) -> Any:
+            return spec
+
+    return SmokeAttention()
+
+
+@contextlib.contextmanager
+def registered(compilation_config: Any, layers: dict[str, Any]) -> Iterator[None]:
+    """`layers` in the config's static forward context, where each layer's
+    constructor puts itself, for the block; the context as it was afterwards."""
+    context = compilation_config.static_forward_context
+    clash = sorted(set(layers) & set(context))
+    if clash:
+        raise RuntimeError(f"the forward context already holds {', '.join(clash)}")
+    context.update(layers)
+    try:
+        yield
+    finally:
+        for name in layers:
+            context.pop(name, None)
+
+
 def step_init_kv_cache(walk: Walk) -> str:
     """Core's own init_kv_cache, called as GPUModelRunner.initialize_kv_cache calls
     it, for one full-attention layer: it reaches the allocation, reshape and
@@ -745,22 +781,25 @@ def step_init_kv_cache(walk: Walk) -> str:
     spec = kv_cache_config.kv_cache_groups[0].kv_cache_spec
     group = AttentionGroup(**_known_fields(AttentionGroup, backend=AscendAttentionBackend, layer_names=[LAYER],
                                            kv_cache_spec=spec, kv_cache_group_id=0))
-    # The attention layer registers itself here when the model is built.
-    layer = types.SimpleNamespace(kv_cache=None)
+    # The attention layer registers itself in the config's forward context when the
+    # model is built (core's get_layers_from_vllm_config reads it back from there).
+    layer = attention_layer(AscendAttentionBackend, spec)
     # The runner from its __init__s, with what initialize_kv_cache sets before its
     # init_kv_cache call (no HiSparse here: no block tables are passed on).
     runner = _npu_runner(walk)
     for name, value in dict(kv_caches=[], device=torch.device("cpu"), kv_cache_config=kv_cache_config,
                             attn_groups=[[group]], cache_config=vllm_config.cache_config,
                             kernel_block_sizes=[spec.block_size], vllm_config=vllm_config, block_tables=None,
-                            compilation_config=types.SimpleNamespace(static_forward_context={LAYER: layer})).items():
+                            compilation_config=vllm_config.compilation_config).items():
         setattr(runner, name, value)
     replaced = [name for name in ("_allocate_kv_cache", "_reshape_kv_cache")
                 if getattr(core_attn_utils, name).__module__.startswith("vllm_ascend")]
-    with set_current_vllm_config(vllm_config):
-        run_call_site(GPUModelRunner.initialize_kv_cache, "init_kv_cache", {"self": runner})
-    if layer.kv_cache is None or not runner.kv_caches:
-        raise RuntimeError("init_kv_cache bound no KV cache to the layer and the runner")
+    with set_current_vllm_config(vllm_config), registered(vllm_config.compilation_config, {LAYER: layer}):
+        caches = run_call_site(GPUModelRunner.initialize_kv_cache, "init_kv_cache", {"self": runner})
+    # Up to 0.29.0 init_kv_cache fills runner.kv_caches itself; on 0.30.0 it returns the
+    # caches by layer name and initialize_kv_cache's next statement keeps them.
+    if layer.kv_cache is None or not (runner.kv_caches or LAYER in (caches if isinstance(caches, dict) else ())):
+        raise RuntimeError("init_kv_cache bound no KV cache to the layer and gave the runner none")
     cache = layer.kv_cache
     shapes = [tuple(t.shape) for t in (cache if isinstance(cache, (tuple, list)) else [cache])]
     return f"plugin {' and '.join(replaced) or 'nothing'} reached from core's init_kv_cache; K/V {shapes}"
