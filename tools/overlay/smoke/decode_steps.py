@@ -298,7 +298,10 @@ def build_runner(vllm_config: Any, run_call_site: Callable, *, draft_tokens: int
     runner.output_copy_stream = torch.cuda.Stream(runner.device)
     runner.draft_tokens_handler = DraftTokensHandler(runner.device)
     runner.eplb = _eplb_controller(runner, run_call_site)
-    runner.prompt_logprobs_worker = PromptLogprobsWorker(MAX_REQS)
+    # Built from its real signature: vLLM 0.31 added a required `device`.
+    takes = inspect.signature(PromptLogprobsWorker.__init__).parameters
+    runner.prompt_logprobs_worker = PromptLogprobsWorker(
+        MAX_REQS, **({"device": runner.device} if "device" in takes else {}))
     runner.kv_connector = get_kv_connector(vllm_config, {})
     return runner
 
