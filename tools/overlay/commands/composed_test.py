@@ -109,12 +109,14 @@ def _run(args: argparse.Namespace) -> int:
             base_tree = testenv.export_tree(plugin["path"], plugin["base"], scratch / "plugin-base")
             (scratch / "base").mkdir()
             baseline = testrun.run_pytest(python, base_tree, core_dir, scratch / "base",
-                                          ["-q", "tests/ut", *testrun.npu_ignores(base_tree), *args.pytest_args],
+                                          ["-q", "--continue-on-collection-errors", "tests/ut", *testrun.npu_ignores(base_tree),
+                                           *args.pytest_args],
                                           echo)
         say(f"with the series: plugin tree {plugin['tree'][:12]}")
         (scratch / "series").mkdir()
         after = testrun.run_pytest(python, composed, core_dir, scratch / "series",
-                                   ["-q", "tests/ut", *testrun.npu_ignores(composed), *args.pytest_args], echo)
+                                   ["-q", "--continue-on-collection-errors", "tests/ut", *testrun.npu_ignores(composed),
+                                    *args.pytest_args], echo)
 
     known = known_list.for_pin(args.pin)
     verdict = testrun.judge(after, known, known_list.floor(args.pin), full_run=full_run)
