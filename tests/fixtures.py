@@ -7,8 +7,11 @@ are written by a patch author other than the composer.
 
 from __future__ import annotations
 
+import gzip
+import io
 import os
 import subprocess
+import tarfile
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,3 +209,19 @@ def break_patch_two(world) -> None:
     """Make 0003 fail: rewrite the plugin file it changes so its context is gone."""
     p = world.patch_file("0003-plugin-switch.patch")
     p.write_text(p.read_text().replace("-VARS = {}", "-VARS = {'OTHER': 1}"))
+
+
+def make_sdist(folder: Path, top: str, files: dict) -> Path:
+    """A synthetic source release `folder/TOP.tar.gz`: `files` (path -> text or bytes) under
+    TOP/, regular members only, byte-stable (gzip mtime 0), as PyPI sdists are laid out."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tf:
+        for name, content in sorted(files.items()):
+            data = content.encode() if isinstance(content, str) else content
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size, info.mode = len(data), 0o644
+            tf.addfile(info, io.BytesIO(data))
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{top}.tar.gz"
+    path.write_bytes(gzip.compress(buf.getvalue(), mtime=0))
+    return path

@@ -8,27 +8,14 @@ imports.
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
-import tarfile
 from pathlib import Path
 
-from fixtures import CORE_FILES, PLUGIN_FILES
+from fixtures import CORE_FILES, PLUGIN_FILES, make_sdist
 
 
 def _sdist(folder: Path, version: str, files: dict[str, str]) -> Path:
-    buf = io.BytesIO()
-    top = f"core-{version}"
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tf:
-        for name, text in sorted(files.items()):
-            data = text.encode()
-            info = tarfile.TarInfo(f"{top}/{name}")
-            info.size, info.mode = len(data), 0o644
-            tf.addfile(info, io.BytesIO(data))
-    path = folder / f"core-{version}.tar.gz"
-    path.write_bytes(gzip.compress(buf.getvalue(), mtime=0))
-    return path
+    return make_sdist(folder, f"core-{version}", files)
 
 
 def _plugin(tmp: Path) -> Path:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import json
 
-from fixtures import CORE_FILES, PLUGIN_FILES
-from rebase.test_rebase_gate_baseline import _sdist
+from fixtures import CORE_FILES, PLUGIN_FILES, make_sdist as _sdist
 
 
 def test_the_matrix_grades_each_error_by_the_release_that_declares_the_core(world, run, tmp_path):

@@ -10,14 +10,10 @@ its lock from the files alone. Then core moves alone (the carrier stays at its a
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import io
 import json
-import re
 import shutil
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -25,6 +21,7 @@ import pytest
 from overlay.cli import main
 from overlay.series.model import ArchiveSource, Project
 from tests.drift.series_history import build
+from fixtures import make_sdist
 from tests.rebase.test_rebase import resolve_o_py, snapshot
 
 
@@ -32,32 +29,14 @@ def _sdist_of(repo: Path, rev: str, folder: Path, name: str, version: str, extra
     """A release archive of `repo` at `rev`: its files under NAME-VERSION/, no history."""
     listing = subprocess.run(["git", "ls-tree", "-r", "--name-only", rev], cwd=repo, check=True,
                              capture_output=True, text=True).stdout.split()
-    buf = io.BytesIO()
-    top = f"{name.replace('-', '_')}-{version}"
     files = {p: subprocess.run(["git", "show", f"{rev}:{p}"], cwd=repo, check=True,
                                capture_output=True).stdout for p in listing}
     files.update(extra or {})
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tf:
-        for path, data in sorted(files.items()):
-            info = tarfile.TarInfo(f"{top}/{path}")
-            info.size, info.mode = len(data), 0o644
-            tf.addfile(info, io.BytesIO(data))
-    folder.mkdir(exist_ok=True)
-    out = folder / f"{top}.tar.gz"
-    out.write_bytes(gzip.compress(buf.getvalue(), mtime=0))
-    return out
+    return make_sdist(folder, f"{name.replace('-', '_')}-{version}", files)
 
 
 def _core_sdist(folder: Path, version: str) -> Path:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tf:
-        data = f"__version__ = '{version}'\n".encode()
-        info = tarfile.TarInfo(f"core-{version}/vllm/__init__.py")
-        info.size = len(data)
-        tf.addfile(info, io.BytesIO(data))
-    out = folder / f"core-{version}.tar.gz"
-    out.write_bytes(gzip.compress(buf.getvalue(), mtime=0))
-    return out
+    return make_sdist(folder, f"core-{version}", {"vllm/__init__.py": f"__version__ = '{version}'\n"})
 
 
 @pytest.fixture(scope="module")

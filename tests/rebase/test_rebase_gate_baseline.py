@@ -8,30 +8,16 @@ upstream's. A series patch that adds a break of its own makes it exit 1 and name
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import io
 import json
-import tarfile
 from pathlib import Path
 
-from fixtures import CORE_FILES, PLUGIN_FILES, make_patch
+from fixtures import CORE_FILES, PLUGIN_FILES, make_patch, make_sdist
 
 UPSTREAM_BREAK = "from vllm.graph import GraphManager\nfrom vllm.sampler import _gone_upstream\n"
 
 
-def _sdist(folder: Path, top: str, files: dict[str, str]) -> Path:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tf:
-        for name, text in sorted(files.items()):
-            data = text.encode()
-            info = tarfile.TarInfo(f"{top}/{name}")
-            info.size, info.mode = len(data), 0o644
-            tf.addfile(info, io.BytesIO(data))
-    folder.mkdir(exist_ok=True)
-    path = folder / f"{top}.tar.gz"
-    path.write_bytes(gzip.compress(buf.getvalue(), mtime=0))
-    return path
+_sdist = make_sdist
 
 
 def _setup(world) -> None:
