@@ -22,3 +22,20 @@ def test_a_site_the_maintainers_rewrote_is_changed_and_one_they_left_is_unchange
 def test_grades():
     assert grade(CHANGED, False) == "confirmed" and grade(GONE, True) == "confirmed"
     assert grade(UNCHANGED, True) == "upstream-bug" and grade(UNCHANGED, False) == "not-borne-out"
+
+
+def test_the_declared_release_is_read_as_data(tmp_path):
+    """A tag file that is a link out of the tree, or huge, declares nothing."""
+    import os
+
+    from overlay.trees.baseline_trees import declared_release
+
+    (tmp_path / ".github").mkdir()
+    tag = tmp_path / ".github" / "vllm-release-tag.commit"
+    tag.write_text("v0.30.0\n")
+    assert declared_release(tmp_path) == "0.30.0"
+    tag.unlink()
+    outside = tmp_path.parent / "outside-tag"
+    outside.write_text("v9.9.9\n")
+    os.symlink(outside, tag)
+    assert declared_release(tmp_path) is None

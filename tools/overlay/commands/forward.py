@@ -27,6 +27,7 @@ from overlay.gate.baseline import key as finding_key
 from overlay.gate.engine import Cache
 from overlay.series.model import Project
 from overlay.trees import compose, sources
+from overlay.trees.baseline_trees import declared_release
 
 VERSION = re.compile(r"^\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?$")
 
@@ -89,20 +90,16 @@ def releases_in(spec: str, available: list[str]) -> list[str]:
     return sorted(chosen, key=_vkey)
 
 
-def _declared(tree: Path) -> str | None:
-    try:
-        text = (tree / ".github" / "vllm-release-tag.commit").read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    return text.split()[0].lstrip("v") if text else None
+READ_MAX = 8 << 20  # a plugin source file, as the gate caps them
 
 
 def _read(tree: Path, rel: str) -> str | None:
-    path = tree / rel
+    """A file of a plugin tree as text (regular, inside the tree, capped), or None."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
-    except OSError:
+        raw = paths.read_capped(tree / rel, READ_MAX, within=tree)
+    except (OSError, paths.NotARegularFile, paths.OutsideTree):
         return None
+    return None if len(raw) > READ_MAX else raw.decode("utf-8", "replace")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -147,7 +144,7 @@ def _matrix(root: Path, mirror: Path, pin: str, plugin: Path, chosen: list[str],
     declared: dict[str, str] = {}  # core version -> the newest plugin release declaring it
     for version in sorted(plugin_releases, key=_vkey):
         tree = sources.release_tree(root, mirror, "vllm-ascend", version, progress)
-        core = _declared(tree)
+        core = declared_release(tree)
         if core:
             declared[core] = version
     rows = []

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterator
 
 from overlay.series import checks
-from overlay.trees import compose, composed, lockfile, ownership, refresh, runlock, seriesswap, sources
+from overlay.trees import baseline_trees, compose, composed, lockfile, ownership, refresh, runlock, seriesswap, sources
 from overlay import gitcmd, paths
 from overlay import reporting
 from overlay.errors import OverlayError, inject_fault, printable
@@ -897,8 +897,6 @@ def _mirror_of(state: RebaseState) -> Path | None:
 def _same_result(work: Path, commit: str, patch: Path) -> bool:
     """Whether `patch` applied on `commit`'s parent gives `commit`'s tree (in a scratch
     index: the work tree is not touched)."""
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="overlay-same-") as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         gitcmd.git(["read-tree", f"{commit}^"], cwd=work, env=env)
@@ -952,7 +950,8 @@ def _gate(root: Path, state: RebaseState) -> dict | None:
     out = {"ok": report.ok, "ran": True, "findings": len(report.findings), "errors": len(report.failing),
            "core": str(core)}
     try:
-        with _baseline_trees(root, state, core) as (plugin_dir, core_dir, said):
+        with baseline_trees.declared_pairing(root, state.new_pin, core, _mirror_of(state)) as (
+                plugin_dir, core_dir, said):
             baseline = GatePlan(plugin_dir, core_dir, allowlist=allowlist).run(state.new_pin)
     except OverlayError as exc:
         out["baseline"] = f"none ({exc.one_line()}): every error counts"
@@ -961,46 +960,6 @@ def _gate(root: Path, state: RebaseState) -> dict | None:
     out.update(ok=not new, baseline=said, upstream_errors=len(baseline.failing),
                new=[f"{f.plugin_path}:{f.plugin_line}: {f.short()}" for f in new])
     return out
-
-
-class _baseline_trees:
-    """(upstream's plugin at the rebase's head without the series, the core it declares,
-    words): the plugin checked out by git into a scratch folder of the rebase, removed
-    on exit; the core is the new pin set's composed one when it is the declared release,
-    else that release's archive (mirror or cache)."""
-
-    def __init__(self, root: Path, state: RebaseState, core: Path) -> None:
-        self.root, self.state, self.core = root, state, core
-        self.scratch: Path | None = None
-
-    def __enter__(self):
-        import tempfile
-        from overlay.trees import archive as archive_mod
-
-        root, state = self.root, self.state
-        pin = Project.load(root).pin(state.new_pin)
-        src = pin.target("plugin").source
-        repo = sources.cache_repo(root, src.mirror_name) if isinstance(src, ArchiveSource) \
-            else gitcmd.data_view(Path(state.git_dir))
-        declared = declared_core(repo, state.head).get("release")
-        core_src = pin.target("core").source if "core" in pin.target_names else None
-        if not declared or not isinstance(core_src, ArchiveSource):
-            raise OverlayError("the plugin declares no core release to pair it with")
-        version = declared.lstrip("v")
-        if version == core_src.version:
-            core_dir = self.core
-        else:
-            core_dir = sources.release_tree(root, _mirror_of(state), core_src.name, version)
-        (root / ".overlay").mkdir(exist_ok=True)
-        self.scratch = Path(tempfile.mkdtemp(prefix="rebase-baseline-", dir=root / ".overlay"))
-        archive_mod.checkout_tree(repo, state.head, self.scratch / "plugin",
-                                  {"GIT_INDEX_FILE": str(self.scratch / "index")})
-        said = f"upstream's plugin {state.head[:12]} without the series, against {core_src.name}=={version} (its release)"
-        return self.scratch / "plugin", core_dir, said
-
-    def __exit__(self, *exc) -> None:
-        if self.scratch is not None:
-            shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def _other_pins(root: Path, project: Project, state: RebaseState) -> list[dict]:

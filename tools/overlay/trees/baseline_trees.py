@@ -10,17 +10,25 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from overlay import paths
 from overlay.errors import OverlayError
 from overlay.series.model import ArchiveSource, load_pin
 from overlay.trees import archive as archive_mod
 from overlay.trees import sources
 
 
+DECLARED_MAX = 4096  # a release tag file holds one tag
+
+
 def declared_release(plugin_tree: Path) -> str | None:
+    """The core release the plugin tree declares (its `.github/vllm-release-tag.commit`),
+    read as data: a regular file inside the tree, capped; None when absent or unreadable."""
     try:
-        text = (plugin_tree / ".github" / "vllm-release-tag.commit").read_text(encoding="utf-8").strip()
-    except OSError:
+        raw = paths.read_capped(plugin_tree / ".github" / "vllm-release-tag.commit", DECLARED_MAX,
+                                within=plugin_tree)
+    except (OSError, paths.NotARegularFile, paths.OutsideTree):
         return None
+    text = raw[:DECLARED_MAX].decode("utf-8", "replace").strip()
     return text.split()[0].lstrip("v") if text else None
 
 
@@ -50,6 +58,6 @@ def declared_pairing(root: Path, pin_name: str, composed_core: Path, mirror: Pat
             core_dir = sources.release_tree(root, mirror, core_name, version, progress)
         where = (f"PyPI {target.source.requirement}" if isinstance(target.source, ArchiveSource)
                  else f"{obtained.commit[:12]}")
-        yield scratch / "plugin", core_dir, f"upstream's plugin {where} without the series, against {core_name}=={version}"
+        yield scratch / "plugin", core_dir, f"upstream's plugin {where} without the series, against {core_name}=={version} (its release)"
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
