@@ -15,8 +15,11 @@
    floor were collected, when a series test did not run, and on any failure that is
    not on the known-failures list (requirements/composed-test-known-failures.yaml)
    for this pin set; a list entry that no longer fails fails the run too.
-6. Unless --no-baseline: first run the same suite on the pinned plugin commit without
-   the series, for comparison only (it does not decide the exit status).
+6. Unless --no-baseline: first run the same suite on a reference tree, for comparison
+   only (it does not decide the exit status): `--baseline upstream` (the default) is the
+   pinned plugin without the series; `--baseline compat` is the pinned plugin with only the
+   pin set's compatibility patches (entries with `core-change:`), the reference for a pin
+   set ahead of upstream, where the plugin alone does not even import on the newer core.
 
 Exit status: 0 passed, 1 the run failed (see above), 2 setup errors (mirror, compose,
 environment). One line per error, no traceback. --json: one JSON document on stdout.
@@ -44,6 +47,11 @@ def series_tests(root: Path, target: str, pin: str) -> list[str]:
     return [t for e in load_series(root).for_target(target, pin) for t in e.tests]
 
 
+def compat_entries(root: Path, pin: str) -> list:
+    """The pin set's compatibility patches: the plugin entries it carries that name a core change."""
+    return [e for e in load_series(root).for_target("plugin", pin) if e.provenance.core_change]
+
+
 def unran_series_tests(report: testrun.RunReport, tests: list[str]) -> list[str]:
     """Series tests (files or node ids) of which no test ran."""
     ran = set(report.outcomes)
@@ -58,7 +66,10 @@ def register(sub) -> None:
     ap.add_argument("--known-failures", type=Path, default=None,
                     help="known-failures list (default: requirements/composed-test-known-failures.yaml)")
     ap.add_argument("--no-baseline", action="store_true",
-                    help="skip the run on the pinned plugin commit without the series")
+                    help="skip the run on the reference tree (see --baseline)")
+    ap.add_argument("--baseline", choices=("upstream", "compat"), default="upstream",
+                    help="reference run: the plugin without the series (upstream, default), or with only "
+                         "the pin set's compatibility patches, those with core-change: (compat)")
     ap.add_argument("--json", action="store_true", help="print one JSON document, no progress")
     ap.add_argument("pytest_args", nargs="*",
                     help="extra pytest arguments (after --); a filtered run skips the floor and stale-entry checks")
@@ -105,8 +116,13 @@ def _run(args: argparse.Namespace) -> int:
                                path="series.yaml")
         baseline = None
         if not args.no_baseline:
-            say(f"baseline: plugin {plugin['base'][:12]} without the series")
             base_tree = testenv.export_tree(plugin["path"], plugin["base"], scratch / "plugin-base")
+            if args.baseline == "compat":
+                compat = compat_entries(root, args.pin)
+                say(f"baseline: plugin {plugin['base'][:12]} with only its {len(compat)} compatibility patch(es)")
+                testenv.apply_patches(base_tree, [root / "patches" / e.patch for e in compat])
+            else:
+                say(f"baseline: plugin {plugin['base'][:12]} without the series")
             (scratch / "base").mkdir()
             baseline = testrun.run_pytest(python, base_tree, core_dir, scratch / "base",
                                           ["-q", "--continue-on-collection-errors", "tests/ut", *testrun.npu_ignores(base_tree),
@@ -128,14 +144,16 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps({
             "pin": args.pin, "core_tree": core["tree"], "plugin_tree": plugin["tree"],
             "floor": known_list.floor(args.pin), "full_run": full_run,
-            "baseline": baseline.to_json() if baseline else None, "series": after.to_json(),
+            "baseline": baseline.to_json() if baseline else None,
+            "baseline_kind": None if args.no_baseline else args.baseline, "series": after.to_json(),
             "known_failures": {n: e.cause for n, e in verdict.known.items()},
             "problems": problems, "ok": not problems,
         }, indent=2))
         return 1 if problems else 0
     say(f"core tree {core['tree']}, plugin tree {plugin['tree']}")
     if baseline is not None:
-        say(f"before the series: {baseline.line()}")
+        say(f"{'compatibility patches only' if args.baseline == 'compat' else 'before the series'}: "
+            f"{baseline.line()}")
         if baseline.collected is None:
             say(f"  (pytest stopped: {testrun.real_error(baseline.output_tail)})")
     say(f"after the series:  {after.line()}")

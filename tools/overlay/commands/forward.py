@@ -24,8 +24,10 @@ from overlay.errors import OverlayError, printable
 from overlay.gate import run_gate
 from overlay.gate.backcast import backcast, grade
 from overlay.gate.baseline import key as finding_key
+from overlay.gate import execution as grade_exec
 from overlay.gate.engine import Cache
 from overlay.series.model import Project
+from overlay.testing import execution, testenv
 from overlay.trees import compose, sources
 from overlay.trees.baseline_trees import declared_release
 
@@ -48,6 +50,12 @@ def register(sub) -> None:
                    help="mirror directory with pypi/ (default: $OVERLAY_MIRROR)")
     p.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help="where FORWARD.md and forward.json go (default: print the Markdown only)")
+    p.add_argument("--execute", action="store_true",
+                   help="also run the plugin's CPU unit tests against each release, with a probe at each "
+                        "error's site (the execution column; needs the composed-test environment)")
+    p.add_argument("--venv", type=Path, default=None, metavar="DIR",
+                   help="composed-test environment for --execute (default: $OVERLAY_COMPOSED_VENV or "
+                        "~/.cache/overlay/composed-test-venv)")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout, no progress")
     p.set_defaults(func=run)
 
@@ -120,7 +128,10 @@ def run(args: argparse.Namespace) -> int:
         compose.compose(project, pin, targets=["plugin"], into=scratch, mirror=mirror, force=False,
                         report=lambda _: None, progress=progress)
         plugin = paths.composed_dir(root, pin.name, "plugin", scratch)
-        doc = _matrix(root, mirror, pin.name, plugin, chosen, plugin_releases, progress)
+        venv = (args.venv or testenv.default_venv()).resolve() if args.execute else None
+        if venv is not None and (venv == root.resolve() or root.resolve() in venv.parents):
+            raise OverlayError(f"--venv {venv} is inside the repository", hint="put it outside")
+        doc = _matrix(root, mirror, pin.name, plugin, chosen, plugin_releases, progress, venv=venv)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     markdown = render(doc)
@@ -136,8 +147,54 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _execute(root: Path, venv: Path, plugin: Path, core_dir: Path, version: str, sites: list[str],
+             progress) -> execution.ExecutionRun:
+    """The plugin's unit tests against the release `core_dir`, probed at `sites`."""
+    python = testenv.ensure_venv(venv, progress)
+    marker = core_dir.parent / ".complete"
+    digest = marker.read_text().split()[-1][:16] if marker.is_file() else "release"
+    installed = testenv.ensure_release_core(python, venv, core_dir, f"release-{digest}", version, progress)
+    if progress:
+        progress(f"running the plugin's unit tests against vllm {version} ({len(sites)} probe(s))")
+    (root / ".overlay").mkdir(exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="forward-exec-", dir=root / ".overlay"))
+    try:
+        return execution.run_with_probes(python, plugin, installed, scratch, sites)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _execution_fields(run: execution.ExecutionRun | None, plugin: Path, items: list[dict]) -> dict:
+    """Fill each item's execution label; the row's execution summary (pure apart from reads)."""
+    if run is None:
+        return {}
+    failures = run.report.failures()
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for item in items:
+        path, _, line = item["where"].rpartition(":")
+        span = grade_exec.enclosing_span(_read(plugin, path), int(line))
+        spans.setdefault(path, []).append(span)
+        outcome, tests = grade_exec.grade_site(item["where"], span, run.placed.get(item["where"]),
+                                               run.report.probes.get(item["where"], ()), failures)
+        item["execution"] = grade_exec.label(outcome, tests)
+        item["execution_tests"] = tests[:5]
+    graded = grade_exec.grade_failures(failures, "vllm_ascend", spans)
+    return {"execution": {
+        "collected": run.report.collected, "passed": run.report.count("passed"),
+        "failed": run.report.count("failed") + run.report.count("error"),
+        "collect_errors": len(run.report.collect_errors),
+        "errors_failed_there": sum(1 for i in items if i["execution"].startswith(grade_exec.FAILED_THERE)),
+        "errors_reached": sum(1 for i in items if i["execution"].startswith(grade_exec.REACHED)),
+        "errors_not_reached": sum(1 for i in items if i["execution"] == grade_exec.NOT_REACHED),
+        "errors_not_probed": sum(1 for i in items if i["execution"] == grade_exec.NOT_PROBED),
+        "plugin_crash_sites": graded,
+        "forecast": sum(1 for g in graded if g["grade"] == "forecast"),
+        "missed": sum(1 for g in graded if g["grade"] == "missed"),
+    }}
+
+
 def _matrix(root: Path, mirror: Path, pin: str, plugin: Path, chosen: list[str],
-            plugin_releases: dict[str, Path], progress) -> dict:
+            plugin_releases: dict[str, Path], progress, venv: Path | None = None) -> dict:
     cache = Cache()
     allow = root / "gate-allowlist.yaml"
     allow = allow if allow.is_file() else None
@@ -172,6 +229,9 @@ def _matrix(root: Path, mirror: Path, pin: str, plugin: Path, chosen: list[str],
                 still = finding_key(f)[:2] in upstream_keys
                 item.update(site=site, backcast=outcome, upstream_still_has_it=still, grade=grade(outcome, still))
             row["findings"].append(item)
+        if venv is not None:
+            run_ = _execute(root, venv, plugin, core_dir, version, [i["where"] for i in row["findings"]], progress)
+            row.update(_execution_fields(run_, plugin, row["findings"]))
         graded = [i for i in row["findings"] if "grade" in i]
         row["graded"] = {g: sum(1 for i in graded if i["grade"] == g)
                          for g in ("confirmed", "upstream-bug", "not-borne-out")}
@@ -180,28 +240,54 @@ def _matrix(root: Path, mirror: Path, pin: str, plugin: Path, chosen: list[str],
 
 
 def render(doc: dict) -> str:
+    executed = any("execution" in r for r in doc["releases"])
     out = [f"# Forward matrix: pin set `{doc['pin']}`", "",
            "Each row gates the pin set's plugin (with the series) against a core release. Where upstream "
            "has since shipped a plugin release declaring that core, each error is graded by it "
            "(backcast): **confirmed** (the maintainers changed the site), **upstream-bug** (unchanged, "
            "and their release still shows it against the core it declares), **not-borne-out** "
-           "(unchanged, and their release does not show it). Execution (smoke, composed-test) is "
-           "`not run` unless stated: not proven either way.", "",
-           "| core release | errors | plugin release declaring it | confirmed | upstream-bug | not-borne-out |",
-           "| --- | ---: | --- | ---: | ---: | ---: |"]
+           "(unchanged, and their release does not show it).", "",
+           "Execution: the plugin's CPU unit tests run against the release with a probe at each error's "
+           "site (`overlay forward --execute`). **failed there**: a test reached the site and failed in "
+           "the function holding it; **reached**: tests reached it and none failed there; **not "
+           "reached**, **not probed**, **not run**: not proven either way. Each crash of that run in "
+           "the plugin's own code is **forecast** (a gate error sits in the same function) or "
+           "**missed**.", ""]
+    head = "| core release | errors | plugin release declaring it | confirmed | upstream-bug | not-borne-out |"
+    rule = "| --- | ---: | --- | ---: | ---: | ---: |"
+    if executed:
+        head += " failed there | reached | not reached | crash sites forecast | missed |"
+        rule += " ---: | ---: | ---: | ---: | ---: |"
+    out += [head, rule]
     for r in doc["releases"]:
         g = r["graded"]
         pr = f"`{r['plugin_release']}`" if r["plugin_release"] else "none yet (ahead of upstream)"
         cells = [str(g[k]) if r["plugin_release"] else "-" for k in ("confirmed", "upstream-bug", "not-borne-out")]
-        out.append(f"| {r['release']} | {r['errors']} | {pr} | " + " | ".join(cells) + " |")
+        line = f"| {r['release']} | {r['errors']} | {pr} | " + " | ".join(cells) + " |"
+        if executed:
+            e = r.get("execution")
+            line += (" " + " | ".join(str(e[k]) for k in ("errors_failed_there", "errors_reached",
+                                                          "errors_not_reached", "forecast", "missed")) + " |"
+                     if e else " - | - | - | - | - |")
+        out.append(line)
     for r in doc["releases"]:
         out += ["", f"## vLLM {r['release']}", ""]
+        e = r.get("execution")
+        if e:
+            out += [f"Unit tests against this release: {e['collected']} collected, {e['passed']} passed, "
+                    f"{e['failed']} failed, {e['collect_errors']} collection error(s).", ""]
         if not r["findings"]:
             out.append("No gate error.")
-            continue
-        out += ["| where | finding | backcast | grade | execution |", "| --- | --- | --- | --- | --- |"]
-        for i in r["findings"]:
-            summary = i["summary"].replace("|", "\\|")
-            out.append(f"| `{i['where']}` | {summary} | {i.get('backcast', '-')} | {i.get('grade', '-')} "
-                       f"| {i['execution']} |")
+        else:
+            out += ["| where | finding | backcast | grade | execution |", "| --- | --- | --- | --- | --- |"]
+            for i in r["findings"]:
+                summary = i["summary"].replace("|", "\\|")
+                out.append(f"| `{i['where']}` | {summary} | {i.get('backcast', '-')} | {i.get('grade', '-')} "
+                           f"| {i['execution']} |")
+        if e and e["plugin_crash_sites"]:
+            out += ["", "Crashes in the plugin's own code:", "",
+                    "| where | failure | tests | grade |", "| --- | --- | ---: | --- |"]
+            for c in e["plugin_crash_sites"]:
+                message = printable(c["message"]).replace("|", "\\|")
+                out.append(f"| `{c['where']}` | {message} | {c['tests']} | {c['grade']} |")
     return "\n".join(out) + "\n"

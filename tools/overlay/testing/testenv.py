@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -30,7 +31,8 @@ from collections import deque
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from overlay.errors import OverlayError
+from overlay import gitcmd
+from overlay.errors import OverlayError, printable
 
 Progress = Callable[[str], None] | None  # None: stay quiet (not a terminal, or --json)
 
@@ -239,6 +241,18 @@ def export_tree(repo: str | Path, rev: str, dest: Path) -> Path:
     return dest
 
 
+def apply_patches(tree: Path, patches: Iterable[Path]) -> None:
+    """Apply patch files, in order, to the exported (not a git work tree) `tree`; one that does
+    not apply is an error naming it (nothing is half-applied: `git apply` is atomic per patch)."""
+    for patch in patches:
+        proc = gitcmd.git(["apply", "--whitespace=nowarn", "--", str(patch)], cwd=tree, check=False)
+        if proc.returncode != 0:
+            raise OverlayError(f"does not apply to the reference tree without the rest of the series: "
+                               f"{printable(proc.stderr.strip().splitlines()[0] if proc.stderr.strip() else 'git apply failed')}",
+                               path=f"patches/{patch.name}",
+                               hint="a compatibility patch must not depend on the experiment's patches")
+
+
 def requirements_digest(requirements: Path = REQUIREMENTS) -> str:
     return hashlib.sha256(requirements.read_bytes()).hexdigest()
 
@@ -275,18 +289,35 @@ def ensure_venv(venv: Path, progress: Progress, requirements: Path = REQUIREMENT
 def ensure_core(python: Path, venv: Path, core: dict, version: str | None, progress: Progress) -> Path:
     """A directory holding vLLM installed from the composed core tree `core` (an `overlay
     apply --json` record), built once per tree id: put it on PYTHONPATH (test_env)."""
+    return _install_core(python, venv, core_dir_name(core["tree"], version), version, progress,
+                         f"the composed core tree {core['tree'][:12]}", str(core["path"]),
+                         lambda dest: export_tree(core["path"], "HEAD", dest))
+
+
+def ensure_release_core(python: Path, venv: Path, tree: Path, key: str, version: str,
+                        progress: Progress) -> Path:
+    """As ensure_core, for a core release's source tree (a directory, e.g. the gate's
+    checkout of the release archive), keyed by `key` (its archive digest): copied first, so
+    the build never writes into the shared checkout."""
+    return _install_core(python, venv, core_dir_name(key, version), version, progress,
+                         f"the vllm {version} release tree", str(tree),
+                         lambda dest: Path(shutil.copytree(tree, dest, symlinks=True)))
+
+
+def _install_core(python: Path, venv: Path, name: str, version: str | None, progress: Progress,
+                  what: str, where: str, populate: Callable[[Path], Path]) -> Path:
     cores = venv / CORES_DIR
-    dest = cores / core_dir_name(core["tree"], version)
+    dest = cores / name
     if dest.is_dir():
         return dest
     cores.mkdir(parents=True, exist_ok=True)
     if progress:
-        progress(f"installing vLLM from the composed core tree {core['tree'][:12]}"
-                 f"{f' as {version}' if version else ''} (VLLM_TARGET_DEVICE=empty, once per tree)")
+        progress(f"installing vLLM from {what}{f' as {version}' if version else ''} "
+                 "(VLLM_TARGET_DEVICE=empty, once per tree)")
     # Built beside its final place, then renamed: a reader never sees a half-installed core,
     # and two builders of the same tree both succeed (the second discards its copy).
     with tempfile.TemporaryDirectory(prefix=".build-", dir=cores) as tmp:
-        src = export_tree(core["path"], "HEAD", Path(tmp) / "src")
+        src = populate(Path(tmp) / "src")
         site = Path(tmp) / "site"
         env = dict(os.environ, VLLM_TARGET_DEVICE="empty")
         env.pop("PYTHONPATH", None)
@@ -296,8 +327,8 @@ def ensure_core(python: Path, venv: Path, core: dict, version: str | None, progr
                 "--progress-bar", "off", "--disable-pip-version-check", "--target", str(site), str(src)],
                what="vLLM install", progress=progress, parse=PipProgress(1).line, env=env)
         if not (site / "vllm" / "__init__.py").is_file():
-            raise OverlayError(f"installing the core tree {core['tree'][:12]} produced no vllm package",
-                               path=str(core["path"]), hint="is this a vLLM source tree?")
+            raise OverlayError(f"installing {what} produced no vllm package",
+                               path=where, hint="is this a vLLM source tree?")
         try:
             site.rename(dest)
         except OSError:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from overlay.testing import testenv
+from overlay.testing import probes, testenv
 from overlay.series import yamldoc
 from overlay.errors import OverlayError
 
@@ -28,12 +28,32 @@ REPORT_ENV = "COMPOSED_TEST_REPORT"
 # Written into the shim folder and loaded with `pytest -p composed_test_report`: it runs in
 # the test environment (any pytest >= 7), so stdlib only.
 REPORT_PLUGIN = '''"""composed-test: record what pytest collected and each test's outcome, as JSON."""
+import builtins
 import json
 import os
 import sys
 
 _OUT = os.environ["%(env)s"]
-_STATE = {"collected": None, "outcomes": {}, "collect_errors": {}, "exitstatus": None}
+_STATE = {"collected": None, "outcomes": {}, "collect_errors": {}, "exitstatus": None, "probes": {}}
+_CURRENT = ["<collection>"]
+
+
+def _probe(pid):
+    """Execution probes (overlay.testing.probes): which tests reached a probed statement."""
+    tests = _STATE["probes"].setdefault(str(pid), [])
+    if len(tests) < 50 and (not tests or tests[-1] != _CURRENT[0]) and _CURRENT[0] not in tests:
+        tests.append(_CURRENT[0])
+
+
+setattr(builtins, "%(probe)s", _probe)
+
+
+def pytest_collectstart(collector):
+    _CURRENT[0] = collector.nodeid or "<collection>"  # import-time probes: the module collecting
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _CURRENT[0] = nodeid
 _RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
 
 
@@ -90,7 +110,7 @@ def pytest_runtest_logreport(report):
 def pytest_sessionfinish(session, exitstatus):
     _STATE["exitstatus"] = int(exitstatus)
     _dump()
-''' % {"env": REPORT_ENV}
+''' % {"env": REPORT_ENV, "probe": probes.PROBE_BUILTIN}
 
 # The plugin's CI routes unit tests to runners by path (.github/workflows/scripts/
 # select_tests.py, `runner_mapping:` in test_config.yaml): a path under tests/ut matching
@@ -114,6 +134,7 @@ class RunReport:
     outcomes: dict[str, tuple[str, str]]  # node id -> (passed|failed|error|skipped, where)
     collect_errors: dict[str, str]  # node id (a file, or <session>) -> where
     output_tail: tuple[str, ...] = ()
+    probes: dict[str, tuple[str, ...]] = field(default_factory=dict)  # probe id -> tests that reached it
 
     def count(self, outcome: str) -> int:
         return sum(1 for o, _ in self.outcomes.values() if o == outcome)
@@ -143,8 +164,10 @@ def parse_report(data: dict | None, exitstatus: int, output: Iterable[str]) -> R
     if not data:
         return RunReport(exitstatus, None, {}, {}, tail)
     outcomes = {k: (v[0], v[1]) for k, v in (data.get("outcomes") or {}).items()}
+    probes_hit = data.get("probes") if isinstance(data.get("probes"), dict) else {}
     return RunReport(exitstatus, data.get("collected"), outcomes,
-                     dict(data.get("collect_errors") or {}), tail)
+                     dict(data.get("collect_errors") or {}), tail,
+                     {str(k): tuple(str(t) for t in v) for k, v in probes_hit.items() if isinstance(v, list)})
 
 
 def real_error(output: Iterable[str]) -> str:
