@@ -288,3 +288,15 @@ def test_runner_mapping_keys_are_read_with_comments_and_quotes():
     text = ("---\nrunner_mapping:   # routing\n  # a comment\n  \"tests/ut/.+/a2\":\n    default: a2_x1\n"
             "  'tests/e2e/x':\n    default: a3_x2\npartition:\n  tests/ut/not/this: 2\n")
     assert testrun.npu_patterns(text) == ("tests/ut/.+/a2",)
+
+
+def test_a_test_that_blocks_fails_alone_and_the_run_goes_on(tmp_path, monkeypatch):
+    monkeypatch.setenv(testrun.TIMEOUT_ENV, "1")
+    tree = plugin_tree(tmp_path, {
+        "tests/ut/test_a.py": "import socket\n\ndef test_blocks():\n    a, b = socket.socketpair()\n    a.recv(1)\n\n"
+                              "def test_after():\n    pass\n",
+    })
+    r = run(tmp_path, tree)
+    assert r.outcomes["tests/ut/test_a.py::test_after"][0] == "passed"
+    outcome, where = r.outcomes["tests/ut/test_a.py::test_blocks"]
+    assert outcome == "failed" and "TestTimedOut" in where and "ran past 1 s" in where

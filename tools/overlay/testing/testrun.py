@@ -25,12 +25,15 @@ from overlay.errors import OverlayError
 
 REPORT_MODULE = "composed_test_report"
 REPORT_ENV = "COMPOSED_TEST_REPORT"
+TIMEOUT_ENV = "COMPOSED_TEST_TIMEOUT"  # seconds a test may run (setup to teardown)
+TEST_TIMEOUT = 300
 # Written into the shim folder and loaded with `pytest -p composed_test_report`: it runs in
 # the test environment (any pytest >= 7), so stdlib only.
 REPORT_PLUGIN = '''"""composed-test: record what pytest collected and each test's outcome, as JSON."""
 import builtins
 import json
 import os
+import signal
 import sys
 
 _OUT = os.environ["%(env)s"]
@@ -54,6 +57,30 @@ def pytest_collectstart(collector):
 
 def pytest_runtest_logstart(nodeid, location):
     _CURRENT[0] = nodeid
+
+
+_TIMEOUT = int(os.environ.get("%(timeout_env)s") or 0)
+
+
+class TestTimedOut(Exception):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise TestTimedOut("composed-test: the test ran past %%d s (a blocking wait?)" %% _TIMEOUT)
+
+
+def pytest_runtest_setup(item):
+    # One clock per test, setup to teardown: a test that blocks (a socket recv without a
+    # timeout) fails with TestTimedOut instead of stopping the whole run.
+    if _TIMEOUT > 0 and hasattr(signal, "SIGALRM"):
+        signal.signal(signal.SIGALRM, _on_alarm)
+        signal.alarm(_TIMEOUT)
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    if _TIMEOUT > 0 and hasattr(signal, "SIGALRM"):
+        signal.alarm(0)
 _RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
 
 
@@ -110,7 +137,7 @@ def pytest_runtest_logreport(report):
 def pytest_sessionfinish(session, exitstatus):
     _STATE["exitstatus"] = int(exitstatus)
     _dump()
-''' % {"env": REPORT_ENV, "probe": probes.PROBE_BUILTIN}
+''' % {"env": REPORT_ENV, "probe": probes.PROBE_BUILTIN, "timeout_env": TIMEOUT_ENV}
 
 # The plugin's CI routes unit tests to runners by path (.github/workflows/scripts/
 # select_tests.py, `runner_mapping:` in test_config.yaml): a path under tests/ut matching
@@ -367,6 +394,7 @@ def run_pytest(python: Path, tree: Path, core_dir: Path, scratch: Path, args: li
     report_file.unlink(missing_ok=True)
     env = testenv.test_env(shim, core_dir)
     env[REPORT_ENV] = str(report_file)
+    env.setdefault(TIMEOUT_ENV, str(TEST_TIMEOUT))
     cmd = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-p", testenv.TORCHVISION_SHIM_MODULE,
            "-p", REPORT_MODULE, *args]
     tail: deque[str] = deque(maxlen=200)
