@@ -230,8 +230,17 @@ def _matrix(root: Path, mirror: Path, pin: str, plugin: Path, chosen: list[str],
                 item.update(site=site, backcast=outcome, upstream_still_has_it=still, grade=grade(outcome, still))
             row["findings"].append(item)
         if venv is not None:
-            run_ = _execute(root, venv, plugin, core_dir, version, [i["where"] for i in row["findings"]], progress)
-            row.update(_execution_fields(run_, plugin, row["findings"]))
+            wanted, have = testenv.torch_pin(_read(core_dir, "requirements/cpu.txt")), testenv.torch_pin(
+                testenv.REQUIREMENTS.read_text())
+            if wanted and have and wanted != have:
+                row["execution_skipped"] = (f"not run: vllm {version} needs torch {wanted}, the composed-test "
+                                            f"environment has {have}")
+                for item in row["findings"]:
+                    item["execution"] = "not run (torch)"
+            else:
+                run_ = _execute(root, venv, plugin, core_dir, version, [i["where"] for i in row["findings"]],
+                                progress)
+                row.update(_execution_fields(run_, plugin, row["findings"]))
         graded = [i for i in row["findings"] if "grade" in i]
         row["graded"] = {g: sum(1 for i in graded if i["grade"] == g)
                          for g in ("confirmed", "upstream-bug", "not-borne-out")}
@@ -273,6 +282,8 @@ def render(doc: dict) -> str:
     for r in doc["releases"]:
         out += ["", f"## vLLM {r['release']}", ""]
         e = r.get("execution")
+        if r.get("execution_skipped"):
+            out += [f"Execution {r['execution_skipped']}.", ""]
         if e:
             out += [f"Unit tests against this release: {e['collected']} collected, {e['passed']} passed, "
                     f"{e['failed']} failed, {e['collect_errors']} collection error(s).", ""]

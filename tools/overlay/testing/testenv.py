@@ -253,6 +253,15 @@ def apply_patches(tree: Path, patches: Iterable[Path]) -> None:
                                hint="a compatibility patch must not depend on the experiment's patches")
 
 
+_TORCH_PIN = re.compile(r"^torch==(\d+\.\d+)", re.M)
+
+
+def torch_pin(text: str | None) -> str | None:
+    """The torch family (major.minor) a requirements text pins, if any (pure)."""
+    m = _TORCH_PIN.search(text or "")
+    return m.group(1) if m else None
+
+
 def requirements_digest(requirements: Path = REQUIREMENTS) -> str:
     return hashlib.sha256(requirements.read_bytes()).hexdigest()
 
