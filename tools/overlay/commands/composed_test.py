@@ -104,7 +104,8 @@ def _run(args: argparse.Namespace) -> int:
     for t in (core, plugin):
         say(f"{t['target']}: base {t['base'][:12]}, {len(t['patches'])} patch(es), tree {t['tree']}")
 
-    python = testenv.ensure_venv(venv, progress)
+    venv, requirements = testenv.select_environment(venv, Path(core["path"]))
+    python = testenv.ensure_venv(venv, progress, requirements)
     core_dir = testenv.ensure_core(python, venv, core, version, progress)
     wanted = series_tests(root, "plugin", args.pin)
     with tempfile.TemporaryDirectory(prefix="composed-test-") as tmp:

@@ -147,10 +147,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _execute(root: Path, venv: Path, plugin: Path, core_dir: Path, version: str, sites: list[str],
+def _execute(root: Path, env: tuple[Path, Path], plugin: Path, core_dir: Path, version: str, sites: list[str],
              progress) -> execution.ExecutionRun:
     """The plugin's unit tests against the release `core_dir`, probed at `sites`."""
-    python = testenv.ensure_venv(venv, progress)
+    venv, requirements = env
+    python = testenv.ensure_venv(venv, progress, requirements)
     marker = core_dir.parent / ".complete"
     digest = marker.read_text().split()[-1][:16] if marker.is_file() else "release"
     installed = testenv.ensure_release_core(python, venv, core_dir, f"release-{digest}", version, progress)
@@ -230,15 +231,19 @@ def _matrix(root: Path, mirror: Path, pin: str, plugin: Path, chosen: list[str],
                 item.update(site=site, backcast=outcome, upstream_still_has_it=still, grade=grade(outcome, still))
             row["findings"].append(item)
         if venv is not None:
-            wanted, have = testenv.torch_pin(_read(core_dir, "requirements/cpu.txt")), testenv.torch_pin(
-                testenv.REQUIREMENTS.read_text())
-            if wanted and have and wanted != have:
+            try:
+                env = testenv.select_environment(venv, core_dir)
+            except OverlayError:
+                env = None
+            if env is None:
+                wanted = testenv.torch_pin(_read(core_dir, "requirements/cpu.txt"))
+                have = testenv.torch_pin(testenv.REQUIREMENTS.read_text())
                 row["execution_skipped"] = (f"not run: vllm {version} needs torch {wanted}, the composed-test "
-                                            f"environment has {have}")
+                                            f"environment has {have} (no requirements/composed-test-torch{wanted}.txt)")
                 for item in row["findings"]:
                     item["execution"] = "not run (torch)"
             else:
-                run_ = _execute(root, venv, plugin, core_dir, version, [i["where"] for i in row["findings"]],
+                run_ = _execute(root, env, plugin, core_dir, version, [i["where"] for i in row["findings"]],
                                 progress)
                 row.update(_execution_fields(run_, plugin, row["findings"]))
         graded = [i for i in row["findings"] if "grade" in i]

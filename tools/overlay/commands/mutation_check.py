@@ -69,7 +69,8 @@ def _run(args: argparse.Namespace) -> int:
     patches = [mutation.PatchUnderTest(e.patch, commits[e.patch], e.tests) for e in wanted]
 
     progress = reporting.progress("mutation-check", quiet=args.json)
-    python = testenv.ensure_venv(venv, progress)
+    venv, requirements = testenv.select_environment(venv, Path(core["path"]))
+    python = testenv.ensure_venv(venv, progress, requirements)
     core_dir = testenv.ensure_core(python, venv, core, version, progress)
     with tempfile.TemporaryDirectory(prefix="mutation-check-") as tmp:
         runs = Path(tmp)

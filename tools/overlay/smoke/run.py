@@ -39,7 +39,8 @@ def prepare(root: Path, pin: str, mirror: str, venv: Path,
                            hint="the smoke needs a core tree: give a mirror that holds the pinned core")
     pin_file = root / "pins" / f"{pin}.yaml"
     version = testenv.core_version(pin_file.read_text()) if pin_file.is_file() else None
-    python = testenv.ensure_venv(venv, progress)
+    venv, requirements = testenv.select_environment(venv, Path(targets["core"]["path"]))
+    python = testenv.ensure_venv(venv, progress, requirements)
     core_dir = testenv.ensure_core(python, venv, targets["core"], version, progress)
     return python, core_dir, targets
 

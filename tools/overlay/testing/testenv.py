@@ -262,6 +262,28 @@ def torch_pin(text: str | None) -> str | None:
     return m.group(1) if m else None
 
 
+def select_environment(venv: Path, core_tree: Path) -> tuple[Path, Path]:
+    """(venv, requirements) for a core tree: one environment per torch family, reused across
+    pin sets. The family is the torch the core pins (requirements/cpu.txt); the default
+    requirements serve their own family at `venv`, another family is
+    requirements/composed-test-torch<X.Y>.txt at the sibling `<venv>-torch<X.Y>`."""
+    try:
+        cpu = (core_tree / "requirements" / "cpu.txt").read_text(errors="replace")
+    except OSError:
+        cpu = None
+    family, default = torch_pin(cpu), torch_pin(REQUIREMENTS.read_text())
+    if family is None or family == default:
+        return venv, REQUIREMENTS
+    requirements = REQUIREMENTS.with_name(f"composed-test-torch{family}.txt")
+    if not requirements.is_file():
+        raise OverlayError(f"this core pins torch {family}; the composed-test environment is torch {default} "
+                           f"and there is no {requirements.name}",
+                           path=f"requirements/{requirements.name}",
+                           hint=f"write {requirements.name}: pip's resolved list for that core, as "
+                                "composed-test.txt is for its own (README.md, composed-test)")
+    return venv.with_name(f"{venv.name}-torch{family}"), requirements
+
+
 def requirements_digest(requirements: Path = REQUIREMENTS) -> str:
     return hashlib.sha256(requirements.read_bytes()).hexdigest()
 
