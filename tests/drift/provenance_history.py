@@ -61,15 +61,24 @@ def _archive(pypi: Path, version: str) -> tuple[Path, str]:
     return archive, hashlib.sha256(archive.read_bytes()).hexdigest()
 
 
-def build(root: Path) -> ProvenanceHistory:
+# With `residue`, backport 0001 also changes e.py, which upstream's #301 (p1) never touched:
+# the part of the backport a drop by provenance would lose.
+RESIDUE_EDIT = ("e.py", "e_05 = 5\n", "e_05 = 'throttle'  # only the backport does this\n")
+
+
+def build(root: Path, residue: bool = False) -> ProvenanceHistory:
     mirror = root / "mirror"
     up = Repo(mirror / "acme+plugin")
-    for name in ("a", "b", "c", "d"):
+    for name in ("a", "b", "c", "d", "e"):
         up.write(f"{name}.py", numbered(name, 20))
     c = {"p0": up.commit("Initial import (#300)", "p0")}
 
     project = root / "project"
-    names = write_patches(up.path, root, "p0", PATCHES, project / "patches")
+    patches = list(PATCHES)
+    if residue:
+        rel, old, new, subject = patches[0]
+        patches[0] = ([(rel, old, new), RESIDUE_EDIT], None, None, subject)
+    names = write_patches(up.path, root, "p0", patches, project / "patches")
 
     up.edit("a.py", "a_10 = 10\n", "a_10 = 'upstream'  # version check\n")
     c["p1"] = up.commit("[BugFix] a: theirs (#301)", "p1")

@@ -54,8 +54,9 @@ def write_patches(upstream: Path, root: Path, base: str, patches, folder: Path) 
     git(["clone", "-q", str(upstream), str(work)], root)
     git(["checkout", "-q", base], work)
     for n, (rel, old, new, subject) in enumerate(patches):
-        p = work / rel
-        p.write_text(p.read_text().replace(old, new, 1))
+        for path, before, after in (rel if isinstance(rel, list) else [(rel, old, new)]):  # one edit or several
+            p = work / path
+            p.write_text(p.read_text().replace(before, after, 1))
         git(["add", "-A"], work, 100 + n)
         git(["commit", "-q", "-m", subject, "-m", "Why: the synthetic series needs it.\n\n"
              "Signed-off-by: Overlay Dev <overlay@example.org>"], work, 100 + n)

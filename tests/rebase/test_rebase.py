@@ -516,3 +516,44 @@ def test_upstream_subjects_and_authors_print_no_control_character(capsys, tmp_pa
     rc, out, err = rebase(capsys, project, "--continue")  # the pull request's summary
     assert rc == 0 and "upstream did this too" in out, out + err
     assert unsafe_in(out + err, newlines=True) == []
+
+
+@pytest.fixture(scope="session")
+def _provenance_residue(tmp_path_factory):
+    from tests.drift.provenance_history import build as build_provenance
+
+    return build_provenance(tmp_path_factory.mktemp("rebase-residue"), residue=True)
+
+
+def test_provenance_drops_only_what_upstream_carries_and_keeps_the_residue(capsys, _provenance_residue, tmp_path,
+                                                                            monkeypatch):
+    """0001's upstream commit (p1) is an ancestor of p5, but it never touched e.py, which
+    0001 also changes: dropping 0001 would lose that change (issue 30: "dropping by
+    provenance loses code"). It is kept as its residue, and the old pin set keeps it whole."""
+    history = _provenance_residue
+    project = tmp_path / "project"
+    shutil.copytree(history.project, project)
+    monkeypatch.setenv("OVERLAY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OVERLAY_MIRROR", str(history.mirror))
+    rc, out, err = rebase(capsys, project, "--pin", "base", "--onto", "plugin=p5",
+                          "--onto", "core=pypi:core==1.1", "--as", "next")
+    line = next(x for x in out.splitlines() if x.startswith("  0001"))
+    assert "apply it with 3-way" in line and "only in part: a.py hunk 1/1" in line, out
+    assert "the residue, e.py hunk 1/1, is kept as the patch" in line
+    rc, out, err = rebase(capsys, project, "--skip", "--json")  # 0003's decision: drop it
+    result = json.loads(out)
+    assert result["status"] == "done", err
+    outcome = {p["patch"][:4]: p["outcome"] for p in result["patches"]}
+    assert outcome["0001"] != "dropped" and outcome["0002"] == "dropped"
+    tree = project / "build" / "next" / "plugin"
+    assert "e_05 = 'throttle'" in (tree / "e.py").read_text()  # the residue is there
+    assert "a_10 = 'upstream'" in (tree / "a.py").read_text()  # upstream's own version, not the backport's
+    # the new pin set composes from the files alone, to its lock; the old one keeps 0001 whole
+    shutil.rmtree(project / "build")
+    assert main(["--root", str(project), "apply", "--pin", "next", "--json", "--targets", "plugin"]) == 0
+    (plugin,) = json.loads(capsys.readouterr().out)["targets"]
+    assert plugin["tree_matches_lock"]
+    assert main(["--root", str(project), "apply", "--pin", "base", "--json", "--targets", "plugin"]) == 0
+    base_patches = [p["patch"] for p in json.loads(capsys.readouterr().out)["targets"][0]["patches"]]
+    first = (project / "patches" / base_patches[0]).read_text()
+    assert "a_10 = 'backport'" in first and "e_05 = 'throttle'" in first

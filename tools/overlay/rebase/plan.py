@@ -39,19 +39,22 @@ def pairing(declared: dict[str, str | None], core) -> tuple[bool, str]:
 
 
 def decide(verdicts, overlap, landed, slug: str = "", carriers=None,
-           paired: tuple[bool, str] = (True, "")) -> list[PatchPlan]:
+           paired: tuple[bool, str] = (True, ""), residue=None) -> list[PatchPlan]:
     """Per patch: drop it when drift shows upstream merged it, stop for a decision when
     upstream's own version supersedes it, else apply it with 3-way.
 
     `overlap[patch]` lists `(line, Overlap)`; `landed_pr[patch]` is the CommitInfo of the
     commit that landed the upstream change the entry names, if any; `carriers[patch]`
     the CommitInfo of the last of its upstream commits (merged by provenance); `paired`
-    whether the new pin set pairs the plugin with a core it declares, and why.
+    whether the new pin set pairs the plugin with a core it declares, and why; `residue[patch]`
+    (carried, kept) hunk lines of carried_hunks: provenance drops only what upstream's
+    content carries, and a patch that does more is kept for its residue.
     """
     plans = []
     from overlay.drift.report import _label
 
     carriers = carriers or {}
+    residue = residue or {}
     for v in verdicts:
         label = _label(v)
         lines = [line for line, _ in overlap.get(v.patch, [])]
@@ -59,6 +62,13 @@ def decide(verdicts, overlap, landed, slug: str = "", carriers=None,
             info = carriers.get(v.patch)
             ref = f"{slug}#{info.pr}" if info is not None and info.pr else v.upstream_commits[-1]
             commits = ", ".join(c[:12] for c in v.upstream_commits)
+            carried, kept = residue.get(v.patch, ([], [], set()))[:2]
+            if paired[0] and kept:
+                plans.append(PatchPlan(v.patch, label, v.detail, APPLY, lines,
+                                       note=f"upstream carries it ({commits}, {ref}) only in part: "
+                                            f"{', '.join(carried) or 'no hunk'}; the residue, "
+                                            f"{', '.join(kept)}, is kept as the patch"))
+                continue
             if paired[0]:
                 record = {"ref": ref, "commit": info.sha if info else v.upstream_commits[-1],
                           "rule": v.rule}
@@ -408,3 +418,49 @@ def split_entry(text: str, entry_line: int, new_patch: str, subject: str | None,
                  if k and line.strip().startswith("subject:") else line for k, line in enumerate(block)]
     updated = set_only_pins("".join(block), 1, old_pins).splitlines(keepends=True)
     return "".join(lines[:start] + updated + copy + gap + lines[end:])
+
+
+# ----------------------------------------------------------------------------- content, not history
+
+
+def carried_hunks(files, ref_text, upstream_paths: set[str]) -> tuple[list[str], list[str], set]:
+    """Which hunks of a patch upstream's content carries at REF (pure): a hunk is carried
+    when it reverse-applies exactly to REF's file (its change is there), or when the
+    upstream commits that carry the patch changed that file (their own version of those
+    lines). The rest is the residue: what the patch does beyond upstream's change, which a
+    drop by provenance would lose. (carried, kept) as "path hunk i/n" lines, and the kept
+    (path, index) pairs. `ref_text(path)`: REF's text of a file, or None."""
+    from overlay.drift.inmem_apply import apply_hunks
+
+    carried, kept, keep = [], [], set()
+    for fp in files:
+        path = fp.new_path or fp.old_path
+        text = ref_text(path)
+        for i, hunk in enumerate(fp.hunks):
+            where = f"{path} hunk {i + 1}/{len(fp.hunks)}"
+            there = text is not None and apply_hunks(text, (hunk.reversed(),), max_fuzz=0).status in ("clean", "offset")
+            if there or path in upstream_paths or (fp.old_path and fp.old_path in upstream_paths):
+                carried.append(where)
+            else:
+                kept.append(where)
+                keep.add((path, i))
+    return carried, kept, keep
+
+
+def residue_mail(text: str, keep: set) -> str:
+    """The patch mail `text` with only the hunks in `keep` ((path, index) pairs), for `git
+    am` (pure). The header stays (its diffstat may overstate; git am ignores it)."""
+    import unidiff
+
+    m = re.search(r"^diff --git ", text, re.M)
+    if m is None:
+        return text
+    out = []
+    for pf in unidiff.PatchSet(text[m.start():]):
+        path = pf.path
+        kept = [h for i, h in enumerate(pf) if (path, i) in keep]
+        if not kept:
+            continue
+        pf[:] = kept
+        out.append(str(pf))
+    return text[:m.start()] + "".join(out)

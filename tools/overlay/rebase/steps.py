@@ -26,7 +26,7 @@ from overlay.series.model import (REQUIREMENT, ArchiveSource, GitSource, PinSet,
                            load_pinset)
 from overlay.series.patchfile import read_patch
 from overlay.series.upstream import commit_infos
-from overlay.rebase.plan import (DECLARED_CORE_FILES, decide, new_pin_text, pairing,
+from overlay.rebase.plan import (DECLARED_CORE_FILES, carried_hunks, decide, residue_mail, new_pin_text, pairing,
                                  record_applied_upstream, set_only_pins, skip_record, split_entry,
                                  split_name, summary)
 from overlay.rebase.state import (APPLY, CONFLICTED, DECIDE, DROPPED, KEPT, PORTED, REFRESHED, SHOWN,
@@ -291,7 +291,8 @@ def _start(root: Path, args: argparse.Namespace) -> int:
             carriers[v.patch] = max((infos[c] for c in v.upstream_commits), key=lambda i: i.date)
     core = moved.get("core", old.target("core").source) if "core" in old.target_names else None
     paired = pairing(declared_core(drift_dir, head), core) if target == "plugin" else (True, "")
-    plans = decide(run_.verdicts, overlap, landed, slug, carriers, paired)
+    residue = _residue(drift_dir, head, patches, run_.verdicts)
+    plans = decide(run_.verdicts, overlap, landed, slug, carriers, paired, residue)
     order = [p.patch for p in plans if p.action == APPLY]
     state = RebaseState(old.name, new_name, target, ref, head, str(git_dir), str(work),
                         new_pin_text(old, moved, ref), plans, order,
@@ -326,9 +327,14 @@ def _start(root: Path, args: argparse.Namespace) -> int:
         state_path(root).unlink(missing_ok=True)
         raise
     began = _clock(state, "compose", began)
-    mails = [project.patches_dir / name for name in order]
-    proc = _am(work, ["-3", "--keep-non-patch", "--committer-date-is-author-date",
-                      "--whitespace=nowarn", *map(str, mails)]) if mails else None
+    # A patch upstream carries only in part is applied as its residue (paired pin sets only:
+    # elsewhere upstream's version is unproven and the whole patch is kept).
+    partial = {n for n, (_, kept, _) in residue.items() if kept and paired[0]}
+    with tempfile.TemporaryDirectory(prefix="rebase-residue-", dir=root / ".overlay") as tmp:
+        mails = [_residue_mail(Path(tmp), project.patches_dir / name, residue[name][2]) if name in partial
+                 else project.patches_dir / name for name in order]
+        proc = _am(work, ["-3", "--keep-non-patch", "--committer-date-is-author-date",
+                          "--whitespace=nowarn", *map(str, mails)]) if mails else None
     _clock(state, "git am -3", began)
     return _after_am(root, state, proc, args.json)
 
@@ -904,6 +910,42 @@ def _same_result(work: Path, commit: str, patch: Path) -> bool:
         if proc.returncode != 0:
             return False
         return gitcmd.out(["write-tree"], cwd=work, env=env) == composed.tree_of(work, commit)
+
+
+def _residue(git_dir: Path, head: str, patches, verdicts) -> dict:
+    """patch -> (carried, kept, keep) of plan.carried_hunks, for each patch drift merged by
+    provenance (upstream-commit): REF's files read from drift's history, and the files its
+    upstream commits changed."""
+    from overlay.drift.blobs import BlobReader
+
+    by_name = {p.name: p for p in patches}
+    wanted = [v for v in verdicts if v.cls == "merged" and v.rule == "upstream-commit" and v.patch in by_name]
+    if not wanted:
+        return {}
+    out = {}
+    reader = BlobReader(git_dir)
+    try:
+        for v in wanted:
+            patch = by_name[v.patch]
+            changed: set[str] = set()
+            for commit in v.upstream_commits:
+                names = gitcmd.out(["diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--root",
+                                    "--end-of-options", commit], git_dir=git_dir)
+                changed.update(n for n in names.split("\0") if n)
+            oids = reader.oids(head, patch.paths)
+            texts = reader.texts(oids)
+            out[v.patch] = carried_hunks(patch.files, lambda path: texts.get(path), changed)
+    finally:
+        reader.close()
+    return out
+
+
+def _residue_mail(folder: Path, mail: Path, keep: set) -> Path:
+    """The residue of a patch upstream carries in part, as a mail for git am (git am keeps
+    its own copy: the folder goes when am returns)."""
+    out = folder / mail.name
+    out.write_text(residue_mail(mail.read_text(encoding="utf-8"), keep), encoding="utf-8")
+    return out
 
 
 def _reverse_applies(work: Path, patch: Path) -> bool:
