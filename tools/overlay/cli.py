@@ -37,7 +37,7 @@ inject_fault("import")
 COMMANDS = tuple(f"overlay.commands.{name}" for name in (
     "apply", "check", "refresh", "lock", "gate", "drift", "rebase", "evidence", "smoke",
     "composed_test", "mutation_check", "gate_eval", "evidence_e2e", "forward",
-    "status", "show", "range_diff",
+    "status", "show", "range_diff", "site",
 ))
 
 
@@ -80,6 +80,8 @@ EXIT_STATUS = {
     "show": "0 shown; 2 bad input (an unknown patch or pin set, an unreadable report)",
     "range-diff": "0 compared (whatever differs); 1 a side's series does not apply; 2 bad input "
                   "(neither a pin set nor a revision, mixed kinds, an unreachable target)",
+    "site": "0 the site was written; 2 bad input (a folder that is not the site's, an unreadable "
+            "document)",
     "evidence-e2e": "0 bench ab and analyze ran; otherwise the status of the step that failed "
                     "(bench ab, evidence analyze); 2 bad input",
 }
