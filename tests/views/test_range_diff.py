@@ -25,7 +25,8 @@ def test_two_revisions_compose_on_one_base_and_show_each_patch(world, run):
     # 0003 changes its content, 0004 is new
     p1 = {"vllm_ascend/worker.py": PLUGIN_FILES["vllm_ascend/worker.py"].replace(
         "def factory(config, device):", "def factory(config, device, lora_capture_cases=None):")}
-    make_patch(world.plugin, world.plugin_commits[1], {"vllm_ascend/envs.py": "VARS = {'PLUGIN_FAST_PATH': '0'}\n"},
+    make_patch(world.plugin, world.plugin_commits[1],
+               {"vllm_ascend/envs.py": "VARS = {'PLUGIN_FAST_PATH': '0'}\n"},
                "[Perf] Add an opt-in fast path switch", "Off by default; see evidence/fast-path.",
                world.patch_file("0003-plugin-switch.patch"), previous=[p1])
     make_patch(world.plugin, world.plugin_commits[1], {"README.md": "plugin, patched\n"},

@@ -10,7 +10,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from overlay.errors import OverlayError, printable, quoted, shortened
-from overlay.series.model import ArchiveSource, GitSource, PinSet, Project, SeriesEntry, load_all_pins, load_pin
+from overlay.series.model import (ArchiveSource, GitSource, PinSet, Project, SeriesEntry, load_all_pins,
+                                  load_pin)
 from overlay.series.patchfile import read_patch
 from overlay.testing.mutation import is_test_path
 from overlay.views import records, status
@@ -54,7 +55,8 @@ def repo_slug(pins: list[PinSet], target: str) -> str | None:
         if target not in pin.target_names:
             continue
         src = pin.target(target).source
-        url = src.url if isinstance(src, GitSource) else (src.history if isinstance(src, ArchiveSource) else None)
+        url = (src.url if isinstance(src, GitSource)
+               else src.history if isinstance(src, ArchiveSource) else None)
         if url and url.startswith(GITHUB):
             parts = [p for p in urlparse(url).path.removesuffix(".git").split("/") if p]
             if len(parts) == 2:
@@ -196,7 +198,8 @@ def text(view: PatchView) -> str:
         out.append(f"  {pin}: {row.state}{detail}; lock: {row.lock}")
     out.append("drift at the newest upstream measured:")
     if not view.drift_measured:
-        out.append("  not measured (no drift report for it: save `overlay drift --json` as reports/drift.json)")
+        out.append("  not measured (no drift report for it: save `overlay drift --onto TARGET=REF "
+                   "--json` as reports/drift.json)")
     for d in view.drift:
         out.append(f"  {printable(d.line())}")
     out.append("tests it adds:")

@@ -201,8 +201,8 @@ def evidence_page(root: Path, out: Path) -> str:
                     f"{e(doc.get('baseline'))}</p>")
         rows = []
         for c in (_dict(c) for c in _list(doc.get("claims"))):
-            checks = "; ".join(f"{_dict(k).get('metric')} {_dict(k).get('scenario')}: {_dict(k).get('decision')}"
-                               for k in _list(c.get("checks")))
+            checks = "; ".join(f"{k.get('metric')} {k.get('scenario')}: {k.get('decision')}"
+                               for k in map(_dict, _list(c.get("checks"))))
             rows.append([e(c.get("name")), e(c.get("hypothesis")), f"<strong>{e(c.get('decision'))}</strong>",
                          e(checks), e(c.get("note"))])
         body.append(table(["claim", "hypothesis", "decision", "checks", "note"], rows))
