@@ -79,3 +79,30 @@ def test_hostile_sides_are_one_line_exit_2(world, run):
         assert code == 2 and out == "", argv
         assert len(err.strip().splitlines()) == 1 and says in err, (argv, err)
     assert not (world.project / "x").exists()
+
+
+def test_a_revision_whose_series_is_broken_is_named(world, run):
+    from fixtures import break_patch_two
+
+    good = _commit_project(world, "series v1")
+    break_patch_two(world)
+    _commit_project(world, "0003 no longer applies")
+    code, out, err = run("range-diff", good, "HEAD", "--mirror", world.mirror, root=world.project)
+    assert code == 1 and out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert "at revision HEAD (" in err and "0003-plugin-switch.patch" in err
+    (world.project / "series.yaml").write_text("series: 3\n")
+    _commit_project(world, "series.yaml broken")
+    code, out, err = run("range-diff", good, "HEAD", root=world.project)
+    assert code == 2 and "at revision HEAD (" in err and "series.yaml" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_targets_limit_what_is_composed(world, run):
+    old = _commit_project(world, "series v1")
+    code, out, err = run("range-diff", old, "HEAD", "--targets", "plugin", "--mirror", world.mirror,
+                         "--json", root=world.project)
+    assert code == 0, err
+    assert [t["target"] for t in json.loads(out)["targets"]] == ["plugin"]
+    code, out, err = run("range-diff", old, "HEAD", "--targets", "gpu", root=world.project)
+    assert code == 2 and "unknown target 'gpu'" in err

@@ -7,15 +7,14 @@ import json
 from pathlib import Path
 
 from overlay import paths
-from overlay.series.model import Project
+from overlay.commands.options import target_names
 from overlay.views import rangediff as view
 
 
 def cmd_range_diff(args: argparse.Namespace) -> int:
-    project = Project.load(args.root)
-    result = view.range_diff(project, args.a, args.b, pin_name=args.pin,
+    result = view.range_diff(args.root, args.a, args.b, pin_name=args.pin,
                              mirror=paths.mirror_root(args.mirror), into=args.into,
-                             creation_factor=args.creation_factor)
+                             creation_factor=args.creation_factor, targets=target_names(args.targets))
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
@@ -46,6 +45,8 @@ def register(sub) -> None:
                    help="local mirror of the upstreams (default: $OVERLAY_MIRROR)")
     p.add_argument("--into", type=Path, default=None, metavar="DIR",
                    help="where composed trees live (default: <root>/build)")
+    p.add_argument("--targets", default=None, metavar="T1,T2",
+                   help="only these targets (default: every target of the pin set)")
     p.add_argument("--creation-factor", type=_percent, default=60, metavar="PERCENT",
                    help="git range-diff's creation factor: how different a patch may become and "
                         "still be paired with its old version (default: 60)")

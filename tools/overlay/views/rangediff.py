@@ -153,32 +153,37 @@ def _shared_cache(root: Path) -> Iterator[None]:
             os.environ["OVERLAY_CACHE"] = before
 
 
-def _compose_aside(project: Project, pin: PinSet, into: Path, mirror: Path | None) -> dict[str, Branch]:
-    outcomes = compose.compose(project, pin, targets=None, into=into, mirror=mirror, force=False,
+def _compose_aside(project: Project, pin: PinSet, into: Path, mirror: Path | None,
+                   targets: list[str] | None) -> dict[str, Branch]:
+    outcomes = compose.compose(project, pin, targets=targets, into=into, mirror=mirror, force=False,
                                report=lambda line: None)
     return {o.target: Branch(o.base, o.head, o.path / ".git", "composed aside") for o in outcomes}
 
 
 def _pin_branches(project: Project, pin: PinSet, scratch: Path, mirror: Path | None,
-                  into: Path | None) -> dict[str, Branch]:
+                  into: Path | None, targets: list[str] | None) -> dict[str, Branch]:
     """The pin set's composed branches: build/'s when they are today's series, else composed aside."""
     out = {}
-    for t in pin.target_names:
+    for t in [t.name for t in compose.select_targets(pin, targets)]:
         wanted = tuple(e.patch for e in project.series.for_target(t, pin.name))
         lock = status.target_lock(project.root, pin, t, wanted, into)
         work = paths.composed_dir(project.root, pin.name, t, into)
         state = composed.read_state(work)
         if lock.state in (status.NOT_COMPOSED, status.STALE) or state is None:
-            return _compose_aside(project, pin, scratch / f"pin-{pin.name}", mirror)
+            return _compose_aside(project, pin, scratch / f"pin-{pin.name}", mirror, targets)
         out[t] = Branch(state.base, composed.head(work), work / ".git", "build/")
     return out
 
 
-def _revision_branches(root: Path, rev: str, pin: PinSet, scratch: Path, mirror: Path | None,
-                       label: str) -> dict[str, Branch]:
+def _revision_branches(root: Path, side: Side, pin: PinSet, scratch: Path, mirror: Path | None,
+                       label: str, targets: list[str] | None) -> dict[str, Branch]:
     src = scratch / f"series-{label}"
-    _extract_series(root, rev, src)
-    return _compose_aside(Project.load(src), pin, scratch / f"composed-{label}", mirror)
+    _extract_series(root, side.name, src)
+    try:
+        return _compose_aside(Project.load(src), pin, scratch / f"composed-{label}", mirror, targets)
+    except OverlayError as exc:  # say which revision's series it is
+        raise OverlayError(f"at revision {printable(side.given)} ({side.name[:12]}): {exc.message}",
+                           path=exc.path, line=exc.line, hint=exc.hint, exit_code=exc.exit_code) from None
 
 
 def _range_diff(scratch: Path, target: str, a: Branch, b: Branch, creation_factor: int = 60) -> str:
@@ -230,10 +235,11 @@ class RangeDiff:
                 "pin": self.pin, "targets": [t.to_json() for t in self.targets]}
 
 
-def range_diff(project: Project, a_given: str, b_given: str, *, pin_name: str | None = None,
+def range_diff(root: Path, a_given: str, b_given: str, *, pin_name: str | None = None,
                mirror: Path | None = None, into: Path | None = None,
-               creation_factor: int = 60) -> RangeDiff:
-    root = project.root
+               creation_factor: int = 60, targets: list[str] | None = None) -> RangeDiff:
+    """Compare A and B; the checkout's own series is read only when they are pin sets (two
+    revisions need not agree with it)."""
     a, b = resolve_side(root, a_given), resolve_side(root, b_given)
     if a.kind != b.kind:
         raise OverlayError(f"{quoted(a_given)} is a {a.kind} and {quoted(b_given)} a {b.kind}",
@@ -245,14 +251,16 @@ def range_diff(project: Project, a_given: str, b_given: str, *, pin_name: str | 
     try:
         shared = None
         if a.kind == "pin":
-            sides = [_pin_branches(project, project.pin(s.name), scratch, mirror, into) for s in (a, b)]
+            project = Project.load(root)
+            sides = [_pin_branches(project, project.pin(s.name), scratch, mirror, into, targets)
+                     for s in (a, b)]
         else:
             src = scratch / "pin-source"
             _extract_series(root, b.name, src)
             pin = load_pin(src, pin_name)
             shared = pin.name
             with _shared_cache(root):
-                sides = [_revision_branches(root, s.name, pin, scratch, mirror, label)
+                sides = [_revision_branches(root, s, pin, scratch, mirror, label, targets)
                          for s, label in ((a, "a"), (b, "b"))]
         diffs = []
         for target in [t for t in sides[0] if t in sides[1]]:
