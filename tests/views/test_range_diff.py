@@ -106,3 +106,21 @@ def test_targets_limit_what_is_composed(world, run):
     assert [t["target"] for t in json.loads(out)["targets"]] == ["plugin"]
     code, out, err = run("range-diff", old, "HEAD", "--targets", "gpu", root=world.project)
     assert code == 2 and "unknown target 'gpu'" in err
+
+
+def test_refresh_ends_with_the_range_diff_of_what_it_changed(world, run):
+    from fixtures import PATCH_AUTHOR, write
+
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    tree = world.project / "build" / "p1" / "plugin"
+    write(tree, {"vllm_ascend/new_feature.py": "ENABLED = False\n"})
+    commit_all(tree, "[Feature] Add a new feature flag\n\nWhy: because.", author=PATCH_AUTHOR)
+    code, out, err = run("refresh", root=world.project)
+    assert code == 0, err
+    summary = out.split("range-diff plugin (before -> after this refresh): ", 1)[1].splitlines()
+    assert summary[0] == "2 same, 0 changed, 0 dropped, 1 added"
+    assert summary[3].endswith("[Feature] Add a new feature flag") and " > 3:" in summary[3]
+    assert summary[4].startswith("refresh: ") and summary[4] == out.rstrip().splitlines()[-1]
+    assert "range-diff core" not in out  # its branch did not change
+    code, out, _ = run("refresh", root=world.project)  # nothing changed since: no summary
+    assert code == 0 and "range-diff" not in out

@@ -208,11 +208,11 @@ def _range_diff(scratch: Path, target: str, a: Branch, b: Branch, creation_facto
                        f"{a.base}..{a.head}", f"{b.base}..{b.head}"], git_dir=repo).stdout
 
 
-def _one_sided(repo: Path, a: Branch, b: Branch) -> str:
+def _one_sided(repo: Path | None, a: Branch, b: Branch, cwd: Path | None = None) -> str:
     """range-diff's pair lines where one side has no patches: each of the other's is only there."""
     side, only_a = (a, True) if a.base != a.head else (b, False)
     log = gitcmd.git(["log", "--reverse", "--format=%h%x00%s", f"{side.base}..{side.head}"],
-                     git_dir=repo).stdout
+                     git_dir=repo, cwd=cwd).stdout
     out = []
     for n, line in enumerate(log.splitlines(), 1):
         short, _, subject = line.partition("\0")
@@ -286,3 +286,50 @@ def text(result: RangeDiff) -> str:
                    f"{printable(result.a.given)}, {c['only_b']} only in {printable(result.b.given)}")
         out.append(printable(t.text, newlines=True).rstrip("\n"))
     return "\n".join(out) + "\n"
+
+
+# ----------------------------------------------------------------------------- after a refresh
+
+
+def composed_heads(root: Path, pin: PinSet, targets: list[str] | None,
+                   into: Path | None = None) -> dict[str, Branch]:
+    """Each composed target's branch as its state records it (before a refresh rewrites it)."""
+    out = {}
+    for t in compose.select_targets(pin, targets):
+        work = paths.composed_dir(root, pin.name, t.name, into)
+        state = composed.read_state(work) if work.is_dir() else None
+        if state is not None and state.pin == pin.name:
+            out[t.name] = Branch(state.base, state.head, work / ".git", "build/")
+    return out
+
+
+def since(before: dict[str, Branch]) -> list[TargetDiff]:
+    """Per target, the range-diff from the branch recorded in `before` to the work tree's HEAD
+    now (the same repository: both are there); targets whose branch did not change are left out."""
+    out = []
+    for target, old in before.items():
+        work = old.objects.parent
+        try:
+            head = composed.head(work)
+        except gitcmd.GitFailed:
+            continue
+        new = Branch(old.base, head, old.objects, "build/")
+        if head == old.head:
+            continue
+        if old.base == old.head or new.base == new.head:
+            text = _one_sided(None, old, new, cwd=work)
+        else:
+            text = gitcmd.git(["range-diff", "--no-color", f"{old.base}..{old.head}", f"{new.base}..{head}"],
+                              cwd=work).stdout
+        out.append(TargetDiff(target, old, new, parse_pairs(text), text))
+    return out
+
+
+def since_text(diffs: list[TargetDiff]) -> str:
+    out = []
+    for t in diffs:
+        c = t.counts()
+        out.append(f"range-diff {t.target} (before -> after this refresh): {c['same']} same, "
+                   f"{c['changed']} changed, {c['only_a']} dropped, {c['only_b']} added")
+        out += [printable(line) for line in t.text.splitlines() if _PAIR.match(line)]
+    return "\n".join(out) + ("\n" if out else "")
