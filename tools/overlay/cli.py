@@ -37,6 +37,7 @@ inject_fault("import")
 COMMANDS = tuple(f"overlay.commands.{name}" for name in (
     "apply", "check", "refresh", "lock", "gate", "drift", "rebase", "evidence", "smoke",
     "composed_test", "mutation_check", "gate_eval", "evidence_e2e", "forward",
+    "status", "show", "range_diff", "site",
 ))
 
 
@@ -75,6 +76,12 @@ EXIT_STATUS = {
     "mutation-check": "0 every mutant killed; 1 a mutant survived or could not be judged; 2 bad input "
                       "or setup",
     "gate-eval": "0 every finding classified; 1 some finding is not classified yet; 2 bad input",
+    "status": "0 status printed (whatever the states are); 2 bad input (an unknown pin set)",
+    "show": "0 shown; 2 bad input (an unknown patch or pin set, an unreadable report)",
+    "range-diff": "0 compared (whatever differs); 1 a side's series does not apply; 2 bad input "
+                  "(neither a pin set nor a revision, mixed kinds, an unreachable target)",
+    "site": "0 the site was written; 2 bad input (a folder that is not the site's, an unreadable "
+            "document)",
     "evidence-e2e": "0 bench ab and analyze ran; otherwise the status of the step that failed "
                     "(bench ab, evidence analyze); 2 bad input",
 }

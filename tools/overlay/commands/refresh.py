@@ -10,18 +10,26 @@ from overlay import paths
 from overlay.commands.options import add_common, target_names
 from overlay.series.model import Project
 from overlay.trees import refresh
+from overlay.views import rangediff
 
 
 def cmd_refresh(args: argparse.Namespace) -> int:
     project = Project.load(args.root)
     pin = project.pin(args.pin)
+    before = {} if args.json else rangediff.composed_heads(args.root, pin, target_names(args.targets),
+                                                            args.into)
     result = refresh.refresh(project, pin, targets=target_names(args.targets), into=args.into,
                              mirror=paths.mirror_root(args.mirror))
     if args.json:
         print(json.dumps(result.as_dict(), indent=2))
     else:
-        for line in result.lines():
+        lines = result.lines()
+        for line in lines[:-1]:
             print(line)
+        # the patches as a reviewer sees the change (git range-diff, before -> after), then
+        # the totals line, which stays last
+        print(rangediff.since_text(rangediff.since(before)), end="")
+        print(lines[-1])
     return 0
 
 
