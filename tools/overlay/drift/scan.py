@@ -588,3 +588,21 @@ def _stats(engine: Drift) -> dict:
     return {"paths": len(engine.paths), "path_lookups": engine.reader.requests,
             "blob_reads": engine.reader.reads, "patch_checks": engine.memo.misses,
             "reused_checks": engine.memo.hits}
+
+
+def carried_by_upstream(git_dir: Path, head: str, patch: DriftPatch) -> tuple[list[str], list[str], set]:
+    """drift.residue.carried_hunks for `patch` at `head` of drift's history: REF's files, and
+    the files its upstream commits (patch.upstream_commits) changed."""
+    from overlay.drift.residue import carried_hunks
+
+    changed: set[str] = set()
+    for commit in patch.upstream_commits:
+        names = gitcmd.out(["diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--root",
+                            "--end-of-options", commit], git_dir=git_dir)
+        changed.update(n for n in names.split("\0") if n)
+    reader = BlobReader(git_dir)
+    try:
+        texts = reader.texts(reader.oids(head, patch.paths))
+    finally:
+        reader.close()
+    return carried_hunks(patch.files, lambda path: texts.get(path), changed)

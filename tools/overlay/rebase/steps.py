@@ -26,7 +26,7 @@ from overlay.series.model import (REQUIREMENT, ArchiveSource, GitSource, PinSet,
                            load_pinset)
 from overlay.series.patchfile import read_patch
 from overlay.series.upstream import commit_infos
-from overlay.rebase.plan import (DECLARED_CORE_FILES, carried_hunks, decide, residue_mail, new_pin_text, pairing,
+from overlay.rebase.plan import (DECLARED_CORE_FILES, decide, residue_mail, new_pin_text, pairing,
                                  record_applied_upstream, set_only_pins, skip_record, split_entry,
                                  split_name, summary)
 from overlay.rebase.state import (APPLY, CONFLICTED, DECIDE, DROPPED, KEPT, PORTED, REFRESHED, SHOWN,
@@ -913,31 +913,13 @@ def _same_result(work: Path, commit: str, patch: Path) -> bool:
 
 
 def _residue(git_dir: Path, head: str, patches, verdicts) -> dict:
-    """patch -> (carried, kept, keep) of plan.carried_hunks, for each patch drift merged by
-    provenance (upstream-commit): REF's files read from drift's history, and the files its
-    upstream commits changed."""
-    from overlay.drift.blobs import BlobReader
+    """patch -> (carried, kept, keep) for each patch drift merged by provenance
+    (upstream-commit): what upstream's content at REF carries of it, hunk by hunk."""
+    from overlay.drift.scan import carried_by_upstream
 
     by_name = {p.name: p for p in patches}
-    wanted = [v for v in verdicts if v.cls == "merged" and v.rule == "upstream-commit" and v.patch in by_name]
-    if not wanted:
-        return {}
-    out = {}
-    reader = BlobReader(git_dir)
-    try:
-        for v in wanted:
-            patch = by_name[v.patch]
-            changed: set[str] = set()
-            for commit in v.upstream_commits:
-                names = gitcmd.out(["diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--root",
-                                    "--end-of-options", commit], git_dir=git_dir)
-                changed.update(n for n in names.split("\0") if n)
-            oids = reader.oids(head, patch.paths)
-            texts = reader.texts(oids)
-            out[v.patch] = carried_hunks(patch.files, lambda path: texts.get(path), changed)
-    finally:
-        reader.close()
-    return out
+    return {v.patch: carried_by_upstream(git_dir, head, by_name[v.patch]) for v in verdicts
+            if v.cls == "merged" and v.rule == "upstream-commit" and v.patch in by_name}
 
 
 def _residue_mail(folder: Path, mail: Path, keep: set) -> Path:
