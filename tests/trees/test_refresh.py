@@ -158,6 +158,43 @@ def test_a_new_commit_on_one_pin_set_is_that_pin_sets_only(world, run):
     assert code == 0 and all(t["tree_matches_lock"] for t in json.loads(out)["targets"]), (out, err)
 
 
+def test_the_same_commit_on_a_second_pin_set_is_shared_not_copied(world, run):
+    """Issue 30: the same change made on a second pin set's branch (byte for byte the
+    first's patch) extends the entry's only-pins; it never becomes a second entry."""
+    import json
+
+    p1 = world.project / "pins" / "p1.yaml"
+    text = p1.read_text().replace("default: true", "default: false")
+    url = next(line.split("repo: ", 1)[1] for line in text.splitlines() if "example/plugin" in line)
+    (world.project / "pins" / "p2.yaml").write_text(text.replace(url, url + ".git"))
+    assert run("apply", "--pin", "p2", "--mirror", world.mirror, root=world.project)[0] == 0
+    assert run("lock", "--pin", "p2", root=world.project)[0] == 0
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    tree = plugin_tree(world)
+    write(tree, {"vllm_ascend/new_feature.py": "ENABLED = False\n"})
+    commit_all(tree, "[Feature] Add a new feature flag\n\nWhy: because.", author=PATCH_AUTHOR)
+    assert run("refresh", root=world.project)[0] == 0
+    assert run("lock", "--pin", "p1", root=world.project)[0] == 0
+    patches = sorted(p.name for p in (world.project / "patches").iterdir())
+    # the same commit on p2's branch
+    from overlay import paths
+
+    other = paths.composed_dir(world.project, "p2", "plugin")
+    mail = world.project / "patches" / "0004-add-a-new-feature-flag.patch"
+    run_git(["am", "-q", "--keep-non-patch", "--committer-date-is-author-date", str(mail)], other)
+    code, out, err = run("refresh", "--pin", "p2", root=world.project)
+    assert code == 0, err
+    assert "shared   0004-add-a-new-feature-flag.patch" in out and " 0 new" in out
+    assert sorted(p.name for p in (world.project / "patches").iterdir()) == patches
+    series = (world.project / "series.yaml").read_text()
+    assert series.count("add-a-new-feature-flag") == 1
+    assert 'only-pins: ["p1", "p2"]' in series.split("0004-add-a-new-feature-flag.patch", 1)[1]
+    assert run("lock", "--pin", "p2", root=world.project)[0] == 0
+    for pin in ("p1", "p2"):
+        code, out, err = run("apply", "--pin", pin, "--mirror", world.mirror, "--json", root=world.project)
+        assert code == 0 and all(t["tree_matches_lock"] for t in json.loads(out)["targets"]), (pin, out, err)
+
+
 def test_reorder_and_drop(world, run):
     assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
     tree = plugin_tree(world)

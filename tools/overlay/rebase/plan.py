@@ -7,6 +7,7 @@ import json
 import re
 
 from overlay.series.model import GitSource, PinSet
+from overlay.series.yamldoc import entry_block, set_only_pins  # noqa: F401 - rebase's callers import them here
 from overlay.rebase.state import APPLY, DECIDE, DROPPED, PatchPlan, RebaseState
 
 
@@ -162,41 +163,6 @@ def new_pin_text(old: PinSet, moved: dict, ref: str) -> str:
 
 def _source_words(src) -> str:
     return src.commit[:12] if isinstance(src, GitSource) else f"PyPI {src.requirement}"
-
-
-def entry_block(lines: list[str], entry_line: int) -> tuple[int, int, int]:
-    """(first line, one past the last, indent of the `- `) of the series entry that
-    starts at `entry_line` (1-based)."""
-    start = entry_line - 1
-    while start > 0 and not lines[start].lstrip().startswith("-"):
-        start -= 1
-    item_indent = len(lines[start]) - len(lines[start].lstrip())
-    end = start + 1
-    while end < len(lines):
-        stripped = lines[end].strip()
-        indent = len(lines[end]) - len(lines[end].lstrip())
-        if stripped and (indent <= item_indent):
-            break
-        end += 1
-    return start, end, item_indent
-
-
-def set_only_pins(text: str, entry_line: int, pins: list[str]) -> str:
-    """series.yaml text with the entry at `entry_line` carrying `only-pins: [...]` (an
-    older one replaced); every other byte is kept."""
-    lines = text.splitlines(keepends=True)
-    start, end, item_indent = entry_block(lines, entry_line)
-    block = [line for line in lines[start:end] if not line.strip().startswith("only-pins:")
-             or line is lines[start]]
-    gap: list[str] = []
-    while block and not block[-1].strip():
-        gap.insert(0, block.pop())
-    if block and not block[-1].endswith("\n"):
-        block[-1] += "\n"
-    pad = " " * (item_indent + 2)
-    block.append(f"{pad}only-pins: [{', '.join(json.dumps(p) for p in dict.fromkeys(pins))}]"
-                 f"  # recorded by overlay rebase: only these pin sets carry it\n")
-    return "".join(lines[:start] + block + gap + lines[end:])
 
 
 def applied_records(existing, record: dict, pin: str) -> list[dict]:

@@ -9,6 +9,7 @@ MAX_BYTES of input.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,3 +138,41 @@ def load(path: Path, display: str | None = None) -> Node:
     except RecursionError:
         raise OverlayError("nesting too deep", path=shown,
                            hint="see the README for the expected format") from None
+
+
+# ----------------------------------------------------------------------------- entry edits
+
+
+def entry_block(lines: list[str], entry_line: int) -> tuple[int, int, int]:
+    """(first line, one past the last, indent of the `- `) of the series entry that
+    starts at `entry_line` (1-based)."""
+    start = entry_line - 1
+    while start > 0 and not lines[start].lstrip().startswith("-"):
+        start -= 1
+    item_indent = len(lines[start]) - len(lines[start].lstrip())
+    end = start + 1
+    while end < len(lines):
+        stripped = lines[end].strip()
+        indent = len(lines[end]) - len(lines[end].lstrip())
+        if stripped and (indent <= item_indent):
+            break
+        end += 1
+    return start, end, item_indent
+
+
+def set_only_pins(text: str, entry_line: int, pins: list[str], by: str = "overlay rebase") -> str:
+    """series.yaml text with the entry at `entry_line` carrying `only-pins: [...]` (an
+    older one replaced); every other byte is kept."""
+    lines = text.splitlines(keepends=True)
+    start, end, item_indent = entry_block(lines, entry_line)
+    block = [line for line in lines[start:end] if not line.strip().startswith("only-pins:")
+             or line is lines[start]]
+    gap: list[str] = []
+    while block and not block[-1].strip():
+        gap.insert(0, block.pop())
+    if block and not block[-1].endswith("\n"):
+        block[-1] += "\n"
+    pad = " " * (item_indent + 2)
+    block.append(f"{pad}only-pins: [{', '.join(json.dumps(p) for p in dict.fromkeys(pins))}]"
+                 f"  # recorded by {by}: only these pin sets carry it\n")
+    return "".join(lines[:start] + block + gap + lines[end:])

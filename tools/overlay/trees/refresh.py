@@ -19,6 +19,7 @@ from overlay.trees import composed, lockfile, seriesswap, sources
 from overlay import gitcmd, paths
 from overlay.series import yamldoc
 from overlay.trees.compose import select_targets
+from overlay.series.yamldoc import set_only_pins
 from overlay.errors import OverlayError
 from overlay.series import model
 from overlay.series.model import PinSet, Project, SeriesEntry, load_all_pins
@@ -92,10 +93,13 @@ class RefreshResult:
     series_changed: bool = False  # series.yaml was rewritten
     stale_locks: list[str] = field(default_factory=list)  # pin/target whose recorded tree is now wrong
     unverified_locks: list[str] = field(default_factory=list)  # same target at another commit
+    shared: list[str] = field(default_factory=list)  # existing entries this pin set now carries too
     pin: str = ""
 
     def lines(self) -> list[str]:
         out = [f"  updated  {p}" for p in self.written]
+        out += [f"  shared   {p}: byte for byte this pin set's commit; its only-pins now name {self.pin}"
+                for p in self.shared]
         out += [f"  new      {p} (complete its provenance in series.yaml; `overlay check` lists what is missing)"
                 for p in self.added]
         out += [f"  dropped  {p}" for p in self.removed]
@@ -112,7 +116,7 @@ class RefreshResult:
             out.append(f"  locks    may be stale: {', '.join(self.unverified_locks)} pin another commit "
                        f"(compose each with `overlay apply --pin NAME`, then `overlay lock --pin NAME`)")
         changed = (self.written or self.added or self.removed or self.reordered or self.renamed
-                   or self.series_changed)
+                   or self.series_changed or self.shared)
         out.append(f"refresh: {len(self.unchanged)} unchanged, {len(self.written)} updated, "
                    f"{len(self.added)} new, {len(self.removed)} dropped, {len(self.renamed)} renamed"
                    + (", order changed" if self.reordered else "")
@@ -123,7 +127,8 @@ class RefreshResult:
         return {"written": self.written, "unchanged": self.unchanged, "added": self.added,
                 "removed": self.removed, "reordered": self.reordered,
                 "renamed": [{"from": a, "to": b} for a, b in self.renamed], "order": self.order,
-                "stale_locks": self.stale_locks, "unverified_locks": self.unverified_locks}
+                "stale_locks": self.stale_locks, "unverified_locks": self.unverified_locks,
+                "shared": self.shared}
 
 
 # Letters NFKD does not take apart into an ASCII letter and accents.
@@ -308,6 +313,7 @@ def _refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
     # entries this pin set leaves out (upstream carries them) keep their place
     target_of = {e.patch: e.target if e.carried_at(pin.name) else "" for e in project.series.entries}
     pending_writes: dict[str, str] = {}  # patch file name -> new mail text
+    adopted: list[str] = []  # existing entries (only-pins) this pin set now carries too
     updates: list[tuple[Path, composed.ComposedState, list[tuple[str, str]]]] = []
     chosen = select_targets(pin, targets)
     composed_targets = []
@@ -344,6 +350,11 @@ def _refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
             mail_text = mails[commit]
             subject = on_branch[commit] if commit in on_branch else _subject(work, commit)
             refuse_uncarriable(work, commit, subject, mail_text)
+            if entry_name is None:
+                twin = _twin_entry(project, pin.name, target.name, mail_text, order)
+                if twin is not None:  # byte for byte an entry other pin sets carry: share it
+                    entry_name = twin
+                    adopted.append(twin)
             if entry_name is None:
                 # numbered 0 for now: renumber() gives it the number of the place it stands
                 entry_name = f"0000-{slug(subject)}.patch"
@@ -410,6 +421,11 @@ def _refresh(project: Project, pin: PinSet, *, targets: list[str] | None,
                                    {new_name(p): s_ for p, s_ in new_subjects.items()},
                                    {old: new for old, new in renames.items() if old not in new_blocks},
                                    only_pins=[pin.name, *same] if sharing else None)
+    for name in adopted:  # their only-pins grow by this pin set (and those pinning the same)
+        entry = next(e for e in project.series.entries if e.patch == name)
+        line = _entry_line(new_text, new_name(name))
+        new_text = set_only_pins(new_text, line, [*entry.only_pins, pin.name, *same], by="overlay refresh")
+        result.shared.append(new_name(name))
     result.series_changed = new_text != text
     refreshed = {work for work, _, _ in updates}
     followers = _trees_following_renames(project, into, renames, refreshed) if result.renamed else []
@@ -458,6 +474,27 @@ def _note_stale_locks(result: RefreshResult, project: Project, pin: PinSet, targ
             result.stale_locks.append(f"{other.name}/{target}")
         elif not same and series_changed:
             result.unverified_locks.append(f"{other.name}/{target}")
+
+
+def _twin_entry(project: Project, pin: str, target: str, mail_text: str, order: list[str]) -> str | None:
+    """An entry of `target` that other pin sets carry (only-pins) and this one does not,
+    whose patch file is byte for byte `mail_text`: the same change, so it is shared (its
+    only-pins extended), never copied into a second entry."""
+    for e in project.series.entries:
+        if (e.target == target and e.only_pins and pin not in e.only_pins
+                and pin not in e.provenance.applied_upstream_pins and e.patch in order
+                and _read_exact(project.patches_dir / e.patch) == mail_text):
+            return e.patch
+    return None
+
+
+def _entry_line(text: str, name: str) -> int:
+    """The 1-based line of `- patch: NAME` in series.yaml text."""
+    for i, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if stripped.startswith("- patch:") and stripped.split(":", 1)[1].strip().strip("'\"") == name:
+            return i
+    raise OverlayError(f"series.yaml: no entry {name} after the refresh", path="series.yaml")
 
 
 def _map_commits(project: Project, work: Path, base: str,
