@@ -100,3 +100,26 @@ def test_a_failure_outside_the_sites_function_does_not_count_as_failed_there():
     assert grading.grade_site("vllm_ascend/w.py:5", (4, 6), True, ("t",), failures) == (grading.REACHED, ["t"])
     assert grading.grade_site("vllm_ascend/w.py:5", (4, 6), True, ("t",),
                               {"t": "vllm_ascend/w.py:6: TypeError: x"}) == (grading.FAILED_THERE, ["t"])
+
+
+def test_a_run_whose_tests_never_start_is_not_run_and_its_import_crash_is_graded(tmp_path):
+    """A plugin that does not import on the release: pytest stops at the conftest. That is
+    never "not reached"; the crash in plugin code is the gate error's site: failed there."""
+    from overlay.commands.forward import _execution_fields
+
+    repo = init_repo(tmp_path / "plugin")
+    write(repo, {"setup.py": "setup(entry_points={})\n", "vllm_ascend/__init__.py": "",
+                 "vllm_ascend/boot.py": "import os\n\nfrom vllm.graph import GraphManager\n",
+                 "vllm_ascend/worker.py": WORKER,
+                 "tests/ut/conftest.py": "import vllm_ascend.boot\n", "tests/ut/test_worker.py": TESTS})
+    commit_all(repo, "plugin")
+    (tmp_path / "scratch").mkdir()
+    sites = ["vllm_ascend/boot.py:3", "vllm_ascend/worker.py:9"]
+    run = execution.run_with_probes(Path(sys.executable), repo, core_dir(tmp_path), tmp_path / "scratch", sites)
+    assert run.report.collected is None
+    items = [{"where": s} for s in sites]
+    fields = _execution_fields(run, repo, items)["execution"]
+    assert items[0]["execution"].startswith(grading.FAILED_THERE)
+    assert items[1]["execution"] == grading.DID_NOT_START  # not "not reached": nothing ran
+    assert fields["collected"] is None and "GraphManager" in fields["stopped"]
+    assert [(c["where"], c["grade"]) for c in fields["plugin_crash_sites"]] == [("vllm_ascend/boot.py:3", "forecast")]

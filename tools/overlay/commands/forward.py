@@ -27,7 +27,7 @@ from overlay.gate.baseline import key as finding_key
 from overlay.gate import execution as grade_exec
 from overlay.gate.engine import Cache
 from overlay.series.model import Project
-from overlay.testing import execution, testenv
+from overlay.testing import execution, testenv, testrun
 from overlay.trees import compose, sources
 from overlay.trees.baseline_trees import declared_release
 
@@ -169,6 +169,29 @@ def _execution_fields(run: execution.ExecutionRun | None, plugin: Path, items: l
     """Fill each item's execution label; the row's execution summary (pure apart from reads)."""
     if run is None:
         return {}
+    if run.report.collected is None:  # nothing ran: never "not reached"
+        crash = grade_exec.stopping_crash(list(run.report.output_tail), "vllm_ascend")
+        for item in items:
+            item["execution"] = grade_exec.DID_NOT_START
+        sites = []
+        if crash is not None:
+            spans = {}
+            for item in items:
+                path, _, line = item["where"].rpartition(":")
+                spans.setdefault(path, []).append(grade_exec.enclosing_span(_read(plugin, path), int(line)))
+                if path == crash.path and spans[path][-1][0] <= crash.line <= spans[path][-1][1]:
+                    item["execution"] = f"{grade_exec.FAILED_THERE} (the tests' import stopped here)"
+            sites = grade_exec.grade_failures({"<import>": f"{crash.path}:{crash.line}: {crash.message}"},
+                                              "vllm_ascend", spans)
+        return {"execution": {
+            "collected": None, "passed": 0, "failed": 0, "collect_errors": 0,
+            "stopped": printable(testrun.real_error(run.report.output_tail))[:300],
+            "errors_failed_there": sum(1 for i in items if i["execution"].startswith(grade_exec.FAILED_THERE)),
+            "errors_reached": 0, "errors_not_reached": 0, "errors_not_probed": 0,
+            "plugin_crash_sites": sites,
+            "forecast": sum(1 for g in sites if g["grade"] == "forecast"),
+            "missed": sum(1 for g in sites if g["grade"] == "missed"),
+        }}
     failures = run.report.failures()
     spans: dict[str, list[tuple[int, int]]] = {}
     for item in items:
@@ -270,8 +293,8 @@ def render(doc: dict) -> str:
     head = "| core release | errors | plugin release declaring it | confirmed | upstream-bug | not-borne-out |"
     rule = "| --- | ---: | --- | ---: | ---: | ---: |"
     if executed:
-        head += " failed there | reached | not reached | crash sites forecast | missed |"
-        rule += " ---: | ---: | ---: | ---: | ---: |"
+        head += " unit tests | failed there | reached | not reached | crash sites forecast | missed |"
+        rule += " --- | ---: | ---: | ---: | ---: | ---: |"
     out += [head, rule]
     for r in doc["releases"]:
         g = r["graded"]
@@ -280,16 +303,23 @@ def render(doc: dict) -> str:
         line = f"| {r['release']} | {r['errors']} | {pr} | " + " | ".join(cells) + " |"
         if executed:
             e = r.get("execution")
-            line += (" " + " | ".join(str(e[k]) for k in ("errors_failed_there", "errors_reached",
-                                                          "errors_not_reached", "forecast", "missed")) + " |"
-                     if e else " - | - | - | - | - |")
+            if not e:
+                line += " not run | - | - | - | - | - |"
+            else:
+                ran = "did not start" if e["collected"] is None else f"{e['passed']}/{e['collected']} passed"
+                line += (f" {ran} | " + " | ".join(str(e[k]) for k in ("errors_failed_there", "errors_reached",
+                                                                       "errors_not_reached", "forecast",
+                                                                       "missed")) + " |")
         out.append(line)
     for r in doc["releases"]:
         out += ["", f"## vLLM {r['release']}", ""]
         e = r.get("execution")
         if r.get("execution_skipped"):
             out += [f"Execution {r['execution_skipped']}.", ""]
-        if e:
+        if e and e["collected"] is None:
+            out += [f"Unit tests against this release: they did not start (pytest stopped: "
+                    f"{e['stopped'].replace('|', '/')}).", ""]
+        elif e:
             out += [f"Unit tests against this release: {e['collected']} collected, {e['passed']} passed, "
                     f"{e['failed']} failed, {e['collect_errors']} collection error(s).", ""]
         if not r["findings"]:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 FAILED_THERE, REACHED, NOT_REACHED, NOT_PROBED, NOT_RUN = (
     "failed there", "reached", "not reached", "not probed", "not run")
+DID_NOT_START = "not run (the tests did not start)"
+_FRAME = re.compile(r"^(?P<path>[^\s:]+\.py):(?P<line>\d+): in ")
 _CRASH = re.compile(r"^(?P<path>[^\s:]+\.py):(?P<line>\d+):\s*(?P<message>.*)$")
 
 
@@ -98,3 +100,16 @@ def grade_failures(failures: dict[str, str], package: str,
         hit = any(lo <= line <= hi for lo, hi in error_spans.get(path, ()))
         out.append({**entry, "grade": "forecast" if hit else "missed"})
     return out
+
+
+def stopping_crash(output: list[str], package: str) -> Crash | None:
+    """Where a run that never started its tests (a conftest that does not import) crashed in
+    the plugin's own code: the last `path.py:LINE: in ...` frame of pytest's report within
+    `package`, with the error line after it."""
+    frames = [(i, _FRAME.match(line.strip())) for i, line in enumerate(output)]
+    ours = [(i, m) for i, m in frames if m and m["path"].startswith(package + "/")]
+    if not ours:
+        return None
+    i, m = ours[-1]
+    errors = [line.strip()[4:] for line in output[i:] if line.strip().startswith("E   ")]
+    return Crash(m["path"], int(m["line"]), errors[-1] if errors else "")
