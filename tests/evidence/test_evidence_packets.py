@@ -45,10 +45,14 @@ def test_metadata_protocol_switches_the_series_experimental_patch():
 
 
 def test_metadata_packet_records_the_sources_deviation():
-    dev, erratum = load_deviations(MRV2)
+    dev, erratum, date, pin, amendment = load_deviations(MRV2)
     assert (dev.kind, dev.run) == ("excluded", "optimized-r5")
     # the wording correction of the preregistered protocol is recorded as such
     assert erratum.kind == "protocol" and "wording only" in erratum.reason
+    # issue 28: the corrected date, the counts' pin set, the stop rule's amendment
+    assert date.kind == "protocol" and "2026-11-30" in date.reason
+    assert pin.kind == "parameters" and "v0.25.0" in pin.reason
+    assert amendment.kind == "protocol" and "AMENDMENT of 2026-12-01" in amendment.reason
     assert "optimized-r5" in {r.run_id for r in plan(load_protocol(MRV2))}
 
 
