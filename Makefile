@@ -42,12 +42,13 @@ TGT_ARG   = $(if $(TARGETS),--targets $(call q,$(TARGETS)))
 CHECK_PIN = $(call valid,PIN,$(NAME_CHARS),a pin set name (letters, digits and . _ -))
 CHECK_TGT = $(call valid,TARGETS,$(LIST_CHARS),target names separated by commas)
 
-.PHONY: apply check test refresh lock bench clean composed-test mutation-check gate gate-eval drift help evidence drift-scan drift-ci bench-drift evidence-e2e smoke rebase
+.PHONY: apply check docs test refresh lock bench clean composed-test mutation-check gate gate-eval drift help evidence drift-scan drift-ci bench-drift evidence-e2e smoke rebase
 
 help:
 	@echo "make apply [PIN=..] [TARGETS=..]  compose the pinned trees with the series (default pin set)"
 	@echo "make test                          run the test suite (fixtures only, no network)"
 	@echo "make check                         validate series, patches, provenance and pins"
+	@echo "make docs                          write docs/series.md's generated part (patches, pin sets, locked trees)"
 	@echo "make refresh [PIN=..]              regenerate patches/ from the composed branch"
 	@echo "make lock [PIN=..]                 record composed tree ids in the pin file"
 	@echo "make gate [PIN=..]                 contract gate on the composed trees: new findings only (--baseline declared)"
@@ -79,6 +80,9 @@ apply: $(VENV)/.installed
 
 check: $(VENV)/.installed
 	$(OVERLAY) check $(XARGS)
+
+docs: $(VENV)/.installed
+	$(OVERLAY) check --write-docs $(XARGS)
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q $(XARGS)

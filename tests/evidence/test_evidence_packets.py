@@ -45,10 +45,14 @@ def test_metadata_protocol_switches_the_series_experimental_patch():
 
 
 def test_metadata_packet_records_the_sources_deviation():
-    dev, erratum = load_deviations(MRV2)
+    dev, erratum, date, pin, amendment = load_deviations(MRV2)
     assert (dev.kind, dev.run) == ("excluded", "optimized-r5")
     # the wording correction of the preregistered protocol is recorded as such
     assert erratum.kind == "protocol" and "wording only" in erratum.reason
+    # issue 28: the corrected date, the counts' pin set, the stop rule's amendment
+    assert date.kind == "protocol" and "2026-11-30" in date.reason
+    assert pin.kind == "parameters" and "v0.25.0" in pin.reason
+    assert amendment.kind == "protocol" and "AMENDMENT of 2026-12-01" in amendment.reason
     assert "optimized-r5" in {r.run_id for r in plan(load_protocol(MRV2))}
 
 
@@ -218,3 +222,27 @@ def test_committed_cpu_engine_analysis_is_what_its_runs_give_now(run, tmp_path):
         ("planted-one-seq", "INCONCLUSIVE", ["INCONCLUSIVE", "REPRODUCED"]),
         ("aa-control", "INCONCLUSIVE", ["INCONCLUSIVE", "INCONCLUSIVE"])]
     assert all(d["interval"]["method"] == "t-log-ratio" for d in committed["deltas"])
+
+
+BY_PIN = {"v0.27.1": "0011", "v0.28.0": "0012", "v0.29.0": "0012", "v0.30.0": "0013", "v0.31.0": "0013"}
+
+
+@pytest.mark.parametrize("pin", sorted(BY_PIN))
+def test_metadata_packet_decides_the_mechanism_at_each_later_pin_set(pin):
+    """Issue 28: 0011's packet held only 0005's counts at v0.25.0. Each later pin set's
+    counts (by-pin/PIN, written by `overlay smoke --write-counters`) are decided by the
+    protocol's mechanism claim, and the README's row for that patch and pin set says
+    what they give."""
+    import yaml
+
+    from overlay.evidence.analyze import decide_counter_claim
+
+    folder = MRV2 / "by-pin" / pin
+    measured = yaml.safe_load((folder / "measured.yaml").read_text())
+    assert measured["pin"] == pin and measured["implementation"] == "series"
+    mechanism = next(c for c in load_protocol(MRV2).claims if c.name == "mechanism")
+    decision = decide_counter_claim(mechanism, folder)
+    assert decision.decision == decide.REPRODUCED
+    row = next(line for line in (MRV2 / "README.md").read_text().splitlines()
+               if line.startswith(f"| {BY_PIN[pin]} | {pin} |"))
+    assert decision.decision in row and f"`{measured['trees']['plugin']['tree'][:12]}`" in row

@@ -28,7 +28,7 @@ def test_valid_protocol_loads(tmp_path):
 
 def test_packet_protocol_loads():
     p = load_protocol(REPO / "evidence" / "mrv2-metadata-barrier")
-    assert p.preregistered.isoformat() == "2026-08-01"
+    assert p.preregistered.isoformat() == "2026-11-30"  # first committed then (git log)
     assert p.starts == 5 and (p.server_cpus, p.client_cpus) == ("96-119", "120-127")
     assert [c.name for c in p.claims] == ["mechanism", "service-gain", "p99-itl-regression"]
     assert p.scenario("qps1").request_rate == 1.0

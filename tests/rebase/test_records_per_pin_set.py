@@ -62,3 +62,19 @@ def test_a_pin_set_in_two_records_is_one_line(tmp_path):
     with pytest.raises(OverlayError) as err:
         load_series(tmp_path)
     assert "pin set 'v1' is in record 1 already" in str(err.value)
+
+
+NOT_UPSTREAM = ENTRY.replace('      pins: ["v1"]\n', '      not-upstream: "the padding rows"\n      pins: ["v1"]\n')
+
+
+def test_a_record_says_what_upstream_does_not_carry_and_a_rewrite_keeps_it(tmp_path):
+    """Issue 28: 0003's record said upstream carries the patch, but its padding-row fix
+    is not upstream. A record names the part upstream lacks (`not-upstream`), and
+    recording another pin set leaves that line where it was."""
+    entry = _load(tmp_path, NOT_UPSTREAM)
+    assert entry.provenance.record_at("v1").not_upstream == "the padding rows"
+    text = record_applied_upstream(NOT_UPSTREAM, entry.line, {"ref": "upstream at t4", "rule": "3-way-empty"},
+                                   "t4", entry.provenance.applied_upstream_records)
+    again = _load(tmp_path, text)
+    assert again.provenance.record_at("v1").not_upstream == "the padding rows"
+    assert again.provenance.record_at("t4").not_upstream is None

@@ -173,7 +173,10 @@ def applied_records(existing, record: dict, pin: str) -> list[dict]:
     for r in existing:
         pins = [p for p in r.pins if p != pin]
         if pins or not r.pins:
-            out.append({"ref": r.ref, "commit": r.commit, "rule": r.rule, "pins": pins})
+            kept = {"ref": r.ref, "commit": r.commit, "rule": r.rule, "pins": pins}
+            if r.not_upstream:
+                kept["not-upstream"] = r.not_upstream
+            out.append(kept)
     same = next((r for r in out if (r["ref"], r.get("commit"), r.get("rule")) ==
                  (record["ref"], record.get("commit"), record.get("rule"))), None)
     if same is not None:
@@ -220,6 +223,8 @@ def record_applied_upstream(text: str, entry_line: int, record: dict, pin: str,
             got.append(f"{rest}commit: {r['commit']}\n")
         if r.get("rule"):
             got.append(f"{rest}rule: {json.dumps(r['rule'])}\n")
+        if r.get("not-upstream"):
+            got.append(f"{rest}not-upstream: {json.dumps(r['not-upstream'])}\n")
         got.append(f"{rest}pins: [{', '.join(json.dumps(p) for p in r['pins'])}]\n")
         return got
 

@@ -9,6 +9,7 @@ from pathlib import Path, PurePosixPath
 
 from overlay.errors import OverlayError, clean_line
 from overlay.series.model import Project, SeriesEntry, load_all_pins
+from overlay.series import seriesdoc
 from overlay.series.patchfile import PatchMail, read_patch, unsafe_reason
 
 
@@ -234,4 +235,18 @@ def run_checks(root: Path) -> list[Finding]:
             if p.name not in listed:
                 findings.append(Finding(f"patches/{p.name}", None, "not listed in series.yaml",
                                         "add an entry for it or delete the file"))
+    findings += stale_doc_findings(root, project, pins)
     return findings + upstream_commit_findings(project, pins)
+
+
+def stale_doc_findings(root: Path, project: Project, pins) -> list[Finding]:
+    """docs/series.md's generated part (when it has one) against what the repository
+    gives now."""
+    doc = root / seriesdoc.DOC
+    if not doc.is_file() or not pins:
+        return []
+    block = seriesdoc.block_of(doc.read_text(encoding="utf-8", errors="replace"))
+    if block is None or block == seriesdoc.render(project.series, pins):
+        return []
+    return [Finding(seriesdoc.DOC.as_posix(), None, "the generated part is stale (patch count, pin sets, "
+                    "locked trees)", "run `make docs` (overlay check --write-docs)")]

@@ -120,6 +120,9 @@ class AppliedRecord:
     commit: str | None = None
     rule: str | None = None
     pins: tuple[str, ...] = ()
+    # `not-upstream`: what the patch does that the carrying change does not (left out
+    # at these pin sets with the rest of the patch); None: upstream carries all of it
+    not_upstream: str | None = None
 
     def as_dict(self) -> dict:
         return {"ref": self.ref, "commit": self.commit, "rule": self.rule}
@@ -454,7 +457,7 @@ ENTRY_FIELDS = ("patch", "target", "origin", "subject", "upstream", "upstream-co
 SUPERSEDED_FIELDS = ("commit", "pr")
 
 
-APPLIED_FIELDS = ("ref", "commit", "rule", "pins")
+APPLIED_FIELDS = ("ref", "commit", "rule", "pins", "not-upstream")
 
 
 def _applied_upstream(f: _Fields, shown: str, i: int) -> tuple[str | None, tuple[AppliedRecord, ...]]:
@@ -485,7 +488,7 @@ def _applied_upstream(f: _Fields, shown: str, i: int) -> tuple[str | None, tuple
                                 hint="a pin set has one record: remove it from one of them")
             owner[pin] = k
         assert ref
-        records.append(AppliedRecord(ref, commit, sub.str("rule"), pins))
+        records.append(AppliedRecord(ref, commit, sub.str("rule"), pins, sub.str("not-upstream")))
     return records[0].ref, tuple(records)
 
 
