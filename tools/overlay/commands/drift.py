@@ -39,6 +39,11 @@ def register(sub) -> None:
     p.add_argument("--fail-on", metavar="CLASSES", default=",".join(DEFAULT_FAIL_ON),
                    help="classes that make the run fail (default: conflict,missing; fuzz "
                         "is a warning unless listed; 'none' never fails)")
+    p.add_argument("--fuzz", type=_fuzz_lines, default=0, metavar="N",
+                   help="also accept a patch whose hunks apply with up to N context lines "
+                        "ignored (class fuzz, a warning); default 0: the rule `overlay apply` "
+                        "uses (git am: exact context, at any offset), so what drift passes, "
+                        "apply applies")
     p.add_argument("--mirror", type=Path, metavar="DIR",
                    help="directory of upstream clones <owner+name> (default: $OVERLAY_MIRROR)")
     p.add_argument("--fetch", action="store_true",
@@ -53,6 +58,12 @@ def register(sub) -> None:
 
 
 # ----------------------------------------------------------------------------- input checks
+
+
+def _fuzz_lines(text: str) -> int:
+    if not text.isdigit() or int(text) > 3:
+        raise argparse.ArgumentTypeError(f"{text!r} is not 0, 1, 2 or 3")
+    return int(text)
 
 
 def parse_fail_on(text: str) -> tuple[str, ...]:
@@ -123,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     for r in resolved:
         patches, diffs = loaded[r.target]
         engine = Drift(r.git_dir, r.base, patches, diffs,
-                       slug=target_slug(pin.target(r.target).source))
+                       slug=target_slug(pin.target(r.target).source), max_fuzz=args.fuzz)
         try:
             if args.scan:
                 commits = commit_log(r.git_dir, r.base, r.head)
