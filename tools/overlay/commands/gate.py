@@ -16,6 +16,7 @@ from overlay.gate import report as render
 from overlay.gate import run_gate
 from overlay.gate.allowlist import load as load_allowlist
 from overlay.gate.findings import SEVERITIES
+from overlay.reporting.files import write_report
 
 EXIT_FINDINGS = 1
 
@@ -125,11 +126,7 @@ def _trees(args: argparse.Namespace) -> tuple[Path | None, Path, str | None]:
 
 def _emit(report, args: argparse.Namespace) -> int:
     if args.junit is not None:
-        try:
-            args.junit.parent.mkdir(parents=True, exist_ok=True)
-            args.junit.write_text(render.to_junit(report), encoding="utf-8")
-        except OSError as exc:
-            raise OverlayError(f"cannot write JUnit report: {exc.strerror}", path=str(args.junit)) from None
+        write_report(args.junit, render.to_junit(report), "--junit")
     sys.stdout.write(render.to_json(report) if args.json else render.text(report, args.verbose))
     return 0 if report.ok else EXIT_FINDINGS
 
