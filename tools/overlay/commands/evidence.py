@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from overlay import DISTRIBUTION
+from overlay import EXTRA_HINT
 from overlay.errors import OverlayError
 from overlay.reporting import table
 
@@ -27,7 +27,7 @@ def needs_evidence_extra(command: str):
                 if missing not in EXTRA:
                     raise
                 raise OverlayError(f"overlay {command} needs {missing}, which is not installed",
-                                   hint=f"pip install '{DISTRIBUTION}[evidence]'") from None
+                                   hint=EXTRA_HINT.format(extra="evidence")) from None
         return handler
     return wrap
 
@@ -93,7 +93,7 @@ def register(sub) -> None:
                                                  "(default: $OVERLAY_MIRROR)")
     ab.add_argument("--cluster", metavar="ADDRESS|local",
                     help="run the protocol's blocks as Ray tasks on the cluster at HOST:PORT, or on a "
-                         "local one (needs the cluster extra: pip install '.[cluster]')")
+                         "local one (needs the cluster extra: pip install -e '.[cluster]')")
     ab.add_argument("--local-cards", type=int, metavar="N",
                     help="with --cluster local: the cards (the protocol's cards.resource) the local "
                          "cluster offers (default: what Ray detects)")

@@ -184,7 +184,7 @@ def _import_ray():
         import ray  # noqa: PLC0415 (optional extra)
     except ImportError:
         raise OverlayError("--cluster needs Ray, which is not installed",
-                           hint="pip install '.[cluster]' (the single-machine `bench ab` needs no Ray)") from None
+                           hint="pip install -e '.[cluster]' in the overlay checkout (the single-machine `bench ab` needs no Ray)") from None
     return ray
 
 

@@ -70,11 +70,12 @@ def cache_repo(root: Path, name: str) -> Path:
 
 
 def obtain(root: Path, target: PinnedTarget, mirror: Path | None,
-           progress: Progress | None = None) -> Obtained:
+           progress: Progress | None = None, others: tuple[str, ...] = ()) -> Obtained:
+    """`others`: the pin set's other targets, which an unreachable one's hint offers."""
     # Runs sharing a cache take turns: two fetches into one repository collide on its locks.
     with runlock.cache(paths.cache_dir(root), f"obtaining {target.name}", progress):
         if isinstance(target.source, GitSource):
-            return _obtain_git(root, target, target.source, mirror, progress)
+            return _obtain_git(root, target, target.source, mirror, progress, others)
         return _obtain_archive(root, target, target.source, mirror, progress)
 
 
@@ -83,7 +84,7 @@ def _keep_ref(sha: str) -> str:
 
 
 def _obtain_git(root: Path, target: PinnedTarget, src: GitSource, mirror: Path | None,
-                progress: Progress | None) -> Obtained:
+                progress: Progress | None, others: tuple[str, ...] = ()) -> Obtained:
     cache = cache_repo(root, src.mirror_name)
     if gitcmd.has_commit(cache, src.commit):
         return Obtained(cache, src.commit, "cache")
@@ -106,13 +107,13 @@ def _obtain_git(root: Path, target: PinnedTarget, src: GitSource, mirror: Path |
     try:
         _fetch(cache, src.url, src.commit, target, progress)
     except OverlayError as exc:
-        where = (f"no '{src.mirror_name}' under mirror {mirror}" if mirror
-                 else "no mirror given (--mirror or OVERLAY_MIRROR)")
+        # The first contact for most users (`make apply` offline): short, and both ways on.
+        without = ",".join(others) if others else "..."
         raise OverlayError(
-            f"target '{target.name}' is unreachable: {exc.message}; {where}",
+            f"target '{target.name}' is unreachable: {exc.message}",
             path=_pin_display(target), line=target.line,
-            hint=f"either put a clone at <mirror>/{src.mirror_name} and pass --mirror/OVERLAY_MIRROR, "
-                 f"or leave the target out (--targets / TARGETS=...)") from None
+            hint=f"leave it out: make apply TARGETS={without}, or --targets {without}; or set "
+                 f"OVERLAY_MIRROR=DIR with a clone at <mirror>/{src.mirror_name}") from None
     return Obtained(cache, src.commit, "network")
 
 
@@ -136,6 +137,8 @@ def _fetch(cache: Path, url: str, sha: str, target: PinnedTarget,
         detail = ((proc.stderr or "") if not show else "").strip().splitlines()
         reason = next((line for line in reversed(detail) if line.startswith(("fatal:", "error:"))),
                       detail[-1] if detail else "git fetch failed")
+        # git's "fatal: unable to access '<url>/': <why>" says the URL twice: keep <why>
+        reason = re.sub(r"^(fatal|error): (unable to access '[^']*': )?", "", reason)
         raise OverlayError(f"cannot fetch {sha[:12]} from {shown or url}: {reason}")
 
 
