@@ -252,13 +252,15 @@ def test_commit_inserted_mid_series_keeps_its_place(world, run):
     code, out, err = run("refresh", root=world.project)
     assert code == 0, err
     text = (world.project / "series.yaml").read_text()
-    # numbers follow the order: the new patch takes 0002, the ones after it move up
-    assert text.index("0001-plugin") < text.index("0002-add-the-fast-module") < text.index("0004-plugin-switch")
+    # numbers follow the order: the new patch goes after the core entry (another target's:
+    # its order against plugin patches changes nothing) and takes 0003; the plugin patch
+    # after it moves up, the core patch keeps its name
+    assert text.index("0001-plugin") < text.index("0003-add-the-fast-module") < text.index("0004-plugin-switch")
     assert "renamed  0003-plugin-switch.patch -> 0004-plugin-switch.patch" in out
-    assert "renamed  0002-core-rename-helper.patch -> 0003-core-rename-helper.patch" in out
+    assert "0002-core-rename-helper.patch ->" not in out
     assert sorted(p.name for p in (world.project / "patches").iterdir()) == [
-        "0001-plugin-lora-args.patch", "0002-add-the-fast-module.patch",
-        "0003-core-rename-helper.patch", "0004-plugin-switch.patch"]
+        "0001-plugin-lora-args.patch", "0002-core-rename-helper.patch",
+        "0003-add-the-fast-module.patch", "0004-plugin-switch.patch"]
     before = project_bytes(world.project)
     assert run("refresh", root=world.project)[0] == 0  # settles in one run
     assert project_bytes(world.project) == before
@@ -438,3 +440,33 @@ def test_renames_keep_other_composed_trees_current(world, run):
     _shutil.rmtree(world.project / "build" / "p2" / "plugin")
     code, out, err = run("refresh", "--pin", "p2", root=world.project)
     assert code == 0 and "(nothing to do)" in out, out + err
+
+
+def test_refresh_never_renumbers_another_pin_sets_patch(world, run):
+    """Issue 29: an entry only another pin set carries (0004, `only-pins: [p2]`) keeps its
+    name when a patch is added on top of p1's branch; before, the new entry took 0004 and
+    p2's became 0005 (0011 -> 0012 in this repository)."""
+    p1 = world.project / "pins" / "p1.yaml"
+    text = p1.read_text().replace("default: true", "default: false")
+    url = next(line.split("repo: ", 1)[1] for line in text.splitlines() if "example/plugin" in line)
+    (world.project / "pins" / "p2.yaml").write_text(text.replace(url, url + ".git"))
+    other = world.patch_file("0004-p2-only.patch")
+    other.write_bytes(world.patch_file("0001-plugin-lora-args.patch").read_bytes())
+    series = world.project / "series.yaml"
+    series.write_text(series.read_text() + "  - patch: 0004-p2-only.patch\n    target: plugin\n"
+                      "    origin: local\n    forwarded: not yet\n    only-pins: [p2]\n")
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    tree = plugin_tree(world)
+    write(tree, {"vllm_ascend/new_feature.py": "ENABLED = False\n"})
+    commit_all(tree, "[Feature] Add a new feature flag\n\nWhy: because.", author=PATCH_AUTHOR)
+    before = other.read_bytes()
+    code, out, err = run("refresh", root=world.project)
+    assert code == 0, err
+    assert "renamed" not in out.replace("0 renamed", "")
+    assert other.read_bytes() == before
+    names = sorted(p.name for p in (world.project / "patches").iterdir())
+    assert "0004-p2-only.patch" in names and "0005-add-a-new-feature-flag.patch" in names, names
+    text = series.read_text()
+    assert text.index("0004-p2-only.patch") < text.index("0005-add-a-new-feature-flag.patch")
+    # p1 still composes its series in its order, p2's entry is not in it
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0

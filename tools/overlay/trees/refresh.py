@@ -489,10 +489,13 @@ def _reorder(order: list[str], target_of: dict[str, str], target: str,
     """The series order after refreshing one target (pure).
 
     Entries of the target that survive keep the slots such entries held, filled in
-    the branch's new order; dropped ones vanish; a new one goes right after the
-    entry before it on the branch (first of all: before the target's first entry).
-    Other targets' entries never move.
+    the branch's new order; dropped ones vanish; a new one goes after the entry before
+    it on the branch, past the entries the branch does not carry (other pin sets' and
+    other targets': their order against it changes nothing this pin set applies, and
+    numbering it before them would renumber them), up to the next entry the branch
+    carries (first of all: before the target's first entry). Other entries never move.
     """
+    carried = set(new_for_target)
     kept = [p for p in new_for_target if p in order]
     slots = [i for i, p in enumerate(order) if target_of.get(p) == target and p in kept]
     out: list[str | None] = [None if target_of.get(p) == target else p for p in order]
@@ -504,6 +507,8 @@ def _reorder(order: list[str], target_of: dict[str, str], target: str,
             continue
         if i > 0:
             at = result.index(new_for_target[i - 1]) + 1
+            while at < len(result) and result[at] not in carried:
+                at += 1
         else:
             first = next((p for p in new_for_target if p in result), None)
             at = result.index(first) if first else len(result)
