@@ -13,7 +13,6 @@ import hashlib
 import os
 import re
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,6 @@ from typing import BinaryIO, Callable
 from overlay.trees import archive as archive_mod
 from overlay import gitcmd, paths
 from overlay.trees import runlock, simple_index
-from overlay import reporting
 from overlay.errors import OverlayError
 from overlay.trees.index_config import read_index_config
 from overlay.series.model import ArchiveSource, GitSource, PinnedTarget
@@ -125,16 +123,16 @@ def _fetch(cache: Path, url: str, sha: str, target: PinnedTarget,
            progress: Progress | None, shown: str | None = None) -> None:
     # Shallow: only this commit's snapshot. A blob filter would only defer the
     # same download, since a composed work tree needs every blob of the commit.
-    args = ["fetch", "--no-tags", "--depth=1", "--end-of-options", url, f"{sha}:{_keep_ref(sha)}"]
-    show = progress is not None and reporting.is_terminal(sys.stderr)  # git draws its own
-    if show:
-        args.insert(1, "--progress")
+    # git's own output is always captured: its `remote: Counting objects` lines and paths
+    # are not ours to show (the progress line above says what is being fetched).
+    args = ["fetch", "--no-tags", "--quiet", "--depth=1", "--end-of-options", url,
+            f"{sha}:{_keep_ref(sha)}"]
     proc = gitcmd.git(args, git_dir=cache, timeout=FETCH_TIMEOUT, check=False,
-                      capture=not show, data=True, config=gitcmd.fetch_config(url),
+                      capture=True, data=True, config=gitcmd.fetch_config(url),
                       env={"GIT_HTTP_LOW_SPEED_LIMIT": "1000", "GIT_HTTP_LOW_SPEED_TIME": "30"})
     gitcmd.forget_view(cache)
     if proc.returncode != 0 or not gitcmd.has_commit(cache, sha):
-        detail = ((proc.stderr or "") if not show else "").strip().splitlines()
+        detail = (proc.stderr or "").strip().splitlines()
         reason = next((line for line in reversed(detail) if line.startswith(("fatal:", "error:"))),
                       detail[-1] if detail else "git fetch failed")
         # git's "fatal: unable to access '<url>/': <why>" says the URL twice: keep <why>
