@@ -119,7 +119,7 @@ test: $(TEST_DEPS)
 
 # The cluster tests with Ray (a 2-node local cluster); `make test` skips them, saying why.
 test-cluster: $(TEST_DEPS) $(VENV)/.installed-cluster
-	$(PY) -m pytest -q tests/evidence/test_campaign.py $(XARGS)$(STATUS)
+	$(PY) -m pytest -q tests/evidence/test_campaign.py tests/evidence/test_ray_npu_detection.py $(XARGS)$(STATUS)
 
 refresh: $(VENV)/.installed
 	@$(CHECK_PIN); $(CHECK_TGT)
