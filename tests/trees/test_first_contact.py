@@ -41,3 +41,16 @@ def test_the_backport_recipe_fetches_the_upstream_commit_into_the_shallow_tree(w
     assert picked.returncode == 0, picked.stderr
     assert (tree / "docs" / "note1.md").is_file()
     assert f"(cherry picked from commit {upstream})" in git("log", "-1", "--format=%B").stdout
+
+
+def test_drift_without_a_mirror_says_what_is_missing_not_the_cache(world, run, monkeypatch):
+    """After `make apply` the object cache holds the pinned snapshot; `drift` without a
+    mirror used to say `'main' is not a commit in <the cache's path>`."""
+    from overlay import paths
+
+    monkeypatch.delenv("OVERLAY_MIRROR", raising=False)
+    assert run("apply", "--targets", "plugin", root=world.project)[0] == 0  # from the pinned URL
+    code, out, err = run("drift", "--onto", "plugin=main", root=world.project)
+    assert code == 2 and err.count("\n") == 1
+    assert str(paths.cache_dir(world.project)) not in err and "cache" not in err
+    assert "OVERLAY_MIRROR=DIR" in err and "example+plugin" in err
