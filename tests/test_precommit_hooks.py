@@ -84,7 +84,7 @@ def test_the_check_catches_a_broken_manifest():
 def test_hooks_run_overlay_check_and_gate_on_the_project_files(run):
     by_id = {h["id"]: h for h in _hooks()}
     assert shlex.split(by_id["overlay-check"]["entry"]) == ["overlay", "check"]
-    assert shlex.split(by_id["overlay-gate"]["entry"]) == ["overlay", "gate"]
+    assert shlex.split(by_id["overlay-gate"]["entry"]) == ["overlay", "gate", "--compose", "--baseline", "declared"]
     for hook in by_id.values():
         assert hook["pass_filenames"] is False  # the commands read the whole project
         for path in ("series.yaml", "patches/0001-x.patch", "pins/p.yaml"):

@@ -111,8 +111,12 @@ def lint(path: Path) -> list[str]:
         if action == "actions/cache":
             problems.append(f"{label}: actions/cache saves only on success; use "
                             f"actions/cache/restore + actions/cache/save (if: always())")
-        if action == "actions/cache/save" and step.get("if") != "always()":
+        if action == "actions/cache/save" and not str(step.get("if", "")).startswith("always()"):
             problems.append(f"{label}: the cache must be saved with if: always()")
+        if action == "actions/cache/save" and not re.search(r"steps\.\w+\.outputs\.cache-hit != 'true'",
+                                                            str(step.get("if", ""))):
+            problems.append(f"{label}: saved on every run: save only when the restore found no "
+                            f"cache with this key (steps.<restore>.outputs.cache-hit != 'true')")
     return problems
 
 

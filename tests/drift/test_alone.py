@@ -22,8 +22,9 @@ P1 = patch("0001", "@@ -4,5 +4,7 @@\n v4 = 4\n v5 = 5\n+extra_1 = 1\n+extra_2 = 
 P2 = patch("0002", "@@ -19,7 +19,7 @@\n v17 = 17\n v18 = 18\n v19 = 19\n-v20 = 20\n+v20 = 2000\n v21 = 21\n v22 = 22\n v23 = 23\n")
 
 
-def run(text: str, *patches: DriftPatch):
-    return {v.patch: v for v in classify_series(patches, {"m.py": "k"}, {"k": text}.__getitem__)}
+def run(text: str, *patches: DriftPatch, max_fuzz: int = 0):
+    return {v.patch: v for v in classify_series(patches, {"m.py": "k"}, {"k": text}.__getitem__,
+                                                max_fuzz=max_fuzz)}
 
 
 def test_blocked_patch_is_classified_alone_where_it_would_sit_without_the_failed_one():
@@ -38,7 +39,9 @@ def test_blocked_patch_is_classified_alone_where_it_would_sit_without_the_failed
 
 def test_alone_conflict_and_alone_merged():
     broken = TEXT.replace("v6 = 6\n", "v6 = 66\n")
-    assert run(broken.replace("v23 = 23\n", "v23 = 0\n"), P1, P2)["0002"].alone == "fuzz"
+    context_changed = broken.replace("v23 = 23\n", "v23 = 0\n")
+    assert run(context_changed, P1, P2)["0002"].alone == "conflict"  # apply's rule: no fuzz
+    assert run(context_changed, P1, P2, max_fuzz=2)["0002"].alone == "fuzz"
     assert run(broken.replace("v20 = 20\n", "v20 = -1\n"), P1, P2)["0002"].alone == "conflict"
     merged = run(broken.replace("v20 = 20\n", "v20 = 2000\n"), P1, P2)["0002"]
     assert (merged.cls, merged.alone, merged.alone_rule) == ("blocked", "merged", "reverse")

@@ -27,7 +27,7 @@ def make_drift_ci(project: Path, mirror: Path, reports: Path, *extra: str) -> su
     # -o: never (re)build the virtual environment from inside a test run
     return subprocess.run(["make", "-s", "-C", str(REPO_ROOT), "-o", f"{venv}/.installed",
                            "drift-ci", f"VENV={venv}", f"MIRROR={mirror}", "PIN=test",
-                           f"REPORTS={reports}", "DRIFT_SCAN=plugin=c5", "DRIFT_ONTO=plugin=c5",
+                           f"REPORTS={reports}", "DRIFT_SCAN=plugin=c5", "DRIFT_ONTO=plugin=c3",
                            *extra], env=env, capture_output=True, text=True, timeout=120)
 
 

@@ -65,7 +65,7 @@ def test_series_scan_sees_blocked_patches_alone_and_upstream_overlap(capsys):
     if find_mirror_repo(mirror, "vllm-project+vllm-ascend") is None:
         pytest.fail(f"OVERLAY_MIRROR={mirror} has no vllm-project+vllm-ascend")
     assert main(["--root", str(REPO_ROOT), "drift", "--pin", "1f486d96", "--mirror", str(mirror),
-                 "--scan", "plugin=182b75ea", "--json", "--fail-on", "none"]) == 0
+                 "--scan", "plugin=182b75ea", "--json", "--fail-on", "none", "--fuzz", "2"]) == 0
     run, = json.loads(capsys.readouterr().out)["runs"]
     history = {h["patch"][:4]: h for h in run["history"]}
     steps = {p: [(t["to"], t["verdict"].get("rule"), t["commit"][:8], t["pr"]) for t in h["transitions"]]

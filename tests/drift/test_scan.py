@@ -13,7 +13,9 @@ from overlay.cli import main
 
 
 def drift(capsys, project: Path, mirror: Path, *args: str) -> tuple[int, str, str]:
-    rc = main(["--root", str(project), "drift", "--mirror", str(mirror), *args])
+    # The history walks every class, fuzz included: opt in to it (apply's rule, the
+    # default, calls 0001 at c4 a conflict: tests/drift/test_apply_agreement.py).
+    rc = main(["--root", str(project), "drift", "--mirror", str(mirror), "--fuzz", "2", *args])
     out, err = capsys.readouterr()
     return rc, out, err
 

@@ -30,7 +30,7 @@ def netns_available() -> str | None:
     try:
         import ray  # noqa: F401
     except ImportError:
-        return "the cluster extra is not installed (pip install '.[cluster]')"
+        return "the cluster extra is not installed (pip install -e '.[cluster]', or make test-cluster)"
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         return "unshare and ip are needed to give Ray a network namespace of its own"
     probe = subprocess.run(["unshare", "-n", "sh", "-c", "ip link set lo up"], capture_output=True)

@@ -351,7 +351,7 @@ def test_cluster_without_ray_installed_is_one_line(run, evroot, monkeypatch):
     code, out, err = run("bench", "ab", "--protocol", proto, "--cluster", "local", root=evroot)
     assert code == 2
     assert err.strip().splitlines() == [err.strip()]
-    assert "needs Ray" in err and "pip install '.[cluster]'" in err
+    assert "needs Ray" in err and "pip install -e '.[cluster]'" in err
     assert not (evroot / "ab" / "runs").exists()
 
 

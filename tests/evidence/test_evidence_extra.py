@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from overlay import DISTRIBUTION, cli
+from overlay import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +28,7 @@ def test_analyze_without_numpy_says_how_to_get_it(monkeypatch, capsys, tmp_path)
     err = capsys.readouterr().err
     assert code == 2
     assert err == ("overlay: error: overlay evidence analyze needs numpy, which is not installed "
-                   f"(pip install '{DISTRIBUTION}[evidence]')\n")
+                   "(pip install -e '.[evidence]' in the overlay checkout)\n")
     assert not (tmp_path / "out").exists()
 
 
@@ -43,7 +43,7 @@ def test_plots_without_matplotlib_say_how_to_get_it(monkeypatch):
         needs_evidence_extra("evidence analyze")(lambda args: plots._plt())(None)
     assert raised.value.exit_code == 2
     assert raised.value.one_line() == ("overlay evidence analyze needs matplotlib, which is not installed "
-                                       f"(pip install '{DISTRIBUTION}[evidence]')")
+                                       "(pip install -e '.[evidence]' in the overlay checkout)")
 
 
 def test_bench_ab_without_numpy_says_how_to_get_it(monkeypatch, capsys, tmp_path):
@@ -52,7 +52,7 @@ def test_bench_ab_without_numpy_says_how_to_get_it(monkeypatch, capsys, tmp_path
                      "evidence/cpu-engine-smoke/protocol.yaml", "--results", str(tmp_path / "r")])
     err = capsys.readouterr().err
     assert code == 2 and len(err.splitlines()) == 1
-    assert f"overlay bench ab needs numpy, which is not installed (pip install '{DISTRIBUTION}[evidence]')" in err
+    assert f"overlay bench ab needs numpy, which is not installed (pip install -e '.[evidence]' in the overlay checkout)" in err
 
 
 def test_another_missing_module_is_not_blamed_on_the_extra(monkeypatch, capsys):

@@ -85,3 +85,33 @@ def test_gate_baseline_declared_counts_only_what_the_series_adds(world, run):
     assert "baseline: upstream's plugin PyPI plugin==2.0 without the series, against core==2.0" in out
     assert "finding(s) it already has are not counted" in out
     assert not [p for p in (world.project / ".overlay").iterdir() if p.name.startswith("baseline-")]
+
+
+def test_the_pre_commit_gate_hook_passes_a_good_series_and_fails_a_planted_break(world, run):
+    """Issue 29 item 5: the overlay-gate hook gates the series being committed (composed
+    fresh, not build/) with the baseline: upstream's own error does not fail it, a break a
+    patch plants does. Before, it gated build/ without a baseline and could never pass."""
+    import shlex
+    import shutil
+
+    import yaml
+
+    hook = {h["id"]: h for h in yaml.safe_load(
+        (Path(__file__).resolve().parents[2] / ".pre-commit-hooks.yaml").read_text())}["overlay-gate"]
+    argv = shlex.split(hook["entry"])[1:] + ["--pin", "r2", "--mirror", str(world.mirror)]
+    _setup(world)
+    code, _, err = _rebase(run, world)
+    assert code == 0, err
+    shutil.rmtree(world.project / "build")  # the hook must not need (or read) build/
+    code, out, err = run(*argv, root=world.project)
+    assert code == 0, (out, err)
+    assert "finding(s) it already has are not counted" in out
+    # a planted break in the committed series: the patch now imports a name core lacks
+    patch = next(p for p in (world.project / "patches").iterdir() if p.name.startswith("0003"))
+    text = patch.read_text()
+    planted = text.replace("+VARS = {", "+from vllm.sampler import _planted_by_the_series\n+VARS = {", 1)
+    assert planted != text
+    planted = planted.replace("@@ -1 +1 @@", "@@ -1 +1,2 @@", 1)
+    patch.write_text(planted)
+    code, out, err = run(*argv, root=world.project)
+    assert code == 1 and "_planted_by_the_series" in out, (code, out, err)

@@ -24,7 +24,7 @@ def script(name: str, *args: str, env: dict | None = None) -> subprocess.Complet
 def test_without_a_mirror_nothing_runs_and_that_is_an_error(name):
     proc = script(name, "--pin", "v0.25.0")
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr == (f"{name}: error: needs a mirror: composing the pinned trees needs the upstream "
+    assert proc.stderr == ("overlay: error: needs a mirror: composing the pinned trees needs the upstream "
                            "commits offline (set OVERLAY_MIRROR or pass --mirror DIR)\n")
 
 
@@ -48,7 +48,7 @@ def test_composed_test_refuses_a_bad_known_failures_list_before_composing(tmp_pa
 def test_mutation_check_refuses_an_unknown_patch(tmp_path):
     proc = script("mutation-check", "--mirror", str(tmp_path), "--patch", "0099-nope.patch")
     assert proc.returncode == 2
-    assert proc.stderr == ("mutation-check: error: series.yaml: no plugin patch named 0099-nope.patch in the "
+    assert proc.stderr == ("overlay: error: series.yaml: no plugin patch named 0099-nope.patch in the "
                            "series (give a patch file name, e.g. 0003-...patch)\n")
 
 

@@ -29,6 +29,8 @@ from pathlib import Path  # noqa: E402
 from overlay import __version__  # noqa: E402
 from overlay.errors import Interrupted, OverlayError, clean_line, inject_fault  # noqa: E402
 from overlay.gitcmd import GitFailed  # noqa: E402
+from overlay.reporting.colour import coloured  # noqa: E402
+from overlay.reporting.progress import COLOUR_MODES, set_colour_mode  # noqa: E402
 
 inject_fault("import")
 
@@ -36,7 +38,7 @@ inject_fault("import")
 # parsers set `func`, a callable taking the parsed arguments and returning the exit code.
 COMMANDS = tuple(f"overlay.commands.{name}" for name in (
     "apply", "check", "refresh", "lock", "gate", "drift", "rebase", "evidence", "smoke",
-    "composed_test", "mutation_check", "gate_eval", "evidence_e2e", "forward",
+    "composed_test", "mutation_check", "gate_eval", "evidence_e2e", "forward", "completion",
     "status", "show", "range_diff", "site",
 ))
 
@@ -82,6 +84,7 @@ EXIT_STATUS = {
                   "(neither a pin set nor a revision, mixed kinds, an unreachable target)",
     "site": "0 the site was written; 2 bad input (a folder that is not the site's, an unreadable "
             "document)",
+    "completion": "0 the script or page was printed; 2 bad input (an unknown shell)",
     "evidence-e2e": "0 bench ab and analyze ran; otherwise the status of the step that failed "
                     "(bench ab, evidence analyze); 2 bad input",
 }
@@ -95,6 +98,18 @@ def _walk_parsers(parser: argparse.ArgumentParser, name: str = "overlay"):
         if isinstance(action, argparse._SubParsersAction):
             for sub_name, sub in action.choices.items():
                 yield from _walk_parsers(sub, f"{name} {sub_name}")
+
+
+def _add_descriptions(parser: argparse.ArgumentParser) -> None:
+    """A subcommand registered with only its `help=` gets that as its --help description
+    line too (tests/test_cli_conventions29.py requires one everywhere)."""
+    for _, p in _walk_parsers(parser):
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helps = {a.dest: a.help for a in action._choices_actions}
+                for sub_name, sub in action.choices.items():
+                    if not (sub.description or "").strip() and helps.get(sub_name):
+                        sub.description = helps[sub_name][:1].upper() + helps[sub_name][1:] + "."
 
 
 def _add_exit_status(parser: argparse.ArgumentParser) -> None:
@@ -159,17 +174,32 @@ def find_root(start: Path) -> Path:
     return start
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, except that help a reader did not take is not a success:
+    argparse swallows the broken pipe; main() turns it into the SIGPIPE status."""
+
+    def _print_message(self, message, file=None):
+        if message:
+            file = file or sys.stderr
+            file.write(message)
+            file.flush()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="overlay",
         description="Compose pinned upstream trees from an attributed patch series.",
     )
     parser.add_argument("--version", action="version", version=f"overlay {__version__}")
     parser.add_argument("--root", type=Path, default=None,
                         help="project root holding series.yaml and pins/ (default: found upward from cwd)")
+    parser.add_argument("--color", "--colour", dest="color", choices=COLOUR_MODES, default="auto",
+                        help="colour FAILED and errors: auto (on a terminal, unless NO_COLOR or "
+                             "TERM=dumb; the default), always, never")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(name).register(sub)
+    _add_descriptions(parser)
     _add_exit_status(parser)
     return parser
 
@@ -178,13 +208,26 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if signal.getsignal(signal.SIGINT) is _interrupted_at_start_up:
             signal.signal(signal.SIGINT, signal.default_int_handler)
-        return _main(argv)
+        try:
+            return _main(argv)
+        finally:  # also after --help: output that cannot reach its reader shows here
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # `overlay ... | head`: the reader left before the output ended; say so by the
+        # status (as a process SIGPIPE ended would), and write nothing more to it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
+        return EXIT_BROKEN_PIPE
     except Interrupted as exc:  # it knows what state it left things in
         print(f"overlay: error: {exc.message}", file=sys.stderr)
         return 130
     except KeyboardInterrupt:  # also during start-up, while the subsystems import
         print("overlay: error: interrupted (run the command again)", file=sys.stderr)
         return 130
+
+
+# What a process killed by SIGPIPE reports (128 + 13), as the shell would show it: a run
+# whose reader left (`overlay ... | head`) did not finish its output, so it did not succeed.
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
 
 def _main(argv: list[str] | None) -> int:
@@ -194,6 +237,28 @@ def _main(argv: list[str] | None) -> int:
             stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     args = parser.parse_args(argv)
+    set_colour_mode(args.color)
+    args.root_parser = parser  # `overlay completion` renders the whole command line
+    real = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = coloured(sys.stdout), coloured(sys.stderr)
+    try:
+        return _dispatch(parser, args)
+    finally:
+        sys.stdout, sys.stderr = real
+        set_colour_mode("auto")
+
+
+def _error(args: argparse.Namespace, shown: str, message: str, *, path=None, line=None,
+           hint=None) -> None:
+    """The one error report: `overlay: error: <shown>` on stderr, and with --json the
+    error document (`message` and where) on stdout too: machines read that."""
+    print(f"overlay: error: {shown}", file=sys.stderr)
+    if getattr(args, "json", False):
+        print(json.dumps({"schema_version": SCHEMA_VERSION, "ok": False, "error": message,
+                          "path": path, "line": line, "hint": hint}))
+
+
+def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
@@ -209,28 +274,28 @@ def _main(argv: list[str] | None) -> int:
                                hint="pass --root DIR holding series.yaml, or run inside the project")
         if getattr(args, "json", False):
             with _JsonCapture():
-                return int(args.func(args) or 0)
-        return int(args.func(args) or 0)
+                code = int(args.func(args) or 0)
+        else:
+            code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a reader that left shows here, not at exit
+        return code
     except OverlayError as exc:
-        print(f"overlay: error: {exc.one_line()}", file=sys.stderr)
-        if getattr(args, "json", False):  # machines get the error on stdout too
-            print(json.dumps({"schema_version": SCHEMA_VERSION, "ok": False,
-                              "error": clean_line(exc.message), "path": exc.path,
-                              "line": exc.line, "hint": exc.hint}))
+        _error(args, exc.one_line(), clean_line(exc.message), path=exc.path, line=exc.line,
+               hint=exc.hint)
         return exc.exit_code
     except GitFailed as exc:
         last = (exc.stderr.strip().splitlines() or ["(no message)"])[-1]
-        print("overlay: error: " + clean_line(f"git {exc.args_[0]} failed: {last} (run again; if it "
-                                              "persists, report it with the command you ran)"),
-              file=sys.stderr)
+        hint = "run again; if it persists, report it with the command you ran"
+        failed = f"git {exc.args_[0]} failed: {last}"
+        _error(args, clean_line(f"{failed} ({hint})"), clean_line(failed), hint=hint)
         return 2
     except BrokenPipeError:
-        # `overlay ... | head`: the reader left; not an error of ours
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        raise  # main() says what a reader that left means
     except OSError as exc:
         # anything the filesystem refused that no module anticipated: still one line
         where = f"{exc.filename}: " if exc.filename else ""
-        print("overlay: error: " + clean_line(f"{where}{exc.strerror or exc} (check the path and its "
-                                              "permissions)"), file=sys.stderr)
+        hint = "check the path and its permissions"
+        message = f"{where}{exc.strerror or exc}"
+        _error(args, clean_line(f"{message} ({hint})"), clean_line(message),
+               path=None if exc.filename is None else clean_line(str(exc.filename)), hint=hint)
         return 2

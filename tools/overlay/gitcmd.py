@@ -169,6 +169,8 @@ def git(args: Sequence[str], *, cwd: Path | None = None, git_dir: Path | None = 
                            hint="check the network or use a local mirror (--mirror)") from None
     except FileNotFoundError:
         raise OverlayError("git is not installed", hint="install git (apt-get install git)") from None
+    if capture and text and proc.stderr:
+        proc.stderr = unview(proc.stderr)
     if check and proc.returncode != 0:
         def as_text(value) -> str:
             if isinstance(value, bytes):
@@ -409,6 +411,18 @@ def data_view(repo: Path) -> Path:
         (view / "HEAD").write_text("ref: refs/heads/overlay-unborn\n")
     _views[key] = view
     return view
+
+
+def unview(text: str) -> str:
+    """`text` (git's messages) with each view's path written as the repository it shows,
+    and the tool's other scratch git folders as `<temporary folder>`: internal paths are
+    nobody's business, and the user can find neither."""
+    for key, view in list(_views.items()):
+        text = text.replace(str(view), key)
+    if _view_root is not None:
+        text = text.replace(_view_root.name, "<temporary folder>")
+    return re.sub(re.escape(tempfile.gettempdir()) + r"/overlay-[A-Za-z]+-[A-Za-z0-9_]+", "<temporary folder>",
+                  text)
 
 
 def forget_view(repo: Path) -> None:

@@ -34,7 +34,7 @@ import tempfile
 from pathlib import Path
 
 from overlay import reporting
-from overlay.commands.options import add_composed_env, with_own_error_prefix
+from overlay.commands.options import add_composed_env
 from overlay.errors import OverlayError
 from overlay.series.model import load_series
 from overlay.testing import testenv, testrun
@@ -73,7 +73,7 @@ def register(sub) -> None:
     ap.add_argument("--json", action="store_true", help="print one JSON document, no progress")
     ap.add_argument("pytest_args", nargs="*",
                     help="extra pytest arguments (after --); a filtered run skips the floor and stale-entry checks")
-    ap.set_defaults(func=with_own_error_prefix("composed-test", _run))
+    ap.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from overlay import paths
@@ -19,6 +17,7 @@ from overlay.drift.scan import (Drift, TargetRun, commit_log, stderr_progress, t
 from overlay.errors import OverlayError
 from overlay.series.model import Project
 from overlay.reporting import table
+from overlay.reporting.files import check_report, write_report
 
 HELP = "classify each patch against newer upstream commits (clean/offset/fuzz/merged/...)"
 
@@ -39,6 +38,11 @@ def register(sub) -> None:
     p.add_argument("--fail-on", metavar="CLASSES", default=",".join(DEFAULT_FAIL_ON),
                    help="classes that make the run fail (default: conflict,missing; fuzz "
                         "is a warning unless listed; 'none' never fails)")
+    p.add_argument("--fuzz", type=_fuzz_lines, default=0, metavar="N",
+                   help="also accept a patch whose hunks apply with up to N context lines "
+                        "ignored (class fuzz, a warning); default 0: the rule `overlay apply` "
+                        "uses (git am: exact context, at any offset), so what drift passes, "
+                        "apply applies")
     p.add_argument("--mirror", type=Path, metavar="DIR",
                    help="directory of upstream clones <owner+name> (default: $OVERLAY_MIRROR)")
     p.add_argument("--fetch", action="store_true",
@@ -55,6 +59,12 @@ def register(sub) -> None:
 # ----------------------------------------------------------------------------- input checks
 
 
+def _fuzz_lines(text: str) -> int:
+    if not text.isdigit() or int(text) > 3:
+        raise argparse.ArgumentTypeError(f"{text!r} is not 0, 1, 2 or 3")
+    return int(text)
+
+
 def parse_fail_on(text: str) -> tuple[str, ...]:
     if text.strip() == "none":
         return ()
@@ -64,29 +74,6 @@ def parse_fail_on(text: str) -> tuple[str, ...]:
         raise OverlayError(f"--fail-on: unknown class {', '.join(unknown) or repr(text)}",
                            hint="use a comma list of " + ", ".join(CLASSES) + ", or 'none'")
     return wanted
-
-
-def check_output(path: Path | None, option: str) -> None:
-    if path is None:
-        return
-    if path.is_dir():
-        raise OverlayError(f"{option} {path} is a directory", hint="give a file name")
-    try:  # as test tools do: a report's folder is created (reports/ in CI)
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OverlayError(f"{option}: cannot create folder {path.parent}: {exc.strerror or exc}",
-                           hint="write elsewhere") from None
-
-
-def write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # ----------------------------------------------------------------------------- the command
@@ -102,8 +89,8 @@ def run(args: argparse.Namespace) -> int:
     pairs = parse_pairs(args.scan or args.onto, "--scan" if args.scan else "--onto")
     if args.scan and len(pairs) != 1:
         raise OverlayError("--scan takes one TARGET=REF", hint="run one scan per target")
-    check_output(args.markdown, "--markdown")
-    check_output(args.junit, "--junit")
+    check_report(args.markdown, "--markdown")
+    check_report(args.junit, "--junit")
     project = Project.load(args.root)
     pin = project.pin(args.pin)
     if args.fetch:  # the mirror may not exist yet: fetching creates it
@@ -123,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     for r in resolved:
         patches, diffs = loaded[r.target]
         engine = Drift(r.git_dir, r.base, patches, diffs,
-                       slug=target_slug(pin.target(r.target).source))
+                       slug=target_slug(pin.target(r.target).source), max_fuzz=args.fuzz)
         try:
             if args.scan:
                 commits = commit_log(r.git_dir, r.base, r.head)
@@ -138,9 +125,11 @@ def run(args: argparse.Namespace) -> int:
     gate_report = gate_plan.run(pin.name) if gate_plan else None
 
     if args.markdown:
-        write_atomic(args.markdown, markdown(report) + (gate_markdown(gate_report) if gate_report else ""))
+        write_report(args.markdown, markdown(report) + (gate_markdown(gate_report) if gate_report else ""),
+                     "--markdown")
     if args.junit:
-        write_atomic(args.junit, junit(report, gate_suites(gate_report) if gate_report else ()))
+        write_report(args.junit, junit(report, gate_suites(gate_report) if gate_report else ()),
+                     "--junit")
     if args.json:
         doc = to_json(report)
         if gate_report is not None:

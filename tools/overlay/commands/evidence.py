@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from overlay import DISTRIBUTION
+from overlay import EXTRA_HINT
 from overlay.errors import OverlayError
 from overlay.reporting import table
 
@@ -27,7 +27,7 @@ def needs_evidence_extra(command: str):
                 if missing not in EXTRA:
                     raise
                 raise OverlayError(f"overlay {command} needs {missing}, which is not installed",
-                                   hint=f"pip install '{DISTRIBUTION}[evidence]'") from None
+                                   hint=EXTRA_HINT.format(extra="evidence")) from None
         return handler
     return wrap
 
@@ -39,7 +39,7 @@ def register(sub) -> None:
 
     p = evs.add_parser("plan", help="print the exact run order of a protocol")
     p.add_argument("protocol", type=Path, help="protocol.yaml or its claim folder")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="the plan as JSON")
     p.set_defaults(func=needs_evidence_extra("evidence plan")(cmd_plan))
 
     a = evs.add_parser("analyze", help="deltas, paired-start intervals and decisions")
@@ -47,35 +47,37 @@ def register(sub) -> None:
     a.add_argument("--results", type=Path, help="results folder (default: <folder>)")
     a.add_argument("--out", type=Path, help="where analysis.md/.json and plots go "
                                             "(default: <results>/analysis; a reported-figures packet: <folder>/analysis)")
-    a.add_argument("--no-plots", action="store_true")
-    a.add_argument("--json", action="store_true")
+    a.add_argument("--no-plots", action="store_true", help="write analysis.md/.json only, no PNG plots")
+    a.add_argument("--json", action="store_true", help="the decisions as JSON")
     a.set_defaults(func=needs_evidence_extra("evidence analyze")(cmd_analyze))
 
     c = evs.add_parser("counters", help="per-step counts from Ascend profiler statistics CSVs")
-    c.add_argument("files", nargs="+", metavar="VARIANT=CSV")
+    c.add_argument("files", nargs="+", metavar="VARIANT=CSV",
+                   help="a variant's profiler statistics CSV (op_statistic / api_statistic)")
     c.add_argument("--steps", type=int, required=True, help="decode steps profiled per variant")
     c.add_argument("--name", action="append", required=True,
                    help="API/op name or glob to count (repeatable)")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--json", action="store_true", help="the counts as JSON")
     c.set_defaults(func=needs_evidence_extra("evidence counters")(cmd_counters))
 
     t = evs.add_parser("tails", help="per-phase tail diagnosis of per-rank timing records")
     t.add_argument("records", type=Path, help="CSV round,rank,phase,ms or JSON Lines")
     t.add_argument("--compare", type=Path, help="records of a second variant")
-    t.add_argument("--threshold-ms", type=float, default=5.0)
+    t.add_argument("--threshold-ms", type=float, default=5.0,
+                   help="a step slower than this is a tail (default: %(default)s ms)")
     t.add_argument("--derive", action="append", default=[], metavar="NAME=A-B",
                    help="derived phase, e.g. excess=runner_run-device_wall")
-    t.add_argument("--top", type=int, default=10)
-    t.add_argument("--json", action="store_true")
+    t.add_argument("--top", type=int, default=10, help="list this many slowest steps (default: %(default)s)")
+    t.add_argument("--json", action="store_true", help="the tails as JSON")
     t.set_defaults(func=needs_evidence_extra("evidence tails")(cmd_tails))
 
     led = evs.add_parser("ledger", help="show a tuning ledger; emit a protocol for one step")
-    led.add_argument("folder", type=Path)
+    led.add_argument("folder", type=Path, help="the claim folder holding the ledger")
     led.add_argument("--protocol-for", metavar="STEP", help="print the A/B protocol re-running this step")
     led.add_argument("--ladder-protocol", action="store_true",
                      help="print a ladder protocol re-running every kept step, rung k against rung k-1 "
                           "(`bench ab [--cluster ...]` runs it; its analysis is the computed ledger)")
-    led.add_argument("--json", action="store_true")
+    led.add_argument("--json", action="store_true", help="the ledger as JSON")
     led.set_defaults(func=needs_evidence_extra("evidence ledger")(cmd_ledger))
 
     b = sub.add_parser("bench", help="run benchmarks for real")
@@ -84,20 +86,20 @@ def register(sub) -> None:
     from overlay.commands.bench_suite import register_suite
     register_suite(bs)
     ab = bs.add_parser("ab", help="run a protocol: server starts, client runs, resumable")
-    ab.add_argument("--protocol", type=Path, required=True)
+    ab.add_argument("--protocol", type=Path, required=True, help="the protocol.yaml to run")
     ab.add_argument("--results", type=Path, help="results folder (default: the protocol's folder)")
     ab.add_argument("--max-runs", type=int, help="stop after this many new runs (resume later)")
     ab.add_argument("--mirror", type=Path, help="local mirror for composing the variants' trees "
                                                  "(default: $OVERLAY_MIRROR)")
     ab.add_argument("--cluster", metavar="ADDRESS|local",
                     help="run the protocol's blocks as Ray tasks on the cluster at HOST:PORT, or on a "
-                         "local one (needs the cluster extra: pip install '.[cluster]')")
+                         "local one (needs the cluster extra: pip install -e '.[cluster]')")
     ab.add_argument("--local-cards", type=int, metavar="N",
                     help="with --cluster local: the cards (the protocol's cards.resource) the local "
                          "cluster offers (default: what Ray detects)")
     ab.add_argument("--max-attempts", type=int, default=3, metavar="N",
                     help="with --cluster: how often a block lost with its worker or node is sent again")
-    ab.add_argument("--json", action="store_true")
+    ab.add_argument("--json", action="store_true", help="what ran and what remains, as JSON")
     ab.set_defaults(func=needs_evidence_extra("bench ab")(cmd_bench_ab))
 
 

@@ -18,7 +18,8 @@ def register(sub) -> None:
                         description=e2e.__doc__.split("\n")[0])
     ap.add_argument("--env", type=Path, default=Path(os.environ.get("OVERLAY_E2E_ENV", e2e.DEFAULT_ENV)),
                     help="engine environment (outside the repository)")
-    ap.add_argument("--protocol", type=Path, default=e2e.DEFAULT_PROTOCOL)
+    ap.add_argument("--protocol", type=Path, default=e2e.DEFAULT_PROTOCOL,
+                    help="the protocol to run (default: %(default)s)")
     ap.add_argument("--results", type=Path, default=e2e.WORK / "results",
                     help="results folder (the packet's own folder to record its runs)")
     # also accepted after the subcommand, as the module took it; default: overlay --root
@@ -28,7 +29,7 @@ def register(sub) -> None:
                          "local Ray instance offering --local-cards cards")
     ap.add_argument("--local-cards", type=int, default=2, metavar="N",
                     help="with --cluster local: cards of the protocol's resource (default 2)")
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--json", action="store_true", help="bench ab's and analyze's results as JSON")
     ap.set_defaults(func=run)
 
 

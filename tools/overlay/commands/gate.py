@@ -16,6 +16,7 @@ from overlay.gate import report as render
 from overlay.gate import run_gate
 from overlay.gate.allowlist import load as load_allowlist
 from overlay.gate.findings import SEVERITIES
+from overlay.reporting.files import write_report
 
 EXIT_FINDINGS = 1
 
@@ -57,6 +58,10 @@ def register(sub) -> None:
                    help="forward view: gate the plugin against each of these core releases (source "
                         "archives from the mirror's pypi/, the cache or the package index) and print "
                         "one line per release; the pin's own core (or --core) is the base line")
+    p.add_argument("--compose", action="store_true",
+                   help="first compose the pin set from the series as it is in the work tree (what "
+                        "a commit holds: pre-commit stashes what is not staged) into "
+                        ".overlay/gate-compose/, and gate that, not build/ (the pre-commit hook)")
     p.add_argument("--baseline", choices=("declared",), default=None,
                    help="count only new findings: those that upstream's own plugin at the pin (without "
                         "the series), gated against the core release it declares, does not already have "
@@ -125,11 +130,7 @@ def _trees(args: argparse.Namespace) -> tuple[Path | None, Path, str | None]:
 
 def _emit(report, args: argparse.Namespace) -> int:
     if args.junit is not None:
-        try:
-            args.junit.parent.mkdir(parents=True, exist_ok=True)
-            args.junit.write_text(render.to_junit(report), encoding="utf-8")
-        except OSError as exc:
-            raise OverlayError(f"cannot write JUnit report: {exc.strerror}", path=str(args.junit)) from None
+        write_report(args.junit, render.to_junit(report), "--junit")
     sys.stdout.write(render.to_json(report) if args.json else render.text(report, args.verbose))
     return 0 if report.ok else EXIT_FINDINGS
 
@@ -143,10 +144,27 @@ def _store(args: argparse.Namespace) -> Path:
     return paths.cache_dir(Path(args.root)) / "gate"
 
 
+def _compose_first(args: argparse.Namespace) -> None:
+    """`--compose`: the pin set composed from the work tree's series into a folder of the
+    gate's own (replaced each time), which the gate then reads instead of build/."""
+    from overlay.series.model import Project
+    from overlay.trees import compose
+
+    if args.core or args.plugin or args.into:
+        raise OverlayError("--compose composes the pin set itself: give --pin, not trees or --into")
+    project = Project.load(Path(args.root))
+    pin = project.pin(args.pin)
+    args.pin, args.into = pin.name, Path(args.root) / ".overlay" / "gate-compose"
+    compose.compose(project, pin, targets=None, into=args.into, mirror=paths.mirror_root(args.mirror),
+                    force=True, report=lambda _line: None, progress=_progress(args))
+
+
 def cmd_gate(args: argparse.Namespace) -> int:
     args.core_version = _core_version(args.core_version)
     if args.against is not None:
         return _cmd_forward(args)
+    if args.compose:
+        _compose_first(args)
     core, plugin, pin = _trees(args)
     allow, named = _allowlist(args)
     if args.bisect:

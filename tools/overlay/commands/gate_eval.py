@@ -68,35 +68,29 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.classification is None:
         args.classification = args.root / CLASSIFICATION
-    try:
-        mirror = paths.mirror_root(args.mirror)
-        if mirror is None:
-            raise OverlayError("make gate-eval needs the upstream mirror",
-                               hint="set OVERLAY_MIRROR=DIR (or --mirror DIR)")
-        repo = paths.find_mirror_repo(mirror, PLUGIN_REPO)
-        if repo is None:
-            raise OverlayError("the mirror has no vllm-ascend repository", path=str(mirror))
-        pairings = [p for p in evaluation.load(args.classification) if not args.only or p.name in args.only]
-        allowlist = args.root / "gate-allowlist.yaml"
-        scores = []
-        reports = []
-        with tempfile.TemporaryDirectory(prefix="gate-eval-") as tmp:
-            cores: dict[str, Path] = {}
-            shared = Cache()  # syntax trees shared by content across pairings
-            for i, p in enumerate(pairings):
-                if not args.json:
-                    print(f"gate-eval: [{i + 1}/{len(pairings)}] {p.name}", file=sys.stderr, flush=True)
-                core = core_tree(mirror, p.core, Path(tmp), cores)
-                plugin = plugin_tree(repo, p.plugin, Path(tmp) / f"plugin-{i}")
-                report = run_gate(core, plugin, allowlist if allowlist.is_file() else None, note_unused=False,
-                                  cache=shared)
-                scores.append(evaluation.score(p, report.findings, float(report.stats.get("seconds", 0.0))))
-                reports.append(report.findings)
-    except OverlayError as exc:
-        where = f"{exc.path}{':' + str(exc.line) if exc.line else ''}: " if exc.path else ""
-        hint = f" ({exc.hint})" if exc.hint else ""
-        print(f"gate-eval: error: {where}{exc}{hint}", file=sys.stderr)
-        return 2
+    mirror = paths.mirror_root(args.mirror)
+    if mirror is None:
+        raise OverlayError("make gate-eval needs the upstream mirror",
+                           hint="set OVERLAY_MIRROR=DIR (or --mirror DIR)")
+    repo = paths.find_mirror_repo(mirror, PLUGIN_REPO)
+    if repo is None:
+        raise OverlayError("the mirror has no vllm-ascend repository", path=str(mirror))
+    pairings = [p for p in evaluation.load(args.classification) if not args.only or p.name in args.only]
+    allowlist = args.root / "gate-allowlist.yaml"
+    scores = []
+    reports = []
+    with tempfile.TemporaryDirectory(prefix="gate-eval-") as tmp:
+        cores: dict[str, Path] = {}
+        shared = Cache()  # syntax trees shared by content across pairings
+        for i, p in enumerate(pairings):
+            if not args.json:
+                print(f"gate-eval: [{i + 1}/{len(pairings)}] {p.name}", file=sys.stderr, flush=True)
+            core = core_tree(mirror, p.core, Path(tmp), cores)
+            plugin = plugin_tree(repo, p.plugin, Path(tmp) / f"plugin-{i}")
+            report = run_gate(core, plugin, allowlist if allowlist.is_file() else None, note_unused=False,
+                              cache=shared)
+            scores.append(evaluation.score(p, report.findings, float(report.stats.get("seconds", 0.0))))
+            reports.append(report.findings)
     if args.json:
         print(json.dumps([{"pairing": s.pairing, "errors": s.errors, "true_errors": s.true_errors,
                            "precision": s.precision, "true_breaks": s.true_breaks, "caught": s.caught,

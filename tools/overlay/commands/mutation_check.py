@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from overlay import reporting
-from overlay.commands.options import add_composed_env, with_own_error_prefix
+from overlay.commands.options import add_composed_env
 from overlay.errors import OverlayError
 from overlay.series.model import load_series
 from overlay.testing import mutation, testenv, testrun
@@ -32,7 +32,7 @@ def register(sub) -> None:
     ap.add_argument("--patch", action="append", default=[],
                     help="check only this patch (file name; repeatable)")
     ap.add_argument("--json", action="store_true", help="print one JSON document, no progress")
-    ap.set_defaults(func=with_own_error_prefix("mutation-check", _run))
+    ap.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:

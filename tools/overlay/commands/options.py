@@ -1,11 +1,10 @@
-"""Options and argument parsing shared by the commands (apply, refresh, lock; the error
-prefix of composed-test and mutation-check)."""
+"""Options and argument parsing shared by the commands (apply, refresh, lock; the
+environment options of composed-test and mutation-check)."""
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
 from overlay.errors import OverlayError
@@ -30,20 +29,6 @@ def add_common(p: argparse.ArgumentParser, targets: bool = True) -> None:
         p.add_argument("--targets", default=None, metavar="T1,T2",
                        help="only these targets (default: every target of the pin set)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-
-
-def with_own_error_prefix(command: str, body):
-    """`body(args)` as a command that prints bad input as `<command>: error: ...` and exits
-    2, the way composed-test and mutation-check did as scripts."""
-    def run(args):
-        try:
-            return body(args)
-        except OverlayError as exc:
-            print(f"{command}: error: {exc.one_line()}", file=sys.stderr)
-            return 2
-
-    run.__doc__ = f"`{command}` with its own error prefix and exit 2 on bad input."
-    return run
 
 
 def add_composed_env(ap: argparse.ArgumentParser) -> None:

@@ -63,10 +63,10 @@ def cmd_smoke(args: argparse.Namespace) -> int:
         if written:
             print(f"smoke: wrote {', '.join(written)}")
         elif args.write_counters is not None:
-            print(f"smoke: error: no counters written to {args.write_counters}: not every step passed",
+            print(f"overlay: error: smoke: no counters written to {args.write_counters}: not every step passed",
                   file=sys.stderr)
         if not target.steps:
-            print(f"smoke: error: the walk on {args.pin} ran no step: {target.error or 'no message'}",
+            print(f"overlay: error: smoke: the walk on {args.pin} ran no step: {target.error or 'no message'}",
                   file=sys.stderr)
     return 0 if target.ok else 1
 

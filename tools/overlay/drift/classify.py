@@ -15,7 +15,9 @@ Decision order for one patch (the first rule that holds decides):
 3. merged, rule `patch-id`: an upstream commit in the checked range has the same
    `git patch-id --stable` (the caller says which);
 4. `missing`: a file it modifies is absent (the caller supplies rename hints);
-5. `fuzz`: forward applies only with reduced context (fuzz 1-2);
+5. `fuzz`: forward applies only with reduced context (up to `max_fuzz` lines; 0, the
+   default, is `git am`'s rule, which `overlay apply` uses: exact context, at any offset,
+   so a patch this rule alone would pass is a `conflict` unless asked for);
 6. merged, rule `likely`: per hunk, the added lines are present whitespace-
    insensitively, in order and together (however upstream wrapped them, black's
    trailing commas aside), near the hunk's place; at least one of them is
@@ -178,15 +180,16 @@ def classify_series(patches: tuple[DriftPatch, ...], base: Mapping[str, Key | No
                     read: Reader, *, merged_by_id: Mapping[str, str] | None = None,
                     renames: Mapping[str, str] | None = None,
                     memo: Memo | None = None,
-                    held: frozenset[str] | None = None) -> tuple[Verdict, ...]:
+                    held: frozenset[str] | None = None,
+                    max_fuzz: int = 0) -> tuple[Verdict, ...]:
     """Verdicts for `patches` (in order) on the upstream snapshot `base`.
 
     `base` maps every path the patches touch to its upstream key (None: absent);
     `read(key)` returns upstream text; `merged_by_id[patch name]` is the upstream
     commit with the same patch-id, if any; `renames[path]` is where a missing path
     went; `held` is the set of the entries' upstream commits (`upstream-commit`,
-    `superseded-by`) that are ancestors of the snapshot. `memo` only caches: the
-    verdicts do not depend on it.
+    `superseded-by`) that are ancestors of the snapshot; `max_fuzz` the context lines a
+    hunk may ignore (0: apply's rule). `memo` only caches: the verdicts do not depend on it.
     """
     memo = memo if memo is not None else Memo()
     merged_by_id = merged_by_id or {}
@@ -218,12 +221,13 @@ def classify_series(patches: tuple[DriftPatch, ...], base: Mapping[str, Key | No
         blockers = [poisoned[p] for p in patch.paths if p in poisoned]
         # Blocked: check it alone, where it sits without the failed patches before it.
         dropped = tuple(patches[k].name for k in failed) if blockers else ()
-        memo_key = (index, patch.name, inputs, upstream, dropped)
+        memo_key = (index, patch.name, inputs, upstream, dropped, max_fuzz)
         check = memo.checks.get(memo_key)
         if check is None:
             memo.misses += 1
             checked = rebased(patch, [patches[k] for k in failed]) if blockers else patch
-            check = _check_patch(checked, dict(zip(patch.paths, inputs)), text_of, upstream, memo)
+            check = _check_patch(checked, dict(zip(patch.paths, inputs)), text_of, upstream, memo,
+                                 max_fuzz)
             memo.checks[memo_key] = check
         else:
             memo.hits += 1
@@ -326,8 +330,8 @@ def _forward(patch: DriftPatch, inputs: Mapping[str, Key | None], text_of: Reade
 
 
 def _check_patch(patch: DriftPatch, inputs: Mapping[str, Key | None], text_of: Reader,
-                 upstream: str | None, memo: Memo) -> _Check:
-    forward = _forward(patch, inputs, text_of, 2)
+                 upstream: str | None, memo: Memo, max_fuzz: int = 0) -> _Check:
+    forward = _forward(patch, inputs, text_of, max_fuzz)
     worst = max((_RANK[r.status] for _, r in forward), default=0)
     shift = max((r.shift for _, r in forward), default=0)
     fuzz = max((r.fuzz for _, r in forward), default=0)

@@ -247,9 +247,11 @@ class Drift:
     """Classifies a series for one target at any commit of its repository."""
 
     def __init__(self, git_dir: Path, base: str, patches: tuple[DriftPatch, ...],
-                 diffs: dict[str, str], reader: BlobReader | None = None, slug: str = "") -> None:
+                 diffs: dict[str, str], reader: BlobReader | None = None, slug: str = "",
+                 max_fuzz: int = 0) -> None:
         self.git_dir = gitcmd.data_view(git_dir)  # a mirror is data: read it through a view
         self.slug = slug  # owner/name of the target: which PR numbers are its own
+        self.max_fuzz = max_fuzz  # 0: `overlay apply`'s rule (git am: exact context, any offset)
         self.base = base
         self.patches = patches
         self.paths = tuple(dict.fromkeys(p for patch in patches for p in patch.paths))
@@ -360,7 +362,8 @@ class Drift:
         self.reader.prefetch(oids.values())
         self.snapshots += 1
         return classify_series(self.patches, oids, self.reader.text, merged_by_id=merged,
-                               renames=renames, memo=self.memo, held=held)
+                               renames=renames, memo=self.memo, held=held,
+                               max_fuzz=self.max_fuzz)
 
     def hints_for(self, old: str, new: str, oids: dict[str, str | None]) -> dict[str, str]:
         gone = [p for p in self.modified if oids.get(p) is None]

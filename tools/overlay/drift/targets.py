@@ -103,6 +103,14 @@ def fetch_targets(pin: PinSet, names: list[str], mirror: Path | None, verbose: b
 
 def resolve_ref(git_dir: Path, target: str, ref: str) -> str:
     head = gitcmd.resolve(git_dir, ref)
+    if head is None and (git_dir / "shallow").is_file():
+        # No mirror: only the tool's object cache, which holds the pinned snapshots alone
+        # (shallow fetches). Upstream history is what is missing, not anything of the cache.
+        name = git_dir.name.removesuffix(".git")
+        raise OverlayError(f"target '{target}': '{ref}' is not known here: without a mirror only "
+                           "the pinned commit is at hand, and drift needs upstream's history",
+                           hint=f"give a mirror holding {name}: OVERLAY_MIRROR=DIR or --mirror DIR "
+                                "(--fetch clones it there)")
     if head is None:
         raise OverlayError(f"target '{target}': '{ref}' is not a commit in {git_dir}",
                            hint="give a branch, tag or commit id that exists there "

@@ -184,7 +184,7 @@ def _import_ray():
         import ray  # noqa: PLC0415 (optional extra)
     except ImportError:
         raise OverlayError("--cluster needs Ray, which is not installed",
-                           hint="pip install '.[cluster]' (the single-machine `bench ab` needs no Ray)") from None
+                           hint="pip install -e '.[cluster]' in the overlay checkout (the single-machine `bench ab` needs no Ray)") from None
     return ray
 
 
@@ -202,9 +202,30 @@ def _reachable(address: str) -> None:
                                 "address; `--cluster local` starts one on this machine") from None
 
 
+class _NoAscendLibrary:
+    """A logging filter for Ray's NPU detection: with a protocol's cards named `NPU`, Ray
+    asks the Ascend runtime (`acl`) for the card type and logs a traceback when the module
+    is absent (any machine without the NPU driver, a local cluster of fake cards). That
+    one record says nothing about the campaign: it is dropped; every other passes."""
+
+    @staticmethod
+    def filter(record) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(exc, ModuleNotFoundError) and exc.name == "acl")
+
+
+def quiet_npu_detection() -> None:
+    import logging
+
+    npu_logger = logging.getLogger("ray._private.accelerators.npu")
+    if not any(isinstance(f, _NoAscendLibrary) for f in npu_logger.filters):
+        npu_logger.addFilter(_NoAscendLibrary())
+
+
 def connect(ray, address: str, protocol: Protocol, local_cards: int | None) -> None:
     import logging
 
+    quiet_npu_detection()
     kwargs = dict(log_to_driver=False, logging_level=logging.WARNING, include_dashboard=False)
     if address == LOCAL:
         resources = {} if local_cards is None else {protocol.cards.resource: float(local_cards)}

@@ -272,7 +272,10 @@ def _start(root: Path, args: argparse.Namespace) -> int:
 
     slug = target_slug(_history_source(old.target(target).source))
     patches, diffs = load_patches(project, target, old.name)
-    engine = Drift(drift_dir, base, patches, diffs, slug=slug)
+    # The plan's classes: rebase moves patches with `git am -3`, so a patch whose context
+    # changed is labelled `fuzz` (and merged 3-way), not `conflict`. Whether a series
+    # applies as `overlay apply` would (other pin sets, below) uses apply's rule, no fuzz.
+    engine = Drift(drift_dir, base, patches, diffs, slug=slug, max_fuzz=2)
     try:
         run_ = timed_onto(engine, target, ref, head)
     finally:

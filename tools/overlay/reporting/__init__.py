@@ -4,6 +4,9 @@
   piped; no colour with `NO_COLOR` or `TERM=dumb`; one prefix, `overlay <command>: `.
 - `table`: aligned plain-text tables (the terminal reports), wrapped to the terminal.
 - `junit`: JUnit XML that validates against the common JUnit XSD (drift, gate).
+- `files`: report files (`--markdown`, `--junit`): atomic, 0644, errors naming the report.
+- `colour`: `FAILED` and `overlay: error:` in red where colour is on (`--color`).
+- `manpage`: the man page, rendered from the CLI's own argparse parser.
 - `printable`: untrusted text (upstream subjects, file names) made safe for a terminal.
 
 Foundation package: it may import only the standard library and `overlay.errors`, and

@@ -27,9 +27,23 @@ def is_terminal(stream: TextIO | None) -> bool:
         return False
 
 
+COLOUR_MODES = ("auto", "always", "never")
+_colour_mode = ["auto"]  # the command line's --color, set once by the CLI
+
+
+def set_colour_mode(mode: str) -> None:
+    """`--color auto|always|never`: auto is the rule below, the others force it."""
+    if mode not in COLOUR_MODES:
+        raise ValueError(mode)
+    _colour_mode[0] = mode
+
+
 def colour_allowed(stream: TextIO | None) -> bool:
-    """Escape sequences only on a terminal, without NO_COLOR (any non-empty value) and
-    unless TERM says the terminal understands none."""
+    """With `--color auto` (the default): escape sequences only on a terminal, without
+    NO_COLOR (any non-empty value) and unless TERM says the terminal understands none;
+    `--color always` / `never` decide alone."""
+    if _colour_mode[0] != "auto":
+        return _colour_mode[0] == "always"
     return (is_terminal(stream) and not os.environ.get("NO_COLOR")
             and os.environ.get("TERM", "") != "dumb")
 

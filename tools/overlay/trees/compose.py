@@ -357,7 +357,9 @@ def _compose(project: Project, pin: PinSet, *, targets: list[str] | None, into: 
         _remove_leftovers(where)
         for name, final in finals.items():
             composed.guard(final, pin.name, force)
-        obtained = {t.name: sources.obtain(project.root, t, mirror, progress) for t in chosen}
+        obtained = {t.name: sources.obtain(project.root, t, mirror, progress,
+                                           tuple(o.name for o in pin.targets if o.name != t.name))
+                    for t in chosen}
         staging = ownership.make(where, f"{STAGING_PREFIX}{pin.name}-")
         try:
             outcomes = _compose_all(project, pin, chosen, plan, mails, obtained, staging, report,

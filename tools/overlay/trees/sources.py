@@ -13,7 +13,6 @@ import hashlib
 import os
 import re
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,6 @@ from typing import BinaryIO, Callable
 from overlay.trees import archive as archive_mod
 from overlay import gitcmd, paths
 from overlay.trees import runlock, simple_index
-from overlay import reporting
 from overlay.errors import OverlayError
 from overlay.trees.index_config import read_index_config
 from overlay.series.model import ArchiveSource, GitSource, PinnedTarget
@@ -70,11 +68,12 @@ def cache_repo(root: Path, name: str) -> Path:
 
 
 def obtain(root: Path, target: PinnedTarget, mirror: Path | None,
-           progress: Progress | None = None) -> Obtained:
+           progress: Progress | None = None, others: tuple[str, ...] = ()) -> Obtained:
+    """`others`: the pin set's other targets, which an unreachable one's hint offers."""
     # Runs sharing a cache take turns: two fetches into one repository collide on its locks.
     with runlock.cache(paths.cache_dir(root), f"obtaining {target.name}", progress):
         if isinstance(target.source, GitSource):
-            return _obtain_git(root, target, target.source, mirror, progress)
+            return _obtain_git(root, target, target.source, mirror, progress, others)
         return _obtain_archive(root, target, target.source, mirror, progress)
 
 
@@ -83,7 +82,7 @@ def _keep_ref(sha: str) -> str:
 
 
 def _obtain_git(root: Path, target: PinnedTarget, src: GitSource, mirror: Path | None,
-                progress: Progress | None) -> Obtained:
+                progress: Progress | None, others: tuple[str, ...] = ()) -> Obtained:
     cache = cache_repo(root, src.mirror_name)
     if gitcmd.has_commit(cache, src.commit):
         return Obtained(cache, src.commit, "cache")
@@ -106,13 +105,13 @@ def _obtain_git(root: Path, target: PinnedTarget, src: GitSource, mirror: Path |
     try:
         _fetch(cache, src.url, src.commit, target, progress)
     except OverlayError as exc:
-        where = (f"no '{src.mirror_name}' under mirror {mirror}" if mirror
-                 else "no mirror given (--mirror or OVERLAY_MIRROR)")
+        # The first contact for most users (`make apply` offline): short, and both ways on.
+        without = ",".join(others) if others else "..."
         raise OverlayError(
-            f"target '{target.name}' is unreachable: {exc.message}; {where}",
+            f"target '{target.name}' is unreachable: {exc.message}",
             path=_pin_display(target), line=target.line,
-            hint=f"either put a clone at <mirror>/{src.mirror_name} and pass --mirror/OVERLAY_MIRROR, "
-                 f"or leave the target out (--targets / TARGETS=...)") from None
+            hint=f"leave it out: make apply TARGETS={without}, or --targets {without}; or set "
+                 f"OVERLAY_MIRROR=DIR with a clone at <mirror>/{src.mirror_name}") from None
     return Obtained(cache, src.commit, "network")
 
 
@@ -124,18 +123,20 @@ def _fetch(cache: Path, url: str, sha: str, target: PinnedTarget,
            progress: Progress | None, shown: str | None = None) -> None:
     # Shallow: only this commit's snapshot. A blob filter would only defer the
     # same download, since a composed work tree needs every blob of the commit.
-    args = ["fetch", "--no-tags", "--depth=1", "--end-of-options", url, f"{sha}:{_keep_ref(sha)}"]
-    show = progress is not None and reporting.is_terminal(sys.stderr)  # git draws its own
-    if show:
-        args.insert(1, "--progress")
+    # git's own output is always captured: its `remote: Counting objects` lines and paths
+    # are not ours to show (the progress line above says what is being fetched).
+    args = ["fetch", "--no-tags", "--quiet", "--depth=1", "--end-of-options", url,
+            f"{sha}:{_keep_ref(sha)}"]
     proc = gitcmd.git(args, git_dir=cache, timeout=FETCH_TIMEOUT, check=False,
-                      capture=not show, data=True, config=gitcmd.fetch_config(url),
+                      capture=True, data=True, config=gitcmd.fetch_config(url),
                       env={"GIT_HTTP_LOW_SPEED_LIMIT": "1000", "GIT_HTTP_LOW_SPEED_TIME": "30"})
     gitcmd.forget_view(cache)
     if proc.returncode != 0 or not gitcmd.has_commit(cache, sha):
-        detail = ((proc.stderr or "") if not show else "").strip().splitlines()
+        detail = (proc.stderr or "").strip().splitlines()
         reason = next((line for line in reversed(detail) if line.startswith(("fatal:", "error:"))),
                       detail[-1] if detail else "git fetch failed")
+        # git's "fatal: unable to access '<url>/': <why>" says the URL twice: keep <why>
+        reason = re.sub(r"^(fatal|error): (unable to access '[^']*': )?", "", reason)
         raise OverlayError(f"cannot fetch {sha[:12]} from {shown or url}: {reason}")
 
 
