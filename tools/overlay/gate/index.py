@@ -405,6 +405,7 @@ class TreeIndex:
         self._modules: dict[str, ModuleInfo | None] = {}
         self._parsed = cache if cache is not None else {}
         self.files_read: set[str] = set()
+        self.files_indexed: set[str] = set()  # read and indexed here, not found in the cache
         # Modules outside `packages` are answered by `other` (the plugin's index
         # delegates core modules to the core's), so one resolver spans both trees.
         self.packages = packages
@@ -432,7 +433,9 @@ class TreeIndex:
             return None
         rel = name.replace(".", "/")
         for path, is_pkg in ((f"{rel}/__init__.py", True), (f"{rel}.py", False)):
-            key = self.source.key(path) + self.variant
+            # content and path (which fix the module's name): a file two trees hold
+            # unchanged is indexed once (the forward view's releases, bisect's steps)
+            key = f"{self.source.key(path)}:{path}{self.variant}"
             cached = self._parsed.get(key)
             if cached is not None and cached.name == name:
                 self.files_read.add(path)
@@ -446,6 +449,7 @@ class TreeIndex:
                 self._parsed[key] = mod
                 return mod
             self.files_read.add(path)
+            self.files_indexed.add(path)
             mod = parse_module(name, path, is_pkg, data, self.decide, self.asts)
             self._parsed[key] = mod
             return mod
