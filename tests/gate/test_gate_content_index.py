@@ -149,3 +149,19 @@ def test_a_changed_byte_of_a_sound_entry_never_yields_other_names(names, at, xor
     got = store.parse_entry(blob, bytes(raw))
     assert got is None or got == frozenset(n.encode() for n in names)
     assert store.parse_entry("c" * 40, store.entry_text(blob, names).encode()) is None  # another blob's
+
+
+def test_a_plugin_module_the_core_decides_nothing_in_is_indexed_once_for_every_core(tmp_path):
+    a, b, _ = two_releases(tmp_path)
+    branchy = "vllm_ascend/branchy.py"
+    plugin = gatekit.plugin(tmp_path / "plugin2", fixed=False, extra={
+        branchy: "from vllm_ascend.utils import vllm_version_is\n\n"
+                 "if vllm_version_is('0.25.0'):\n    X = 1\nelse:\n    X = 2\n"})
+    cache = Cache()
+    run_gate(a, plugin, cache=cache)
+    before = dict(cache.plugin)
+    run_gate(b, plugin, cache=cache)
+    added = {k.split(":", 2)[2].split("@", 1)[0] for k in set(cache.plugin) - set(before)}
+    assert added == {branchy}, added  # only the module whose `if` this core decides
+    reused = [k for k in before if k.endswith("@any")]
+    assert len(reused) >= 5 and all(cache.plugin[k] is before[k] for k in reused)

@@ -435,11 +435,15 @@ class TreeIndex:
         for path, is_pkg in ((f"{rel}/__init__.py", True), (f"{rel}.py", False)):
             # content and path (which fix the module's name): a file two trees hold
             # unchanged is indexed once (the forward view's releases, bisect's steps)
-            key = f"{self.source.key(path)}:{path}{self.variant}"
-            cached = self._parsed.get(key)
-            if cached is not None and cached.name == name:
-                self.files_read.add(path)
-                return cached
+            # A module whose indexing asked the decider nothing (no `if` at module or
+            # class level) is the same for every core: it is kept under `@any`.
+            base = f"{self.source.key(path)}:{path}"
+            key = base + self.variant
+            for known in ((base + "@any", key) if self.variant else (key,)):
+                cached = self._parsed.get(known)
+                if cached is not None and cached.name == name:
+                    self.files_read.add(path)
+                    return cached
             data = self.source.read(path)
             if data is None:
                 why = self.source.skipped.get(path)
@@ -450,8 +454,15 @@ class TreeIndex:
                 return mod
             self.files_read.add(path)
             self.files_indexed.add(path)
-            mod = parse_module(name, path, is_pkg, data, self.decide, self.asts)
-            self._parsed[key] = mod
+            asked = [0]
+            decide = self.decide
+            if decide is not None:
+                def counted(test, mod, _decide=decide):
+                    asked[0] += 1
+                    return _decide(test, mod)
+                decide = counted
+            mod = parse_module(name, path, is_pkg, data, decide, self.asts)
+            self._parsed[base + "@any" if self.variant and not asked[0] else key] = mod
             return mod
         if self.source.is_dir(rel):  # a namespace package (no __init__.py)
             return ModuleInfo(name, "", True, None)

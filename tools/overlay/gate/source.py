@@ -74,6 +74,7 @@ class DirSource:
         self.root = root
         self._tree_id: str | None = None
         self._keys: dict[str, str] = {}
+        self._data: dict[str, bytes | None] = {}  # what `read` answered, once per file and run
         self.skipped: dict[str, str] = {}
 
     def tree_id(self) -> str:
@@ -91,6 +92,15 @@ class DirSource:
         return self._tree_id
 
     def read(self, path: str) -> bytes | None:
+        """The file's bytes through the bounded reader, or None (refused: see `skipped`).
+        Read once per source: the key, the index and the text searches share it."""
+        if path in self._data:
+            return self._data[path]
+        data = self._read(path)
+        self._data[path] = data
+        return data
+
+    def _read(self, path: str) -> bytes | None:
         limit = file_limit()
         try:
             data = paths.read_capped(self.root / path, limit, within=self.root)
