@@ -106,7 +106,7 @@ drift: $(VENV)/.installed
 	$(OVERLAY) drift $(PIN_ARG) $(MIRROR_ARG) --onto $(call q,$(ONTO)) $(XARGS)
 
 bench: $(VENV)/.installed
-	$(OVERLAY) bench suite compose drift gate evidence cluster
+	$(OVERLAY) bench suite compose drift gate forward rebase evidence cluster
 
 CLAIM ?= evidence/mrv2-metadata-barrier
 evidence: $(VENV)/.installed
