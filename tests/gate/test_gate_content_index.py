@@ -165,3 +165,18 @@ def test_a_plugin_module_the_core_decides_nothing_in_is_indexed_once_for_every_c
     assert added == {branchy}, added  # only the module whose `if` this core decides
     reused = [k for k in before if k.endswith("@any")]
     assert len(reused) >= 5 and all(cache.plugin[k] is before[k] for k in reused)
+
+
+def test_a_cache_folder_others_may_write_is_never_read(tmp_path):
+    a, _, plugin = two_releases(tmp_path)
+    root = tmp_path / "cache"
+    run_gate(a, plugin, store_root=root, cache=Cache())
+    assert run_gate(a, plugin, store_root=root, cache=Cache()).stats["cached"] is True
+    root.chmod(0o777)  # anyone could have written the entries now in it
+    again = run_gate(a, plugin, store_root=root, cache=Cache())
+    assert again.stats["cached"] is False
+    (root / store.BLOBS).chmod(0o777)
+    cache = Cache()
+    report = run_gate(a, plugin, store_root=root, cache=cache)
+    assert len(cache.text.names.computed) >= 8
+    assert [n for n in report.notes if "writable by its group or by others: not used" in n]
