@@ -148,7 +148,7 @@ drift: $(VENV)/.installed
 	$(OVERLAY) drift $(PIN_ARG) $(MIRROR_ARG) --onto $(call q,$(ONTO)) $(XARGS)$(STATUS)
 
 bench: $(TEST_DEPS) $(VENV)/.installed-cluster
-	$(OVERLAY) bench suite compose drift gate evidence cluster$(STATUS)
+	$(OVERLAY) bench suite compose drift gate forward rebase evidence cluster$(STATUS)
 
 CLAIM ?= evidence/mrv2-metadata-barrier
 evidence: $(VENV)/.installed-evidence

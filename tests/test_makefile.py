@@ -113,7 +113,7 @@ def test_makefile_values_reach_the_tool_as_single_words_never_as_syntax(fake_ven
       "--results", "out"]),
     ("smoke", [], ["smoke", "--pin", "v0.25.0"]),
     ("check", [], ["check"]),
-    ("bench", [], ["bench", "suite", "compose", "drift", "gate", "evidence", "cluster"]),
+    ("bench", [], ["bench", "suite", "compose", "drift", "gate", "forward", "rebase", "evidence", "cluster"]),
     ("bench-drift", ["ARGS=--quick x"], ["bench", "suite", "drift", "--arg=--quick", "--arg=x"]),
 ])
 def test_tool_targets_are_aliases_of_overlay_subcommands(fake_venv, target, extra, expected):

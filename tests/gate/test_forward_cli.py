@@ -45,6 +45,13 @@ def test_forward_view_from_an_empty_cache(world, run, tmp_path):
     # Checked out from the vetted import, once: a second run reuses it.
     trees = sorted(p.name for p in (cache / "gate" / "cores").iterdir())
     assert trees == ["core-1.0", "core-2.0"]
+    # what the releases hold unchanged was extracted once, by content, under the gate's marker
+    blobs = cache / "gate" / "blobs"
+    assert (blobs / ".overlay-gate-blobs").is_file()
+    entries = list(blobs.glob("*/*.json"))
+    files = [f.read_bytes() for t in (cache / "gate" / "cores").iterdir() for f in (t / "tree").rglob("*.py")]
+    files += [f.read_bytes() for f in plugin.rglob("*.py")]
+    assert 0 < len(entries) <= len(set(files)) < len(files), (len(entries), len(set(files)), len(files))
     code2, out2, _ = run("gate", "--plugin", plugin, "--against", "core==2.0", "--mirror", world.mirror,
                          "--json", root=world.project)
     assert code2 == 0 and json.loads(out2)["releases"][0]["errors"] == rows["2.0"]["errors"]

@@ -109,3 +109,22 @@ def test_no_yaml_parsing_outside_yamldoc():
             if call in text:
                 offenders.append(f"{path.relative_to(tool)}: {call}")
     assert offenders == []
+
+
+def test_the_same_text_is_parsed_once_and_a_changed_file_again(tmp_path, monkeypatch):
+    """A rebase reads series.yaml and the pins about a hundred times (issue 30 item 9)."""
+    from overlay.series import yamldoc as yd
+
+    calls = []
+    real = yd._NoAliasLoader.get_single_node
+    monkeypatch.setattr(yd._NoAliasLoader, "get_single_node", lambda self: calls.append(1) or real(self))
+    f = tmp_path / "series.yaml"
+    f.write_text("series:\n  - patch: a.patch\n")
+    first, second = yd.load(f), yd.load(f)
+    assert first == second and len(calls) == 1
+    f.write_text("series:\n  - patch: b.patch\n")
+    third = yd.load(f)
+    assert len(calls) == 2 and third.value["series"].value[0].value["patch"].value == "b.patch"
+    with pytest.raises(OverlayError):  # a file that breaks is never answered from the memo
+        f.write_text("series: [\n")
+        yd.load(f)

@@ -112,16 +112,9 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
     if isinstance(known, RawResult):
         say("unchanged trees: answered from the index cache")
         return dataclasses.replace(known, seconds=time.perf_counter() - started, cached=True)
-    if store_root is not None and not cache.text.names:
-        names = {}
-        for tid in ids:
-            part = store.load(store_root, "names", tid)
-            if isinstance(part, dict):
-                names.update(part)
-        if names:
-            cache.text.names.update(names)
-            cache.text.trusted = True
-            say(f"name index of {len(names)} file(s) from the cache")
+    if store_root is not None and not isinstance(cache.text.names, store.BlobNames):
+        # the names each file calls, by content: shared with every tree holding the file
+        cache.text.names = store.BlobNames(store_root, cache.text.names)
 
     def is_core(name: str) -> bool:
         return name.split(".")[0] in core_packages
@@ -175,10 +168,10 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
                        core_files_read=tuple(sorted(core.files_read)), plugin_files=facts.files,
                        seconds=time.perf_counter() - started, notes=tuple(notes))
     if store_root is not None:
-        for tid, src in zip(ids, (core_src, plugin_src)):
-            keys = {src.key(path) for path, tree in callers.all_files() if tree == (0 if src is core_src else 1)}
-            store.save(store_root, "names", tid, {k: v for k, v in cache.text.names.items() if k in keys})
-        store.save(store_root, "result", result_key, result)
+        if isinstance(cache.text.names, store.BlobNames):
+            cache.text.names.flush()
+            result = dataclasses.replace(result, notes=result.notes + tuple(cache.text.names.notes()))
+        store.save(store_root, "result", result_key, dataclasses.replace(result, notes=tuple(notes)))
     say(f"done in {result.seconds:.1f}s")
     return result
 

@@ -405,6 +405,7 @@ class TreeIndex:
         self._modules: dict[str, ModuleInfo | None] = {}
         self._parsed = cache if cache is not None else {}
         self.files_read: set[str] = set()
+        self.files_indexed: set[str] = set()  # read and indexed here, not found in the cache
         # Modules outside `packages` are answered by `other` (the plugin's index
         # delegates core modules to the core's), so one resolver spans both trees.
         self.packages = packages
@@ -432,11 +433,17 @@ class TreeIndex:
             return None
         rel = name.replace(".", "/")
         for path, is_pkg in ((f"{rel}/__init__.py", True), (f"{rel}.py", False)):
-            key = self.source.key(path) + self.variant
-            cached = self._parsed.get(key)
-            if cached is not None and cached.name == name:
-                self.files_read.add(path)
-                return cached
+            # content and path (which fix the module's name): a file two trees hold
+            # unchanged is indexed once (the forward view's releases, bisect's steps)
+            # A module whose indexing asked the decider nothing (no `if` at module or
+            # class level) is the same for every core: it is kept under `@any`.
+            base = f"{self.source.key(path)}:{path}"
+            key = base + self.variant
+            for known in ((base + "@any", key) if self.variant else (key,)):
+                cached = self._parsed.get(known)
+                if cached is not None and cached.name == name:
+                    self.files_read.add(path)
+                    return cached
             data = self.source.read(path)
             if data is None:
                 why = self.source.skipped.get(path)
@@ -446,8 +453,16 @@ class TreeIndex:
                 self._parsed[key] = mod
                 return mod
             self.files_read.add(path)
-            mod = parse_module(name, path, is_pkg, data, self.decide, self.asts)
-            self._parsed[key] = mod
+            self.files_indexed.add(path)
+            asked = [0]
+            decide = self.decide
+            if decide is not None:
+                def counted(test, mod, _decide=decide):
+                    asked[0] += 1
+                    return _decide(test, mod)
+                decide = counted
+            mod = parse_module(name, path, is_pkg, data, decide, self.asts)
+            self._parsed[base + "@any" if self.variant and not asked[0] else key] = mod
             return mod
         if self.source.is_dir(rel):  # a namespace package (no __init__.py)
             return ModuleInfo(name, "", True, None)

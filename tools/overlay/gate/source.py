@@ -61,12 +61,20 @@ class TreeSource(Protocol):
     def tree_id(self) -> str: ...  # names the whole tree's content: the index cache's key
 
 
+def blob_id(data: bytes) -> str:
+    """Git's object id of a blob holding `data`: a file's content key, the same whether the
+    file is read from a directory or from a commit, so every source shares one index."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
 class DirSource:
-    """A tree on disk."""
+    """A tree on disk. A file's cache key is its content's blob id (see `key`)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self._tree_id: str | None = None
+        self._keys: dict[str, str] = {}
+        self._data: dict[str, bytes | None] = {}  # what `read` answered, once per file and run
         self.skipped: dict[str, str] = {}
 
     def tree_id(self) -> str:
@@ -84,6 +92,15 @@ class DirSource:
         return self._tree_id
 
     def read(self, path: str) -> bytes | None:
+        """The file's bytes through the bounded reader, or None (refused: see `skipped`).
+        Read once per source: the key, the index and the text searches share it."""
+        if path in self._data:
+            return self._data[path]
+        data = self._read(path)
+        self._data[path] = data
+        return data
+
+    def _read(self, path: str) -> bytes | None:
         limit = file_limit()
         try:
             data = paths.read_capped(self.root / path, limit, within=self.root)
@@ -113,7 +130,15 @@ class DirSource:
             return False
 
     def key(self, path: str) -> str:
-        return "dir:" + str(self.root / path)
+        """`blob:<blob id>` of the file's content as `read` returns it, so a file that two
+        trees (two releases, two checkouts) hold unchanged has one key and is indexed
+        once; `dir:<path>` for a file `read` refuses or that is not there."""
+        known = self._keys.get(path)
+        if known is None:
+            data = self.read(path)
+            known = "blob:" + blob_id(data) if data is not None else "dir:" + str(self.root / path)
+            self._keys[path] = known
+        return known
 
     def py_files(self, under: str = "") -> Iterator[str]:
         base = self.root / under if under else self.root

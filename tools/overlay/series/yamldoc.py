@@ -112,6 +112,24 @@ def load(path: Path, display: str | None = None) -> Node:
         raise OverlayError("not UTF-8 text", path=shown) from None
     except OSError as exc:
         raise OverlayError(f"cannot read: {exc.strerror}", path=shown) from None
+    known = _PARSED.get((shown, text))
+    if known is not None:
+        return known
+    node = _parse(text, shown)
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.pop(next(iter(_PARSED)))
+    _PARSED[(shown, text)] = node
+    return node
+
+
+# One command reads series.yaml and the pin files many times over (a rebase: about a
+# hundred loads, 7 s of parsing on the real series): the same text is parsed once. The
+# Nodes are never modified by their readers; a changed file is a new key.
+_PARSED: dict[tuple[str, str], Node] = {}
+_PARSED_MAX = 64
+
+
+def _parse(text: str, shown: str) -> Node:
     try:
         loader = _NoAliasLoader(text)
         loader.overlay_path = shown
