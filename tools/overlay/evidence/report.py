@@ -138,15 +138,18 @@ def render_markdown(a: Analysis, plots: list[str]) -> str:
                    f"{_ci(iv.low_pct, iv.high_pct)} | {iv.method} | {_range(iv.pair_low_pct, iv.pair_high_pct)} | "
                    f"{iv.distinct_resamples} | {flip} | {iv.positive_pairs}/{iv.n_pairs} |")
     out += ["", "## Deviations", ""]
-    if a.recorded:
-        for issue, dev in a.recorded:
-            out.append(f"- {issue.detail} — recorded ({dev.kind}): {dev.reason}")
-    else:
+    for issue, dev in a.recorded:
+        out.append(f"- {issue.detail} — recorded ({dev.kind}): {dev.reason}")
+    for dev in a.declared:
+        out.append(f"- declared ({dev.kind}, deviations.yaml:{dev.line}): {dev.reason}")
+    if not a.recorded and not a.declared:
         out.append("- none")
     for n in a.notes:
         out.append(f"- note: {n}")
     if a.e2el_source:
         out += ["", f"E2E latency (feeds e2el and tpot): {a.e2el_source}."]
+    if a.engine:
+        out += ["", f"Engine (run.json `engine.server`, read from the installed packages at run time): {a.engine}."]
     if plots:
         out += ["", "## Plots", ""] + [f"![{x}]({x})" for x in plots]
     return "\n".join(out) + "\n"
@@ -185,7 +188,10 @@ def to_json(a: Analysis, plots: list[str]) -> dict:
                     **({"nodes": list(d.nodes), "per_node_pct": dict(d.per_node_pct)} if d.nodes else {})}
                    for d in a.deltas],
         "deviations": [{"kind": i.kind, "run": i.run, "scenario": i.scenario, "detail": i.detail,
-                        "reason": d.reason} for i, d in a.recorded],
+                        "reason": d.reason} for i, d in a.recorded]
+                      + [{"kind": d.kind, "run": d.run, "scenario": d.scenario, "detail": "declared",
+                          "reason": d.reason} for d in a.declared],
+        "engine": a.engine,
         "notes": list(a.notes),
         "e2el_source": a.e2el_source,
         "e2el_sources": {r.run_id + "/" + r.scenario: r.e2el_source for r in a.results},
