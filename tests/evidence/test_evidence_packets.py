@@ -167,12 +167,13 @@ def test_analyze_on_a_ledger_folder_points_to_evidence_ledger(run):
 
 
 CPU_SMOKE = REPO / "evidence" / "cpu-engine-smoke"
+CPU_PILOT = REPO / "evidence" / "cpu-engine-smoke-pilot"  # 3 starts; its stop rule fired
 
 
 def test_cpu_engine_protocol_limits_each_claim_to_its_treatment():
     proto = load_protocol(CPU_SMOKE)
     assert [c.treatments for c in proto.claims] == [("one-seq",), ("baseline-copy",)]
-    assert len(plan(proto)) == 9 and proto.server_cpus == "0" and proto.client_cpus == "1"
+    assert len(plan(proto)) == 24 and proto.server_cpus == "0" and proto.client_cpus == "1"
     copy, base = proto.variant("baseline-copy"), proto.variant("baseline")
     assert (copy.env, copy.server_args) == (base.env, base.server_args)  # a true A/A control
     assert "/" not in proto.model[:1] and not any(v.startswith("/") for v in dict(base.env).values())
@@ -206,13 +207,43 @@ def test_e2e_dist_info_registers_vllm_with_the_cpu_version(tmp_path):
     assert [d.version for d in found] == ["0.32.0+cpu"]  # the +cpu is what platform detection reads
 
 
-def test_committed_cpu_engine_analysis_is_what_its_runs_give_now(run, tmp_path):
-    """The packet's analysis/ is re-derived from runs/ by the current intervals (issue 20:
-    re-decided with the small-sample t-interval; its README lists before and after)."""
-    code, out, err = run("evidence", "analyze", CPU_SMOKE, "--out", tmp_path, "--no-plots", "--json", root=REPO)
+def test_cpu_engine_starts_come_from_the_power_calculation():
+    """The protocol's starts and agreeing pairs are what the power calculation gives on the
+    pilot's runs (planted throughput pairs; power 0.9; 3/4 of the pairs agreeing), and its
+    workload and thresholds are the pilot's but for the changes its comments list."""
+    import math
+
+    import numpy as np
+
+    from overlay.evidence.results import load_result, scan_runs
+    from overlay.evidence.stats import required_pairs
+
+    pilot, proto = load_protocol(CPU_PILOT), load_protocol(CPU_SMOKE)
+    tp = {r.run_id: load_result(r.path / "c8.json", r.run_id, r.variant, r.start, "c8").values("throughput")[0]
+          for r in scan_runs(CPU_PILOT)}
+    d = np.log([tp[f"one-seq-r{k}"] / tp[f"baseline-r{k}"] for k in (1, 2, 3)])
+    n = required_pairs(float(d.mean()), float(d.std(ddof=1)), change="lower", min_effect_pct=40.0,
+                       power=0.9, min_agreeing_fraction=0.75)
+    assert proto.starts == n == 8
+    assert all(c.min_positive_pairs == math.ceil(0.75 * n) for c in proto.claims)
+    assert [(c.name, c.checks) for c in proto.claims] == [(c.name, c.checks) for c in pilot.claims] or all(
+        [(x.metric, x.statistic, x.change, x.min_effect_pct) for x in a.checks]
+        == [(x.metric, x.statistic, x.change, x.min_effect_pct) for x in b.checks]
+        for a, b in zip(proto.claims, pilot.claims, strict=True))
+    sc = proto.scenario("c8")
+    assert (sc.warmups, sc.num_prompts) == (8, 64) and pilot.scenario("c8").warmups == 2
+    assert proto.preregistered > pilot.preregistered
+
+
+def test_committed_cpu_engine_pilot_analysis_is_what_its_runs_give_now(run, tmp_path):
+    """The pilot's analysis/ is re-derived from runs/ by the current intervals (issue 20:
+    re-decided with the small-sample t-interval after the runs, a deviation its
+    deviations.yaml records; its README lists before and after)."""
+    code, out, err = run("evidence", "analyze", CPU_PILOT, "--out", tmp_path, "--no-plots", "--json", root=REPO)
     assert code == 0, err
     fresh = json.loads(out)
-    committed = json.loads((CPU_SMOKE / "analysis" / "analysis.json").read_text())
+    assert any(d["kind"] == "analysis" and "bootstrap" in d["reason"] for d in fresh["deviations"])
+    committed = json.loads((CPU_PILOT / "analysis" / "analysis.json").read_text())
     decisions = lambda d: [(c["name"], c["decision"], [x["decision"] for x in c["checks"]]) for c in d["claims"]]  # noqa: E731
     assert decisions(fresh) == decisions(committed) == [
         ("planted-one-seq", "INCONCLUSIVE", ["INCONCLUSIVE", "REPRODUCED"]),
