@@ -234,7 +234,7 @@ def test_delta_plots_give_each_metric_its_own_axis_and_draw_the_thresholds(claim
     (path,) = plots.per_start_deltas(a, tmp_path)
     axes = figures[0].axes
     assert [ax.get_title(loc="left").split(" (")[0] for ax in axes] == ["throughput", "mean tpot", "p99 itl"]
-    for ax, want in zip(axes, (2.0, -2.0, -2.0)):
+    for ax, want in zip(axes, (1.02, 0.98, 0.98)):  # the thresholds as ratios on the log-ratio axis
         xs = [line.get_xdata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"]
-        assert xs == [want]
+        assert xs == [pytest.approx(want)]
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
