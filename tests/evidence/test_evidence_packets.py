@@ -249,3 +249,37 @@ def test_committed_cpu_engine_pilot_analysis_is_what_its_runs_give_now(run, tmp_
         ("planted-one-seq", "INCONCLUSIVE", ["INCONCLUSIVE", "REPRODUCED"]),
         ("aa-control", "INCONCLUSIVE", ["INCONCLUSIVE", "INCONCLUSIVE"])]
     assert all(d["interval"]["method"] == "t-log-ratio" for d in committed["deltas"])
+
+
+def test_single_run_steps_are_not_called_positive(run):
+    """Issue 28: the 910C steps are single-run deltas of ~0.1 ms with no variance."""
+    led = ledger.load_ledger(LEDGER)
+    steps = {s.id: s for s in led.steps}
+    assert steps["6"].runs == 1 and steps["6"].result == "positive"
+    assert ledger.supported(steps["6"]) == "INCONCLUSIVE (single run)"
+    assert ledger.supported(steps["9"]) == "unmeasured"
+    assert all(ledger.supported(s) != "positive" for s in led.steps)
+    code, out, err = run("evidence", "ledger", LEDGER, root=REPO)
+    assert code == 0, err
+    assert "| 6 | environment |" in out and "| 1 | positive | INCONCLUSIVE (single run) |" in out
+    assert "no variance" in out
+    code, out, err = run("evidence", "ledger", LEDGER, "--json", root=REPO)
+    assert code == 0, err
+    assert {s["step"]: s["supported"] for s in json.loads(out)["steps"]}["3"] == "INCONCLUSIVE (single run)"
+
+
+def test_a_step_with_replicated_runs_keeps_its_result(tmp_path):
+    text = (LEDGER / "ledger.yaml").read_text().replace("    result: positive\n    note: -6.6%",
+                                                         "    result: positive\n    runs: 5\n    note: -6.6%")
+    (tmp_path / "ledger.yaml").write_text(text)
+    steps = {s.id: s for s in ledger.load_ledger(tmp_path).steps}
+    assert steps["2"].runs == 5 and ledger.supported(steps["2"]) == "positive"
+    (tmp_path / "ledger.yaml").write_text(text.replace("runs: 5", "runs: 0"))
+    with pytest.raises(OverlayError, match="runs"):
+        ledger.load_ledger(tmp_path)
+
+
+def test_n5_names_the_plugin_switches_that_exist_at_801a6b41():
+    led = ledger.load_ledger(LEDGER)
+    env = {s.id: s for s in led.steps}["N5"].delta["env"]
+    assert set(env) == {"VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE", "VLLM_ASCEND_ENABLE_FLASHCOMM1"}
