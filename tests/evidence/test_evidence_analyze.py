@@ -195,7 +195,8 @@ def test_unmatched_deviation_and_run_without_run_json_are_noted(claim, run, evro
     assert "note: 1 run folder(s) have no run.json (fast-r2)" in out
     assert "note: deviations.yaml:2: the excluded run base-r9 deviation matches nothing" in out
     notes = json.loads((claim / "analysis" / "analysis.json").read_text())["notes"]
-    assert len(notes) == 3 and "CPU-pinned" in notes[0]
+    assert len(notes) == 4 and "CPU-pinned" in notes[0]
+    assert any("name no engine version in run.json" in n for n in notes)  # synthetic runs name none
 
 
 def test_impossible_date_in_protocol_or_deviations_is_one_line(claim, run, evroot):

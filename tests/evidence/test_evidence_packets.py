@@ -45,11 +45,27 @@ def test_metadata_protocol_switches_the_series_experimental_patch():
 
 
 def test_metadata_packet_records_the_sources_deviation():
-    dev, erratum = load_deviations(MRV2)
+    dev, erratum, pin = load_deviations(MRV2)[:3]
     assert (dev.kind, dev.run) == ("excluded", "optimized-r5")
     # the wording correction of the preregistered protocol is recorded as such
     assert erratum.kind == "protocol" and "wording only" in erratum.reason
+    # issue 28: the counts were taken at v0.25.0, not at the protocol's pin 1f486d96
+    assert pin.kind == "pin" and "v0.25.0" in pin.reason and "1f486d96" in pin.reason
     assert "optimized-r5" in {r.run_id for r in plan(load_protocol(MRV2))}
+
+
+def test_counts_at_another_pin_are_noted_until_recorded(tmp_path, run):
+    folder = tmp_path / "mrv2-metadata-barrier"
+    shutil.copytree(MRV2, folder)
+    (tmp_path / "series.yaml").write_text("series: []\n")
+    code, out, err = run("evidence", "analyze", folder, "--no-plots", root=tmp_path)
+    assert code == 0, err
+    assert "taken at pin v0.25.0" in out and "recorded in deviations.yaml (kind pin)" in out
+    text = (folder / "deviations.yaml").read_text()
+    (folder / "deviations.yaml").write_text(text[:text.index("  - kind: pin")])
+    code, out, err = run("evidence", "analyze", folder, "--no-plots", root=tmp_path)
+    assert code == 0, err
+    assert "NOT recorded in deviations.yaml: add a `kind: pin` deviation" in out
 
 
 def test_a_disagreeing_source_decision_is_flagged(tmp_path, run):

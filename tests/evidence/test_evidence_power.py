@@ -60,8 +60,8 @@ def test_no_effect_never_reaches_power():
 
 @given(sd=st.floats(0.05, 1.5), more=st.floats(1.2, 3.0), effect=st.floats(0.3, 2.0))
 def test_more_noise_never_needs_fewer_pairs(sd, more, effect):
-    a = required_pairs(-effect, sd, change="lower", min_effect_pct=10.0, max_pairs=40)
-    b = required_pairs(-effect, sd * more, change="lower", min_effect_pct=10.0, max_pairs=40)
+    a = required_pairs(-effect, sd, change="lower", min_effect_pct=10.0, max_pairs=40, replicates=3000)
+    b = required_pairs(-effect, sd * more, change="lower", min_effect_pct=10.0, max_pairs=40, replicates=3000)
     if a is not None and b is not None:
         assert b >= a - 1  # Monte Carlo jitter of one pair at the threshold
     if a is None:
@@ -82,3 +82,23 @@ def test_bad_arguments_are_refused():
         decision_power(3, 0.0, 0.0, change="lower", min_effect_pct=0.0)
     with pytest.raises(ValueError):
         required_pairs(0.0, 1.0, change="lower", min_effect_pct=0.0, power=1.0)
+
+
+def test_analysis_reports_the_noise_and_the_pairs_a_rerun_needs(tmp_path):
+    from evhelpers import write_protocol
+    from overlay.evidence import analyze, report, synth
+    from overlay.evidence.protocol import load_protocol
+
+    folder = tmp_path / "claim"
+    proto = load_protocol(write_protocol(folder, starts=4, prompts=12, resamples=300, effect=5.0))
+    synth.write_dataset(proto, folder, effect_pct={"fast": -30.0}, between_sd=0.1, seed=8)
+    a = analyze.analyze(proto, folder, ())
+    rows = report.noise(a)
+    assert {r["check"] for r in rows} == {"mean tpot", "p99 itl", "throughput"}
+    tpot = next(r for r in rows if r["check"] == "mean tpot")
+    d = next(x.delta for c in a.claims for x in c.checks if x.check.label == "mean tpot")
+    b, t = np.array(d.baseline), np.array(d.treated)
+    assert tpot["baseline_cv"] == pytest.approx(b.std(ddof=1) / b.mean())
+    assert tpot["sd_log_ratio"] == pytest.approx(log_ratio_sd(b, t))
+    assert isinstance(tpot["pairs_for_power_0.9"], int) and tpot["pairs_for_power_0.9"] >= 2
+    assert "## Noise between starts" in report.render_markdown(a, [])

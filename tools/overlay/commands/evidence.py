@@ -186,6 +186,8 @@ def cmd_analyze(args) -> int:
         for note in a.notes:
             print(f"note: {note}")
         print(f"E2E latency: {a.e2el_source}")
+        if a.engine:
+            print(f"engine: {a.engine}")
         print(f"\nwrote {out / 'analysis.md'}, {out / 'analysis.json'}" +
               (f" and {len(plots)} plots" if plots else ""))
     return 0

@@ -292,7 +292,8 @@ def decision_power(n: int, mean_log: float, sd_log: float, *, change: str, min_e
 
 def required_pairs(mean_log: float, sd_log: float, *, change: str, min_effect_pct: float,
                    power: float = 0.9, min_agreeing_fraction: float = 0.0, confidence: float = 0.95,
-                   max_pairs: int = MAX_POWER_PAIRS, seed: int = 0) -> int | None:
+                   max_pairs: int = MAX_POWER_PAIRS, seed: int = 0,
+                   replicates: int = POWER_REPLICATES) -> int | None:
     """The fewest pairs (2..max_pairs) at which `decision_power` reaches `power`, with
     min_agreeing = ceil(fraction * n); None when even max_pairs do not."""
     if not 0.0 < power < 1.0:
@@ -300,6 +301,6 @@ def required_pairs(mean_log: float, sd_log: float, *, change: str, min_effect_pc
     for n in range(2, max_pairs + 1):
         k = math.ceil(min_agreeing_fraction * n)
         if decision_power(n, mean_log, sd_log, change=change, min_effect_pct=min_effect_pct,
-                          min_agreeing=k, confidence=confidence, seed=seed) >= power:
+                          min_agreeing=k, confidence=confidence, replicates=replicates, seed=seed) >= power:
             return n
     return None
