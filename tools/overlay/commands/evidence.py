@@ -188,6 +188,8 @@ def cmd_analyze(args) -> int:
         for note in a.notes:
             print(f"note: {note}")
         print(f"E2E latency: {a.e2el_source}")
+        if a.engine:
+            print(f"engine: {a.engine}")
         print(f"\nwrote {out / 'analysis.md'}, {out / 'analysis.json'}" +
               (f" and {len(plots)} plots" if plots else ""))
     return 0
@@ -209,19 +211,34 @@ def _analyze_reported(proto, folder: Path, args) -> int:
                     if c.kind == "counters"}
     decisions, rows = reported.decide_reported(proto, rep, measured, measured_by)
     md = reported.render(proto, rep, decisions, rows, devs)
+    notes = [n for n in [reported.pin_deviation_note(proto, measured_by, devs)] if n]
+    out = args.out or folder / "analysis"
+    out.mkdir(parents=True, exist_ok=True)
+    plots: list[str] = []
+    if measured and not args.no_plots:  # the counts measured here, as figures
+        from overlay.evidence import plots as plotmod
+
+        what = ", ".join(x for x in ((f"implementation {measured_by.implementation}" if measured_by else ""),
+                                     (f"pin {measured_by.pin}" if measured_by and measured_by.pin else ""),
+                                     (measured_by.device if measured_by else "")) if x)
+        plots = [p.name for p in plotmod.counters(list(measured.values()), out,
+                                                  f"{proto.claim}: counted here ({what or 'counters/'})")]
+    md += "".join(f"\n- note: {n}" for n in notes) + ("\n" if notes else "")
+    if plots:
+        md += "\n## Plots (counts measured here)\n\n" + "".join(f"![{x}]({x})\n" for x in plots)
     data = {"claim": proto.claim, "status": rep.status, "source": rep.source,
             "decisions": [d.__dict__ for d in decisions], "rows": [r.__dict__ for r in rows],
             "deviations": [{"kind": d.kind, "run": d.run, "scenario": d.scenario, "reason": d.reason}
-                           for d in devs]}
-    out = args.out or folder / "analysis"
-    out.mkdir(parents=True, exist_ok=True)
+                           for d in devs], "notes": notes, "plots": plots}
     (out / "analysis.md").write_text(md, encoding="utf-8")
     (out / "analysis.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     if args.json:
         print(json.dumps(data, indent=2))
     else:
         print(md, end="")
-        print(f"\nwrote {out / 'analysis.md'}, {out / 'analysis.json'} (no plots: no raw data here)")
+        print(f"\nwrote {out / 'analysis.md'}, {out / 'analysis.json'}"
+              + (f" and {len(plots)} plots of the counts measured here" if plots else
+                 " (no plots: no raw data or counts here)"))
     return 0
 
 

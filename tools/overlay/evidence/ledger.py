@@ -35,7 +35,8 @@ RESULTS = ("positive", "negative", "neutral", "unmeasured")
 DELTA_FIELDS = ("env", "server-args", "additional-config", "compilation-config", "series",
                 "source-change", "image", "pin")
 STEP_FIELDS = ("step", "layer", "change", "variant", "tpot-ms", "tpot-delta-ms", "result", "tried-at",
-               "note", "other-model")
+               "note", "other-model", "runs")
+SINGLE_RUN = "INCONCLUSIVE (single run)"
 
 
 def _plain(node: Node) -> Any:
@@ -58,6 +59,18 @@ class Step:
     tried_at: str | None
     note: str
     line: int
+    runs: int = 1  # measurements per side behind the reported figure (the source's runs)
+
+
+def supported(step: Step) -> str:
+    """What a step's reported figures can support. One run per side has no variance: no
+    interval, so a change of ~0.1 ms cannot be told from start-to-start noise, and the
+    source's 'positive' or 'negative' stands as its claim, not as a decision; pure."""
+    if step.result == "unmeasured":
+        return "unmeasured"
+    if step.runs < 2:
+        return SINGLE_RUN
+    return step.result
 
 
 @dataclass(frozen=True)
@@ -89,7 +102,8 @@ def load_ledger(folder: Path, root: Path | None = None) -> Ledger:
     shown = _rel(path, root)
     doc = yamldoc.load(path, shown)
     top = _Fields(doc, shown, "the ledger", ("source", "status", "model", "hardware", "workload", "base",
-                                             "steps", "final", "notes"))
+                                             "steps", "final", "notes", "runs-per-step"))
+    default_runs = _runs(top, "runs-per-step", 1)
     status = top.str("status", required=True) or ""
     if "not re-measured" not in status:
         raise top.error("status", "must say the figures are reported by the source, not re-measured here")
@@ -119,11 +133,20 @@ def load_ledger(folder: Path, root: Path | None = None) -> Ledger:
         steps.append(Step(sid, f.str("layer") or "", f.str("change", required=True) or "",
                           _delta(f.map.get("variant"), shown, f"variant of step {sid}"), tp,
                           _plain(f.map["tpot-delta-ms"]) if f.has("tpot-delta-ms") else {},
-                          result or "", tried, f.str("note") or "", item.line))
+                          result or "", tried, f.str("note") or "", item.line, _runs(f, "runs", default_runs)))
     return Ledger(path, top.str("source") or "", status, top.str("model") or "",
                   _plain(top.map["workload"]) if top.has("workload") else {},
                   _delta(top.map.get("base"), shown, "base"), tuple(steps),
                   _plain(top.map["final"]) if top.has("final") else {})
+
+
+def _runs(f: _Fields, key: str, default: int) -> int:
+    if not f.has(key):
+        return default
+    value = f.map[key].value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise f.error(key, f"expected a whole number of runs >= 1, got {value!r}")
+    return value
 
 
 def _merge(into: dict, delta: dict) -> dict:
@@ -230,12 +253,19 @@ def _fmt_tpot(s: Step) -> str:
 
 def render(led: Ledger) -> str:
     out = [f"# {led.path.parent.name}: {led.model}", "", f"Source: {led.source}", "", f"Status: {led.status}", "",
-           "| step | layer | change | TPOT ms (before→after or delta) | result | variant (re-runnable) |",
-           "| --- | --- | --- | --- | --- | --- |"]
+           "| step | layer | change | TPOT ms (before→after or delta) | runs | source's result | supported | "
+           "variant (re-runnable) |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for s in led.steps:
         v = as_protocol_variant(s.delta)
-        out.append(f"| {s.id} | {s.layer} | {s.change} | {_fmt_tpot(s)} | {s.result} | "
+        out.append(f"| {s.id} | {s.layer} | {s.change} | {_fmt_tpot(s)} | {s.runs} | {s.result} | {supported(s)} | "
                    f"`{json.dumps(v, ensure_ascii=False)}` |")
+    single = [s.id for s in led.steps if supported(s) == SINGLE_RUN]
+    if single:
+        out += ["", f"Steps {', '.join(single)}: {SINGLE_RUN}. Each figure is one run per side, with no "
+                "variance: no interval can be formed, and a change of 0.1-0.6 ms (about 1-5% of TPOT) is "
+                "within what one server start differs from the next. The source's result is its claim, "
+                "not a decision; `--protocol-for STEP` writes the A/B protocol (5 starts) that would decide it."]
     if led.final:
         out += ["", "Reported end-to-end: " + "; ".join(f"{k}: {json.dumps(v)}" for k, v in led.final.items())]
     return "\n".join(out) + "\n"
@@ -245,7 +275,8 @@ def to_json(led: Ledger) -> dict:
     return {"source": led.source, "status": led.status, "model": led.model, "workload": led.workload,
             "final": led.final,
             "steps": [{"step": s.id, "layer": s.layer, "change": s.change, "tpot_ms": s.tpot_ms,
-                       "tpot_delta_ms": s.tpot_delta_ms, "result": s.result, "tried_at": s.tried_at,
+                       "tpot_delta_ms": s.tpot_delta_ms, "result": s.result, "runs": s.runs,
+                       "supported": supported(s), "tried_at": s.tried_at,
                        "variant": as_protocol_variant(s.delta),
                        "cumulative_after": as_protocol_variant(cumulative(led, s.id)[1])}
                       for s in led.steps]}

@@ -43,6 +43,7 @@ from overlay.trees.ownership import proc_stat
 from overlay.evidence.plan import PlannedRun, plan
 from overlay.evidence.protocol import DIGEST_FILE, PLACEHOLDER, Protocol, Scenario, Variant, protocol_digest
 from overlay.evidence import bounded
+from overlay.evidence.engine import engine_record
 from overlay.evidence import trees as tree_mod
 from overlay.evidence.trees import VariantTrees
 from overlay.series.model import load_series
@@ -202,6 +203,18 @@ def process_tree(pid: int) -> dict[int, int]:
         tree.update({p: procs[p][3] for p in children})
         frontier = children
     return tree
+
+
+def tree_affinity(pid: int) -> list[int]:
+    """The CPUs the server's processes may run on (the union over its tree), as the kernel
+    has them once it answers: evidence that the pinning held, recorded in run.json."""
+    cpus: set[int] = set()
+    for p in process_tree(pid):
+        try:
+            cpus.update(os.sched_getaffinity(p))
+        except OSError:
+            pass
+    return sorted(cpus)
 
 
 def _signal_tree(tree: dict[int, int], sig: int) -> None:
@@ -665,6 +678,9 @@ def _one_run(protocol: Protocol, root: Path, results: Path, run: PlannedRun, pro
         # and server.pid lets the next invocation stop it if this one is killed hard.
         nonce = new_nonce()
         env = server_process_env(server_env(protocol, variant, root, run, tree=tree), nonce)
+        # The engine the run used, read from the installed packages now (not from the protocol).
+        meta["engine"] = {"server": engine_record(protocol.server_command[0], env),
+                          "client": engine_record(protocol.client_command[0], dict(os.environ))}
         argv = meta["server_argv"] if placement is None else die_with_parent(meta["server_argv"])
         proc = subprocess.Popen(argv, env=env,
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -815,6 +831,7 @@ def _serve_scenarios(protocol: Protocol, run: PlannedRun, proc: subprocess.Popen
         time.sleep(0.2)
     meta["ready"] = _now()
     meta["ready_after_s"] = round(time.monotonic() - began, 1)
+    meta["server_affinity"] = tree_affinity(proc.pid)
     progress(f"[{run.position}] {run.run_id}: server answered after {meta['ready_after_s']:.0f}s")
     served = _served_models(protocol)
     if served is not None and protocol.model not in served:

@@ -32,7 +32,12 @@ METRICS = RUN_METRICS + REQUEST_METRICS
 STATISTICS = ("mean", "p50", "p95", "p99")
 CHANGES = ("higher", "lower")
 REFUTE_RULES = ("interval-excludes-min-effect", "interval-includes-zero")
-DEVIATION_KINDS = ("excluded", "missing", "parameters", "order", "failed-requests", "extra", "protocol")
+# Declared kinds: what no result file shows, so only the record says it (always listed):
+# `analysis` (the analysis method changed after the runs), `pin` (measured at another pin
+# than the protocol's variants name).
+DECLARED_KINDS = ("analysis", "pin")
+DEVIATION_KINDS = ("excluded", "missing", "parameters", "order", "failed-requests", "extra",
+                   "protocol") + DECLARED_KINDS
 
 PROTOCOL_FIELDS = ("claim", "preregistered", "hypothesis", "model", "baseline", "variants",
                    "scenarios", "starts", "order", "seed", "cpus", "server", "client",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from overlay.evidence.analyze import Analysis, ClaimDecision
 from overlay.evidence.stats import BOOTSTRAP_MIN_PAIRS, METHOD_BOOTSTRAP, METHOD_T, METHOD_T_DIFF, distinct_resamples
 
@@ -98,6 +100,39 @@ def _range(lo: float, hi: float) -> str:
     return "n/a" if math.isnan(lo) or math.isnan(hi) else f"{lo:+.2f}%..{hi:+.2f}%"
 
 
+def noise(a: Analysis) -> list[dict]:
+    """Per checked comparison: the start-to-start noise the runs showed (coefficient of
+    variation of each side's per-start values, sd of the pair log ratios) and, where the
+    observed change reaches the minimum effect, the pairs the decision rule would need at
+    this noise for power 0.9 (stats.required_pairs): what a rerun should plan for; pure."""
+    from overlay.evidence.stats import MAX_POWER_PAIRS, required_pairs
+
+    rows = []
+    agreeing = {k.name: k.min_positive_pairs for k in a.protocol.claims}
+    for cl in a.claims:
+        for c in cl.checks:
+            d = c.delta
+            if d is None:
+                continue
+            b, x = np.array(d.baseline), np.array(d.treated)
+            if not (np.all(b > 0) and np.all(x > 0)) or b.size < 2:
+                continue
+            logs = np.log(x / b)
+            sd = float(logs.std(ddof=1))
+            cv = lambda v: float(v.std(ddof=1) / v.mean())  # noqa: E731
+            oriented = d.interval.delta_pct if c.check.change == "higher" else -d.interval.delta_pct
+            need: int | str = "n/a (change below the minimum effect)"
+            if oriented >= c.check.min_effect_pct and sd > 0:
+                need = required_pairs(float(logs.mean()), sd, change=c.check.change,
+                                      min_effect_pct=c.check.min_effect_pct, power=0.9,
+                                      min_agreeing_fraction=agreeing.get(cl.name, 0) / b.size) or (
+                    f"more than {MAX_POWER_PAIRS}")
+            rows.append({"claim": cl.name, "treatment": c.treatment, "scenario": c.scenario,
+                         "check": c.check.label, "n_pairs": int(b.size), "baseline_cv": cv(b),
+                         "treatment_cv": cv(x), "sd_log_ratio": sd, "pairs_for_power_0.9": need})
+    return rows
+
+
 def render_markdown(a: Analysis, plots: list[str]) -> str:
     p = a.protocol
     conf = int(round(p.bootstrap.confidence * 100))
@@ -137,16 +172,29 @@ def render_markdown(a: Analysis, plots: list[str]) -> str:
                    f"{iv.treatment_mean:.3f} | {iv.delta:+.3f} | {_pct(iv.delta_pct)} | "
                    f"{_ci(iv.low_pct, iv.high_pct)} | {iv.method} | {_range(iv.pair_low_pct, iv.pair_high_pct)} | "
                    f"{iv.distinct_resamples} | {flip} | {iv.positive_pairs}/{iv.n_pairs} |")
+    rows = noise(a)
+    if rows:
+        out += ["", "## Noise between starts", "",
+                "| claim | treatment | scenario | check | pairs | CV baseline | CV treatment | sd of pair log ratios "
+                "| pairs for power 0.9 at this noise |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for r in rows:
+            need = r["pairs_for_power_0.9"]
+            out.append(f"| {r['claim']} | {r['treatment']} | {r['scenario']} | {r['check']} | {r['n_pairs']} | "
+                       f"{100 * r['baseline_cv']:.1f}% | {100 * r['treatment_cv']:.1f}% | {r['sd_log_ratio']:.3f} | "
+                       f"{need} |")
     out += ["", "## Deviations", ""]
-    if a.recorded:
-        for issue, dev in a.recorded:
-            out.append(f"- {issue.detail} — recorded ({dev.kind}): {dev.reason}")
-    else:
+    for issue, dev in a.recorded:
+        out.append(f"- {issue.detail} — recorded ({dev.kind}): {dev.reason}")
+    for dev in a.declared:
+        out.append(f"- declared ({dev.kind}, deviations.yaml:{dev.line}): {dev.reason}")
+    if not a.recorded and not a.declared:
         out.append("- none")
     for n in a.notes:
         out.append(f"- note: {n}")
     if a.e2el_source:
         out += ["", f"E2E latency (feeds e2el and tpot): {a.e2el_source}."]
+    if a.engine:
+        out += ["", f"Engine (run.json `engine.server`, read from the installed packages at run time): {a.engine}."]
     if plots:
         out += ["", "## Plots", ""] + [f"![{x}]({x})" for x in plots]
     return "\n".join(out) + "\n"
@@ -185,7 +233,11 @@ def to_json(a: Analysis, plots: list[str]) -> dict:
                     **({"nodes": list(d.nodes), "per_node_pct": dict(d.per_node_pct)} if d.nodes else {})}
                    for d in a.deltas],
         "deviations": [{"kind": i.kind, "run": i.run, "scenario": i.scenario, "detail": i.detail,
-                        "reason": d.reason} for i, d in a.recorded],
+                        "reason": d.reason} for i, d in a.recorded]
+                      + [{"kind": d.kind, "run": d.run, "scenario": d.scenario, "detail": "declared",
+                          "reason": d.reason} for d in a.declared],
+        "engine": a.engine,
+        "noise": noise(a),
         "notes": list(a.notes),
         "e2el_source": a.e2el_source,
         "e2el_sources": {r.run_id + "/" + r.scenario: r.e2el_source for r in a.results},

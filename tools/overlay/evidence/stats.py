@@ -239,3 +239,68 @@ def paired_interval(baseline: np.ndarray, treatment: np.ndarray, *, resamples: i
         low=bm * lo_pct / 100.0, high=bm * hi_pct / 100.0, confidence=confidence, resamples=0,
         positive_pairs=int((t > b).sum()), negative_pairs=int((t < b).sum()),
         method=method, **extra)
+
+
+# ----------------------------------------------------------------------------- power (before the runs)
+# How many start pairs a protocol needs is decided before any run, from the noise a pilot
+# measured: the spread of the per-pair log ratios log(treatment_k / baseline_k). Under the
+# same log-normal model the t-interval assumes, `decision_power` is the probability that
+# the decision rule (decide.decide_check) returns REPRODUCED: the t-interval on the log
+# ratios excludes zero on the claimed side, the estimate reaches the minimum effect, and
+# at least `min_agreeing` pairs point the claimed way. The estimate is taken as the
+# geometric mean ratio exp(mean log ratio), the ratio-of-means' close cousin.
+# Seeded Monte Carlo, vectorised over replicates: pure.
+
+POWER_REPLICATES = 20000
+MAX_POWER_PAIRS = 100  # protocol.MAX_STARTS
+
+
+def log_ratio_sd(baseline: np.ndarray, treatment: np.ndarray) -> float:
+    """Sample standard deviation of the per-pair log ratios (a pilot's noise)."""
+    d = np.log(np.asarray(treatment, dtype=float) / np.asarray(baseline, dtype=float))
+    if d.size < 2 or not np.all(np.isfinite(d)):
+        raise ValueError("needs >= 2 pairs of positive values")
+    return float(d.std(ddof=1))
+
+
+def reproduces(log_ratios: np.ndarray, *, change: str, min_effect_pct: float, min_agreeing: int = 0,
+               confidence: float = 0.95) -> np.ndarray:
+    """Per row of pair log ratios (replicates x n): whether the decision rule says
+    REPRODUCED, with the estimate taken as exp(mean log ratio) - 1."""
+    if change not in ("higher", "lower"):
+        raise ValueError("change must be higher or lower")
+    sign = 1.0 if change == "higher" else -1.0
+    d = np.atleast_2d(np.asarray(log_ratios, dtype=float)) * sign  # positive: as claimed
+    n = d.shape[1]
+    m = d.mean(axis=1)
+    half = t_quantile(0.5 + confidence / 2.0, n - 1) * d.std(axis=1, ddof=1) / math.sqrt(n)
+    # Oriented: a lower claim's estimate is -(ratio - 1) = 1 - exp(-m).
+    estimate_pct = 100.0 * (np.exp(m) - 1.0) if sign > 0 else 100.0 * (1.0 - np.exp(-m))
+    return (m - half > 0) & (estimate_pct >= min_effect_pct) & ((d > 0).sum(axis=1) >= min_agreeing)
+
+
+def decision_power(n: int, mean_log: float, sd_log: float, *, change: str, min_effect_pct: float,
+                   min_agreeing: int = 0, confidence: float = 0.95,
+                   replicates: int = POWER_REPLICATES, seed: int = 0) -> float:
+    """P(REPRODUCED) at n pairs whose log ratios are N(mean_log, sd_log^2)."""
+    if n < 2 or sd_log <= 0 or change not in ("higher", "lower"):
+        raise ValueError("decision_power needs n >= 2, sd_log > 0 and change higher|lower")
+    d = np.random.default_rng(seed).normal(mean_log, sd_log, size=(replicates, n))
+    return float(reproduces(d, change=change, min_effect_pct=min_effect_pct, min_agreeing=min_agreeing,
+                            confidence=confidence).mean())
+
+
+def required_pairs(mean_log: float, sd_log: float, *, change: str, min_effect_pct: float,
+                   power: float = 0.9, min_agreeing_fraction: float = 0.0, confidence: float = 0.95,
+                   max_pairs: int = MAX_POWER_PAIRS, seed: int = 0,
+                   replicates: int = POWER_REPLICATES) -> int | None:
+    """The fewest pairs (2..max_pairs) at which `decision_power` reaches `power`, with
+    min_agreeing = ceil(fraction * n); None when even max_pairs do not."""
+    if not 0.0 < power < 1.0:
+        raise ValueError("power must be in (0, 1)")
+    for n in range(2, max_pairs + 1):
+        k = math.ceil(min_agreeing_fraction * n)
+        if decision_power(n, mean_log, sd_log, change=change, min_effect_pct=min_effect_pct,
+                          min_agreeing=k, confidence=confidence, replicates=replicates, seed=seed) >= power:
+            return n
+    return None
