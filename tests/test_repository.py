@@ -17,7 +17,7 @@ def test_make_check_passes_on_this_repository(run):
 def test_reference_pins():
     pins = {p.name: p for p in load_all_pins(ROOT)}
     assert {"1f486d96", "a30addc7", "v0.23.0"} <= set(pins)
-    assert [n for n, p in pins.items() if p.default] == ["1f486d96"]
+    assert [n for n, p in pins.items() if p.default] == ["v0.30.0"]
     git_pins = {n: p for n, p in pins.items() if isinstance(p.target("plugin").source, GitSource)}
     plugin_commits = {p.target("plugin").source.commit for n, p in git_pins.items() if n != "v0.27.1"}
     assert plugin_commits == {"801a6b41d29d23399bd8c9ebc2ea8883e2beefae"}

@@ -165,3 +165,16 @@ def test_a_raw_git_am_abort_is_not_recorded_as_upstream_carrying_the_patches(cap
     assert rc == 2 and "is not on the rebased branch" in err and "does not reverse-apply" in err, (out, err)
     assert snapshot(project) == before and not (project / "pins" / "r11.yaml").exists()
     assert (project / ".overlay" / "rebase.json").exists()  # still resumable or abortable
+
+
+def test_drift_reads_an_archive_pin_sets_history(capsys, project):
+    """The live pin set is an archive (v0.30.0): drift, and so the nightly job, must check it
+    against upstream's history (its `history:` repository), not refuse it."""
+    rebase(capsys, project, "--pin", "base", "--onto", "plugin=pypi:acme-plugin==1.1", "--as", "r11")
+    resolve_o_py(project / "build" / "r11" / "plugin")
+    assert rebase(capsys, project, "--continue", "--json")[0] == 0
+    rc = main(["--root", str(project), "drift", "--pin", "r11", "--onto", "plugin=main", "--json"])
+    out, err = capsys.readouterr()
+    assert rc in (0, 1) and "no git history" not in err, err
+    (run,) = json.loads(out)["runs"]
+    assert run["target"] == "plugin" and run["verdicts"], run

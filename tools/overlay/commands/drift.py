@@ -9,13 +9,13 @@ from pathlib import Path
 
 from overlay import paths
 from overlay.drift.classify import CLASSES
-from overlay.drift.targets import (Resolved, fetch_mirror, fetch_targets, load_patches, parse_pairs,
+from overlay.drift.targets import (Resolved, carrier_repo, fetch_mirror, fetch_targets, load_patches, parse_pairs,
                                    plan_gate, resolve_ref, target_repo, target_slug)
 from overlay.drift.report import DEFAULT_FAIL_ON, DriftReport, junit, markdown, terminal, to_json
 from overlay.drift.scan import (Drift, TargetRun, commit_log, stderr_progress, timed_onto,
                                 timed_scan)
 from overlay.errors import OverlayError
-from overlay.series.model import Project
+from overlay.series.model import ArchiveSource, Project
 from overlay.reporting import table
 from overlay.reporting.files import check_report, write_report
 
@@ -100,7 +100,12 @@ def run(args: argparse.Namespace) -> int:
     # Resolve everything first: bad input fails before any work or any output.
     resolved = []
     for target, ref in pairs:
-        git_dir, base = target_repo(args.root, pin, target, mirror)
+        if target in pin.target_names and isinstance(pin.target(target).source, ArchiveSource):
+            # a release archive: its base is the import commit, upstream's history comes from
+            # the mirror of the `history:` repository; drift reads both through one view
+            _, base, git_dir = carrier_repo(args.root, pin, target, mirror, stderr_progress(not args.json))
+        else:
+            git_dir, base = target_repo(args.root, pin, target, mirror)
         resolved.append(Resolved(target, ref, git_dir, base, resolve_ref(git_dir, target, ref)))
     gate_plan = plan_gate(args.root, pin, resolved) if args.gate else None
     loaded = {r.target: load_patches(project, r.target, pin.name) for r in resolved}
@@ -110,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     for r in resolved:
         patches, diffs = loaded[r.target]
         engine = Drift(r.git_dir, r.base, patches, diffs,
-                       slug=target_slug(pin.target(r.target).source), max_fuzz=args.fuzz)
+                       slug=target_slug(_history(pin.target(r.target).source)), max_fuzz=args.fuzz)
         try:
             if args.scan:
                 commits = commit_log(r.git_dir, r.base, r.head)
@@ -167,3 +172,8 @@ def gate_markdown(report) -> str:
     else:
         lines.append("No contract breaks.")
     return "\n".join(lines) + "\n"
+
+
+def _history(src):
+    """The git source whose history drift reads: the pin's own, or an archive's `history:`."""
+    return src.history_source if isinstance(src, ArchiveSource) else src

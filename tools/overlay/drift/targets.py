@@ -14,7 +14,8 @@ from overlay.drift.inmem_apply import parse_diff
 from overlay.drift.mirror import fetch_heads, mirror_repo, stderr_note
 from overlay.errors import OverlayError
 from overlay.series.model import GitSource, PinSet, Project
-from overlay.trees import compose
+from overlay.series.model import ArchiveSource
+from overlay.trees import compose, runlock, sources
 
 
 def parse_pairs(text: str, option: str) -> list[tuple[str, str]]:
@@ -73,6 +74,46 @@ def target_repo(root: Path, pin: PinSet, name: str, mirror: Path | None) -> tupl
                            path=f"pins/{pin.name}.yaml", line=target.line,
                            hint="update the mirror (git fetch in it)")
     return repo, src.commit
+
+
+def import_release(root: Path, src: ArchiveSource, archive: Path, progress) -> str:
+    """The import commit of a release archive in the object cache (made once)."""
+    with runlock.cache(paths.cache_dir(root), f"importing {archive.name}", progress):
+        return sources.obtain_archive_commit(root, src, archive, progress)
+
+
+def with_objects(view: Path, repo: Path) -> Path:
+    """A data view of `view`'s repository that also sees `repo`'s objects (an archive
+    import has no history in the mirror: drift reads both through one git directory)."""
+    alternates = view / "objects" / "info" / "alternates"
+    line = str((repo / "objects").resolve())
+    have = alternates.read_text().splitlines() if alternates.is_file() else []
+    if line not in have:
+        alternates.write_text("".join(f"{x}\n" for x in [*have, line]))
+    return view
+
+
+def carrier_repo(root: Path, pin, target: str, mirror: Path | None, progress) -> tuple[Path, str, Path]:
+    """(the repository whose history holds the carrier's pinned base, the base commit, a
+    data view of it for drift). A carrier pinned to an archive has no history: its base is
+    the import commit in the object cache."""
+    src = pin.target(target).source
+    if isinstance(src, GitSource):
+        git_dir, base = target_repo(root, pin, target, mirror)
+        return git_dir, base, gitcmd.data_view(git_dir)
+    archive = ((sources.find_archive(mirror / "pypi", src) if mirror else None)
+               or sources.find_archive(paths.cache_dir(root) / "archives", src))
+    cache = sources.cache_repo(root, src.mirror_name)
+    ref = sources.archive_ref(src)
+    base = gitcmd.resolve(cache, ref)
+    if base is None:
+        if archive is None:
+            archive = sources.download_archive(src, paths.cache_dir(root) / "archives", progress)
+        base = import_release(root, src, archive, progress)
+    history = src.history_source
+    git_dir = paths.find_mirror_repo(mirror, history.mirror_name) if mirror and history else None
+    view = gitcmd.data_view(git_dir) if git_dir is not None else gitcmd.data_view(cache)
+    return (git_dir or cache), base, with_objects(view, cache)
 
 
 def fetch_mirror(explicit: Path | None) -> Path | None:
