@@ -69,7 +69,7 @@ $(VENV)/.installed: pyproject.toml
 	@echo "make: [1/2] creating $(VENV) (first run only)"
 	$(call q,$(PYTHON)) -m venv $(call q,$(VENV))
 	@echo "make: [2/2] installing the tool and its dependencies into $(VENV) (about a minute; pip lists each package)"
-	$(PY) -m pip install --disable-pip-version-check --progress-bar on -e '.[test,cluster,evidence]'
+	$(PY) -m pip install --disable-pip-version-check --progress-bar on -e '.[test,gate,cluster,evidence]'
 	@touch $@
 	@echo "make: $(VENV) is ready"
 
