@@ -44,6 +44,8 @@ KV_NEW = """
 
 RUNNER = """
     from vllm.v1.kv_cache_interface import KVCacheTensor
+    import vllm.v1.kv_cache_utils
+    import third_party_nobody_has
 
 
     def build(size: int) -> KVCacheTensor:
@@ -63,7 +65,8 @@ RUNNER = """
 
 def _core(root: Path, new: bool) -> Path:
     version = "2.0" if new else "1.0"
-    return tree(root, {"vllm/__init__.py": "", "vllm/v1/__init__.py": "",
+    utils = {} if new else {"vllm/v1/kv_cache_utils.py": "X = 1\n"}
+    return tree(root, {"vllm/__init__.py": "", "vllm/v1/__init__.py": "", **utils,
                        "vllm/_version.py": f"__version__ = version = '{version}'\n",
                        "vllm/v1/kv_cache_interface.py": KV_NEW if new else KV_OLD})
 
@@ -108,6 +111,10 @@ def test_removed_field_read_is_a_forecast_and_the_constructor_both_engines_agree
     assert code == 1  # the agreed one is an error
     assert any(c["rule"] == "attr-defined" and c["count"] == 2 for c in doc["clusters"])
     assert doc["stats"]["checker_declared"] == "1.0"
+    # a core module core dropped is a break; a third-party module nobody has is not
+    assert any("kv_cache_utils" in f["symbol"] + f["message"] and f["engine"] in ("both", "checker")
+               for f in doc["findings"]), doc["findings"]
+    assert not any("third_party_nobody_has" in f["message"] for f in doc["findings"])
 
 
 @needs_mypy

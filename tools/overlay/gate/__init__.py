@@ -89,8 +89,9 @@ def add_checker(report: GateReport, core_dir: Path, plugin_dir: Path, declared_d
     _tree(Path(core_dir), "core")
     _tree(Path(declared_dir), "declared core")
     packages = top_packages(plugin)
-    new = checker.check(Path(core_dir), plugin, packages, report.core_version, progress)
-    old = checker.check(Path(declared_dir), plugin, packages, declared_version, progress)
+    core = top_packages(DirSource(Path(core_dir).resolve())) - packages
+    new = checker.check(Path(core_dir), plugin, packages, report.core_version, progress, core)
+    old = checker.check(Path(declared_dir), plugin, packages, declared_version, progress, core)
     fresh = checker.new_diagnostics(new.diagnostics, old.diagnostics)
     found = engines.to_findings(fresh, report.core_version or str(core_dir))
     shapes = engines.PluginShapes(plugin, checker.plugin_files(plugin, packages))
