@@ -173,9 +173,8 @@ def parse(output: str, scratch_plugin: Path) -> list[Diagnostic]:
 
 
 def _env() -> dict[str, str]:
-    """The checker's environment: none of mypy's own settings, and a fixed hash seed. mypy
-    orders modules of an import cycle by hash, and its "Cannot determine type" errors
-    follow that order: with a random seed the same trees gave 255 or 273 new diagnostics."""
+    """The checker's environment: none of mypy's own settings, and a fixed hash seed (the
+    same trees give the same run)."""
     drop = {"MYPYPATH", "MYPY_CACHE_DIR", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "MYPY_FORCE_COLOR"}
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env["PYTHONHASHSEED"] = "0"

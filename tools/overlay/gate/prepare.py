@@ -22,6 +22,7 @@ import tokenize
 from typing import Callable
 
 from overlay.gate.conditions import normalize_version
+from overlay.gate.signature import dotted
 
 SUPPRESSION = re.compile(
     r"#\s*(?:type\s*:\s*ignore\b(?:\[[^\]]*\])?|(?:mypy|pyright|pyrefly|basedpyright)\s*:|pyre-(?:ignore|fixme)\b)",
@@ -83,12 +84,7 @@ def _str_arg(call: ast.Call) -> str | None:
 
 
 def _dotted(node: ast.expr) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        inner = _dotted(node.value)
-        return f"{inner}.{node.attr}" if inner else ""
-    return ""
+    return dotted(node) or ""
 
 
 def _guard_value(node: ast.expr, same: Callable[[str], bool]) -> bool | None:
