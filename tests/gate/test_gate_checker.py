@@ -226,3 +226,18 @@ def test_a_plugin_file_that_does_not_parse_is_left_out_not_the_whole_run(run, tm
     _, doc = _gate(run, tmp_path, plugin)
     assert any(f["engine"] == "checker" and "shared_by" in f["message"] for f in doc["findings"])
     assert any("vllm_ascend/broken.py" in n and "checker" in n for n in doc["notes"])
+
+
+def test_an_info_finding_of_the_hand_gate_is_not_made_an_error_by_the_checker(tmp_path):
+    from overlay.gate.engines import PluginShapes, combine
+    from overlay.gate.findings import Finding
+    from overlay.gate.source import DirSource
+
+    plugin = _plugin(tmp_path / "plugin")
+    note = Finding("attribute", "attribute:vllm.x.A.y", "vllm_ascend/runner.py", 9, "", 0, "m", severity="info")
+    warn = Finding("attribute", "attribute:vllm.x.A.y", "vllm_ascend/runner.py", 9, "", 0, "m", severity="warning")
+    chk = Finding("type", 'type:attr-defined:"A" has no attribute "y"', "vllm_ascend/runner.py", 9, "", 0,
+                  '"A" has no attribute "y"', severity="warning", engine="checker")
+    shapes = PluginShapes(DirSource(plugin), ["vllm_ascend/runner.py"])
+    assert {(f.engine, f.severity) for f in combine([note], [chk], shapes, None)} == {("hand", "info"), ("checker", "warning")}
+    assert [(f.engine, f.severity) for f in combine([warn], [chk], shapes, None)] == [("both", "error")]

@@ -188,7 +188,8 @@ def combine(hand: Iterable[Finding], checked: Iterable[Finding], shapes: PluginS
     matched: set[int] = set()
     out: list[Finding] = []
     for h in hand:
-        agree = [i for i, c in enumerate(checked) if _agrees(h, c)]
+        # an info finding is not a break, whatever else reports the site
+        agree = [i for i, c in enumerate(checked) if _agrees(h, c)] if h.severity != "info" else []
         if agree:
             matched.update(agree)
             words = "; ".join(first_line(checked[i].message) for i in agree[:3])
