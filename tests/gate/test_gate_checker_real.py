@@ -6,7 +6,6 @@ the hand gate on the constructor calls. Slow: two mypy runs over the whole plugi
 from __future__ import annotations
 
 import io
-import os
 import subprocess
 import tarfile
 from pathlib import Path
@@ -23,8 +22,8 @@ pytestmark = [pytest.mark.mirror,
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_shared_by_reads_are_forecast_and_its_constructor_calls_are_errors_of_both(tmp_path):
-    mirror = Path(os.environ["OVERLAY_MIRROR"])
+def test_shared_by_reads_are_forecast_and_its_constructor_calls_are_errors_of_both(tmp_path, mirror_dir):
+    mirror = mirror_dir
     target = load_pin(ROOT, "v0.27.1").target("plugin")
     repo = paths.find_mirror_repo(mirror, target.source.mirror_name)
     if repo is None:
