@@ -94,7 +94,7 @@ $(VENV)/.installed-%: $(VENV)/.installed
 	$(PIP_INSTALL) -e '.[$*]'
 	@touch $@
 
-TEST_DEPS := $(VENV)/.installed-test $(VENV)/.installed-evidence
+TEST_DEPS := $(VENV)/.installed-test $(VENV)/.installed-evidence $(VENV)/.installed-gate
 
 # The lock, re-resolved from pyproject.toml for the Python that runs it (the update path):
 # a scratch venv outside the tree's .venv, every extra, then `pip freeze`.

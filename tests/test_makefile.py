@@ -57,7 +57,7 @@ def fake_venv(tmp_path):
     overlay = venv / "bin" / "overlay"
     overlay.write_text(FAKE_OVERLAY.format(python=sys.executable, log=log))
     overlay.chmod(0o755)
-    for stamp in (".installed", ".installed-test", ".installed-evidence", ".installed-cluster"):
+    for stamp in (".installed", ".installed-test", ".installed-evidence", ".installed-gate", ".installed-cluster"):
         (venv / stamp).touch()  # newer than pyproject.toml: make builds nothing
 
     def make(*args: str, env: dict | None = None):

@@ -66,6 +66,14 @@ def register(sub) -> None:
                    help="count only new findings: those that upstream's own plugin at the pin (without "
                         "the series), gated against the core release it declares, does not already have "
                         "(needs --pin; the mirror or cache for the upstream trees)")
+    p.add_argument("--engine", choices=("hand", "checker", "both"), default="hand",
+                   help="hand: the gate's own checks (default); checker: the type checker (mypy, the `gate` "
+                        "extra) run against the declared core and this one, new diagnostics only, each a "
+                        "forecast warning unless the hand gate agrees; both: the two combined (agreement is "
+                        "an error)")
+    p.add_argument("--declared-core", type=Path, default=None, metavar="DIR",
+                   help="for --engine checker|both: the core tree the plugin declares (default: the release "
+                        "named by the plugin's .github/vllm-release-tag.commit, from the mirror or cache)")
     p.set_defaults(func=cmd_gate)
 
 
@@ -161,6 +169,12 @@ def _compose_first(args: argparse.Namespace) -> None:
 
 def cmd_gate(args: argparse.Namespace) -> int:
     args.core_version = _core_version(args.core_version)
+    if args.engine != "hand":
+        from overlay.gate import checker
+        checker.require()  # one line before any work when it is not installed
+        if args.against is not None or args.bisect:
+            raise OverlayError(f"--engine {args.engine} does not combine with --against or --bisect",
+                               hint="gate one core at a time (--core/--plugin or --pin), or use --engine hand")
     if args.against is not None:
         return _cmd_forward(args)
     if args.compose:
@@ -179,7 +193,33 @@ def cmd_gate(args: argparse.Namespace) -> int:
         if pin is None:
             raise OverlayError("--baseline declared needs --pin (the pin's upstream plugin is the baseline)")
         report = _against_declared(args, report, core, pin, allow)
+    if args.engine != "hand":
+        report = _with_checker(args, report, core, plugin)
     return _emit(report, args)
+
+
+def _with_checker(args: argparse.Namespace, report, core: Path, plugin: Path):
+    """The report with the checker engine's findings (`--engine checker|both`)."""
+    from overlay.gate import add_checker
+    from overlay.gate.conditions import core_version
+    from overlay.gate.index import TreeIndex
+    from overlay.gate.source import DirSource
+    from overlay.trees import baseline_trees
+
+    if args.declared_core is not None:
+        declared_dir = args.declared_core
+        if not declared_dir.is_dir():
+            raise OverlayError("declared core tree not found", path=str(declared_dir))
+        declared = core_version(TreeIndex(DirSource(declared_dir.resolve()), {}))
+    else:
+        declared = baseline_trees.declared_release(Path(plugin))
+        if declared is None:
+            raise OverlayError("the plugin declares no core release (.github/vllm-release-tag.commit)",
+                               path=str(plugin), hint="name the declared core with --declared-core DIR")
+        from overlay.trees import sources
+        declared_dir = sources.release_tree(Path(args.root), paths.mirror_root(args.mirror), "vllm", declared,
+                                            _progress(args))
+    return add_checker(report, core, plugin, declared_dir, declared, args.engine, _progress(args))
 
 
 def _against_declared(args: argparse.Namespace, report, core: Path, pin: str, allow):

@@ -24,7 +24,7 @@ from overlay.gate.engine import Cache, RawResult, gate_sources, top_packages
 from overlay.gate.findings import Finding, GateReport, Suppressed
 from overlay.gate.source import DirSource, TreeSource
 
-__all__ = ["run_gate", "run_gate_on_commit", "report_from", "new_findings", "GateReport", "Finding", "Suppressed", "Allowlist",
+__all__ = ["run_gate", "run_gate_on_commit", "add_checker", "report_from", "new_findings", "GateReport", "Finding", "Suppressed", "Allowlist",
            "load_allowlist"]
 
 
@@ -45,7 +45,8 @@ def report_from(raw: RawResult, core: TreeSource, plugin: TreeSource,
     stats = {"plugin_files": raw.plugin_files, "core_files_read": len(raw.core_files_read),
              "seconds": round(raw.seconds, 3), "cached": raw.cached}
     return GateReport(core=core.label(), plugin=plugin.label(), core_version=raw.core_version,
-                      findings=reported, suppressed=suppressed, notes=raw.notes + notes, stats=stats)
+                      findings=reported, suppressed=suppressed, notes=raw.notes + notes, stats=stats,
+                      loaded=getattr(raw, "loaded", None))
 
 
 def run_gate(core_dir: Path, plugin_dir: Path, allowlist: Path | Allowlist | None = None,
@@ -70,6 +71,40 @@ def run_gate(core_dir: Path, plugin_dir: Path, allowlist: Path | Allowlist | Non
     raw = gate_sources(core, plugin, version=core_version, cache=cache or Cache(), store_root=store_root,
                        progress=progress)
     return report_from(raw, core, plugin, allow, pin, note_unused)
+
+
+def add_checker(report: GateReport, core_dir: Path, plugin_dir: Path, declared_dir: Path,
+                declared_version: str | None, engine: str = "both", progress=None) -> GateReport:
+    """`report` (the hand gate's, on these trees) with the checker engine's findings:
+    the plugin type-checked against the declared core (`declared_dir`, release
+    `declared_version`) and against `core_dir`; only new diagnostics count. `engine`:
+    "both" keeps the hand gate's findings too, "checker" only what the checker found
+    (confirmed or not). See engines.py for how they combine."""
+    from dataclasses import replace
+
+    from overlay.gate import checker, engines
+
+    version = checker.require()
+    plugin = _tree(Path(plugin_dir), "plugin")
+    _tree(Path(core_dir), "core")
+    _tree(Path(declared_dir), "declared core")
+    packages = top_packages(plugin)
+    core = top_packages(DirSource(Path(core_dir).resolve())) - packages
+    new = checker.check(Path(core_dir), plugin, packages, report.core_version, progress, core)
+    old = checker.check(Path(declared_dir), plugin, packages, declared_version, progress, core)
+    fresh = checker.new_diagnostics(new.diagnostics, old.diagnostics)
+    found = engines.to_findings(fresh, report.core_version or str(core_dir))
+    shapes = engines.PluginShapes(plugin, checker.plugin_files(plugin, packages))
+    combined = engines.combine(report.findings, found, shapes, report.loaded, keep_hand_only=engine == "both")
+    stats = dict(report.stats, checker=f"{checker.CHECKER} {version}", checker_seconds=round(new.seconds + old.seconds, 3),
+                 checker_new=len(fresh), checker_declared=declared_version, clusters=len(engines.clusters(combined)))
+    notes = report.notes + tuple(f"plugin file {path} does not parse: the checker left it out"
+                                 for path in new.unparsed)
+    if version != checker.PIN:
+        notes += (f"the checker is {checker.CHECKER} {version}, not the pinned {checker.PIN}: its messages may differ",)
+    if declared_version and declared_version == report.core_version:
+        notes += (f"the core under test is the declared release {declared_version}: the checker finds nothing new",)
+    return replace(report, findings=tuple(combined), stats=stats, notes=notes)
 
 
 def run_gate_on_commit(core_git_dir: Path, commit: str, plugin_dir: Path,

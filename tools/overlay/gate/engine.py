@@ -69,6 +69,7 @@ class RawResult:
     seconds: float
     notes: tuple[str, ...] = ()  # plugin files that could not be gated, etc.
     cached: bool = False  # answered from the on-disk cache (unchanged trees)
+    loaded: frozenset[str] | None = None  # plugin modules start-up loads (None: no entry points)
 
 
 @contextlib.contextmanager
@@ -166,7 +167,8 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
     notes += skipped_notes(core_src, plugin_src)
     result = RawResult(findings=tuple(unique), core_version=version,
                        core_files_read=tuple(sorted(core.files_read)), plugin_files=facts.files,
-                       seconds=time.perf_counter() - started, notes=tuple(notes))
+                       seconds=time.perf_counter() - started, notes=tuple(notes),
+                       loaded=frozenset(startup.parent) if startup.declared else None)
     if store_root is not None:
         if isinstance(cache.text.names, store.BlobNames):
             cache.text.names.flush()

@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 KINDS = ("import", "override", "replacement", "constructor", "attribute", "call", "patch-target", "version-guard",
-         "undecidable")
+         "undecidable", "type")
+
+# Which engine found it: the hand gate's checks, the type checker run differentially
+# (kind `type`, see checker.py), or both at the same plugin site (then it is an error).
+ENGINES = ("hand", "checker", "both")
+CONFIDENCES = ("high", "medium", "low")
 
 # error: core's code reaches the break on a path the plugin runs (start-up import chain,
 # a visible core call site): the exit status follows these. warning: a break with no
@@ -39,6 +44,8 @@ class Finding:
     severity: str = "error"
     reason: str = ""
     summary: str = ""
+    engine: str = "hand"  # see ENGINES
+    confidence: str = ""  # see CONFIDENCES; "" when only one engine ran
 
     def location(self) -> str:
         core = self.core_path or "-"
@@ -57,7 +64,8 @@ class Finding:
         return {"kind": self.kind, "symbol": self.symbol, "severity": self.severity,
                 "plugin": {"path": self.plugin_path, "line": self.plugin_line},
                 "core": {"path": self.core_path or None, "line": self.core_line or None},
-                "summary": self.short(), "message": self.message, "reason": self.reason}
+                "summary": self.short(), "message": self.message, "reason": self.reason,
+                "engine": self.engine, "confidence": self.confidence or None}
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,9 @@ class GateReport:
     notes: tuple[str, ...] = ()  # expired or unused allowlist entries, etc.
     stats: dict = field(default_factory=dict)
     fail_on: str = "error"  # the lowest severity that fails the run
+    # plugin modules loaded at start-up (None: the plugin declares no entry points, so
+    # every module counts as loaded); the checker engine's reachability filter reads it
+    loaded: frozenset[str] | None = field(default=None, compare=False, repr=False)
 
     @property
     def failing(self) -> tuple[Finding, ...]:

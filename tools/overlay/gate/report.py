@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from overlay.gate.engines import clusters, first_line
 from overlay.gate.findings import SEVERITIES, Finding, GateReport
+
+CLUSTERS_SHOWN = 10
 from overlay.reporting import junit, printable
 
 
@@ -16,7 +19,8 @@ def text(report: GateReport, verbose: bool = False) -> str:
              + (f" (version {report.core_version})" if report.core_version else "")]
     ordered = sorted(report.findings, key=lambda f: (SEVERITIES.index(f.severity), f.sort_key()))
     for f in ordered:
-        lines.append(f"{f.severity}: {f.plugin_path}:{f.plugin_line}: {f.short()}")
+        tag = f" [{f.engine}]" if f.engine != "hand" else ""
+        lines.append(f"{f.severity}{tag}: {f.plugin_path}:{f.plugin_line}: {f.short()}")
         if verbose:
             core = f"{f.core_path}:{f.core_line}" if f.core_line else (f.core_path or "-")
             lines.append(f"    {f.kind} {f.symbol} (core {core})")
@@ -25,6 +29,13 @@ def text(report: GateReport, verbose: bool = False) -> str:
     for s in report.suppressed:
         if verbose:
             lines.append(f"accepted: {s.finding.location()}: {s.finding.symbol} ({s.reason})")
+    groups = clusters(report.findings)
+    if groups:
+        lines.append(f"checker clusters (rule, message): {len(groups)}")
+        for c in groups if verbose else groups[:CLUSTERS_SHOWN]:
+            lines.append(f"  {c.count:>4} [{c.rule}] {first_line(c.message)[:140]} ({', '.join(c.engines)})")
+        if not verbose and len(groups) > CLUSTERS_SHOWN:
+            lines.append(f"  ... {len(groups) - CLUSTERS_SHOWN} more (-v or --json)")
     for note in report.notes:
         lines.append(f"note: {note}")
     sev = report.severity_counts()
@@ -54,6 +65,8 @@ def to_json(report: GateReport) -> str:
                      for s in report.suppressed],
         "notes": list(report.notes),
         "stats": report.stats,
+        "engine_counts": dict(Counter(f.engine for f in report.findings)),
+        "clusters": [c.to_dict() for c in clusters(report.findings)],
     }
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 

@@ -1,0 +1,257 @@
+"""Two engines, one report: the hand gate's findings and the checker's, combined.
+
+The checker (checker.py) is a high-recall triage list; the hand gate is the precise one.
+- a hand finding the checker also reports at the same plugin site is `both`: an error,
+  confidence high;
+- a hand finding alone stays as the hand gate rates it (`hand`, confidence medium);
+- a checker finding alone (`checker`) is a warning, a forecast, never an error. It first
+  passes the hand gate's filters: a site under a guard (`hasattr`, `getattr(.., default)`,
+  `__dataclass_fields__`, `inspect.signature`, `try/except AttributeError`) or whose
+  runtime object is the plugin's own subclass that defines the name is info; a site in a
+  file whose patch target is gone is folded into that one patch-target finding; a site
+  in a module that start-up does not load has confidence low.
+Findings are clustered by (rule, message) for the report. Pure, apart from reading the
+plugin's files through its TreeSource.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Iterable
+
+from overlay.gate.checker import Diagnostic
+from overlay.gate.findings import Finding
+from overlay.gate.source import TreeSource
+
+NEAR = 3  # lines between a hand site and a checker site that name the same thing
+GUARD_CALLS = ("hasattr", "signature", "getfullargspec")
+GUARD_EXCEPTIONS = frozenset({"AttributeError", "TypeError", "ImportError", "ModuleNotFoundError", "Exception",
+                              "BaseException", "KeyError", "NameError"})
+NO_ATTRIBUTE = re.compile(r'"([A-Za-z_]\w*)"(?: of "[^"]*")? has no attribute "([A-Za-z_]\w*)"')
+QUOTED = re.compile(r'"([A-Za-z_][\w.]*)"')
+
+
+def first_line(message: str) -> str:
+    return message.split("\n", 1)[0]
+
+
+def to_findings(diagnostics: Iterable[Diagnostic], against: str) -> list[Finding]:
+    """Each new diagnostic as a `type` finding: a forecast until the hand gate agrees."""
+    out = []
+    for d in diagnostics:
+        head = first_line(d.message)
+        out.append(Finding("type", f"type:{d.rule}:{head}", d.path, d.line, "", 0, d.message,
+                           severity="warning", reason=f"new with core {against}: the checker alone (a forecast)",
+                           summary=f"[{d.rule}] {head}", engine="checker", confidence="medium"))
+    return out
+
+
+@dataclass
+class Shape:
+    """What the filters read from one plugin file: guarded line ranges, its classes."""
+
+    guarded: list[tuple[int, int, str]]  # (first line, last line, what guards them)
+    classes: dict[str, tuple[list[str], set[str]]]  # name -> (base names, names it defines)
+
+
+def _name(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Subscript):
+        return _name(node.value)
+    return ""
+
+
+def _guard(test: ast.expr) -> str | None:
+    for node in ast.walk(test):
+        if isinstance(node, ast.Call):
+            fn = _name(node.func)
+            if fn in GUARD_CALLS or (fn == "getattr" and len(node.args) >= 3):
+                return f"{fn}(...)"
+        if isinstance(node, ast.Attribute) and node.attr in ("__dataclass_fields__", "__annotations__"):
+            return node.attr
+    return None
+
+
+def _end(nodes: list[ast.stmt]) -> int:
+    return max((getattr(n, "end_lineno", None) or n.lineno) for n in nodes) if nodes else 0
+
+
+def shape_of(text: str) -> Shape:
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return Shape([], {})
+    guarded: list[tuple[int, int, str]] = []
+    classes: dict[str, tuple[list[str], set[str]]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.IfExp, ast.While)):
+            why = _guard(node.test)
+            if why:
+                guarded.append((node.lineno, node.end_lineno or node.lineno, why))
+        elif isinstance(node, ast.Try):
+            names = set()
+            for h in node.handlers:
+                if h.type is None:
+                    names.add("BaseException")
+                for t in (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type] if h.type else []):
+                    names.add(_name(t))
+            if names & GUARD_EXCEPTIONS and node.body:
+                guarded.append((node.body[0].lineno, _end(node.body), f"try/except {', '.join(sorted(names))}"))
+        elif isinstance(node, ast.ClassDef):
+            defined: set[str] = set()
+            for sub in ast.walk(node):
+                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    defined.add(sub.name)
+                elif isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) \
+                        and isinstance(sub.value, ast.Name) and sub.value.id == "self":
+                    defined.add(sub.attr)
+                elif isinstance(sub, (ast.Assign, ast.AnnAssign)):
+                    for t in (sub.targets if isinstance(sub, ast.Assign) else [sub.target]):
+                        if isinstance(t, ast.Name):
+                            defined.add(t.id)
+            classes[node.name] = ([_name(b) for b in node.bases], defined)
+    return Shape(guarded, classes)
+
+
+class PluginShapes:
+    """Shapes of the plugin's files, read on demand; its classes across all files."""
+
+    def __init__(self, plugin: TreeSource, files: Iterable[str]):
+        self.plugin = plugin
+        self.files = sorted(files)
+        self._shapes: dict[str, Shape] = {}
+        self._classes: dict[str, list[tuple[list[str], set[str]]]] | None = None
+
+    def shape(self, path: str) -> Shape:
+        if path not in self._shapes:
+            data = self.plugin.read(path)
+            self._shapes[path] = shape_of(data.decode("utf-8", "replace")) if data else Shape([], {})
+        return self._shapes[path]
+
+    def guard_at(self, path: str, line: int) -> str | None:
+        for first, last, why in self.shape(path).guarded:
+            if first <= line <= last:
+                return why
+        return None
+
+    def subclass_defining(self, base: str, attr: str) -> str | None:
+        """A plugin class below `base` (by name, through the plugin's own classes) that
+        defines `attr`: at run time the object is that class."""
+        if self._classes is None:
+            self._classes = {}
+            for path in self.files:
+                for name, entry in self.shape(path).classes.items():
+                    self._classes.setdefault(name, []).append(entry)
+        below = {base}
+        grew = True
+        while grew:
+            grew = False
+            for name, entries in self._classes.items():
+                if name not in below and any(set(bases) & below for bases, _ in entries):
+                    below.add(name)
+                    grew = True
+        for name in sorted(below - {base}):
+            if any(attr in defined for _, defined in self._classes[name]):
+                return name
+        return None
+
+
+def module_of(path: str) -> str:
+    name = path[:-3] if path.endswith(".py") else path
+    name = name.replace("/", ".")
+    return name[: -len(".__init__")] if name.endswith(".__init__") else name
+
+
+def _hand_name(f: Finding) -> str:
+    return re.split(r"[.:]", f.symbol)[-1]
+
+
+def _agrees(hand: Finding, chk: Finding) -> bool:
+    if hand.plugin_path != chk.plugin_path:
+        return False
+    if hand.plugin_line == chk.plugin_line:
+        return True
+    return abs(hand.plugin_line - chk.plugin_line) <= NEAR and _hand_name(hand) in QUOTED.findall(chk.message)
+
+
+def combine(hand: Iterable[Finding], checked: Iterable[Finding], shapes: PluginShapes,
+            loaded: frozenset[str] | None, keep_hand_only: bool = True) -> list[Finding]:
+    """One list from both engines (see the module docstring)."""
+    hand = list(hand)
+    checked = list(checked)
+    matched: set[int] = set()
+    out: list[Finding] = []
+    for h in hand:
+        # an info finding is not a break, whatever else reports the site
+        agree = [i for i, c in enumerate(checked) if _agrees(h, c)] if h.severity != "info" else []
+        if agree:
+            matched.update(agree)
+            words = "; ".join(first_line(checked[i].message) for i in agree[:3])
+            out.append(replace(h, severity="error", engine="both", confidence="high",
+                               reason=f"{h.reason}; the checker agrees: {words}" if h.reason else
+                               f"the checker agrees: {words}"))
+        elif keep_hand_only:
+            out.append(replace(h, engine="hand", confidence="medium"))
+    dead = {h.plugin_path: h for h in hand if h.kind == "patch-target"}
+    folded: Counter = Counter()
+    for i, c in enumerate(checked):
+        if i in matched:
+            continue
+        if c.plugin_path in dead:
+            folded[c.plugin_path] += 1
+            continue
+        why = shapes.guard_at(c.plugin_path, c.plugin_line)
+        if why:
+            out.append(replace(c, severity="info", confidence="low", reason=f"guarded by {why}: the checker alone"))
+            continue
+        m = NO_ATTRIBUTE.search(first_line(c.message))
+        sub = shapes.subclass_defining(m.group(1), m.group(2)) if m else None
+        if sub:
+            out.append(replace(c, severity="info", confidence="low",
+                               reason=f"the runtime object may be the plugin's {sub}, which defines {m.group(2)}"))
+            continue
+        if loaded is not None and module_of(c.plugin_path) not in loaded:
+            out.append(replace(c, confidence="low", reason=c.reason + "; its module is not loaded at start-up"))
+            continue
+        out.append(c)
+    if folded:
+        out = [replace(f, message=f"{f.message}; {folded[f.plugin_path]} checker diagnostic(s) in this file "
+                                  "are behind this dead patch") if f.kind == "patch-target" and folded.get(f.plugin_path)
+               and f.plugin_path in dead and dead[f.plugin_path].symbol == f.symbol else f for f in out]
+    return sorted(out, key=Finding.sort_key)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    rule: str
+    message: str
+    count: int
+    engines: tuple[str, ...]
+    sites: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        return {"rule": self.rule, "message": self.message, "count": self.count, "engines": list(self.engines),
+                "sites": list(self.sites)}
+
+
+def clusters(findings: Iterable[Finding], sites: int = 5) -> list[Cluster]:
+    """Checker findings grouped by (rule, message), largest first."""
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    for f in findings:
+        if f.engine == "hand" or not f.symbol.startswith("type:") and f.engine != "both":
+            continue
+        if f.symbol.startswith("type:"):
+            _, rule, message = f.symbol.split(":", 2)
+        else:
+            rule, message = f.kind, first_line(f.message)
+        groups.setdefault((rule, message), []).append(f)
+    out = [Cluster(rule, message, len(fs), tuple(sorted({f.engine for f in fs})),
+                   tuple(f"{f.plugin_path}:{f.plugin_line}" for f in fs[:sites]))
+           for (rule, message), fs in groups.items()]
+    return sorted(out, key=lambda c: (-c.count, c.rule, c.message))

@@ -1,0 +1,150 @@
+"""The checker engine's scratch copy of the plugin: its text made checkable (pure).
+
+A type checker run on the plugin as it ships sees little: `# type: ignore` and
+`# mypy: ignore-errors` silence it, and every `vllm_version_is("X")` branch is checked
+on both sides, so a break in the branch that runs is cancelled by the same text in the
+diff. Here each plugin file is rewritten, as text, before the checker reads it:
+- suppression comments are removed (`# type: ignore[...]`, `# mypy: ...`,
+  `# pyright: ...`, `# pyre-ignore`/`# pyre-fixme`, `# pyrefly: ignore`);
+- `vllm_version_is("X")` and exact-match release guards (`vllm.__version__ == "X"`,
+  `!=`) become `True` or `False` for the core under test, so the checker treats the
+  branch that does not run as unreachable.
+Nothing here runs the plugin's code; a file that does not tokenize or parse is left as
+it is (the checker reports it on both sides, and the diff cancels it).
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from typing import Callable
+
+from overlay.gate.conditions import normalize_version
+from overlay.gate.signature import dotted
+
+SUPPRESSION = re.compile(
+    r"#\s*(?:type\s*:\s*ignore\b(?:\[[^\]]*\])?|(?:mypy|pyright|pyrefly|basedpyright)\s*:|pyre-(?:ignore|fixme)\b)",
+    re.I)
+
+# The torch stub, for a checker that cannot import torch (never: the checker reads no
+# installed package). `nn.Module` is a real class, so the plugin's subclasses are checked
+# against what they define themselves; whatever else torch offers reads as Any.
+TORCH_STUB = {
+    "torch/__init__.pyi": (
+        "from typing import Any\n"
+        "from . import nn as nn\n"
+        "Tensor = Any\n"
+        "dtype = Any\n"
+        "device = Any\n"
+        "def __getattr__(name: str) -> Any: ...\n"),
+    "torch/nn/__init__.pyi": (
+        "from typing import Any\n"
+        "class Module:\n"
+        "    def __init__(self, *args: Any, **kwargs: Any) -> None: ...\n"
+        "    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...\n"
+        "    def __getattr__(self, name: str) -> Any: ...\n"
+        "def __getattr__(name: str) -> Any: ...\n"),
+}
+
+
+def strip_suppressions(text: str) -> str:
+    """`text` without the checker-suppression comments (comments only: a string that
+    holds `# type: ignore` is left alone)."""
+    if not SUPPRESSION.search(text):
+        return text
+    lines = text.splitlines(keepends=True)
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return text
+    cuts: dict[int, list[tuple[int, int]]] = {}
+    for tok in tokens:
+        if tok.type != tokenize.COMMENT:
+            continue
+        m = SUPPRESSION.search(tok.string)
+        if m:
+            (row, col), (_, end) = tok.start, tok.end
+            cuts.setdefault(row, []).append((col + m.start(), end))
+    for row, spans in cuts.items():
+        line = lines[row - 1]
+        body, nl = (line[:-1], "\n") if line.endswith("\n") else (line, "")
+        for start, end in sorted(spans, reverse=True):
+            body = body[:start] + body[end:]
+        lines[row - 1] = body.rstrip() + nl
+    return "".join(lines)
+
+
+def _str_arg(call: ast.Call) -> str | None:
+    if len(call.args) == 1 and not call.keywords and isinstance(call.args[0], ast.Constant) \
+            and isinstance(call.args[0].value, str):
+        return call.args[0].value
+    return None
+
+
+def _dotted(node: ast.expr) -> str:
+    return dotted(node) or ""
+
+
+def _guard_value(node: ast.expr, same: Callable[[str], bool]) -> bool | None:
+    """True/False for a version test this module pins, None for anything else."""
+    if isinstance(node, ast.Call) and _dotted(node.func).split(".")[-1] == "vllm_version_is":
+        want = _str_arg(node)
+        return same(want) if want is not None else None
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)) \
+            and _dotted(node.left) == "vllm.__version__" and isinstance(node.comparators[0], ast.Constant) \
+            and isinstance(node.comparators[0].value, str):
+        hit = same(node.comparators[0].value)
+        return hit if isinstance(node.ops[0], ast.Eq) else not hit
+    return None
+
+
+def pin_versions(text: str, version: str | None) -> tuple[str, int]:
+    """(`text` with each version test settled for core `version`, how many were). A test
+    over several lines becomes `(True` + its line breaks + `)`, so no line moves."""
+    if version is None or ("vllm_version_is" not in text and "__version__" not in text):
+        return text, 0
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return text, 0
+    have = normalize_version(version)
+    spans = []
+    for node in ast.walk(tree):
+        value = _guard_value(node, lambda want: normalize_version(want) == have) \
+            if isinstance(node, (ast.Call, ast.Compare)) else None
+        if value is not None and node.end_lineno is not None and node.end_col_offset is not None:
+            spans.append((node.lineno, node.col_offset, node.end_lineno, node.end_col_offset, value))
+    if not spans:
+        return text, 0
+    lines = [line.encode("utf-8") for line in text.splitlines(keepends=True)]
+    done = 0
+    taken: list[tuple[int, int, int, int]] = []
+    for start, col, end, end_col, value in sorted(spans, reverse=True):
+        if any(_overlaps((start, col, end, end_col), t) for t in taken):
+            continue  # a test inside a test already settled
+        taken.append((start, col, end, end_col))
+        word = b"True" if value else b"False"
+        if start == end:
+            line = lines[start - 1]
+            lines[start - 1] = line[:col] + word + line[end_col:]
+        else:
+            head, tail = lines[start - 1][:col], lines[end - 1][end_col:]
+            lines[start - 1] = head + b"(" + word + b"\n"
+            for i in range(start, end - 1):
+                lines[i] = b"\n"
+            lines[end - 1] = b")" + tail
+        done += 1
+    return b"".join(lines).decode("utf-8"), done
+
+
+def _overlaps(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:
+    return (a[0], a[1]) < (b[2], b[3]) and (b[0], b[1]) < (a[2], a[3])
+
+
+def prepare_text(text: str, version: str | None) -> tuple[str, int, bool]:
+    """(checkable text, version tests pinned, whether a suppression was removed)."""
+    stripped = strip_suppressions(text)
+    pinned, n = pin_versions(stripped, version)
+    return pinned, n, stripped != text
