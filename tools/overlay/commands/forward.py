@@ -147,6 +147,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _no_home(text: str) -> str:
+    """A message for a committed document: no path of this machine (the home folder)."""
+    return text.replace(str(Path.home()), "~")
+
+
 def _execute(root: Path, env: tuple[Path, Path], plugin: Path, core_dir: Path, version: str, sites: list[str],
              progress) -> execution.ExecutionRun:
     """The plugin's unit tests against the release `core_dir`, probed at `sites`."""
@@ -181,11 +186,11 @@ def _execution_fields(run: execution.ExecutionRun | None, plugin: Path, items: l
                 spans.setdefault(path, []).append(grade_exec.enclosing_span(_read(plugin, path), int(line)))
                 if path == crash.path and spans[path][-1][0] <= crash.line <= spans[path][-1][1]:
                     item["execution"] = f"{grade_exec.FAILED_THERE} (the tests' import stopped here)"
-            sites = grade_exec.grade_failures({"<import>": f"{crash.path}:{crash.line}: {crash.message}"},
+            sites = grade_exec.grade_failures({"<import>": f"{crash.path}:{crash.line}: {_no_home(crash.message)}"},
                                               "vllm_ascend", spans)
         return {"execution": {
             "collected": None, "passed": 0, "failed": 0, "collect_errors": 0,
-            "stopped": printable(testrun.real_error(run.report.output_tail))[:300],
+            "stopped": _no_home(printable(testrun.real_error(run.report.output_tail)))[:300],
             "errors_failed_there": sum(1 for i in items if i["execution"].startswith(grade_exec.FAILED_THERE)),
             "errors_reached": 0, "errors_not_reached": 0, "errors_not_probed": 0,
             "plugin_crash_sites": sites,
@@ -202,7 +207,7 @@ def _execution_fields(run: execution.ExecutionRun | None, plugin: Path, items: l
                                                run.report.probes.get(item["where"], ()), failures)
         item["execution"] = grade_exec.label(outcome, tests)
         item["execution_tests"] = tests[:5]
-    graded = grade_exec.grade_failures(failures, "vllm_ascend", spans)
+    graded = grade_exec.grade_failures({t: _no_home(w) for t, w in failures.items()}, "vllm_ascend", spans)
     return {"execution": {
         "collected": run.report.collected, "passed": run.report.count("passed"),
         "failed": run.report.count("failed") + run.report.count("error"),

@@ -402,9 +402,12 @@ def run_pytest(python: Path, tree: Path, core_dir: Path, scratch: Path, args: li
                             stderr=subprocess.STDOUT, bufsize=1, errors="replace")
     try:
         assert proc.stdout is not None
-        prefix = f"{tree}{os.sep}"
+        prefixes = (f"{tree}{os.sep}", f"{core_dir}{os.sep}", f"{python.parent.parent}{os.sep}")
         for line in proc.stdout:
-            tail.append(line.rstrip("\n").replace(prefix, ""))
+            text = line.rstrip("\n")
+            for prefix in prefixes:  # the scratch tree, the installed core, the environment
+                text = text.replace(prefix, "")
+            tail.append(text)
             if echo:
                 echo(line.rstrip("\n"))
         code = proc.wait(timeout=timeout)
@@ -418,7 +421,8 @@ def run_pytest(python: Path, tree: Path, core_dir: Path, scratch: Path, args: li
             data = json.loads(report_file.read_text())
         except ValueError:
             data = None
-    return parse_report(_relative(data, (f"{tree}{os.sep}", f"{core_dir}{os.sep}")), code, tail)
+    return parse_report(_relative(data, (f"{tree}{os.sep}", f"{core_dir}{os.sep}",
+                                         f"{python.parent.parent}{os.sep}")), code, tail)
 
 
 def _relative(data: dict | None, prefixes: tuple[str, ...]) -> dict | None:
