@@ -867,10 +867,84 @@ def _missing_attribute(world: TreeIndex, expr: str, ev: Evidence) -> tuple[str, 
     return None
 
 
-def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
+def _subclass_has(facts: PluginFacts, world: TreeIndex, owner: tuple[ModuleInfo, ClassInfo], attr: str,
+                  memo: dict) -> bool:
+    """A plugin class below core's `owner` defines `attr`: the object may be that subclass."""
+    key = (owner[0].name, owner[1].name, attr)
+    if key not in memo:
+        memo[key] = False
+        for pc in facts.classes:
+            info = world.class_of(pc.module, pc.node)
+            if attr not in info.methods and attr not in info.attrs \
+                    and not any(isinstance(f.target, ast.Name) and f.target.id == attr for f in info.fields):
+                continue
+            if any(b is not None and (b[0].name, b[1].name) == key[:2]
+                   for b in _linearize(world, pc.module, info, pc.scope.local_imports)):
+                memo[key] = True
+                break
+    return memo[key]
+
+
+def check_typed_reads(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
+    """Reads in function bodies through receivers typed by core's annotations
+    (`kv_cache_tensor.shared_by` for `for kv_cache_tensor in kv_cache_config.kv_cache_tensors`
+    with `kv_cache_config: KVCacheConfig`; `vllm_config.speculative_config.use_dspark`) of
+    an attribute the core class and its bases certainly lack: no member, field or
+    `self.x` assignment of that name, no `__getattr__`, no base the gate cannot read, no
+    core file mentioning the name at all, no plugin subclass defining it and no plugin
+    code assigning it. A read after probing for the name (`hasattr`, `getattr(...)`) or
+    inside `try: ... except AttributeError` is not one."""
+    from overlay.gate.receivers import Receivers
+    recv = Receivers(world, ev.is_core, _linearize)
+    grouped: dict[tuple, list] = {}
+    sub_memo: dict = {}
+    mention_memo: dict[str, bool] = {}
+    for read in facts.attr_reads:
+        if read.import_time:
+            continue
+        head = read.expr.split(".")[0]
+        if not (read.types and head in read.types) and not (head == "self" and read.cls is not None):
+            continue
+        if read.ctx.type_checking or read.ctx.handles("AttributeError"):
+            continue
+        found = recv.missing(read.module, read.expr, read.types, read.local, read.cls)
+        if found is None:
+            continue
+        path, typed, attr = found
+        if attr in read.ctx.probed or attr in facts.attr_stores:
+            continue
+        if attr not in mention_memo:
+            mention_memo[attr] = bool(ev.callers.mentions(attr))
+        if mention_memo[attr] or _subclass_has(facts, world, (typed.mod, typed.cls), attr, sub_memo):
+            continue
+        owner = f"{typed.mod.name}.{typed.cls.name}"
+        severity = _severity(read.ctx, ev, read.module.name)
+        grouped.setdefault((_kind(read.ctx, "attribute"), f"attribute:{owner}.{attr}", read.path, severity),
+                           []).append((read, path, typed))
     findings: list[Finding] = []
+    for (kind, symbol, plugin_path, severity), items in grouped.items():
+        read, path, typed = items[0]
+        attr = symbol.rsplit(".", 1)[-1]
+        lines = sorted({r.line for r, _, _ in items})
+        more = f" (also at line(s) {', '.join(map(str, lines[1:]))})" if len(lines) > 1 else ""
+        why = (f"`{path}` is a {typed.cls.name} ({typed.how}), and core's {typed.cls.name} and its bases have no "
+               f"attribute '{attr}' (no core file mentions the name)")
+        message = f"`{read.expr}` is read when the function runs: {why}{more}"
+        p = Problem(typed.mod.path, typed.cls.line, (why,), "read in a function body", True)
+        findings.append(Finding(kind, symbol, plugin_path, read.line, typed.mod.path, typed.cls.line,
+                                _why(read.ctx, message), severity=severity,
+                                reason=_reason(read.ctx, ev, read.module.name, p.evidence),
+                                summary=f"read of {typed.cls.name}.{attr}: core's {typed.cls.name} has no "
+                                        f"attribute '{attr}'"))
+    return findings
+
+
+def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
+    findings: list[Finding] = check_typed_reads(facts, world, ev)
     memo: dict[str, tuple | None] = {}
     for read in facts.attr_reads:
+        if read.ctx.probed and read.expr.split(".")[-1] in read.ctx.probed:
+            continue  # read after probing for it (`if hasattr(mod, "x"): mod.x`)
         target = qualify(read.module, read.expr, read.local)
         if target is None or not ev.is_core(target):
             continue
