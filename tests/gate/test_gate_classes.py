@@ -224,3 +224,42 @@ def test_keywords_and_reads_behind_a_probe_of_that_name_are_no_finding(tmp_path)
     assert sorted(f.symbol for f in errors(bare)) == [
         "attribute:vllm.v1.core.sched_output.SchedulerOutput.partial_tail_offloads",
         "constructor:vllm_ascend.sched:vllm.v1.core.sched_output.SchedulerOutput"]
+
+
+# ----------------------------------------------------------------------------- false alarms: dead patches
+
+SAMPLER = """
+    def gather(x, k):
+        return x
+"""
+
+DEAD_PATCH = """
+    import vllm.v1.sampler as sampler_mod
+    from vllm.v1.sampler import gather
+
+
+    def compute_topk_logprobs_npu(x):
+        top = gather(x, 1, 2)
+        return sampler_mod.removed_helper(top)
+
+
+    sampler_mod.compute_topk_logprobs = compute_topk_logprobs_npu
+"""
+
+LIVE_TOO = DEAD_PATCH + """
+
+    def run(x):
+        return compute_topk_logprobs_npu(x)
+"""
+
+
+def test_code_behind_a_patch_whose_target_is_gone_is_one_finding(tmp_path):
+    core = {"vllm/v1/sampler.py": SAMPLER}
+    report = gate(tmp_path / "d", core, {"vllm_ascend/patch_sampler.py": DEAD_PATCH}, ("vllm_ascend.patch_sampler",))
+    assert [f.symbol for f in report.findings] == ["patch-target:vllm.v1.sampler.compute_topk_logprobs"]
+    assert "2 finding(s) inside compute_topk_logprobs_npu" in report.findings[0].message
+    assert "call:vllm.v1.sampler.gather" in report.findings[0].message
+    # a function the plugin also calls elsewhere keeps its own findings
+    live = gate(tmp_path / "l", core, {"vllm_ascend/patch_sampler.py": LIVE_TOO}, ("vllm_ascend.patch_sampler",))
+    assert sorted(f.symbol for f in errors(live)) == ["attribute:vllm.v1.sampler.removed_helper",
+                                                       "call:vllm.v1.sampler.gather"]

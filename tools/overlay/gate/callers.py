@@ -479,6 +479,18 @@ class Callers:
         return any(raw in self.text(path, i) and word.search(self.text(path, i))
                    for path, i in self.all_files() if self.trees[i][3])
 
+    def plugin_uses(self, name: str) -> int:
+        """How many times plugin files name the identifier `name` other than on an import
+        line (its def and every use count)."""
+        word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
+        raw = name.encode()
+        count = 0
+        for path, i in self.all_files():
+            if self.trees[i][3] and raw in self.text(path, i):
+                count += sum(len(word.findall(line)) for line in self.text(path, i).splitlines()
+                             if raw in line and not re.match(rb"\s*(from\s+\S+\s+)?import\s", line))
+        return count
+
     def all_files(self) -> list[tuple[str, int]]:
         self._index()
         return self._files

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -607,6 +608,63 @@ def _missing_target(r: Replacement, core_path: str, core_line: int, why: str, ev
                     core_path, core_line, _why(r.ctx, message), severity=severity,
                     reason=_reason(r.ctx, ev, r.module.name, evidence),
                     summary=f"patch of {r.owner.rsplit('.', 1)[-1]}.{r.attr} does nothing: {why}")]
+
+
+def _patch_function(r: Replacement, world: TreeIndex) -> tuple[str, ast.AST] | None:
+    """(plugin path, def node) of the plugin function a replacement installs."""
+    name = dotted(r.value)
+    if name is None:
+        return None
+    node = r.scope.defs.get(name) if "." not in name else None
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return r.path, node
+    target = qualify(r.module, name, r.scope.local_imports)
+    obj = world.resolve_dotted(target) if target else None
+    if obj is None or obj[0] != "func":
+        return None
+    fmod, sig = obj[1]  # type: ignore[misc]
+    for stmt in fmod.tree.body if fmod.tree is not None else ():
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.lineno == sig.line:
+            return fmod.path, stmt
+    return None
+
+
+def fold_dead_patches(found: list[Finding], facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
+    """Code reachable only through a patch whose core target is gone never runs: the
+    findings inside the function such a patch installs (and nothing else in the plugin
+    names) are folded into the one `patch-target` finding, which lists them."""
+    dead = {(f.plugin_path, f.plugin_line): f for f in found if f.kind == "patch-target"}
+    if not dead:
+        return found
+    by_value: dict[tuple[str, int], list[Finding]] = {}
+    spans: dict[tuple[str, int], tuple[str, int, int, str]] = {}
+    for r in facts.replacements:
+        f = dead.get((r.path, r.line))
+        fn = _patch_function(r, world) if f is not None else None
+        if fn is None or getattr(fn[1], "name", None) is None:
+            continue
+        path, node = fn
+        key = (path, node.lineno)  # type: ignore[attr-defined]
+        by_value.setdefault(key, []).append(f)  # type: ignore[arg-type]
+        spans[key] = (path, node.lineno, node.end_lineno or node.lineno, node.name)  # type: ignore[attr-defined]
+    out = list(found)
+    for key, patches in by_value.items():
+        path, first, last, name = spans[key]
+        # named only by its def and by the dead patches that install it (imports aside):
+        # anything else may run it through another path
+        if ev.callers.plugin_uses(name) > 1 + len(patches):
+            continue
+        inside = [f for f in out if f.plugin_path == path and first <= f.plugin_line <= last
+                  and f.kind != "patch-target"]
+        if not inside:
+            continue
+        out = [f for f in out if f not in inside]
+        listed = ", ".join(sorted({f.symbol for f in inside}))
+        for p in patches:
+            folded = dataclasses.replace(p, message=p.message + f"; {len(inside)} finding(s) inside {name}, which "
+                                         f"only this patch installs, never run and are folded here: {listed}")
+            out[out.index(p)] = folded
+    return out
 
 
 # a module-level `def name(` (or `async def`) in a core file's text
