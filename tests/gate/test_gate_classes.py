@@ -263,3 +263,62 @@ def test_code_behind_a_patch_whose_target_is_gone_is_one_finding(tmp_path):
     live = gate(tmp_path / "l", core, {"vllm_ascend/patch_sampler.py": LIVE_TOO}, ("vllm_ascend.patch_sampler",))
     assert sorted(f.symbol for f in errors(live)) == ["attribute:vllm.v1.sampler.removed_helper",
                                                        "call:vllm.v1.sampler.gather"]
+
+
+# ----------------------------------------------------------------------------- false alarms: reachability
+
+WORKER_BASE = """
+    class WorkerBase:
+        def determine_available_memory(self):
+            raise NotImplementedError
+"""
+
+GPU_RUNNER = """
+    def _init_minimal_kv_cache_for_profiling(runner: "GPUModelRunner") -> None:
+        runner.initialize_kv_cache(None, is_profiling=True)
+
+
+    class GPUModelRunner:
+        def initialize_kv_cache(self, kv_cache_config, is_profiling=False):
+            pass
+
+        def profile_cudagraph_memory(self):
+            _init_minimal_kv_cache_for_profiling(self)
+"""
+
+GPU_WORKER = """
+    from vllm.v1.worker.worker_base import WorkerBase
+
+
+    class Worker(WorkerBase):
+        def determine_available_memory(self):
+            return self.model_runner.profile_cudagraph_memory()
+"""
+
+NPU = """
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+    from vllm.v1.worker.worker_base import WorkerBase
+
+
+    class NPUModelRunner(GPUModelRunner):
+        def initialize_kv_cache(self, kv_cache_config):
+            pass
+
+
+    class NPUWorker(WorkerBase):
+        def determine_available_memory(self):
+            return 0
+"""
+
+
+def test_a_core_call_whose_only_callers_sit_in_another_platform_s_class_is_no_error(tmp_path):
+    core = {"vllm/v1/worker/__init__.py": "", "vllm/v1/worker/worker_base.py": WORKER_BASE,
+            "vllm/v1/worker/gpu_model_runner.py": GPU_RUNNER, "vllm/v1/worker/gpu_worker.py": GPU_WORKER}
+    report = gate(tmp_path / "a", core, {"vllm_ascend/worker.py": NPU}, ("vllm_ascend.worker",))
+    found = [f for f in report.findings if f.symbol.endswith("NPUModelRunner.initialize_kv_cache")]
+    assert found and all(f.severity != "error" for f in found)
+    # the same call reached from a core class the plugin does use stays an error
+    live = NPU.replace("class NPUWorker(WorkerBase):", "class NPUWorker(WorkerBase):\n"
+                       "        def load(self):\n            return self.model_runner.profile_cudagraph_memory()\n")
+    report = gate(tmp_path / "b", core, {"vllm_ascend/worker.py": live}, ("vllm_ascend.worker",))
+    assert [f.severity for f in report.findings if f.symbol.endswith("NPUModelRunner.initialize_kv_cache")] == ["error"]

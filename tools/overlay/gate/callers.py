@@ -237,6 +237,9 @@ class Callers:
         self._sites: dict[tuple[int, str, str], list[Site]] = {}
         self._scopes: dict[tuple[int, str], list] = {}
         self._reach: dict[tuple[str, str | None, str], tuple[bool, str]] = {}
+        # (module, class) -> why the class never runs with the plugin in place (a core
+        # class for another platform), or None; set by the engine
+        self.alternative = lambda module, cls: None
 
     # -- the text index
 
@@ -524,6 +527,10 @@ class Callers:
         if self.is_dead(*key):
             owner = f"{cls}.{func}" if cls else func
             return False, f"{owner} is overridden or replaced by the plugin"
+        if cls is not None:
+            why = self.alternative(module, cls)
+            if why:
+                return False, why
         if func.startswith("__") and func.endswith("__"):
             return True, "called implicitly"
         if depth >= MAX_DEPTH:

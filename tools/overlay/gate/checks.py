@@ -875,6 +875,58 @@ def check_constructors(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> li
     return findings
 
 
+# ----------------------------------------------------------------------------- reachability: alternatives
+
+
+def platform_alternatives(facts: PluginFacts, world: TreeIndex, is_core: Callable[[str], bool], callers: Callers):
+    """A function (module, class) -> reason or None: is the core class another
+    platform's implementation of an interface the plugin implements itself? Core's
+    `Worker(WorkerBase)` (the GPU worker) beside the plugin's `NPUWorker(WorkerBase)`:
+    core picks one worker class per platform, and the plugin's platform names its own.
+    Computed, never listed: the class derives directly from a core base that a plugin
+    class also derives from directly; no plugin class has it in its bases; the plugin
+    imports it nowhere; and no file of either tree calls it by name (nothing constructs it
+    directly). Code in such a class does not run with the plugin, so core's call sites
+    there are no evidence against it."""
+    direct: dict[tuple[str, str], list[str]] = {}  # core base -> plugin classes right below it
+    in_mro: set[tuple[str, str]] = set()
+    for pc in facts.classes:
+        info = world.class_of(pc.module, pc.node)
+        for expr in info.bases:
+            target = qualify(pc.module, expr, pc.scope.local_imports) if expr else None
+            found = world.resolve_dotted(target) if target else None
+            if found and found[0] == "class" and is_core(found[1][0].name):  # type: ignore[index]
+                bmod, bcls = found[1]  # type: ignore[misc]
+                direct.setdefault((bmod.name, bcls.name), []).append(info.name)
+        for b in _linearize(world, pc.module, info, pc.scope.local_imports):
+            if b is not None:
+                in_mro.add((b[0].name, b[1].name))
+    imported = {(u.module, u.name) for u in facts.imports}
+    memo: dict[tuple[str, str], str | None] = {}
+
+    def why(module: str, cls: str) -> str | None:
+        key = (module, cls)
+        if key in memo:
+            return memo[key]
+        memo[key] = None
+        mod = world.module(module)
+        info = mod.classes.get(cls) if mod is not None else None
+        if info is None or key in in_mro or (module, cls) in imported or callers.sites(cls):
+            return None
+        for expr in info.bases:
+            target = qualify(mod, expr, None) if expr else None  # type: ignore[arg-type]
+            found = world.resolve_dotted(target) if target else None
+            if found and found[0] == "class":
+                base = (found[1][0].name, found[1][1].name)  # type: ignore[index]
+                if base in direct:
+                    memo[key] = (f"{cls} is core's own {base[1]} for another platform: the plugin runs its "
+                                 f"{', '.join(sorted(set(direct[base])))} instead")
+                    break
+        return memo[key]
+
+    return why
+
+
 # ----------------------------------------------------------------------------- import-time attribute reads
 
 

@@ -160,6 +160,7 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
     startup = reach(entry_points(plugin_src), facts.refs, plugin_packages,
                     lambda name: world.module(name) is not None)
     callers.dead = dead_code(facts, world, is_core)
+    callers.alternative = checks.platform_alternatives(facts, world, is_core, callers)
     replaced: dict[str, set[str]] = {}
     for r in facts.replacements:
         replaced.setdefault(r.owner, set()).add(r.attr)
