@@ -322,3 +322,42 @@ def test_a_core_call_whose_only_callers_sit_in_another_platform_s_class_is_no_er
                        "        def load(self):\n            return self.model_runner.profile_cudagraph_memory()\n")
     report = gate(tmp_path / "b", core, {"vllm_ascend/worker.py": live}, ("vllm_ascend.worker",))
     assert [f.severity for f in report.findings if f.symbol.endswith("NPUModelRunner.initialize_kv_cache")] == ["error"]
+
+
+CUDAGRAPH_UTILS = """
+    def _init_minimal_kv_cache_for_profiling(runner: "GPUModelRunner") -> None:
+        runner.initialize_kv_cache(None, is_profiling=True)
+
+
+    def profile_cudagraph_memory(runner: "GPUModelRunner") -> int:
+        _init_minimal_kv_cache_for_profiling(runner)
+        return 0
+"""
+
+GPU_RUNNER_ALIASED = """
+    from vllm.v1.worker.cudagraph_utils import (
+        profile_cudagraph_memory as _profile_cudagraph_memory,
+    )
+
+
+    class GPUModelRunner:
+        def initialize_kv_cache(self, kv_cache_config, is_profiling=False):
+            pass
+
+        def profile_cudagraph_memory(self):
+            return _profile_cudagraph_memory(self)
+"""
+
+
+def test_a_caller_through_an_import_alias_is_followed_and_an_import_is_not_a_value(tmp_path):
+    # as vLLM 0.29.0's v2 runner: the module function is imported under another name
+    core = {"vllm/v1/worker/__init__.py": "", "vllm/v1/worker/worker_base.py": WORKER_BASE,
+            "vllm/v1/worker/cudagraph_utils.py": CUDAGRAPH_UTILS,
+            "vllm/v1/worker/gpu_model_runner.py": GPU_RUNNER_ALIASED, "vllm/v1/worker/gpu_worker.py": GPU_WORKER}
+    report = gate(tmp_path / "a", core, {"vllm_ascend/worker.py": NPU}, ("vllm_ascend.worker",))
+    found = [f for f in report.findings if f.symbol.endswith("NPUModelRunner.initialize_kv_cache")]
+    assert found and all(f.severity != "error" for f in found)
+    live = NPU.replace("class NPUWorker(WorkerBase):", "class NPUWorker(WorkerBase):\n"
+                       "        def load(self):\n            return self.model_runner.profile_cudagraph_memory()\n")
+    report = gate(tmp_path / "b", core, {"vllm_ascend/worker.py": live}, ("vllm_ascend.worker",))
+    assert [f.severity for f in report.findings if f.symbol.endswith("NPUModelRunner.initialize_kv_cache")] == ["error"]
