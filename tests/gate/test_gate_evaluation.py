@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from overlay.errors import OverlayError
-from overlay.gate.evaluation import finding_key, load, render, score
+from overlay.gate.evaluation import finding_key, load, render, score, totals
 from overlay.gate.findings import Finding
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,14 +122,19 @@ def test_bad_classification_is_one_error_naming_the_file(tmp_path, body, message
 
 def test_the_committed_classification_loads_and_covers_the_pairings():
     pairings = load(ROOT / "benchmarks" / "gate_eval.yaml")
-    assert [p.name for p in pairings] == ["15818534ec-vs-0.24.0", "fe7bfc4746-vs-0.25.0",
+    assert [p.name for p in pairings if not p.held_out] == ["15818534ec-vs-0.24.0", "fe7bfc4746-vs-0.25.0",
                                           "801a6b41-vs-0.24.0", "801a6b41-vs-0.25.0",
                                           "bb474a6a94-vs-0.25.0", "76ab5e28b9-vs-0.25.1", "b909a4703d-vs-0.26.0",
                                           "e8f25e304d-vs-0.27.1", "cda592a640-vs-0.27.1", "351879064c-vs-0.27.1"]
-    assert all(p.verdicts and all(v.reason for v in p.verdicts) for p in pairings)
-    bumps = [p for p in pairings if p.truth]
+    assert all(p.verdicts and all(v.reason for v in p.verdicts) for p in pairings if not p.held_out)
+    bumps = [p for p in pairings if p.truth and not p.held_out]
     assert len(bumps) == 5 and all(p.source for p in bumps)  # every truth set names the commits it was read from
     assert [p.name for p in pairings if p.control] == ["351879064c-vs-0.27.1"]
+    held = [p for p in pairings if p.held_out]
+    assert [p.name for p in held] == ["803711ea40-vs-0.29.0", "434b332d70-vs-0.26.0"]
+    assert all(p.source and p.truth for p in held)
+    tuned_commits = {c for p in pairings if not p.held_out for c in [p.plugin, *p.source.split()]}
+    assert not any(p.plugin in tuned_commits for p in held)  # the rule: nothing the tuned set uses
 
 
 # ----------------------------------------------------------------------------- issue 26, case 4
@@ -188,3 +193,64 @@ def test_the_archive_step_takes_its_commit_as_a_revision(tmp_path, option):
         plugin_tree(repo, option.format(victim=victim, fresh=fresh), tmp_path / "tree")
     assert "is not in the mirror" in str(exc.value)
     assert victim.read_text() == "precious\n" and not fresh.exists()
+
+
+# ----------------------------------------------------------------------------- issue 27, item 6
+
+HELD_OUT = BODY + """
+held_out:
+  chosen: "2026-12-01"
+  rule: "main2main fix commits the tuned set does not use"
+  pairings:
+    - name: h-vs-2
+      plugin: "def456"
+      core: "0.29.0"
+      source: "fix1, fix2"
+      findings:
+        - key: "call:m.X @ h.py"
+          verdict: false
+          reason: "not a break"
+      truth:
+        - item: "moved import"
+          keys: ["import:m.Y @ h.py"]
+          reach: true
+          reason: "fix1"
+        - item: "new kwarg"
+          keys: ["call:m.Z @ h.py"]
+          reach: true
+          reason: "fix2"
+"""
+
+
+def test_held_out_pairings_are_scored_apart_from_the_tuned_ones(tmp_path):
+    tuned, held = load(write(tmp_path, HELD_OUT))
+    assert not tuned.held_out and held.held_out and held.source == "fix1, fix2"
+    s_tuned = score(tuned, (finding("override:m.A.f", "p.py"),))
+    s_held = score(held, (finding("import:m.Y", "h.py"), finding("call:m.X", "h.py")))
+    assert s_held.held_out and (s_held.truth_items, s_held.truth_caught) == (2, 1)
+    t = totals([s_tuned, s_held], held_out=True)
+    assert (t["pairings"], t["errors"], t["true_errors"], t["truth_items"], t["truth_caught"]) == (1, 2, 0, 2, 1)
+    table = render([s_tuned, s_held])
+    assert "| h-vs-2 (held out) | 2 |" in table
+    assert ("held out (1, chosen 2026-12-01): precision of errors 0% (0/2), recall on truth items as errors "
+            "50% (1/2)") in table
+    assert "release bumps (" not in table  # the tuned pairing has no truth items; the held-out one is apart
+
+
+def test_held_out_pairings_never_count_in_the_tuned_figures(tmp_path):
+    _, held = load(write(tmp_path, HELD_OUT))
+    s_held = score(held, (finding("import:m.Y", "h.py"),))
+    assert totals([s_held])["pairings"] == 0 and totals([s_held], held_out=True)["pairings"] == 1
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("held_out: 3\n", "'held_out' is a mapping"),
+    ("held_out:\n  rule: r\n  pairings: []\n", "missing 'chosen'"),
+    ("held_out:\n  chosen: \"2026-12-01\"\n  pairings: []\n", "missing 'rule'"),
+    ("held_out:\n  chosen: \"2026-12-01\"\n  rule: r\n  pairings:\n  - name: a-vs-1\n    plugin: abcd\n"
+     "    core: \"0.1\"\n", "pairing 'a-vs-1' appears twice"),
+])
+def test_a_bad_held_out_section_is_one_error(tmp_path, extra, message):
+    with pytest.raises(OverlayError) as exc:
+        load(write(tmp_path, BODY + extra))
+    assert message in str(exc.value)

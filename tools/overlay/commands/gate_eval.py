@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
                            "truth_items": s.truth_items, "truth_caught": s.truth_caught,
                            "truth_recall": s.truth_recall, "truth_missed": list(s.truth_missed),
                            "out_of_reach": list(s.out_of_reach), "seconds": round(s.seconds, 2),
-                           "control": s.control,
+                           "control": s.control, "held_out": s.held_out,
                            "missed": list(s.missed), "false_alarms": list(s.false_alarms),
                            "unclassified": [dict(f.to_dict(), key=evaluation.finding_key(f))
                                             for f in s.unclassified],

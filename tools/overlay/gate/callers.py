@@ -30,6 +30,10 @@ COMMON = 25  # a name called in more files than this is reachable without lookin
 MAX_DEPTH = 3
 
 
+# an import statement: one line, or a parenthesised list over several
+_IMPORT_STATEMENT = re.compile(rb"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)", re.M)
+
+
 @dataclass(frozen=True)
 class Site:
     module: str  # dotted module name
@@ -237,6 +241,9 @@ class Callers:
         self._sites: dict[tuple[int, str, str], list[Site]] = {}
         self._scopes: dict[tuple[int, str], list] = {}
         self._reach: dict[tuple[str, str | None, str], tuple[bool, str]] = {}
+        # (module, class) -> why the class never runs with the plugin in place (a core
+        # class for another platform), or None; set by the engine
+        self.alternative = lambda module, cls: None
 
     # -- the text index
 
@@ -479,9 +486,46 @@ class Callers:
         return any(raw in self.text(path, i) and word.search(self.text(path, i))
                    for path, i in self.all_files() if self.trees[i][3])
 
+    def plugin_uses(self, name: str) -> int:
+        """How many times plugin files name the identifier `name` other than on an import
+        line (its def and every use count)."""
+        word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
+        raw = name.encode()
+        count = 0
+        for path, i in self.all_files():
+            if self.trees[i][3] and raw in self.text(path, i):
+                count += sum(len(word.findall(line)) for line in self.text(path, i).splitlines()
+                             if raw in line and not re.match(rb"\s*(from\s+\S+\s+)?import\s", line))
+        return count
+
     def all_files(self) -> list[tuple[str, int]]:
         self._index()
         return self._files
+
+    def _code(self, path: str, tree: int) -> bytes:
+        """A file's text without its import statements: importing a name (`from m import
+        (f as _f, ...)`) neither calls it nor passes it around."""
+        key = (-1 - tree, path)
+        data = self._texts.get(key)
+        if data is None:
+            data = self.text(path, tree)
+            if b"import" in data:
+                data = _IMPORT_STATEMENT.sub(b"", data)
+            self._texts[key] = data
+        return data
+
+    def import_aliases(self, name: str) -> list[str]:
+        """Names core or plugin files import `name` as (`from m import f as _f`): calls of
+        the alias are calls of `name`."""
+        word = name.encode()
+        alias = re.compile(rb"\b%s\s+as\s+(\w+)" % re.escape(word))
+        found: set[str] = set()
+        for path, tree in self.files_calling(name):
+            data = self.text(path, tree)
+            if b" as " in data:
+                for stmt in _IMPORT_STATEMENT.findall(data):
+                    found.update(m.decode() for m in alias.findall(stmt))
+        return sorted(found - {name})
 
     def passed_as_value(self, name: str) -> bool:
         """`x.name`, `= name` or "name" used other than as a call, in either tree: a
@@ -491,8 +535,7 @@ class Callers:
         loose = re.compile(rb"""(\.%s\b(?!\s*[(\[])|["']%s["']|[=,(]\s*%s\b(?!\s*[(\[.]))"""
                            % ((re.escape(word),) * 3))
         for path, tree in self.all_files():
-            data = self.text(path, tree)
-            if word in data and loose.search(data):
+            if word in self.text(path, tree) and loose.search(self._code(path, tree)):
                 return True
         return False
 
@@ -512,6 +555,10 @@ class Callers:
         if self.is_dead(*key):
             owner = f"{cls}.{func}" if cls else func
             return False, f"{owner} is overridden or replaced by the plugin"
+        if cls is not None:
+            why = self.alternative(module, cls)
+            if why:
+                return False, why
         if func.startswith("__") and func.endswith("__"):
             return True, "called implicitly"
         if depth >= MAX_DEPTH:
@@ -524,7 +571,9 @@ class Callers:
         if len(files) > COMMON:
             result = (True, f"{func} is called in {len(files)} files")
         else:
-            callers = [s for s in self.sites(func) or [] if s.func != func or s.cls != cls]
+            aliases = self.import_aliases(func)
+            callers = [s for name in [func, *aliases] for s in self.sites(name) or []
+                       if s.func != func or s.cls != cls]
             live = None
             for s in callers:
                 ok, _ = self.reachable(s, depth + 1)
@@ -533,7 +582,7 @@ class Callers:
                     break
             if live is not None:
                 result = (True, f"called at {live.where()}")
-            elif self.passed_as_value(func):
+            elif any(self.passed_as_value(name) for name in [func, *aliases]):
                 result = (True, f"{func} is passed around as a value")
             elif not callers:
                 result = (True, f"no caller of {func} found by name (it may be called dynamically)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -609,6 +610,63 @@ def _missing_target(r: Replacement, core_path: str, core_line: int, why: str, ev
                     summary=f"patch of {r.owner.rsplit('.', 1)[-1]}.{r.attr} does nothing: {why}")]
 
 
+def _patch_function(r: Replacement, world: TreeIndex) -> tuple[str, ast.AST] | None:
+    """(plugin path, def node) of the plugin function a replacement installs."""
+    name = dotted(r.value)
+    if name is None:
+        return None
+    node = r.scope.defs.get(name) if "." not in name else None
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return r.path, node
+    target = qualify(r.module, name, r.scope.local_imports)
+    obj = world.resolve_dotted(target) if target else None
+    if obj is None or obj[0] != "func":
+        return None
+    fmod, sig = obj[1]  # type: ignore[misc]
+    for stmt in fmod.tree.body if fmod.tree is not None else ():
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.lineno == sig.line:
+            return fmod.path, stmt
+    return None
+
+
+def fold_dead_patches(found: list[Finding], facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
+    """Code reachable only through a patch whose core target is gone never runs: the
+    findings inside the function such a patch installs (and nothing else in the plugin
+    names) are folded into the one `patch-target` finding, which lists them."""
+    dead = {(f.plugin_path, f.plugin_line): f for f in found if f.kind == "patch-target"}
+    if not dead:
+        return found
+    by_value: dict[tuple[str, int], list[Finding]] = {}
+    spans: dict[tuple[str, int], tuple[str, int, int, str]] = {}
+    for r in facts.replacements:
+        f = dead.get((r.path, r.line))
+        fn = _patch_function(r, world) if f is not None else None
+        if fn is None or getattr(fn[1], "name", None) is None:
+            continue
+        path, node = fn
+        key = (path, node.lineno)  # type: ignore[attr-defined]
+        by_value.setdefault(key, []).append(f)  # type: ignore[arg-type]
+        spans[key] = (path, node.lineno, node.end_lineno or node.lineno, node.name)  # type: ignore[attr-defined]
+    out = list(found)
+    for key, patches in by_value.items():
+        path, first, last, name = spans[key]
+        # named only by its def and by the dead patches that install it (imports aside):
+        # anything else may run it through another path
+        if ev.callers.plugin_uses(name) > 1 + len(patches):
+            continue
+        inside = [f for f in out if f.plugin_path == path and first <= f.plugin_line <= last
+                  and f.kind != "patch-target"]
+        if not inside:
+            continue
+        out = [f for f in out if f not in inside]
+        listed = ", ".join(sorted({f.symbol for f in inside}))
+        for p in patches:
+            folded = dataclasses.replace(p, message=p.message + f"; {len(inside)} finding(s) inside {name}, which "
+                                         f"only this patch installs, never run and are folded here: {listed}")
+            out[out.index(p)] = folded
+    return out
+
+
 # a module-level `def name(` (or `async def`) in a core file's text
 _TOP_LEVEL_DEF = r"^(?:async[ \t]+)?def[ \t]+%s[ \t]*\("
 
@@ -817,6 +875,58 @@ def check_constructors(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> li
     return findings
 
 
+# ----------------------------------------------------------------------------- reachability: alternatives
+
+
+def platform_alternatives(facts: PluginFacts, world: TreeIndex, is_core: Callable[[str], bool], callers: Callers):
+    """A function (module, class) -> reason or None: is the core class another
+    platform's implementation of an interface the plugin implements itself? Core's
+    `Worker(WorkerBase)` (the GPU worker) beside the plugin's `NPUWorker(WorkerBase)`:
+    core picks one worker class per platform, and the plugin's platform names its own.
+    Computed, never listed: the class derives directly from a core base that a plugin
+    class also derives from directly; no plugin class has it in its bases; the plugin
+    imports it nowhere; and no file of either tree calls it by name (nothing constructs it
+    directly). Code in such a class does not run with the plugin, so core's call sites
+    there are no evidence against it."""
+    direct: dict[tuple[str, str], list[str]] = {}  # core base -> plugin classes right below it
+    in_mro: set[tuple[str, str]] = set()
+    for pc in facts.classes:
+        info = world.class_of(pc.module, pc.node)
+        for expr in info.bases:
+            target = qualify(pc.module, expr, pc.scope.local_imports) if expr else None
+            found = world.resolve_dotted(target) if target else None
+            if found and found[0] == "class" and is_core(found[1][0].name):  # type: ignore[index]
+                bmod, bcls = found[1]  # type: ignore[misc]
+                direct.setdefault((bmod.name, bcls.name), []).append(info.name)
+        for b in _linearize(world, pc.module, info, pc.scope.local_imports):
+            if b is not None:
+                in_mro.add((b[0].name, b[1].name))
+    imported = {(u.module, u.name) for u in facts.imports}
+    memo: dict[tuple[str, str], str | None] = {}
+
+    def why(module: str, cls: str) -> str | None:
+        key = (module, cls)
+        if key in memo:
+            return memo[key]
+        memo[key] = None
+        mod = world.module(module)
+        info = mod.classes.get(cls) if mod is not None else None
+        if info is None or key in in_mro or (module, cls) in imported or callers.sites(cls):
+            return None
+        for expr in info.bases:
+            target = qualify(mod, expr, None) if expr else None  # type: ignore[arg-type]
+            found = world.resolve_dotted(target) if target else None
+            if found and found[0] == "class":
+                base = (found[1][0].name, found[1][1].name)  # type: ignore[index]
+                if base in direct:
+                    memo[key] = (f"{cls} is core's own {base[1]} for another platform: the plugin runs its "
+                                 f"{', '.join(sorted(set(direct[base])))} instead")
+                    break
+        return memo[key]
+
+    return why
+
+
 # ----------------------------------------------------------------------------- import-time attribute reads
 
 
@@ -867,10 +977,84 @@ def _missing_attribute(world: TreeIndex, expr: str, ev: Evidence) -> tuple[str, 
     return None
 
 
-def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
+def _subclass_has(facts: PluginFacts, world: TreeIndex, owner: tuple[ModuleInfo, ClassInfo], attr: str,
+                  memo: dict) -> bool:
+    """A plugin class below core's `owner` defines `attr`: the object may be that subclass."""
+    key = (owner[0].name, owner[1].name, attr)
+    if key not in memo:
+        memo[key] = False
+        for pc in facts.classes:
+            info = world.class_of(pc.module, pc.node)
+            if attr not in info.methods and attr not in info.attrs \
+                    and not any(isinstance(f.target, ast.Name) and f.target.id == attr for f in info.fields):
+                continue
+            if any(b is not None and (b[0].name, b[1].name) == key[:2]
+                   for b in _linearize(world, pc.module, info, pc.scope.local_imports)):
+                memo[key] = True
+                break
+    return memo[key]
+
+
+def check_typed_reads(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
+    """Reads in function bodies through receivers typed by core's annotations
+    (`kv_cache_tensor.shared_by` for `for kv_cache_tensor in kv_cache_config.kv_cache_tensors`
+    with `kv_cache_config: KVCacheConfig`; `vllm_config.speculative_config.use_dspark`) of
+    an attribute the core class and its bases certainly lack: no member, field or
+    `self.x` assignment of that name, no `__getattr__`, no base the gate cannot read, no
+    core file mentioning the name at all, no plugin subclass defining it and no plugin
+    code assigning it. A read after probing for the name (`hasattr`, `getattr(...)`) or
+    inside `try: ... except AttributeError` is not one."""
+    from overlay.gate.receivers import Receivers
+    recv = Receivers(world, ev.is_core, _linearize)
+    grouped: dict[tuple, list] = {}
+    sub_memo: dict = {}
+    mention_memo: dict[str, bool] = {}
+    for read in facts.attr_reads:
+        if read.import_time:
+            continue
+        head = read.expr.split(".")[0]
+        if not (read.types and head in read.types) and not (head == "self" and read.cls is not None):
+            continue
+        if read.ctx.type_checking or read.ctx.handles("AttributeError"):
+            continue
+        found = recv.missing(read.module, read.expr, read.types, read.local, read.cls)
+        if found is None:
+            continue
+        path, typed, attr = found
+        if attr in read.ctx.probed or attr in facts.attr_stores:
+            continue
+        if attr not in mention_memo:
+            mention_memo[attr] = bool(ev.callers.mentions(attr))
+        if mention_memo[attr] or _subclass_has(facts, world, (typed.mod, typed.cls), attr, sub_memo):
+            continue
+        owner = f"{typed.mod.name}.{typed.cls.name}"
+        severity = _severity(read.ctx, ev, read.module.name)
+        grouped.setdefault((_kind(read.ctx, "attribute"), f"attribute:{owner}.{attr}", read.path, severity),
+                           []).append((read, path, typed))
     findings: list[Finding] = []
+    for (kind, symbol, plugin_path, severity), items in grouped.items():
+        read, path, typed = items[0]
+        attr = symbol.rsplit(".", 1)[-1]
+        lines = sorted({r.line for r, _, _ in items})
+        more = f" (also at line(s) {', '.join(map(str, lines[1:]))})" if len(lines) > 1 else ""
+        why = (f"`{path}` is a {typed.cls.name} ({typed.how}), and core's {typed.cls.name} and its bases have no "
+               f"attribute '{attr}' (no core file mentions the name)")
+        message = f"`{read.expr}` is read when the function runs: {why}{more}"
+        p = Problem(typed.mod.path, typed.cls.line, (why,), "read in a function body", True)
+        findings.append(Finding(kind, symbol, plugin_path, read.line, typed.mod.path, typed.cls.line,
+                                _why(read.ctx, message), severity=severity,
+                                reason=_reason(read.ctx, ev, read.module.name, p.evidence),
+                                summary=f"read of {typed.cls.name}.{attr}: core's {typed.cls.name} has no "
+                                        f"attribute '{attr}'"))
+    return findings
+
+
+def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
+    findings: list[Finding] = check_typed_reads(facts, world, ev)
     memo: dict[str, tuple | None] = {}
     for read in facts.attr_reads:
+        if read.ctx.probed and read.expr.split(".")[-1] in read.ctx.probed:
+            continue  # read after probing for it (`if hasattr(mod, "x"): mod.x`)
         target = qualify(read.module, read.expr, read.local)
         if target is None or not ev.is_core(target):
             continue

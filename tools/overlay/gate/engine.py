@@ -154,6 +154,7 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
     startup = reach(entry_points(plugin_src), facts.refs, plugin_packages,
                     lambda name: world.module(name) is not None)
     callers.dead = dead_code(facts, world, is_core)
+    callers.alternative = checks.platform_alternatives(facts, world, is_core, callers)
     replaced: dict[str, set[str]] = {}
     for r in facts.replacements:
         replaced.setdefault(r.owner, set()).add(r.attr)
@@ -163,6 +164,7 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
              + checks.check_replacements(facts, world, core, ev) + checks.check_constructors(facts, world, ev)
              + checks.check_attributes(facts, world, ev) + check_calls(facts, world, ev)
              + checks.check_version_guards(facts, ev))
+    found = checks.fold_dead_patches(found, facts, world, ev)
     unique = merge_sites(sorted(set(found), key=Finding.sort_key))
     notes += skipped_notes(core_src, plugin_src)
     result = RawResult(findings=tuple(unique), core_version=version,

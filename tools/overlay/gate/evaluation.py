@@ -15,12 +15,15 @@ that runs; `false`: not one) and a one-line reason. Pure functions: load, score,
   diff, each with the finding keys that would name it. An item is caught when one of
   them is reported as an error; items no signature shows (`reach: false`, say an output
   contract) are listed as out of reach and not counted.
+- held out: the file's `held_out:` section (`chosen`: the date it was chosen, `rule`: how,
+  `pairings`) holds pairings chosen before tuning and never tuned on; their precision and
+  truth recall are totalled on a line of their own, apart from the tuned set's.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from overlay.series import yamldoc
@@ -30,6 +33,7 @@ from overlay.gate.findings import Finding
 _COMMIT = re.compile(r"[0-9a-fA-F]{4,64}")
 _VERSION = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,40}")
 PAIRING_KEYS = {"name", "plugin", "core", "findings", "truth", "control", "source"}
+HELD_OUT_KEYS = {"chosen", "rule", "pairings"}
 VERDICT_KEYS = {"key", "verdict", "reason"}
 TRUTH_KEYS = {"item", "keys", "reach", "reason"}
 
@@ -60,6 +64,7 @@ class Pairing:
     truth: tuple[TruthItem, ...] = ()
     control: bool = False  # a negative control: the bar is at most one error
     source: str = ""  # the commit(s) the truth items were read from
+    held_out: str = ""  # the date the held-out set was chosen ("" for the tuned set)
 
     def verdict(self, key: str) -> Verdict | None:
         return next((v for v in self.verdicts if v.key == key), None)
@@ -77,9 +82,19 @@ def load(path: Path) -> tuple[Pairing, ...]:
                                                           list):
         raise OverlayError("a gate evaluation file is a mapping with a 'pairings' list", path=shown,
                            line=doc.line)
-    out = []
-    for node in doc.value["pairings"].value:
-        out.append(_pairing(node, shown))
+    out = [_pairing(node, shown) for node in doc.value["pairings"].value]
+    held = doc.value.get("held_out")
+    if held is not None:
+        if not isinstance(held.value, dict):
+            raise OverlayError("'held_out' is a mapping with 'chosen', 'rule' and 'pairings'", path=shown,
+                               line=held.line)
+        _known_keys(held.value, HELD_OUT_KEYS, shown)
+        chosen = _text(held.value, "chosen", shown, held.line)
+        _text(held.value, "rule", shown, held.line)
+        nodes = held.value.get("pairings")
+        if nodes is None or not isinstance(nodes.value, list):
+            raise OverlayError("'held_out' needs a 'pairings' list", path=shown, line=held.line)
+        out += [replace(_pairing(node, shown), held_out=chosen) for node in nodes.value]
     names = [p.name for p in out]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:
@@ -182,6 +197,7 @@ class Score:
     truth_missed: tuple[str, ...] = ()
     seconds: float = 0.0
     control: bool = False
+    held_out: str = ""  # the date the held-out set was chosen ("" for the tuned set)
 
     @property
     def truth_recall(self) -> float | None:
@@ -220,17 +236,18 @@ def score(pairing: Pairing, findings: tuple[Finding, ...], seconds: float = 0.0)
         truth_items=len(in_reach), truth_caught=len(truth_caught),
         out_of_reach=tuple(t.item for t in pairing.truth if not t.reach),
         truth_missed=tuple(t.item for t in in_reach if t not in truth_caught),
-        seconds=seconds, control=pairing.control)
+        seconds=seconds, control=pairing.control, held_out=pairing.held_out)
 
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
-def totals(scores: list[Score]) -> dict:
-    """Over the release-bump pairings (those with truth items; controls apart): errors,
-    real errors, precision, truth items in reach, caught, recall."""
-    bumps = [s for s in scores if s.truth_items and not s.control]
+def totals(scores: list[Score], held_out: bool = False) -> dict:
+    """Over the release-bump pairings (those with truth items; controls apart) of the tuned
+    set, or of the held-out set: errors, real errors, precision, truth items in reach,
+    caught, recall."""
+    bumps = [s for s in scores if s.truth_items and not s.control and bool(s.held_out) == held_out]
     errors = sum(s.errors for s in bumps)
     real = sum(s.true_errors for s in bumps)
     items = sum(s.truth_items for s in bumps)
@@ -245,7 +262,7 @@ def render(scores: list[Score]) -> str:
             "| truth items | caught | truth recall | out of reach | warnings | info | unclassified | seconds |")
     lines = [head, "|" + "---|" * 16]
     for s in scores:
-        name = s.pairing + (" (control)" if s.control else "")
+        name = s.pairing + (" (control)" if s.control else "") + (" (held out)" if s.held_out else "")
         lines.append(f"| {name} | {s.errors} | {s.true_errors} | {s.false_errors} | {_pct(s.precision)} "
                      f"| {s.true_breaks} | {s.caught} | {_pct(s.recall)} | {s.truth_items} | {s.truth_caught} "
                      f"| {_pct(s.truth_recall)} | {len(s.out_of_reach)} | {s.warnings} | {s.infos} "
@@ -253,6 +270,12 @@ def render(scores: list[Score]) -> str:
     t = totals(scores)
     if t["pairings"]:
         lines.append(f"release bumps ({t['pairings']}): precision of errors {_pct(t['precision'])} "
+                     f"({t['true_errors']}/{t['errors']}), recall on truth items as errors "
+                     f"{_pct(t['truth_recall'])} ({t['truth_caught']}/{t['truth_items']})")
+    t = totals(scores, held_out=True)
+    if t["pairings"]:
+        chosen = next(s.held_out for s in scores if s.held_out)
+        lines.append(f"held out ({t['pairings']}, chosen {chosen}): precision of errors {_pct(t['precision'])} "
                      f"({t['true_errors']}/{t['errors']}), recall on truth items as errors "
                      f"{_pct(t['truth_recall'])} ({t['truth_caught']}/{t['truth_items']})")
     for s in scores:

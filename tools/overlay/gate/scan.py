@@ -33,9 +33,24 @@ class Context:
     # exceptions an enclosing `try:` in the same function catches (`Exception` and a
     # bare `except:` included): a TypeError or AttributeError there is handled
     catches: frozenset[str] = frozenset()
+    # names an enclosing test probes as strings (`hasattr(x, "a")`, `"a" in
+    # C.__dataclass_fields__`, `"a" in inspect.signature(f).parameters`, a helper
+    # `supports("a")`), also after `if not probe: return`: a keyword or read of that name
+    # there is the plugin's own feature test, not a break
+    probed: frozenset[str] = frozenset()
+
+    def probes(self, test: ast.expr) -> "Context":
+        names = _probed_names(test)
+        return dataclasses.replace(self, probed=self.probed | names) if names else self
 
     def handles(self, exc: str) -> bool:
         return bool(self.catches & {exc, "Exception", "BaseException"})
+
+
+def _probed_names(test: ast.expr) -> frozenset[str]:
+    """Identifier-like string literals in a condition: the names it probes."""
+    return frozenset(n.value for n in ast.walk(test) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                     and n.value.isidentifier() and not n.value.startswith("__"))
 
 
 @dataclass(frozen=True)
@@ -135,6 +150,10 @@ class AttrRead:
     ctx: Context
     import_time: bool = True  # False: inside a function body (runs when it is called)
     local: dict | None = None  # function-local imports in scope
+    # what the root name is known to be (Scope.types of the function), and the plugin class
+    # whose method it sits in (for `self.x.y` reads)
+    types: dict | None = None
+    cls: ast.ClassDef | None = None
 
 
 @dataclass
@@ -142,6 +161,7 @@ class PluginFacts:
     imports: list[ImportUse] = field(default_factory=list)
     calls: list[CallUse] = field(default_factory=list)
     attr_reads: list[AttrRead] = field(default_factory=list)
+    attr_stores: set[str] = field(default_factory=set)  # every `x.name = ...` target name in the plugin
     # plugin module -> plugin modules it imports or names in a dotted string (any scope,
     # only the branches that run): the edges of the start-up import graph
     refs: dict[str, set[str]] = field(default_factory=dict)
@@ -215,6 +235,28 @@ def _annotated_params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, t
     return out
 
 
+def _derived_types(fn: ast.FunctionDef | ast.AsyncFunctionDef, types: dict) -> dict[str, tuple[str, ...]]:
+    """Names bound once in the function from a typed expression: `for t in cfg.tensors:`
+    (an element, `=cfg.tensors[]`) or `spec = cfg.speculative_config` (`=cfg.speculative_config`),
+    with `cfg` a typed parameter or `self`. The path is resolved against core's annotations
+    by the check; a name stored anywhere else in the function is not typed."""
+    found: list[tuple[str, str]] = []
+    stores: Counter = Counter()
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            stores[n.id] += 1
+        if isinstance(n, (ast.For, ast.AsyncFor)) and isinstance(n.target, ast.Name):
+            path = dotted(n.iter)
+            if path and (path.split(".")[0] in types or path.startswith("self.")) and "." in path:
+                found.append((n.target.id, f"={path}[]"))
+        elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
+                and isinstance(n.value, ast.Attribute):
+            path = dotted(n.value)
+            if path and (path.split(".")[0] in types or path.startswith("self.")):
+                found.append((n.targets[0].id, f"={path}"))
+    return {name: (path,) for name, path in found if stores[name] == 1 and name not in types}
+
+
 def _caught(handlers: list[ast.ExceptHandler]) -> frozenset[str]:
     names = set()
     for h in handlers:
@@ -259,6 +301,9 @@ class _Scanner:
             self.stmt(stmt, ctx, scope, in_class)
             if isinstance(stmt, ast.If) and self.ends_block(stmt, scope):
                 break  # `if vllm_version_is(X): return ...` taken: the rest never runs for this core
+            if isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], (ast.Return, ast.Raise,
+                                                                                      ast.Continue)):
+                ctx = ctx.probes(stmt.test)  # `if not hasattr(x, "a"): return`: the rest runs probed
 
     def ends_block(self, stmt: ast.If, scope: Scope) -> bool:
         """The branch this core takes returns or raises at its end."""
@@ -315,12 +360,12 @@ class _Scanner:
             elif v.kind == DECIDED:
                 self.block(stmt.body if v.value else stmt.orelse, ctx, scope, in_class)
             elif v.kind == UNDECIDABLE:
-                inner = dataclasses.replace(ctx, undecidable=ctx.undecidable or v.why)
+                inner = dataclasses.replace(ctx, undecidable=ctx.undecidable or v.why).probes(stmt.test)
                 self.block(stmt.body, inner, scope, in_class)
                 self.block(stmt.orelse, inner, scope, in_class)
             else:
-                self.block(stmt.body, ctx, scope, in_class)
-                self.block(stmt.orelse, ctx, scope, in_class)
+                self.block(stmt.body, ctx.probes(stmt.test), scope, in_class)
+                self.block(stmt.orelse, ctx.probes(stmt.test), scope, in_class)
         elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
             guarded = any(_catches_import_error(h) for h in stmt.handlers)
             body_ctx = dataclasses.replace(ctx, catches=ctx.catches | _caught(stmt.handlers))
@@ -349,6 +394,7 @@ class _Scanner:
                 self.method = stmt.name
             inner = scope.child(stmt.body)
             inner.types = _annotated_params(stmt)
+            inner.types.update(_derived_types(stmt, inner.types))
             # a try around the definition does not run around the body
             self.block(stmt.body, dataclasses.replace(ctx, catches=frozenset()), inner)
             self.top_func, self.method = outer
@@ -385,7 +431,7 @@ class _Scanner:
                 name, keys = call.func.value.id, scope.kwdicts[call.func.value.id]
                 if call.func.attr == "update" and not call.args and keys is not None and not ctx.undecidable \
                         and all(k.arg for k in call.keywords):
-                    keys.extend(k.arg for k in call.keywords)  # type: ignore[misc]
+                    keys.extend(k.arg for k in call.keywords if k.arg not in ctx.probed)  # type: ignore[misc]
                 elif call.func.attr not in ("get", "items", "keys", "values", "copy"):
                     scope.kwdicts[name] = None
             if dotted(call.func) == "setattr" and len(call.args) == 3:
@@ -475,12 +521,17 @@ class _Scanner:
                 self.facts.name_reads.setdefault((self.mod.name, node.id), set()).add(ctx.guard is not None)
             if isinstance(node, ast.Call):
                 self.call(node, ctx, scope)
+            if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+                self.facts.attr_stores.add(node.attr)
             if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
                 expr = dotted(node)
                 if expr is not None:
-                    if import_time or expr.split(".")[0] not in ("self", "cls"):
+                    head = expr.split(".")[0]
+                    in_method = self.method is not None and bool(self.class_stack)
+                    if import_time or head != "cls" and (head != "self" or in_method and expr.count(".") > 1):
                         self.facts.attr_reads.append(AttrRead(self.mod.path, node.lineno, expr, self.mod, ctx,
-                                                              import_time, scope.local_imports))
+                                                              import_time, scope.local_imports, scope.types,
+                                                              self.class_stack[-1] if in_method else None))
                     continue  # the longest chain only: its prefixes are checked with it
             stack.extend(ast.iter_child_nodes(node))
 
@@ -499,7 +550,8 @@ class _Scanner:
             keys = scope.kwdicts[t.value.id]
             if keys is not None and isinstance(key, ast.Constant) and isinstance(key.value, str) \
                     and not ctx.undecidable:
-                keys.append(key.value)
+                if key.value not in ctx.probed:  # a key set only after probing for it is guarded
+                    keys.append(key.value)
             else:
                 scope.kwdicts[t.value.id] = None
 
@@ -530,6 +582,8 @@ class _Scanner:
             extra = tuple(k for v in spread for k in scope.kwdicts[v.id])  # type: ignore[union-attr]
             shape = dataclasses.replace(shape, keywords=shape.keywords + tuple(
                 k for k in extra if not (shape.launch and k in LAUNCH_OPTIONS)), dstar=False)
+        if ctx.probed & set(shape.keywords):  # keywords passed after probing for them are guarded
+            shape = dataclasses.replace(shape, keywords=tuple(k for k in shape.keywords if k not in ctx.probed))
         self.facts.calls.append(CallUse(self.mod.path, node.lineno, func, self.mod, scope.local_imports,
                                         shape, ctx,
                                         cls=self.class_stack[-1] if in_method else None,
