@@ -97,23 +97,23 @@ def _line(plugin: Path, needle: str) -> int:
 
 
 @needs_mypy
-def test_removed_field_read_is_a_forecast_and_the_constructor_both_engines_agree_on(run, tmp_path):
+def test_removed_field_read_and_the_constructor_both_engines_agree_on(run, tmp_path):
     plugin = _plugin(tmp_path / "plugin")
     code, doc = _gate(run, tmp_path, plugin)
     by_line = {f["plugin"]["line"]: f for f in doc["findings"] if f["plugin"]["path"] == "vllm_ascend/runner.py"}
     ctor = by_line[_line(plugin, "KVCacheTensor(size=size")]
     assert ctor["engine"] == "both" and ctor["severity"] == "error" and ctor["confidence"] == "high"
     read = by_line[_line(plugin, "return t.shared_by")]
-    assert read["engine"] == "checker" and read["severity"] == "warning" and read["kind"] == "type"
-    assert '"KVCacheTensor" has no attribute "shared_by"' in read["message"]
+    # the hand engine reads through core's annotations too now (typed reads): both agree
+    assert read["engine"] == "both" and read["severity"] == "error", read
     guarded = by_line[_line(plugin, "__dataclass_fields__") + 1]
     assert guarded["severity"] == "info" and "__dataclass_fields__" in guarded["reason"]
     assert code == 1  # the agreed one is an error
-    assert any(c["rule"] == "attr-defined" and c["count"] == 2 for c in doc["clusters"])
+    assert any(c["rule"] == "attr-defined" and c["count"] >= 1 for c in doc["clusters"]), doc["clusters"]
     assert doc["stats"]["checker_declared"] == "1.0"
     # a core module core dropped is a break; a third-party module nobody has is not
     assert any("kv_cache_utils" in f["symbol"] + f["message"] and f["engine"] in ("both", "checker")
-               for f in doc["findings"]), doc["findings"]
+               for f in doc["findings"]), [(f["engine"], f["symbol"], f["message"]) for f in doc["findings"]]
     assert not any("third_party_nobody_has" in f["message"] for f in doc["findings"])
 
 
@@ -154,7 +154,7 @@ def test_version_branches_are_pinned_to_the_core_under_test(run, tmp_path):
     2.0) cancels out in the diff."""
     _, doc = _gate(run, tmp_path, _plugin(tmp_path / "plugin", VERSIONED))
     messages = [f["message"] for f in doc["findings"] if f["engine"] != "hand"]
-    assert any('has no attribute "group"' in m for m in messages), messages
+    assert any('has no attribute "group"' in m or "no attribute 'group'" in m for m in messages), messages
     assert not any("shared_by" in m for m in messages), messages
 
 
