@@ -233,7 +233,9 @@ EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 def _main(argv: list[str] | None) -> int:
     inject_fault("startup")
     for stream in (sys.stdout, sys.stderr):  # an ASCII locale prints escapes, not a traceback
-        if hasattr(stream, "reconfigure") and getattr(stream, "errors", None) == "strict":
+        # (strict, or surrogateescape, which Python picks for the C/POSIX locale: neither can
+        # write a non-ASCII subject to an ASCII terminal)
+        if hasattr(stream, "reconfigure") and getattr(stream, "errors", None) in ("strict", "surrogateescape"):
             stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     args = parser.parse_args(argv)
