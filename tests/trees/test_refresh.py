@@ -134,18 +134,23 @@ def test_new_commit_becomes_entry_that_check_flags(world, run):
     assert project_bytes(world.project) == before
 
 
-def test_a_new_commit_on_one_pin_set_is_that_pin_sets_only(world, run):
-    """Pin sets are independent (issue 30 item 4): with a second pin set of the same
-    target, the entry refresh makes for a new commit is carried by the pin set it was made
-    on, and the other composes exactly as before."""
+def _second_pin_set(world, run) -> None:
+    """p2: the same plugin commit through another URL spelling (another pin of the target),
+    composed and locked; then p1 composed."""
     p1 = world.project / "pins" / "p1.yaml"
-    # p2: the same plugin commit through another URL spelling, so another pin of the target
     text = p1.read_text().replace("default: true", "default: false")
     url = next(line.split("repo: ", 1)[1] for line in text.splitlines() if "example/plugin" in line)
     (world.project / "pins" / "p2.yaml").write_text(text.replace(url, url + ".git"))
     assert run("apply", "--pin", "p2", "--mirror", world.mirror, root=world.project)[0] == 0
     assert run("lock", "--pin", "p2", root=world.project)[0] == 0
     assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+
+
+def test_a_new_commit_on_one_pin_set_is_that_pin_sets_only(world, run):
+    """Pin sets are independent (issue 30 item 4): with a second pin set of the same
+    target, the entry refresh makes for a new commit is carried by the pin set it was made
+    on, and the other composes exactly as before."""
+    _second_pin_set(world, run)
     tree = plugin_tree(world)
     write(tree, {"vllm_ascend/new_feature.py": "ENABLED = False\n"})
     commit_all(tree, "[Feature] Add a new feature flag\n\nWhy: because.", author=PATCH_AUTHOR)
@@ -163,13 +168,7 @@ def test_the_same_commit_on_a_second_pin_set_is_shared_not_copied(world, run):
     first's patch) extends the entry's only-pins; it never becomes a second entry."""
     import json
 
-    p1 = world.project / "pins" / "p1.yaml"
-    text = p1.read_text().replace("default: true", "default: false")
-    url = next(line.split("repo: ", 1)[1] for line in text.splitlines() if "example/plugin" in line)
-    (world.project / "pins" / "p2.yaml").write_text(text.replace(url, url + ".git"))
-    assert run("apply", "--pin", "p2", "--mirror", world.mirror, root=world.project)[0] == 0
-    assert run("lock", "--pin", "p2", root=world.project)[0] == 0
-    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    _second_pin_set(world, run)
     tree = plugin_tree(world)
     write(tree, {"vllm_ascend/new_feature.py": "ENABLED = False\n"})
     commit_all(tree, "[Feature] Add a new feature flag\n\nWhy: because.", author=PATCH_AUTHOR)

@@ -170,6 +170,25 @@ def _execute(root: Path, env: tuple[Path, Path], plugin: Path, core_dir: Path, v
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _item_spans(plugin: Path, items: list[dict]) -> list[tuple[str, tuple[int, int]]]:
+    """Each error's (path, enclosing function span), each plugin file read once."""
+    texts: dict[str, str | None] = {}
+    out = []
+    for item in items:
+        path, _, line = item["where"].rpartition(":")
+        if path not in texts:
+            texts[path] = _read(plugin, path)
+        out.append((path, grade_exec.enclosing_span(texts[path], int(line))))
+    return out
+
+
+def _error_spans(plugin: Path, items: list[dict]) -> dict[str, list[tuple[int, int]]]:
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for path, span in _item_spans(plugin, items):
+        spans.setdefault(path, []).append(span)
+    return spans
+
+
 def _execution_fields(run: execution.ExecutionRun | None, plugin: Path, items: list[dict]) -> dict:
     """Fill each item's execution label; the row's execution summary (pure apart from reads)."""
     if run is None:
@@ -180,11 +199,9 @@ def _execution_fields(run: execution.ExecutionRun | None, plugin: Path, items: l
             item["execution"] = grade_exec.DID_NOT_START
         sites = []
         if crash is not None:
-            spans = {}
-            for item in items:
-                path, _, line = item["where"].rpartition(":")
-                spans.setdefault(path, []).append(grade_exec.enclosing_span(_read(plugin, path), int(line)))
-                if path == crash.path and spans[path][-1][0] <= crash.line <= spans[path][-1][1]:
+            spans = _error_spans(plugin, items)
+            for item, (path, span) in zip(items, _item_spans(plugin, items)):
+                if path == crash.path and span[0] <= crash.line <= span[1]:
                     item["execution"] = f"{grade_exec.FAILED_THERE} (the tests' import stopped here)"
             sites = grade_exec.grade_failures({"<import>": f"{crash.path}:{crash.line}: {_no_home(crash.message)}"},
                                               "vllm_ascend", spans)
@@ -198,11 +215,8 @@ def _execution_fields(run: execution.ExecutionRun | None, plugin: Path, items: l
             "missed": sum(1 for g in sites if g["grade"] == "missed"),
         }}
     failures = run.report.failures()
-    spans: dict[str, list[tuple[int, int]]] = {}
-    for item in items:
-        path, _, line = item["where"].rpartition(":")
-        span = grade_exec.enclosing_span(_read(plugin, path), int(line))
-        spans.setdefault(path, []).append(span)
+    spans = _error_spans(plugin, items)
+    for item, (path, span) in zip(items, _item_spans(plugin, items)):
         outcome, tests = grade_exec.grade_site(item["where"], span, run.placed.get(item["where"]),
                                                run.report.probes.get(item["where"], ()), failures)
         item["execution"] = grade_exec.label(outcome, tests)
