@@ -104,9 +104,11 @@ def _run(args: argparse.Namespace) -> int:
     for t in (core, plugin):
         say(f"{t['target']}: base {t['base'][:12]}, {len(t['patches'])} patch(es), tree {t['tree']}")
 
-    venv, requirements = testenv.select_environment(venv, Path(core["path"]))
-    python = testenv.ensure_venv(venv, progress, requirements)
-    core_dir = testenv.ensure_core(python, venv, core, version, progress)
+    env = testenv.select_environment(venv, Path(core["path"]))
+    if env.deviation:
+        say(f"deviation: {env.deviation}")
+    python = testenv.ensure_venv(env.venv, progress, env.requirements)
+    core_dir = testenv.ensure_core(python, env.venv, core, version, progress)
     wanted = series_tests(root, "plugin", args.pin)
     with tempfile.TemporaryDirectory(prefix="composed-test-") as tmp:
         scratch = Path(tmp)
@@ -149,6 +151,7 @@ def _run(args: argparse.Namespace) -> int:
             "baseline_kind": None if args.no_baseline else args.baseline, "series": after.to_json(),
             "known_failures": {n: e.cause for n, e in verdict.known.items()},
             "problems": problems, "ok": not problems,
+            "deviations": [env.deviation] if env.deviation else [],
         }, indent=2))
         return 1 if problems else 0
     say(f"core tree {core['tree']}, plugin tree {plugin['tree']}")

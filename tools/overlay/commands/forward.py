@@ -152,10 +152,10 @@ def _no_home(text: str) -> str:
     return text.replace(str(Path.home()), "~")
 
 
-def _execute(root: Path, env: tuple[Path, Path], plugin: Path, core_dir: Path, version: str, sites: list[str],
+def _execute(root: Path, env: testenv.Environment, plugin: Path, core_dir: Path, version: str, sites: list[str],
              progress) -> execution.ExecutionRun:
     """The plugin's unit tests against the release `core_dir`, probed at `sites`."""
-    venv, requirements = env
+    venv, requirements = env.venv, env.requirements
     python = testenv.ensure_venv(venv, progress, requirements)
     marker = core_dir.parent / ".complete"
     digest = marker.read_text().split()[-1][:16] if marker.is_file() else "release"
@@ -285,6 +285,8 @@ def _matrix(root: Path, mirror: Path, pin: str, plugin: Path, chosen: list[str],
                 for item in row["findings"]:
                     item["execution"] = "not run (torch)"
             else:
+                if env.deviation:
+                    row["execution_deviation"] = env.deviation
                 run_ = _execute(root, env, plugin, core_dir, version, [i["where"] for i in row["findings"]],
                                 progress)
                 row.update(_execution_fields(run_, plugin, row["findings"]))
@@ -335,6 +337,8 @@ def render(doc: dict) -> str:
         e = r.get("execution")
         if r.get("execution_skipped"):
             out += [f"Execution {r['execution_skipped']}.", ""]
+        if r.get("execution_deviation"):
+            out += [f"Execution deviation: {r['execution_deviation']}.", ""]
         if e and e["collected"] is None:
             out += [f"Unit tests against this release: they did not start (pytest stopped: "
                     f"{e['stopped'].replace('|', '/')}).", ""]

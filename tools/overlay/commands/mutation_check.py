@@ -69,9 +69,11 @@ def _run(args: argparse.Namespace) -> int:
     patches = [mutation.PatchUnderTest(e.patch, commits[e.patch], e.tests) for e in wanted]
 
     progress = reporting.progress("mutation-check", quiet=args.json)
-    venv, requirements = testenv.select_environment(venv, Path(core["path"]))
-    python = testenv.ensure_venv(venv, progress, requirements)
-    core_dir = testenv.ensure_core(python, venv, core, version, progress)
+    env = testenv.select_environment(venv, Path(core["path"]))
+    if env.deviation:
+        say(f"deviation: {env.deviation}")
+    python = testenv.ensure_venv(env.venv, progress, env.requirements)
+    core_dir = testenv.ensure_core(python, env.venv, core, version, progress)
     with tempfile.TemporaryDirectory(prefix="mutation-check-") as tmp:
         runs = Path(tmp)
 
@@ -84,6 +86,7 @@ def _run(args: argparse.Namespace) -> int:
     code = mutation.exit_code(results)
     if args.json:
         print(json.dumps({"pin": args.pin, "core_tree": core["tree"], "plugin_tree": plugin["tree"],
+                          "deviations": [env.deviation] if env.deviation else [],
                           "results": [{"patch": r.patch, "status": r.status, "detail": r.detail,
                                        "mutants": [{"reverted": list(m.reverted), "status": m.status,
                                                     "detail": m.detail} for m in r.mutants]}

@@ -48,7 +48,7 @@ def cmd_smoke(args: argparse.Namespace) -> int:
         raise OverlayError(f"--venv {venv} is inside the repository", hint="put it outside (it is large)")
     quiet = args.json
     echo = None if quiet else (lambda line: print(line, flush=True))
-    walks, targets = run_smoke(args.root, args.pin, mirror, venv, baseline=args.baseline,
+    walks, targets, deviation = run_smoke(args.root, args.pin, mirror, venv, baseline=args.baseline,
                                progress=reporting.progress("smoke", quiet=quiet), echo=echo)
     target = walks[0]
     written: list[str] = []
@@ -56,8 +56,11 @@ def cmd_smoke(args: argparse.Namespace) -> int:
         written = write_counters(args.write_counters, target, args.pin, targets, args.root)
     if args.json:
         print(json.dumps({"ok": target.ok, "pin": args.pin, "walks": [w.to_json() for w in walks],
+                          "deviations": [deviation] if deviation else [],
                           "counters_written": written}, indent=2))
     else:
+        if deviation:
+            print(f"smoke: deviation: {deviation}")
         for w in walks:
             print(w.summary())
         if written:

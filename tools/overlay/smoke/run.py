@@ -21,8 +21,9 @@ WALK_TIMEOUT_S = 900  # the whole walk; a first import of vLLM takes tens of sec
 
 
 def prepare(root: Path, pin: str, mirror: str, venv: Path,
-            progress: testenv.Progress) -> tuple[Path, Path, dict[str, dict]]:
-    """(test python, installed core dir, composition record per target) for `pin`."""
+            progress: testenv.Progress) -> tuple[Path, Path, dict[str, dict], str | None]:
+    """(test python, installed core dir, composition record per target, the environment's
+    deviation or None) for `pin`."""
     try:
         targets = testenv.compose(root, pin, mirror)
     except OverlayError as exc:
@@ -39,10 +40,12 @@ def prepare(root: Path, pin: str, mirror: str, venv: Path,
                            hint="the smoke needs a core tree: give a mirror that holds the pinned core")
     pin_file = root / "pins" / f"{pin}.yaml"
     version = testenv.core_version(pin_file.read_text()) if pin_file.is_file() else None
-    venv, requirements = testenv.select_environment(venv, Path(targets["core"]["path"]))
-    python = testenv.ensure_venv(venv, progress, requirements)
-    core_dir = testenv.ensure_core(python, venv, targets["core"], version, progress)
-    return python, core_dir, targets
+    env = testenv.select_environment(venv, Path(targets["core"]["path"]))
+    if env.deviation and progress:
+        progress(f"deviation: {env.deviation}")
+    python = testenv.ensure_venv(env.venv, progress, env.requirements)
+    core_dir = testenv.ensure_core(python, env.venv, targets["core"], version, progress)
+    return python, core_dir, targets, env.deviation
 
 
 def series_paths(repo: str | Path, base: str, rev: str) -> list[str]:
@@ -94,9 +97,10 @@ def walk_tree(label: str, python: Path, core_dir: Path, tree: Path, scratch: Pat
 
 def run_smoke(root: Path, pin: str, mirror: str, venv: Path, *, baseline: bool,
               progress: testenv.Progress, echo: Callable[[str], None] | None
-              ) -> tuple[list[Walk], dict[str, dict]]:
-    """The walks (with the series first) and the composition record per target."""
-    python, core_dir, targets = prepare(root, pin, mirror, venv, progress)
+              ) -> tuple[list[Walk], dict[str, dict], str | None]:
+    """The walks (with the series first), the composition record per target, and the
+    environment's deviation (None when the core runs on the torch it pins)."""
+    python, core_dir, targets, deviation = prepare(root, pin, mirror, venv, progress)
     plugin = targets["plugin"]
     walks = []
     plans = [(f"{pin} with the series", "HEAD")]
@@ -110,4 +114,4 @@ def run_smoke(root: Path, pin: str, mirror: str, venv: Path, *, baseline: bool,
             tree = testenv.export_tree(plugin["path"], rev, scratch / "plugin")
             changed = series_paths(plugin["path"], plugin["base"], rev)
             walks.append(walk_tree(label, python, core_dir, tree, scratch, echo, changed))
-    return walks, targets
+    return walks, targets, deviation

@@ -29,10 +29,11 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from overlay import gitcmd
 from overlay.errors import OverlayError, printable
+from overlay.series import yamldoc
 
 Progress = Callable[[str], None] | None  # None: stay quiet (not a terminal, or --json)
 
@@ -262,26 +263,75 @@ def torch_pin(text: str | None) -> str | None:
     return m.group(1) if m else None
 
 
-def select_environment(venv: Path, core_tree: Path) -> tuple[Path, Path]:
-    """(venv, requirements) for a core tree: one environment per torch family, reused across
-    pin sets. The family is the torch the core pins (requirements/cpu.txt); the default
-    requirements serve their own family at `venv`, another family is
-    requirements/composed-test-torch<X.Y>.txt at the sibling `<venv>-torch<X.Y>`."""
+class Environment(NamedTuple):
+    """Where a core's unit tests run: the venv, its requirements, and the deviation when the
+    core's own torch family is stood in for by another (None when it is not)."""
+    venv: Path
+    requirements: Path
+    deviation: str | None = None
+
+
+SUBSTITUTES_NAME = "composed-test-substitutes.yaml"
+
+
+def _substitute(family: str) -> tuple[str, str] | None:
+    """(family to use, why) for `family` from requirements/composed-test-substitutes.yaml,
+    the only place a core may run on a torch it does not pin; any malformed entry is one
+    error naming the file."""
+    path = REQUIREMENTS.with_name(SUBSTITUTES_NAME)
+    if not path.is_file():
+        return None
+    shown = f"requirements/{SUBSTITUTES_NAME}"
+    doc = yamldoc.load(path, shown)
+    hint = 'map a torch family to {use: "X.Y", why: "..."}, e.g. "2.11": {use: "2.13", why: ...}'
+    if not isinstance(doc.value, dict):
+        raise OverlayError("expected a mapping of torch families", path=shown, line=doc.line, hint=hint)
+    node = doc.value.get(family)
+    if node is None:
+        return None
+    entry = node.value
+    if (not isinstance(entry, dict) or set(entry) != {"use", "why"}
+            or not all(isinstance(entry[k].value, str) and entry[k].value.strip() for k in ("use", "why"))):
+        raise OverlayError(f"entry {family!r} must have exactly `use:` and `why:`, both text",
+                           path=shown, line=node.line, hint=hint)
+    return entry["use"].value.strip(), " ".join(entry["why"].value.split())
+
+
+def select_environment(venv: Path, core_tree: Path) -> Environment:
+    """The environment for a core tree: one per torch family, reused across pin sets. The
+    family is the torch the core pins (requirements/cpu.txt); the default requirements serve
+    their own family at `venv`, another family is requirements/composed-test-torch<X.Y>.txt at
+    the sibling `<venv>-torch<X.Y>`. A family with neither runs in another family's
+    environment only where composed-test-substitutes.yaml says so, as a stated deviation."""
     try:
         cpu = (core_tree / "requirements" / "cpu.txt").read_text(errors="replace")
     except OSError:
         cpu = None
     family, default = torch_pin(cpu), torch_pin(REQUIREMENTS.read_text())
     if family is None or family == default:
-        return venv, REQUIREMENTS
+        return Environment(venv, REQUIREMENTS)
     requirements = REQUIREMENTS.with_name(f"composed-test-torch{family}.txt")
-    if not requirements.is_file():
-        raise OverlayError(f"this core pins torch {family}; the composed-test environment is torch {default} "
-                           f"and there is no {requirements.name}",
-                           path=f"requirements/{requirements.name}",
-                           hint=f"write {requirements.name}: pip's resolved list for that core, as "
-                                "composed-test.txt is for its own (README.md, composed-test)")
-    return venv.with_name(f"{venv.name}-torch{family}"), requirements
+    if requirements.is_file():
+        return Environment(venv.with_name(f"{venv.name}-torch{family}"), requirements)
+    substitute = _substitute(family)
+    if substitute is not None:
+        use, why = substitute
+        deviation = f"core pins torch {family}, run on torch {use}: {why}"
+        if use == default:
+            return Environment(venv, REQUIREMENTS, deviation)
+        other = REQUIREMENTS.with_name(f"composed-test-torch{use}.txt")
+        if not other.is_file():
+            raise OverlayError(f"torch {family} is to run on torch {use}, which has no environment "
+                               f"(neither composed-test.txt's {default} nor {other.name})",
+                               path=f"requirements/{SUBSTITUTES_NAME}",
+                               hint="name a family that has requirements")
+        return Environment(venv.with_name(f"{venv.name}-torch{use}"), other, deviation)
+    raise OverlayError(f"this core pins torch {family}; the composed-test environment is torch {default} "
+                       f"and there is no {requirements.name}",
+                       path=f"requirements/{requirements.name}",
+                       hint=f"write {requirements.name}: pip's resolved list for that core, as "
+                            f"composed-test.txt is for its own, or list the family in {SUBSTITUTES_NAME} "
+                            "(README.md, composed-test)")
 
 
 def requirements_digest(requirements: Path = REQUIREMENTS) -> str:
