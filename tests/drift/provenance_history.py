@@ -64,9 +64,12 @@ def _archive(pypi: Path, version: str) -> tuple[Path, str]:
 # With `residue`, backport 0001 also changes e.py, which upstream's #301 (p1) never touched:
 # the part of the backport a drop by provenance would lose.
 RESIDUE_EDIT = ("e.py", "e_05 = 5\n", "e_05 = 'throttle'  # only the backport does this\n")
+# With `residue="tests"`, backport 0001 also adds its own test, which upstream never had: all
+# of its code is upstream's, so the test goes with it, and the plan says so.
+RESIDUE_TEST = ("tests/test_a.py", "", "def test_a_10():\n    assert True\n")
 
 
-def build(root: Path, residue: bool = False) -> ProvenanceHistory:
+def build(root: Path, residue: bool | str = False) -> ProvenanceHistory:
     mirror = root / "mirror"
     up = Repo(mirror / "acme+plugin")
     for name in ("a", "b", "c", "d", "e"):
@@ -77,7 +80,7 @@ def build(root: Path, residue: bool = False) -> ProvenanceHistory:
     patches = list(PATCHES)
     if residue:
         rel, old, new, subject = patches[0]
-        patches[0] = ([(rel, old, new), RESIDUE_EDIT], None, None, subject)
+        patches[0] = ([(rel, old, new), RESIDUE_TEST if residue == "tests" else RESIDUE_EDIT], None, None, subject)
     names = write_patches(up.path, root, "p0", patches, project / "patches")
 
     up.edit("a.py", "a_10 = 10\n", "a_10 = 'upstream'  # version check\n")

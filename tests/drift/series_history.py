@@ -56,6 +56,10 @@ def write_patches(upstream: Path, root: Path, base: str, patches, folder: Path) 
     for n, (rel, old, new, subject) in enumerate(patches):
         for path, before, after in (rel if isinstance(rel, list) else [(rel, old, new)]):  # one edit or several
             p = work / path
+            if not before and not p.exists():  # a new file (a test the patch adds)
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_text(after)
+                continue
             p.write_text(p.read_text().replace(before, after, 1))
         git(["add", "-A"], work, 100 + n)
         git(["commit", "-q", "-m", subject, "-m", "Why: the synthetic series needs it.\n\n"

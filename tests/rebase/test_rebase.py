@@ -225,9 +225,12 @@ def _commit(project: Path, tag: str) -> str:
 def test_real_rebase_onto_cd76505e_drops_by_provenance_and_aborts_cleanly(capsys, tmp_path, monkeypatch):
     """The real series on the real mirror (OVERLAY_MIRROR): cd76505e holds the upstream
     commits 0001-0004, 0007, 0008 and 0010 cite, and it declares core 1f486d96 (its
-    main-verified commit), the pin set's core: they are dropped, whatever their text says.
-    0006 has one of its two upstream commits (8c28b0eb, not 15818534): kept, and it is the
-    first to conflict; --abort restores."""
+    main-verified commit), the pin set's core. Provenance proves history, not content: 0001,
+    0002, 0004, 0008 and 0010 are dropped (upstream carries all their code; their own tests
+    go with them, named); 0003 (its input_batch.py `mark_padding_rows`, which upstream never
+    wrote) and 0007 (`RecomputeScheduler.schedule(throttle_prefills)`, which 8c28b0eb never
+    did) are kept as their residue. 0006 has one of its two upstream commits (8c28b0eb, not
+    15818534): kept, and it is the first to conflict; --abort restores."""
     real = REAL_MIRROR
     if not real:
         pytest.fail("OVERLAY_MIRROR was not set when the session started")
@@ -248,8 +251,13 @@ def test_real_rebase_onto_cd76505e_drops_by_provenance_and_aborts_cleanly(capsys
     assert any("(#10935)" in line and "upstream did this too" in line for line in stop["overlap"])
     plans = json.loads((project / ".overlay" / "rebase.json").read_text())["plans"]
     dropped = [p["patch"][:4] for p in plans if p["action"] == "dropped"]
-    assert dropped == ["0001", "0002", "0003", "0004", "0007", "0008", "0010"]
-    assert all("main-verified commit" in p["why"] for p in plans if p["action"] == "dropped")
+    assert dropped == ["0001", "0002", "0004", "0008", "0010"]
+    assert all("main-verified commit" in p["why"] and "goes with it" in p["why"]
+               for p in plans if p["action"] == "dropped")
+    residue = {p["patch"][:4]: p["note"] for p in plans if "only in part" in (p.get("note") or "")}
+    assert set(residue) == {"0003", "0007"}
+    assert "vllm_ascend/worker/v2/input_batch.py hunk 1/2" in residue["0003"].split("the residue")[1]
+    assert "recompute_scheduler.py" in residue["0007"].split("the residue")[1]
     assert rebase(capsys, project, "--abort")[0] == 0
     assert snapshot(project) == before
 
@@ -523,6 +531,32 @@ def _provenance_residue(tmp_path_factory):
     from tests.drift.provenance_history import build as build_provenance
 
     return build_provenance(tmp_path_factory.mktemp("rebase-residue"), residue=True)
+
+
+@pytest.fixture(scope="session")
+def _provenance_test_residue(tmp_path_factory):
+    from tests.drift.provenance_history import build as build_provenance
+
+    return build_provenance(tmp_path_factory.mktemp("rebase-test-residue"), residue="tests")
+
+
+def test_provenance_drops_a_patch_whose_only_residue_is_its_own_test_and_names_the_test(
+        capsys, _provenance_test_residue, tmp_path, monkeypatch):
+    """0001's code is all upstream's (p1); what upstream lacks is only the test 0001 adds.
+    A test of code the series no longer carries is not a residue to keep: 0001 is dropped,
+    and the plan names the test that goes with it, so nothing leaves unsaid."""
+    history = _provenance_test_residue
+    project = tmp_path / "project"
+    shutil.copytree(history.project, project)
+    monkeypatch.setenv("OVERLAY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OVERLAY_MIRROR", str(history.mirror))
+    rc, out, err = rebase(capsys, project, "--pin", "base", "--onto", "plugin=p5",
+                          "--onto", "core=pypi:core==1.1", "--as", "next")
+    line = next(x for x in out.splitlines() if x.startswith("  0001"))
+    assert "drop" in line and "tests/test_a.py" in line, out
+    plans = json.loads((project / ".overlay" / "rebase.json").read_text())["plans"]
+    first = next(p for p in plans if p["patch"].startswith("0001"))
+    assert first["action"] == "dropped" and "tests/test_a.py" in first["why"]
 
 
 def test_provenance_drops_only_what_upstream_carries_and_keeps_the_residue(capsys, _provenance_residue, tmp_path,

@@ -63,8 +63,9 @@ def decide(verdicts, overlap, landed, slug: str = "", carriers=None,
             info = carriers.get(v.patch)
             ref = f"{slug}#{info.pr}" if info is not None and info.pr else v.upstream_commits[-1]
             commits = ", ".join(c[:12] for c in v.upstream_commits)
-            carried, kept = residue.get(v.patch, ([], [], set()))[:2]
-            if paired[0] and kept:
+            carried, kept, keep = residue.get(v.patch, ([], [], set()))
+            tests_only = sorted({path for path, _ in keep}) if keep and all(_is_test(path) for path, _ in keep) else []
+            if paired[0] and kept and not tests_only:
                 plans.append(PatchPlan(v.patch, label, v.detail, APPLY, lines,
                                        note=f"upstream carries it ({commits}, {ref}) only in part: "
                                             f"{', '.join(carried) or 'no hunk'}; the residue, "
@@ -77,7 +78,11 @@ def decide(verdicts, overlap, landed, slug: str = "", carriers=None,
                                        applied_upstream=record, outcome=DROPPED,
                                        why=f"its upstream-commit {commits} "
                                            f"{'is' if len(v.upstream_commits) == 1 else 'are'} upstream "
-                                           f"(carried by {ref}) and {paired[1]}"))
+                                           f"(carried by {ref}) and {paired[1]}"
+                                           + (f"; its own test{'s' if len(tests_only) > 1 else ''} "
+                                              f"{', '.join(tests_only)}, which upstream lacks, "
+                                              f"{'go' if len(tests_only) > 1 else 'goes'} with it: "
+                                              "the code tested is upstream's" if tests_only else "")))
                 continue
             plans.append(PatchPlan(v.patch, label, v.detail, APPLY, lines,
                                    note=f"upstream carries it ({commits}, {ref}), but {paired[1]}: kept"))
@@ -99,6 +104,12 @@ def decide(verdicts, overlap, landed, slug: str = "", carriers=None,
             own = _own_version(overlap.get(v.patch, []), landed.get(v.patch), slug)
             plans.append(PatchPlan(v.patch, label, v.detail, "apply", lines, upstream_version=own))
     return plans
+
+
+def _is_test(path: str) -> bool:
+    """A file of the plugin's test suite (tests/...): a residue made only of these is the
+    patch's own test of code upstream now carries, not code to keep (pure)."""
+    return path.split("/", 1)[0] in ("tests", "test")
 
 
 def _own_version(overlap, landed, slug: str) -> dict | None:
