@@ -30,14 +30,16 @@ STEP_KEYS = {"id", "if", "name", "uses", "run", "working-directory", "shell", "w
 PERMISSION_SCOPES = {"actions", "attestations", "checks", "contents", "deployments",
                      "discussions", "id-token", "issues", "models", "packages", "pages",
                      "pull-requests", "repository-projects", "security-events", "statuses"}
-# The newest majors (late 2026): vllm-ascend's own workflows use checkout/setup-python/
-# upload-artifact v7; actions/cache's releases are at v6.
+# The newest majors: checkout/setup-python/upload-artifact v7 (the tags v7.0.1, v7.0.0,
+# v7.0.0 of their repositories); actions/cache's newest release tag is v5.0.5 (its repository
+# has no v6 tag).
 CURRENT_MAJOR = {"actions/checkout": 7, "actions/setup-python": 7, "actions/upload-artifact": 7,
-                 "actions/cache/restore": 6, "actions/cache/save": 6}
-# GitHub's own actions (owner `actions/`) go by major version; any other owner's tag can be
-# moved to other code, so a third-party action is pinned by its full commit id, with the
-# tag it was taken from in a comment on the same line (`uses: owner/x@<40 hex> # v6.1.0`).
+                 "actions/cache/restore": 5, "actions/cache/save": 5}
+# Every action, GitHub's own included, is pinned by its full commit id, with the tag it was
+# taken from in a comment on the same line (`uses: owner/x@<40 hex>  # v6.1.0`): a tag can be
+# moved to other code, a commit id cannot.
 FULL_SHA = re.compile(r"[0-9a-f]{40}")
+TAG_COMMENT = re.compile(r"#\s*(v(\d+)(?:\.\d+)*)\s*$")
 UNTRUSTED = re.compile(r"\$\{\{\s*(inputs|github\.event|github\.head_ref)\b")
 INJECTION = "plugin=main; echo INJECTED; false #"
 
@@ -95,17 +97,17 @@ def lint(path: Path) -> list[str]:
                     problems.append(f"{label}: unbalanced expression ${{{{{expr}}}}}")
             continue
         action, _, version = str(step["uses"]).partition("@")
-        major = re.fullmatch(r"v(\d+)", version)
-        if not action.startswith("actions/"):
-            if not FULL_SHA.fullmatch(version):
-                problems.append(f"{label}: the third-party action {step['uses']!r} is not "
-                                f"pinned by a full commit id (@<40 hex> # <tag>)")
-            elif not re.search(re.escape(str(step["uses"])) + r"\s+#\s*v\d", text):
+        if not FULL_SHA.fullmatch(version):
+            problems.append(f"{label}: {step['uses']!r} is not pinned by a full commit id "
+                            f"(@<40 hex>  # <tag>)")
+        else:
+            lines = [ln for ln in text.splitlines() if re.search(r"uses:\s*" + re.escape(str(step["uses"])), ln)]
+            tags = [m for m in (TAG_COMMENT.search(ln) for ln in lines) if m]
+            if not tags:
                 problems.append(f"{label}: {step['uses']!r} has no `# <tag>` comment")
-        elif not major:
-            problems.append(f"{label}: {step['uses']!r} is not pinned to a major version (@vN)")
-        elif action in CURRENT_MAJOR and int(major.group(1)) < CURRENT_MAJOR[action]:
-            problems.append(f"{label}: {action}@{version} is outdated (v{CURRENT_MAJOR[action]})")
+            elif action in CURRENT_MAJOR and int(tags[0].group(2)) < CURRENT_MAJOR[action]:
+                problems.append(f"{label}: {action} at {tags[0].group(1)} is outdated "
+                                f"(v{CURRENT_MAJOR[action]})")
         if action == "actions/checkout" and (step.get("with") or {}).get("persist-credentials") is not False:
             problems.append(f"{label}: actions/checkout without persist-credentials: false")
         if action == "actions/cache":
@@ -146,17 +148,53 @@ jobs:
       - uses: someone/else@0123456789abcdef0123456789abcdef01234567
 """)
     text = "\n".join(lint(old))
-    for expected in ("no top-level `permissions`", "actions/checkout@v4 is outdated",
+    for expected in ("no top-level `permissions`", "'actions/checkout@v4' is not pinned by a full commit id",
                      "without persist-credentials: false", "actions/cache saves only on success",
-                     "expanded inside `run`", "actions/upload-artifact@v4 is outdated",
+                     "expanded inside `run`", "'actions/upload-artifact@v4' is not pinned by a full commit id",
                      "'mikepenz/action-junit-report@v6' is not pinned by a full commit id",
                      "has no `# <tag>` comment"):
         assert expected in text
+    outdated = tmp_path / "outdated.yml"
+    outdated.write_text("name: p\non: push\npermissions: {}\njobs:\n  j:\n    runs-on: x\n    steps:\n"
+                        "      - uses: actions/upload-artifact@" + "a" * 40 + "  # v4.6.2\n")
+    assert lint(outdated) == ["outdated.yml: job j: step 'actions/upload-artifact@" + "a" * 40
+                              + "': actions/upload-artifact at v4.6.2 is outdated (v7)"]
     pinned = tmp_path / "pinned.yml"
     pinned.write_text("name: p\non: push\npermissions: {}\njobs:\n  j:\n    runs-on: x\n"
                       "    steps:\n      - uses: someone/else@0123456789abcdef0123456789abcdef01234567"
                       "  # v2.0.1\n")
     assert lint(pinned) == []
+
+
+USES = re.compile(r"^\s*(?:-\s+)?uses:\s*(\S+)(.*)$")
+
+
+def pin_problems(text: str) -> list[str]:
+    """Each `uses:` line (as written, not as YAML reads it) that is not `owner/x@<40 hex>  # vN...`."""
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        m = USES.match(line)
+        if not m:
+            continue
+        ref, rest = m.groups()
+        _, _, version = ref.partition("@")
+        if not FULL_SHA.fullmatch(version) or not re.fullmatch(r"\s+#\s*v\d+(\.\d+)*\s*", rest):
+            out.append(f"line {n}: {line.strip()}")
+    return out
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_every_action_is_pinned_by_commit_with_its_tag(path):
+    """Issue 29: each `uses:` names a full commit id and, in a comment, the tag it was read from."""
+    assert any(USES.match(line) for line in path.read_text().splitlines())
+    assert pin_problems(path.read_text()) == []
+
+
+def test_the_pin_check_reports_a_tag_or_a_bare_sha():
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    assert pin_problems(f"      - uses: actions/checkout@v7\n        uses: a/b@{sha}\n"
+                        f"      - uses: a/b@{sha}  # v1.2.3\n      - uses: a/b@{sha[:12]}  # v1\n") == [
+        "line 1: - uses: actions/checkout@v7", f"line 2: uses: a/b@{sha}", f"line 4: - uses: a/b@{sha[:12]}  # v1"]
 
 
 def _supported_pythons() -> list[str]:

@@ -4,6 +4,7 @@ by patch with git range-diff over the composed branches (synthetic upstreams onl
 from __future__ import annotations
 
 import json
+import re
 
 from conftest import add_second_pin
 from fixtures import PLUGIN_FILES, commit_all, make_patch, run_git
@@ -108,19 +109,60 @@ def test_targets_limit_what_is_composed(world, run):
     assert code == 2 and "unknown target 'gpu'" in err
 
 
-def test_refresh_ends_with_the_range_diff_of_what_it_changed(world, run):
+def _edit_the_branch(world):
+    """In build/p1/plugin: the top patch's message amended and a new patch on top."""
     from fixtures import PATCH_AUTHOR, write
 
-    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
     tree = world.project / "build" / "p1" / "plugin"
+    message = run_git(["log", "-1", "--format=%B"], tree).strip()
+    run_git(["commit", "-q", "--amend", "-m", message + "\n\nAmended: measured on two nodes."], tree,
+            author=PATCH_AUTHOR)
     write(tree, {"vllm_ascend/new_feature.py": "ENABLED = False\n"})
     commit_all(tree, "[Feature] Add a new feature flag\n\nWhy: because.", author=PATCH_AUTHOR)
+
+
+def _masked(text: str) -> list[str]:
+    """range-diff lines with the commit ids and the side names left out."""
+    text = re.sub(r"\b[0-9a-f]{7,40}\b", "<id>", text)
+    return [re.sub(r"only in [^,\s]+( refresh)?", "only in <side>", line) for line in text.splitlines()]
+
+
+def test_refresh_ends_with_the_summary_range_diff_prints(world, run):
+    """Issue 29: refresh prints, at its end, the summary `overlay range-diff` prints for the
+    series before and after it (here: the two commits of the repository around it)."""
+    old = _commit_project(world, "series before")
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    _edit_the_branch(world)
     code, out, err = run("refresh", root=world.project)
     assert code == 0, err
-    summary = out.split("range-diff plugin (before -> after this refresh): ", 1)[1].splitlines()
-    assert summary[0] == "2 same, 0 changed, 0 dropped, 1 added"
-    assert summary[3].endswith("[Feature] Add a new feature flag") and " > 3:" in summary[3]
-    assert summary[4].startswith("refresh: ") and summary[4] == out.rstrip().splitlines()[-1]
-    assert "range-diff core" not in out  # its branch did not change
+    head, _, rest = out.partition("range-diff before refresh -> after refresh on pin set p1\n")
+    assert rest, out
+    shown, totals = rest.rstrip("\n").rsplit("\n", 1)
+    assert totals.startswith("refresh: ") and totals == out.rstrip().splitlines()[-1]
+    assert shown.startswith("== plugin: 1 same, 1 changed, 0 only in before refresh, 1 only in after refresh\n")
+    assert "+    Amended: measured on two nodes." in shown  # each patch's change, as git range-diff shows it
+    assert "== core" not in shown  # its branch did not change
+    _commit_project(world, "series after")
+    code, same, err = run("range-diff", old, "HEAD", "--targets", "plugin", "--mirror", world.mirror,
+                          root=world.project)
+    assert code == 0, err
+    assert _masked(same.split("\n", 1)[1]) == _masked(shown)  # one summary, the same lines
     code, out, _ = run("refresh", root=world.project)  # nothing changed since: no summary
     assert code == 0 and "range-diff" not in out
+
+
+def test_refresh_json_has_the_range_diff_as_a_field(world, run):
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    _edit_the_branch(world)
+    code, out, err = run("refresh", "--json", root=world.project)
+    assert code == 0, err
+    doc = json.loads(out)
+    diff = doc["range_diff"]
+    assert (diff["a"]["given"], diff["b"]["given"], diff["pin"]) == ("before refresh", "after refresh", "p1")
+    assert [t["target"] for t in diff["targets"]] == ["plugin"]
+    assert _pairs(diff, "plugin") == [(1, "=", 1, "[BugFix][MRV2] Accept lora_capture_cases in factory"),
+                                      (2, "!", 2, "[Perf] Add an opt-in fast path switch"),
+                                      (None, ">", 3, "[Feature] Add a new feature flag")]
+    assert "written" in doc  # refresh's own fields stay
+    code, out, _ = run("refresh", "--json", root=world.project)
+    assert code == 0 and json.loads(out)["range_diff"]["targets"] == []

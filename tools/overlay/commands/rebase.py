@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from overlay.errors import OverlayError
+from overlay import gitcmd
+from overlay.errors import OverlayError, printable
 from overlay.rebase import __doc__ as ABOUT
 from overlay.rebase.steps import abort, resume, start
+from overlay.views import rangediff
 
 
 def register(sub) -> None:
@@ -42,7 +44,29 @@ def run(args: argparse.Namespace) -> int:
     if args.abort:
         return abort(root, args.json)
     if resuming:
-        return resume(root, skip=args.skip, json_mode=args.json)
+        return resume(root, skip=args.skip, json_mode=args.json, after=_range_diff(root))
     if not args.onto:
         raise OverlayError("give --onto TARGET=REF", hint="overlay rebase --pin NAME --onto plugin=main")
-    return start(root, args)
+    return start(root, args, after=_range_diff(root))
+
+
+def _range_diff(root: Path):
+    """At the end of a finished rebase: the old pin set against the new one for the rebased
+    target, as `overlay range-diff OLD NEW` shows it (its `range_diff` field in --json). The
+    rebase is done by then: a range-diff that cannot be made is said, and changes nothing."""
+    def after(result: dict, mirror: Path | None) -> tuple[dict, str]:
+        old, new = result["pin"], result["new_pin"]
+        try:
+            diff = rangediff.range_diff(root, old, new, mirror=mirror, targets=[result["target"]])
+        except (OverlayError, gitcmd.GitFailed) as exc:
+            if isinstance(exc, OverlayError):
+                why = exc.one_line()
+            else:
+                said = (exc.stderr or "").strip().splitlines()
+                why = f"git {(exc.args_ or ['?'])[0]} failed" + (f": {printable(said[-1])}" if said else "")
+            return ({"range_diff": {"error": why}},
+                    f"\nRange-diff `{old}` -> `{new}`: not shown ({why}).\n")
+        return ({"range_diff": diff.to_json()},
+                f"\nRange-diff (`overlay range-diff {old} {new}`):\n\n~~~~~~\n"
+                + rangediff.text(diff) + "~~~~~~\n")
+    return after

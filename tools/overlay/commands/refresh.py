@@ -16,20 +16,19 @@ from overlay.views import rangediff
 def cmd_refresh(args: argparse.Namespace) -> int:
     project = Project.load(args.root)
     pin = project.pin(args.pin)
-    before = {} if args.json else rangediff.composed_heads(args.root, pin, target_names(args.targets),
-                                                            args.into)
+    before = rangediff.composed_heads(args.root, pin, target_names(args.targets), args.into)
     result = refresh.refresh(project, pin, targets=target_names(args.targets), into=args.into,
                              mirror=paths.mirror_root(args.mirror))
+    changed = rangediff.since(pin.name, before)  # the branch before -> after, as range-diff says it
     if args.json:
-        print(json.dumps(result.as_dict(), indent=2))
+        print(json.dumps({**result.as_dict(), "range_diff": changed.to_json()}, indent=2))
     else:
         lines = result.lines()
         for line in lines[:-1]:
             print(line)
-        # the patches as a reviewer sees the change (git range-diff, before -> after), then
-        # the totals line, which stays last
-        print(rangediff.since_text(rangediff.since(before)), end="")
-        print(lines[-1])
+        if changed.targets:  # each patch's change (the summary `overlay range-diff` prints)
+            print(rangediff.text(changed), end="")
+        print(lines[-1])  # the totals line stays last
     return 0
 
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-from overlay.series.model import Project
+from overlay.commands.options import add_view_options, view_inputs
 from overlay.views import show as view
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    project = Project.load(args.root)
-    shown = view.patch_view(project, args.patch, args.pin, into=args.into, reports=args.reports)
+    given = view_inputs(args)
+    shown = view.patch_view(given.project, args.patch, given.pins[0] if given.chosen else None,
+                            into=given.into, reports=given.reports)
     if args.json:
         print(json.dumps(shown.to_json(), indent=2))
     else:
@@ -31,10 +31,5 @@ def register(sub) -> None:
                                    "then the diff.")
     p.add_argument("patch", metavar="PATCH",
                    help="patch file name, without .patch, or an unambiguous prefix (0003)")
-    p.add_argument("--pin", default=None, metavar="NAME", help="only this pin set's state and drift")
-    p.add_argument("--into", type=Path, default=None, metavar="DIR",
-                   help="where composed trees live (default: <root>/build)")
-    p.add_argument("--reports", type=Path, default=None, metavar="DIR",
-                   help="where saved drift/mutation-check --json reports are (default: <root>/reports)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_view_options(p, pin_help="only this pin set's state and drift", reports=True)
     p.set_defaults(func=cmd_show)

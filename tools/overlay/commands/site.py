@@ -6,14 +6,15 @@ import argparse
 import json
 from pathlib import Path
 
-from overlay.series.model import Project
+from overlay.commands.options import add_view_options, view_inputs
 from overlay.views import site as view
 
 
 def cmd_site(args: argparse.Namespace) -> int:
-    project = Project.load(args.root)
+    given = view_inputs(args)
     out = args.dir.resolve()
-    pages = view.write_site(project, out, into=args.into, reports=args.reports)
+    pages = view.write_site(given.project, out, pins=given.pins, into=given.into,
+                           reports=given.reports)
     if args.json:
         print(json.dumps({"dir": str(out), "pages": pages}, indent=2))
     else:
@@ -30,9 +31,5 @@ def register(sub) -> None:
                                    "decisions with their plots). DIR must be new, empty, or a site "
                                    "written before; nothing is deleted.")
     p.add_argument("dir", type=Path, metavar="DIR", help="the folder to write the site into")
-    p.add_argument("--into", type=Path, default=None, metavar="DIR",
-                   help="where composed trees live (default: <root>/build)")
-    p.add_argument("--reports", type=Path, default=None, metavar="DIR",
-                   help="where saved drift/mutation-check --json reports are (default: <root>/reports)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_view_options(p, reports=True)
     p.set_defaults(func=cmd_site)

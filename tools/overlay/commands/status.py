@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-from overlay.series.model import Project
+from overlay.commands.options import add_view_options, view_inputs
 from overlay.views import status as view
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    project = Project.load(args.root)
-    statuses = view.status(project, args.pin, args.into)
+    given = view_inputs(args)
+    statuses = view.status(given.project, given.pins, given.into)
     if args.json:
         print(json.dumps({"pins": [s.to_json() for s in statuses]}, indent=2))
     else:
@@ -27,9 +26,5 @@ def register(sub) -> None:
                                    "the patches it carries in order, each with its origin and its "
                                    "upstream state there (carried, merged by which rule, ported, "
                                    "superseded). Reads series.yaml, pins/ and build/ only.")
-    p.add_argument("--pin", default=None, metavar="NAME",
-                   help="only this pin set (name or unambiguous prefix; default: every pin set)")
-    p.add_argument("--into", type=Path, default=None, metavar="DIR",
-                   help="where composed trees live (default: <root>/build)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_view_options(p, pin_help="only this pin set (name or unambiguous prefix; default: every pin set)")
     p.set_defaults(func=cmd_status)

@@ -406,19 +406,24 @@ def split_entry(text: str, entry_line: int, new_patch: str, subject: str | None,
 
 
 def residue_mail(text: str, keep: set) -> str:
-    """The patch mail `text` with only the hunks in `keep` ((path, index) pairs), for `git
-    am` (pure). The header stays (its diffstat may overstate; git am ignores it)."""
+    """The patch mail `text` with only what `keep` names, for `git am` (pure): (file index,
+    hunk index) pairs, the file index counting the `diff --git` blocks in order, and (file
+    index, None) for a file kept whole as it is written (a binary patch, a rename alone).
+    The header stays (its diffstat may overstate; git am ignores it)."""
     import unidiff
 
     m = re.search(r"^diff --git ", text, re.M)
     if m is None:
         return text
     out = []
-    for pf in unidiff.PatchSet(text[m.start():]):
-        path = pf.path
-        kept = [h for i, h in enumerate(pf) if (path, i) in keep]
-        if not kept:
+    for k, block in enumerate(re.split(r"(?m)^(?=diff --git )", text[m.start():])[1:]):
+        if (k, None) in keep:
+            out.append(block)
             continue
-        pf[:] = kept
+        wanted = {i for f, i in keep if f == k and i is not None}
+        if not wanted:
+            continue
+        pf = unidiff.PatchSet(block)[0]
+        pf[:] = [h for i, h in enumerate(pf) if i in wanted]
         out.append(str(pf))
     return text[:m.start()] + "".join(out)

@@ -15,7 +15,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from overlay.series import checks
 from overlay.trees import baseline_trees, compose, composed, lockfile, ownership, refresh, runlock, seriesswap, sources
@@ -145,12 +145,17 @@ def _locked(root: Path, command: str) -> Iterator[None]:
         yield
 
 
-def start(root: Path, args: argparse.Namespace) -> int:
+# What the command adds at the end of a finished rebase: given the result and the mirror,
+# the fields it adds to the result and the text printed after the summary.
+After = Callable[[dict, Path | None], tuple[dict, str]]
+
+
+def start(root: Path, args: argparse.Namespace, after: After | None = None) -> int:
     with _locked(root, "rebase"):
         if os.path.lexists(state_path(root)):
             raise OverlayError("a rebase is already in progress", path=SHOWN,
                                hint="overlay rebase --continue, --skip or --abort")
-        return _start(root, args)
+        return _start(root, args, after)
 
 
 def _real_dir_or_absent(path: Path) -> bool:
@@ -169,7 +174,7 @@ def _pin_from_text(root: Path, name: str, text: str) -> PinSet:
         return load_pinset(path, root)
 
 
-def _start(root: Path, args: argparse.Namespace) -> int:
+def _start(root: Path, args: argparse.Namespace, after: After | None) -> int:
     from overlay.drift.targets import load_patches, resolve_ref, target_slug
     from overlay.drift.report import overlap_line
     from overlay.drift.scan import Drift, commit_info, timed_onto
@@ -315,7 +320,7 @@ def _start(root: Path, args: argparse.Namespace) -> int:
         proc = _am(work, ["-3", "--keep-non-patch", "--committer-date-is-author-date",
                           "--whitespace=nowarn", *map(str, mails)]) if mails else None
     _clock(state, "git am -3", began)
-    return _after_am(root, state, proc, args.json)
+    return _after_am(root, state, proc, args.json, after)
 
 
 def _am(work: Path, args: list[str]):
@@ -344,7 +349,7 @@ def _stop(root: Path, state: RebaseState) -> None:
     save_state(root, state)
 
 
-def _after_am(root: Path, state: RebaseState, proc, json_mode: bool) -> int:
+def _after_am(root: Path, state: RebaseState, proc, json_mode: bool, after: After | None = None) -> int:
     stopped = _am_stopped_at(state)
     if stopped is not None:
         if stopped not in state.conflicts:
@@ -363,7 +368,7 @@ def _after_am(root: Path, state: RebaseState, proc, json_mode: bool) -> int:
                            hint="overlay rebase --abort, then check the patches with overlay check")
     if state.decisions:
         return _ask(root, state, json_mode)
-    return finish(root, state, json_mode)
+    return finish(root, state, json_mode, after)
 
 
 def _ask(root: Path, state: RebaseState, json_mode: bool) -> int:
@@ -395,7 +400,8 @@ def _report_stop(state: RebaseState, patch: str, status: str, message: str, extr
     return 1
 
 
-def _decide(root: Path, state: RebaseState, *, skip: bool, json_mode: bool) -> int:
+def _decide(root: Path, state: RebaseState, *, skip: bool, json_mode: bool,
+            after: After | None = None) -> int:
     """--continue (the commits added since the stop are the port) or --skip (drop it)."""
     work = Path(state.work)
     patch = state.decisions[0]
@@ -431,7 +437,7 @@ def _decide(root: Path, state: RebaseState, *, skip: bool, json_mode: bool) -> i
     save_state(root, state)
     if state.decisions:
         return _ask(root, state, json_mode)
-    return finish(root, state, json_mode)
+    return finish(root, state, json_mode, after)
 
 
 def _not_ours(state: RebaseState) -> str | None:
@@ -492,21 +498,22 @@ def _pin_exists(name: str) -> OverlayError:
                              "`overlay rebase --abort`")
 
 
-def resume(root: Path, *, skip: bool, json_mode: bool) -> int:
+def resume(root: Path, *, skip: bool, json_mode: bool, after: After | None = None) -> int:
     with _locked(root, "rebase --skip" if skip else "rebase --continue"):
         state = load_state(root)
         _sound(root, state)
-        return _resume(root, state, skip=skip, json_mode=json_mode)
+        return _resume(root, state, skip=skip, json_mode=json_mode, after=after)
 
 
-def _resume(root: Path, state: RebaseState, *, skip: bool, json_mode: bool) -> int:
+def _resume(root: Path, state: RebaseState, *, skip: bool, json_mode: bool,
+            after: After | None = None) -> int:
     if state.stopped_at is not None:
         state.waited = round(state.waited + max(0.0, time.time() - state.stopped_at), 1)
         state.stopped_at = None
     work = Path(state.work)
     stopped = _am_stopped_at(state) if state.decision_base is None else None
     if stopped is None and state.decision_base is not None and state.decisions:
-        return _decide(root, state, skip=skip, json_mode=json_mode)
+        return _decide(root, state, skip=skip, json_mode=json_mode, after=after)
     if skip:
         if stopped is None:
             raise OverlayError("nothing to skip: git am is not stopped on a patch", path=str(work),
@@ -516,7 +523,7 @@ def _resume(root: Path, state: RebaseState, *, skip: bool, json_mode: bool) -> i
         began = time.perf_counter()
         proc = _am(work, ["--skip"])
         _clock(state, "git am -3", began)
-        return _after_am(root, state, proc, json_mode)
+        return _after_am(root, state, proc, json_mode, after)
     if stopped is not None:
         unresolved = [f for f in gitcmd.git(["diff", "--name-only", "-z", "--diff-filter=U"], cwd=work,
                                             check=False).stdout.split("\0") if f]
@@ -526,10 +533,10 @@ def _resume(root: Path, state: RebaseState, *, skip: bool, json_mode: bool) -> i
         began = time.perf_counter()
         proc = _am(work, ["--continue"])
         _clock(state, "git am -3", began)
-        return _after_am(root, state, proc, json_mode)
+        return _after_am(root, state, proc, json_mode, after)
     if state.decisions:
         return _ask(root, state, json_mode)
-    return finish(root, state, json_mode)
+    return finish(root, state, json_mode, after)
 
 
 def abort(root: Path, json_mode: bool) -> int:
@@ -649,7 +656,7 @@ def _create_pin(path: Path, name: str, text: str) -> None:
         fh.write(text)
 
 
-def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
+def finish(root: Path, state: RebaseState, json_mode: bool, after: After | None = None) -> int:
     _sound(root, state)  # again: the checkout may have moved on while the rebase was stopped
     began = time.perf_counter()
     work = Path(state.work)
@@ -790,10 +797,12 @@ def finish(root: Path, state: RebaseState, json_mode: bool) -> int:
               "refresh": refreshed.as_dict(),
               "check": [f.as_dict() for f in findings], "gate": gate, "other_pins": others,
               "timings": state.timings, "waited_s": state.waited}
+    fields, epilogue = after(result, _mirror_of(state)) if after is not None else ({}, "")
+    result.update(fields)
     if json_mode:
         print(json.dumps(result, indent=2))
     else:
-        sys.stdout.write(printable(summary(state, result), newlines=True))
+        sys.stdout.write(printable(summary(state, result) + epilogue, newlines=True))
     return 0 if result["ok"] else 1
 
 

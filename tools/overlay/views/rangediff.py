@@ -33,7 +33,7 @@ MAX_SERIES_FILES = 4096
 @dataclass(frozen=True)
 class Side:
     given: str
-    kind: str  # pin | revision
+    kind: str  # pin | revision | composed (a branch in build/, before or after a refresh)
     name: str  # the pin set name, or the full commit id
 
 
@@ -275,6 +275,8 @@ def range_diff(root: Path, a_given: str, b_given: str, *, pin_name: str | None =
 
 
 def text(result: RangeDiff) -> str:
+    """The one summary of a range-diff: `overlay range-diff` prints it (and pr.yml's job
+    summary is that output), and refresh and rebase print it at their end."""
     out = []
     on = f" on pin set {result.pin}" if result.pin else ""
     out.append(f"range-diff {printable(result.a.given)} -> {printable(result.b.given)}{on}")
@@ -290,6 +292,8 @@ def text(result: RangeDiff) -> str:
 
 # ----------------------------------------------------------------------------- after a refresh
 
+BEFORE, AFTER = "before refresh", "after refresh"
+
 
 def composed_heads(root: Path, pin: PinSet, targets: list[str] | None,
                    into: Path | None = None) -> dict[str, Branch]:
@@ -303,9 +307,10 @@ def composed_heads(root: Path, pin: PinSet, targets: list[str] | None,
     return out
 
 
-def since(before: dict[str, Branch]) -> list[TargetDiff]:
-    """Per target, the range-diff from the branch recorded in `before` to the work tree's HEAD
-    now (the same repository: both are there); targets whose branch did not change are left out."""
+def since(pin_name: str, before: dict[str, Branch]) -> RangeDiff:
+    """The range-diff from each target's branch recorded in `before` to its work tree's HEAD
+    now (the same repository: both are there), as `text` prints it; targets whose branch
+    did not change are left out (no target: nothing changed)."""
     out = []
     for target, old in before.items():
         work = old.objects.parent
@@ -317,19 +322,10 @@ def since(before: dict[str, Branch]) -> list[TargetDiff]:
         if head == old.head:
             continue
         if old.base == old.head or new.base == new.head:
-            text = _one_sided(None, old, new, cwd=work)
+            diff = _one_sided(None, old, new, cwd=work)
         else:
-            text = gitcmd.git(["range-diff", "--no-color", f"{old.base}..{old.head}", f"{new.base}..{head}"],
+            diff = gitcmd.git(["range-diff", "--no-color", f"{old.base}..{old.head}", f"{new.base}..{head}"],
                               cwd=work).stdout
-        out.append(TargetDiff(target, old, new, parse_pairs(text), text))
-    return out
-
-
-def since_text(diffs: list[TargetDiff]) -> str:
-    out = []
-    for t in diffs:
-        c = t.counts()
-        out.append(f"range-diff {t.target} (before -> after this refresh): {c['same']} same, "
-                   f"{c['changed']} changed, {c['only_a']} dropped, {c['only_b']} added")
-        out += [printable(line) for line in t.text.splitlines() if _PAIR.match(line)]
-    return "\n".join(out) + ("\n" if out else "")
+        out.append(TargetDiff(target, old, new, parse_pairs(diff), diff))
+    return RangeDiff(Side(BEFORE, "composed", pin_name), Side(AFTER, "composed", pin_name), pin_name,
+                     tuple(out))

@@ -10,8 +10,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from overlay.errors import OverlayError, printable, quoted, shortened
-from overlay.series.model import (ArchiveSource, GitSource, PinSet, Project, SeriesEntry, load_all_pins,
-                                  load_pin)
+from overlay.series.model import ArchiveSource, GitSource, PinSet, Project, SeriesEntry, load_all_pins
 from overlay.series.patchfile import read_patch
 from overlay.testing.mutation import is_test_path
 from overlay.views import records, status
@@ -157,20 +156,21 @@ def _links(entry: SeriesEntry, pins: list[PinSet]) -> tuple[Link, ...]:
     return tuple(out)
 
 
-def patch_view(project: Project, wanted: str, pin_name: str | None = None, *,
+def patch_view(project: Project, wanted: str, only: PinSet | None = None, *,
                into: Path | None = None, reports: Path | None = None) -> PatchView:
+    """One patch's review view; `only`: that pin set's state and drift alone."""
     entry = find_entry(project, wanted)
     mail = read_patch(project.patches_dir / entry.patch, f"patches/{entry.patch}")
     every = load_all_pins(project.root)
-    chosen = [load_pin(project.root, pin_name)] if pin_name is not None else every
+    chosen = [only] if only is not None else every
     pins = tuple(s for s in (status.pin_status(project, p, into) for p in chosen
                              if entry.target in p.target_names)
                  if any(r.patch == entry.patch for r in s.patches))
     where = records.reports_dir(project.root, reports)
     drift_doc = records.read_report(where / records.DRIFT_FILE)
     drift = records.drift_of(drift_doc, entry.patch)
-    if pin_name is not None:
-        drift = [d for d in drift if d.pin == chosen[0].name]
+    if only is not None:
+        drift = [d for d in drift if d.pin == only.name]
     mutation = records.mutation_of(records.read_report(where / records.MUTATION_FILE), entry.patch)
     tests = tuple(TestFile(f.path, f.created) for f in mail.files if is_test_path(f.path))
     return PatchView(entry, _header(entry, mail), _links(entry, every), pins, tuple(drift),

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from overlay import paths
 from overlay.errors import OverlayError
-from overlay.series.model import Project, load_all_pins
+from overlay.series.model import PinSet, Project, load_all_pins
 from overlay.views import show, status
 
 MARKER = ".overlay-site"
@@ -238,10 +238,11 @@ def prepare(out: Path) -> None:
     (out / MARKER).write_text("written by overlay site\n")
 
 
-def write_site(project: Project, out: Path, *, into: Path | None = None,
-               reports: Path | None = None) -> list[str]:
-    """Write the site into `out`; the pages written, relative to it."""
-    statuses = [status.pin_status(project, p, into) for p in load_all_pins(project.root)]
+def write_site(project: Project, out: Path, *, pins: list[PinSet] | None = None,
+               into: Path | None = None, reports: Path | None = None) -> list[str]:
+    """Write the site into `out` (the matrix of `pins`, default every pin set); the pages
+    written, relative to it."""
+    statuses = status.status(project, load_all_pins(project.root) if pins is None else pins, into)
     prepare(out)
     pages = {"index.html": index_page(project, statuses)}
     for entry in project.series.entries:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from overlay import gitcmd, paths
 from overlay.errors import printable
-from overlay.series.model import PinSet, Project, SeriesEntry, load_all_pins, load_pin
+from overlay.series.model import PinSet, Project, SeriesEntry
 from overlay.trees import composed
 
 # Upstream states of an entry at one pin set.
@@ -123,9 +123,8 @@ def pin_status(project: Project, pin: PinSet, into: Path | None = None) -> PinSt
     return PinStatus(pin.name, pin.description, tuple(locks.values()), tuple(rows))
 
 
-def status(project: Project, pin_name: str | None, into: Path | None = None) -> list[PinStatus]:
-    """Every pin set's status (or, with `pin_name`, that one's), in name order."""
-    pins = [load_pin(project.root, pin_name)] if pin_name is not None else load_all_pins(project.root)
+def status(project: Project, pins: list[PinSet], into: Path | None = None) -> list[PinStatus]:
+    """The status of each of `pins` (every pin set, or the one --pin chose), in their order."""
     return [pin_status(project, p, into) for p in pins]
 
 
