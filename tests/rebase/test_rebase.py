@@ -252,7 +252,7 @@ def test_real_rebase_onto_cd76505e_drops_by_provenance_and_aborts_cleanly(capsys
     plans = json.loads((project / ".overlay" / "rebase.json").read_text())["plans"]
     dropped = [p["patch"][:4] for p in plans if p["action"] == "dropped"]
     assert dropped == ["0001", "0002", "0004", "0008", "0010"]
-    assert all("main-verified commit" in p["why"] and "goes with it" in p["why"]
+    assert all("main-verified commit" in p["why"] and "with it: the code tested is upstream" in p["why"]
                for p in plans if p["action"] == "dropped")
     residue = {p["patch"][:4]: p["note"] for p in plans if "only in part" in (p.get("note") or "")}
     assert set(residue) == {"0003", "0007"}

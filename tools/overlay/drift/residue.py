@@ -32,6 +32,14 @@ def _whole_file_there(fp: FilePatch, ref_text) -> bool:
     return False
 
 
+def item_path(item: str) -> str:
+    """The path of a "path hunk i/n" or "path (kind)" item of carried_hunks (pure)."""
+    for sep in (" hunk ", " ("):
+        if sep in item:
+            return item.rsplit(sep, 1)[0]
+    return item
+
+
 def carried_hunks(files, ref_text, upstream_paths: set[str]) -> tuple[list[str], list[str], set]:
     """Which hunks of a patch upstream's content carries at REF (pure): a hunk is carried
     when it reverse-applies exactly to REF's file (its change is there), or when the

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+from overlay.drift.residue import item_path
 from overlay.series.model import GitSource, PinSet
 from overlay.series.yamldoc import entry_block, set_only_pins  # noqa: F401 - rebase's callers import them here
 from overlay.rebase.state import APPLY, DECIDE, DROPPED, PatchPlan, RebaseState
@@ -63,8 +64,9 @@ def decide(verdicts, overlap, landed, slug: str = "", carriers=None,
             info = carriers.get(v.patch)
             ref = f"{slug}#{info.pr}" if info is not None and info.pr else v.upstream_commits[-1]
             commits = ", ".join(c[:12] for c in v.upstream_commits)
-            carried, kept, keep = residue.get(v.patch, ([], [], set()))
-            tests_only = sorted({path for path, _ in keep}) if keep and all(_is_test(path) for path, _ in keep) else []
+            carried, kept = residue.get(v.patch, ([], [], set()))[:2]
+            kept_paths = sorted({item_path(item) for item in kept})
+            tests_only = kept_paths if kept_paths and all(map(_is_test, kept_paths)) else []
             if paired[0] and kept and not tests_only:
                 plans.append(PatchPlan(v.patch, label, v.detail, APPLY, lines,
                                        note=f"upstream carries it ({commits}, {ref}) only in part: "
