@@ -10,9 +10,12 @@ core's `from_mapping` with one core lacks.
 
 from __future__ import annotations
 
+import pytest
+
 from overlay.gate import run_gate
 
 import gatekit
+from test_gate_eval_real import trees  # noqa: F401  (the mirror's trees, a fixture shared with the eval tests)
 
 PKGS = {"vllm/__init__.py": "", "vllm/v1/__init__.py": "", "vllm/v1/worker/__init__.py": "",
         "vllm/distributed/__init__.py": "", "vllm/distributed/elastic_ep/__init__.py": "",
@@ -181,3 +184,25 @@ def test_a_subclass_of_the_class_keeps_its_methods_live(tmp_path):
         "    return EagerExecutor(worker)\n")
     report = gate(tmp_path / "e", NPU, core)
     assert severities(report, SETUP) == ["error"]
+
+
+# ----------------------------------------------------------------------------- on the mirror
+
+ELASTIC_EP = {"call:vllm.distributed.eplb.eplb_state.EplbState.from_mapping @ vllm_ascend/distributed/eplb_state.py",
+              "override:vllm_ascend.worker.v2.eplb.AscendEPLBController.setup_from_mapping @ vllm_ascend/worker/v2/eplb.py"}
+
+
+@pytest.mark.mirror
+def test_forward_from_182b75ea84_the_elastic_ep_pair_is_no_error_at_0_29_0(trees):
+    from overlay.gate.evaluation import finding_key
+
+    core, plugin = trees("182b75ea84", "0.29.0")
+    # the release shows why: the executor is built in the GPU worker only
+    built = [p for p in core.rglob("*.py") if "ElasticEPScalingExecutor(" in p.read_text(errors="replace")]
+    assert [p.relative_to(core).as_posix() for p in built] == ["vllm/v1/worker/gpu_worker.py"]
+    report = run_gate(core, plugin)
+    found = {finding_key(f): f.severity for f in report.findings}
+    assert ELASTIC_EP <= set(found) and all(found[k] != "error" for k in ELASTIC_EP)
+    # the real breaks beside them stay errors (model_runner_v1.py:3890 runs at every start)
+    assert found["attribute:vllm.v1.kv_cache_interface.KVCacheTensor.shared_by @ vllm_ascend/worker/model_runner_v1.py"] \
+        == "error"
