@@ -131,8 +131,12 @@ def test_the_committed_classification_loads_and_covers_the_pairings():
     assert len(bumps) == 5 and all(p.source for p in bumps)  # every truth set names the commits it was read from
     assert [p.name for p in pairings if p.control] == ["351879064c-vs-0.27.1"]
     held = [p for p in pairings if p.held_out]
-    assert [p.name for p in held] == ["803711ea40-vs-0.29.0", "434b332d70-vs-0.26.0"]
+    assert [p.name for p in held] == ["803711ea40-vs-0.29.0", "434b332d70-vs-0.26.0", "b1038f13d7-vs-0.28.0",
+                                      "2ec57c0a21-vs-0.26.0"]
     assert all(p.source and p.truth for p in held)
+    # enough held-out breaks for a recall figure to mean something (issue 27: >= 15 over several pairings)
+    assert sum(t.reach for p in held for t in p.truth) >= 15
+    assert len({p.core for p in held}) >= 3
     tuned_commits = {c for p in pairings if not p.held_out for c in [p.plugin, *p.source.split()]}
     assert not any(p.plugin in tuned_commits for p in held)  # the rule: nothing the tuned set uses
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from overlay.gate.findings import Finding
 from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, dotted, qualify
+from overlay.gate.instances import plugin_function_reachable
 from overlay.gate.scan import CallUse, PluginFacts
 from overlay.gate.signature import Signature, accepts_call
 
@@ -407,9 +408,19 @@ def _return_annotation(mod: ModuleInfo, sig: Signature) -> str | None:
     return None
 
 
+def _unreachable(use: CallUse, ev, memo: dict) -> str:
+    """Why the plugin method holding `use` cannot be called ("" when it can, or when
+    the call sits at module level or in a plain function)."""
+    if use.cls is None or use.method is None:
+        return ""
+    ok, why = plugin_function_reachable(ev.callers, use.module.name, use.cls.name, use.method, memo=memo)
+    return "" if ok else f"{use.cls.name}.{use.method} cannot run: {why}"
+
+
 def check_calls(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
     from overlay.gate.checks import _kind, _reason, _severity, _why
     resolver = _Resolver(facts, world, ev)
+    reach: dict = {}  # plugin function -> (reachable, why), shared by its calls
     grouped: dict[tuple, list[tuple[CallUse, Callee, list[str]]]] = {}
     for use in facts.calls:
         if use.ctx.type_checking or use.ctx.handles("TypeError"):
@@ -422,6 +433,10 @@ def check_calls(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
             continue
         symbol = f"call:{callee.qualname}"
         severity = _severity(use.ctx, ev, use.module.name)
+        dead = _unreachable(use, ev, reach)
+        if dead:
+            severity = "warning"
+            problems = [*problems[:-1], f"{problems[-1]} ({dead})"]
         grouped.setdefault((_kind(use.ctx, "call"), symbol, use.path, severity), []).append((use, callee, problems))
     out: list[Finding] = []
     for (kind, symbol, path, severity), items in grouped.items():

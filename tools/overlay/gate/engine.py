@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from overlay.errors import OverlayError
-from overlay.gate import checks, store
+from overlay.gate import checks, instances, store
 from overlay.gate.callers import Callers, TextCache
 from overlay.gate.calls import check_calls
 from overlay.gate.conditions import Env, core_version, decide_branch
@@ -154,7 +154,9 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
     startup = reach(entry_points(plugin_src), facts.refs, plugin_packages,
                     lambda name: world.module(name) is not None)
     callers.dead = dead_code(facts, world, is_core)
-    callers.alternative = checks.platform_alternatives(facts, world, is_core, callers)
+    # a core class for another platform, or one only such code builds, never runs here
+    callers.alternative = instances.never_built(callers, {(u.module, u.name) for u in facts.imports},
+                                                checks.platform_alternatives(facts, world, is_core, callers))
     replaced: dict[str, set[str]] = {}
     for r in facts.replacements:
         replaced.setdefault(r.owner, set()).add(r.attr)

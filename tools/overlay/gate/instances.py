@@ -1,0 +1,117 @@
+"""Reachability through instances, computed from the call graph of both trees.
+
+A method runs only on an instance of its class (or of a subclass). A core class none of
+whose instances can exist while the plugin runs has no live methods, whatever calls them
+by name, a dispatch through a string included (`getattr(self, "commit_scale_up")`). As
+vLLM's elastic EP: `ElasticEPScalingExecutor` is built only in the GPU worker's
+`__init__`, a class the plugin's platform never runs (see `checks.platform_alternatives`),
+so core's only caller of `GPUModelRunner.setup_eplb_from_mapping` cannot run on the NPU.
+
+`never_built(...)` answers, for a core class, why it has no instance or None, and is
+chained after the platform answer as `Callers.alternative`. A class counts as built
+(None) unless every one of these holds, each found by name in the text of both trees:
+- core builds it somewhere by name (`Cls(...)`): a class nothing builds by name may be
+  made by reflection or a registry;
+- every such construction sits in code that cannot run (`Callers.reachable`);
+- nothing derives from it, the plugin does not import it, and no code uses it other than
+  by calling it (a value, a string, `Cls.attr`: a classmethod runs without an instance).
+
+`plugin_function_reachable(...)` follows the same graph upwards from a plugin function:
+a call in plugin code can only break when something can call the function around it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from overlay.gate.callers import COMMON, MAX_DEPTH, Callers, Site
+
+
+def never_built(callers: Callers, plugin_imports: set[tuple[str, str]],
+                then: Callable[[str, str], str | None]) -> Callable[[str, str], str | None]:
+    """`then(module, cls)` first (another platform's class); else why the core class
+    `cls` of `module` has no instance with the plugin in place, or None."""
+    memo: dict[tuple[str, str], str | None] = {}
+
+    def why(module: str, cls: str) -> str | None:
+        first = then(module, cls)
+        if first:
+            return first
+        key = (module, cls)
+        if key in memo:
+            return memo[key]
+        memo[key] = None  # while deciding: built (a cycle proves nothing)
+        memo[key] = _no_instance(callers, plugin_imports, module, cls)
+        return memo[key]
+
+    return why
+
+
+def _no_instance(callers: Callers, plugin_imports: set[tuple[str, str]], module: str, cls: str) -> str | None:
+    if (module, cls) in plugin_imports or len(callers.files_calling(cls)) > COMMON:
+        return None
+    sites = callers.sites(cls) or []
+    if not sites or any(s.plugin for s in sites) or _used_otherwise(callers, cls):
+        return None
+    dead = []
+    for s in sites:
+        ok, why = callers.reachable(s)
+        if ok:
+            return None
+        dead.append(f"{s.where()} ({why})")
+    return f"{cls} is built only at {'; '.join(dead[:2])}: no instance exists with the plugin, so its methods never run"
+
+
+def _used_otherwise(callers: Callers, cls: str) -> bool:
+    """A subclass (`class X(..., Cls, ...)`), an attribute of the class itself (`Cls.m`),
+    or the class as a value or a string anywhere in either tree."""
+    word = re.escape(cls.encode())
+    derived = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\([^)]*\b%s\b" % word, re.M)
+    attribute = re.compile(rb"\b%s[ \t]*\.[ \t]*[A-Za-z_]" % word)
+    for path, tree in callers.all_files():
+        data = callers.text(path, tree)
+        if cls.encode() in data and (derived.search(data) or attribute.search(data)):
+            return True
+    return callers.passed_as_value(cls)
+
+
+def plugin_function_reachable(callers: Callers, module: str, cls: str | None, func: str,
+                              depth: int = 0, memo: dict | None = None) -> tuple[bool, str]:
+    """Can the plugin function `func` (a method of `cls`, or module-level) be called?
+    Its callers by name in both trees: a core one counts when core's code around it can
+    run (`Callers.reachable`), a plugin one when the plugin function around it can, up
+    to the depth limit. Anything the name search cannot rule out is reachable."""
+    memo = {} if memo is None else memo
+    key = (module, cls, func)
+    if key in memo:
+        return memo[key]
+    if func.startswith("__") and func.endswith("__"):
+        return True, "called implicitly"
+    if depth >= MAX_DEPTH:
+        return True, "depth limit"
+    memo[key] = (True, "recursive")
+    files = callers.files_calling(func)
+    if len(files) > COMMON:
+        result = (True, f"{func} is called in {len(files)} files")
+    else:
+        names = [func, *callers.import_aliases(func)]
+        sites = [s for name in names for s in callers.sites(name) or [] if s.func != func or s.cls != cls]
+        live = next((s for s in sites if _site_live(callers, s, depth, memo)), None)
+        if live is not None:
+            result = (True, f"called at {live.where()}")
+        elif not sites or any(callers.passed_as_value(name) for name in names):
+            result = (True, f"{func} may be called dynamically")
+        else:
+            where = ", ".join(sorted({s.where() for s in sites})[:3])
+            result = (False, f"{func} is called only from code that cannot run with the plugin ({where})")
+    memo[key] = result
+    return result
+
+
+def _site_live(callers: Callers, site: Site, depth: int, memo: dict) -> bool:
+    if not site.plugin:
+        return callers.reachable(site, depth + 1)[0]
+    if site.func is None:
+        return True  # module level: runs on import
+    return plugin_function_reachable(callers, site.module, site.cls, site.func, depth + 1, memo)[0]
