@@ -1,0 +1,126 @@
+"""Issue 27's remaining miss classes of the hand engine, on synthetic trees (written
+here, never copied upstream code):
+
+- `super().__init__(...)` / `super().m(...)` through a core base reached past a plugin
+  intermediate class that does not define the method, or one that only forwards
+  `*args, **kwargs`;
+- import-time reads the scan did not see: decorators, default values, class bases and
+  class keywords of module-level definitions (`@core_mod.gone`, `def f(x=core_mod.GONE)`,
+  `class A(core_mod.Gone)`);
+- core calling a plugin override with a keyword or more positions than it accepts,
+  from a core base class's method that the plugin class inherits through a plugin
+  intermediate;
+- a core function the plugin replaces (`mod.f = ours`) that another core module bound
+  by name (`from mod import f`) when the plugin imported it before the patch ran.
+"""
+
+from __future__ import annotations
+
+from overlay.gate import run_gate
+
+import gatekit
+
+PKGS = {"vllm/__init__.py": "", "vllm/v1/__init__.py": "", "vllm/v1/worker/__init__.py": ""}
+
+ENTRY = """
+    from setuptools import setup
+    setup(name="vllm-ascend", entry_points={"vllm.platform_plugins": ["ascend = vllm_ascend:register"]})
+"""
+
+
+def gate(tmp_path, core: dict[str, str], plugin: dict[str, str], loaded: tuple[str, ...]):
+    core_dir = gatekit.tree(tmp_path / "core", {**PKGS, **core})
+    init = "def register():\n" + "".join(f"    import {m}  # noqa\n" for m in loaded)
+    plugin_dir = gatekit.tree(tmp_path / "plugin", {"setup.py": ENTRY, "vllm_ascend/__init__.py": init,
+                                                    **plugin})
+    return run_gate(core_dir, plugin_dir)
+
+
+def by_symbol(report, symbol):
+    return [f for f in report.findings if f.symbol == symbol]
+
+
+# ----------------------------------------------------------------------------- (a) super() through core bases
+
+# A core base whose constructor gained a required `rank` (the new release).
+WORKER_BASE = """
+    class WorkerBase:
+        def __init__(self, vllm_config, local_rank, rank, distributed_init_method):
+            self.rank = rank
+
+        def init_device(self, device_id):
+            pass
+"""
+
+PLUGIN_THROUGH_MIDDLE = """
+    from vllm.v1.worker.worker_base import WorkerBase
+
+
+    class NPUWorkerMixinBase(WorkerBase):
+        def helper(self):
+            return 1
+
+
+    class NPUWorker(NPUWorkerMixinBase):
+        def __init__(self, vllm_config, local_rank, distributed_init_method):
+            super().__init__(vllm_config, local_rank, distributed_init_method)
+
+        def init_device(self):
+            super().init_device(0, "npu")
+"""
+
+PLUGIN_FORWARDING_MIDDLE = """
+    import vllm.v1.worker.worker_base as wb
+
+
+    class Forwarding(wb.WorkerBase):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.extra = 1
+
+
+    class NPUWorker(Forwarding):
+        def __init__(self, vllm_config, local_rank, distributed_init_method):
+            super().__init__(vllm_config, local_rank, distributed_init_method=distributed_init_method)
+"""
+
+PLUGIN_OWN_MIDDLE = """
+    from vllm.v1.worker.worker_base import WorkerBase
+
+
+    class OwnInit(WorkerBase):
+        def __init__(self, vllm_config, local_rank, distributed_init_method):
+            super().__init__(vllm_config, local_rank, 0, distributed_init_method)
+
+
+    class NPUWorker(OwnInit):
+        def __init__(self, vllm_config, local_rank, distributed_init_method):
+            super().__init__(vllm_config, local_rank, distributed_init_method)
+"""
+
+
+def test_super_init_past_a_plugin_class_without_its_own_constructor(tmp_path):
+    core = {"vllm/v1/worker/worker_base.py": WORKER_BASE}
+    report = gate(tmp_path, core, {"vllm_ascend/worker.py": PLUGIN_THROUGH_MIDDLE}, ("vllm_ascend.worker",))
+    init = by_symbol(report, "call:vllm.v1.worker.worker_base.WorkerBase.__init__")
+    assert [(f.severity, f.plugin_line) for f in init] == [("error", 11)]
+    assert "missing required argument(s) 'distributed_init_method'" in init[0].message
+    assert "NPUWorkerMixinBase" in init[0].message  # the message names the way it went
+    meth = by_symbol(report, "call:vllm.v1.worker.worker_base.WorkerBase.init_device")
+    assert [(f.severity, f.plugin_line) for f in meth] == [("error", 14)]
+
+
+def test_super_init_through_a_plugin_class_that_only_forwards_args_and_kwargs(tmp_path):
+    core = {"vllm/v1/worker/worker_base.py": WORKER_BASE}
+    report = gate(tmp_path, core, {"vllm_ascend/worker.py": PLUGIN_FORWARDING_MIDDLE}, ("vllm_ascend.worker",))
+    init = by_symbol(report, "call:vllm.v1.worker.worker_base.WorkerBase.__init__")
+    # the forwarder's own `super().__init__(*args, **kwargs)` is no finding: the caller's is
+    assert [(f.severity, f.plugin_line) for f in init] == [("error", 12)]
+    assert "missing required argument(s) 'rank'" in init[0].message
+    assert "Forwarding" in init[0].message
+
+
+def test_super_init_into_a_plugin_constructor_is_not_judged_against_core(tmp_path):
+    core = {"vllm/v1/worker/worker_base.py": WORKER_BASE}
+    report = gate(tmp_path, core, {"vllm_ascend/worker.py": PLUGIN_OWN_MIDDLE}, ("vllm_ascend.worker",))
+    assert not by_symbol(report, "call:vllm.v1.worker.worker_base.WorkerBase.__init__")
