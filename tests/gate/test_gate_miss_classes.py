@@ -124,3 +124,66 @@ def test_super_init_into_a_plugin_constructor_is_not_judged_against_core(tmp_pat
     core = {"vllm/v1/worker/worker_base.py": WORKER_BASE}
     report = gate(tmp_path, core, {"vllm_ascend/worker.py": PLUGIN_OWN_MIDDLE}, ("vllm_ascend.worker",))
     assert not by_symbol(report, "call:vllm.v1.worker.worker_base.WorkerBase.__init__")
+
+
+# ----------------------------------------------------------------------------- (b) module-level reads
+
+# The new release dropped `maybe_compile`, `DEFAULT_BLOCK` and `LegacyLayer` from the module
+# (`support_torch_compile` and `CURRENT_BLOCK` stay); `lazy` answers any name through
+# a module `__getattr__`.
+CORE_COMPILE = """
+    CURRENT_BLOCK = 128
+
+
+    def support_torch_compile(cls=None, *, dynamic_arg_dims=None):
+        return cls
+
+
+    class LinearBase:
+        pass
+"""
+
+CORE_LAZY = """
+    def __getattr__(name):
+        return name
+"""
+
+PLUGIN_DEFINITIONS = """
+    import vllm.compilation.decorators as decorators
+    from vllm.compilation import lazy
+
+
+    @decorators.maybe_compile
+    def forward(x):
+        return x
+
+
+    def pad(x, block=decorators.DEFAULT_BLOCK, current=decorators.CURRENT_BLOCK):
+        return x
+
+
+    class AscendLayer(decorators.LegacyLayer):
+        pass
+
+
+    @decorators.support_torch_compile(dynamic_arg_dims={"x": 0}, mark_unbacked_dims={"x": 0})
+    class AscendModel(decorators.LinearBase, metaclass=lazy.Meta):
+        def step(self, n=decorators.CURRENT_BLOCK):
+            return n
+"""
+
+
+def test_reads_in_decorators_defaults_and_bases_of_module_level_definitions(tmp_path):
+    core = {"vllm/compilation/__init__.py": "", "vllm/compilation/decorators.py": CORE_COMPILE,
+            "vllm/compilation/lazy.py": CORE_LAZY}
+    report = gate(tmp_path, core, {"vllm_ascend/models.py": PLUGIN_DEFINITIONS}, ("vllm_ascend.models",))
+    reads = {f.symbol: f for f in report.findings if f.kind == "attribute"}
+    assert sorted(reads) == ["attribute:vllm.compilation.decorators.DEFAULT_BLOCK",
+                             "attribute:vllm.compilation.decorators.LegacyLayer",
+                             "attribute:vllm.compilation.decorators.maybe_compile"]
+    assert {(f.plugin_line, f.severity) for f in reads.values()} == {(5, "error"), (10, "error"), (14, "error")}
+    assert "when the module is imported" in reads["attribute:vllm.compilation.decorators.maybe_compile"].message
+    # a decorator's own call is checked like any call
+    calls = by_symbol(report, "call:vllm.compilation.decorators.support_torch_compile")
+    assert [(f.plugin_line, f.severity) for f in calls] == [(18, "error")]
+    assert "unexpected keyword argument 'mark_unbacked_dims'" in calls[0].message
