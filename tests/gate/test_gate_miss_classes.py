@@ -187,3 +187,77 @@ def test_reads_in_decorators_defaults_and_bases_of_module_level_definitions(tmp_
     calls = by_symbol(report, "call:vllm.compilation.decorators.support_torch_compile")
     assert [(f.plugin_line, f.severity) for f in calls] == [(18, "error")]
     assert "unexpected keyword argument 'mark_unbacked_dims'" in calls[0].message
+
+
+# ----------------------------------------------------------------------------- (c) core calls an override
+
+# The new release's WorkerBase.execute_model calls self.prepare(..., is_dummy=False) and
+# self.run_model(..., num_tokens=3); EngineCore.step calls execute_model on the worker.
+CORE_WORKER = """
+    class WorkerBase:
+        def execute_model(self, scheduler_output):
+            self.prepare(scheduler_output, 1, is_dummy=False)
+            return self.run_model(scheduler_output, num_tokens=3)
+
+        def prepare(self, scheduler_output, step, is_dummy=False):
+            pass
+
+        def run_model(self, scheduler_output, num_tokens=0):
+            pass
+"""
+
+CORE_ENGINE = """
+    from vllm.v1.worker.gpu_worker import WorkerBase
+
+
+    class EngineCore:
+        def __init__(self):
+            self.worker: WorkerBase = WorkerBase()
+
+        def step(self):
+            return self.worker.execute_model(None)
+"""
+
+# NPUWorkerBase (the plugin's) already adapted run_model; its subclass overrides it again,
+# the old way: core's call reaches the subclass's method.
+PLUGIN_WORKERS = """
+    from vllm.v1.worker.gpu_worker import WorkerBase
+
+
+    class NPUWorkerBase(WorkerBase):
+        def run_model(self, scheduler_output, num_tokens=0):
+            pass
+
+        def prepare(self, scheduler_output, step, is_dummy=False):
+            pass
+
+
+    class NPUWorker(NPUWorkerBase):
+        def run_model(self, scheduler_output):
+            pass
+
+        def prepare(self, scheduler_output, step, is_dummy=False, extra=None):
+            pass
+
+
+    class A3Worker(NPUWorker):
+        def prepare(self, scheduler_output):
+            pass
+"""
+
+
+def test_core_calls_reach_an_override_below_a_plugin_class_that_defines_the_method(tmp_path):
+    core = {"vllm/v1/worker/gpu_worker.py": CORE_WORKER, "vllm/v1/engine/__init__.py": "",
+            "vllm/v1/engine/core.py": CORE_ENGINE}
+    report = gate(tmp_path, core, {"vllm_ascend/worker.py": PLUGIN_WORKERS}, ("vllm_ascend.worker",))
+    overrides = {f.symbol: f for f in report.findings if f.kind == "override"}
+    assert sorted(overrides) == ["override:vllm_ascend.worker.A3Worker.prepare",
+                                 "override:vllm_ascend.worker.NPUWorker.run_model"]
+    run_model = overrides["override:vllm_ascend.worker.NPUWorker.run_model"]
+    assert (run_model.plugin_line, run_model.severity) == (13, "error")
+    assert "unexpected keyword argument 'num_tokens'" in run_model.message
+    assert "vllm/v1/worker/gpu_worker.py:4" in run_model.message
+    assert "below NPUWorkerBase.run_model" in run_model.message
+    prepare = overrides["override:vllm_ascend.worker.A3Worker.prepare"]
+    assert prepare.plugin_line == 21
+    assert "takes 1 positional argument(s) but the call passes 2" in prepare.message
