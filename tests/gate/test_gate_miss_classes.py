@@ -261,3 +261,105 @@ def test_core_calls_reach_an_override_below_a_plugin_class_that_defines_the_meth
     prepare = overrides["override:vllm_ascend.worker.A3Worker.prepare"]
     assert prepare.plugin_line == 21
     assert "takes 1 positional argument(s) but the call passes 2" in prepare.message
+
+
+# ----------------------------------------------------------------------------- (d) import-order binding
+
+CORE_SAMPLING = {
+    "vllm/v1/worker/gpu/__init__.py": "",
+    "vllm/v1/worker/gpu/sample/__init__.py": "",
+    "vllm/v1/worker/gpu/sample/gumbel.py": """
+        def gumbel_sample(logits, temperature):
+            return logits
+    """,
+    # binds the function by name when it is imported: a later `gumbel.gumbel_sample = ...`
+    # does not reach its calls
+    "vllm/v1/worker/gpu/sample/sampler.py": """
+        from vllm.v1.worker.gpu.sample.gumbel import gumbel_sample
+
+
+        class Sampler:
+            def sample(self, logits):
+                return gumbel_sample(logits, 1.0)
+    """,
+    "vllm/v1/worker/gpu/model_runner.py": """
+        from vllm.v1.worker.gpu.sample.sampler import Sampler
+
+
+        class GPUModelRunner:
+            def __init__(self):
+                self.sampler = Sampler()
+    """,
+}
+
+PLUGIN_RUNNER = """
+    from vllm.v1.worker.gpu.model_runner import GPUModelRunner
+
+
+    class NPUModelRunner(GPUModelRunner):
+        pass
+"""
+
+PLUGIN_PATCH_AT_IMPORT = """
+    import vllm.v1.worker.gpu.sample.gumbel as gumbel_mod
+
+
+    def gumbel_sample_npu(logits, temperature):
+        return logits
+
+
+    gumbel_mod.gumbel_sample = gumbel_sample_npu
+"""
+
+PLUGIN_PATCH_IN_FUNCTION = """
+    import vllm.v1.worker.gpu.sample.gumbel as gumbel_mod
+
+
+    def gumbel_sample_npu(logits, temperature):
+        return logits
+
+
+    def apply_patch():
+        gumbel_mod.gumbel_sample = gumbel_sample_npu
+"""
+
+BOUND = "replacement:vllm.v1.worker.gpu.sample.gumbel.gumbel_sample@vllm.v1.worker.gpu.sample.sampler"
+
+
+def _sampling_gate(tmp_path, patch: str, loaded: tuple[str, ...]):
+    plugin = {"vllm_ascend/worker/__init__.py": "", "vllm_ascend/worker/model_runner.py": PLUGIN_RUNNER,
+              "vllm_ascend/patch/__init__.py": "", "vllm_ascend/patch/patch_triton.py": patch}
+    return gate(tmp_path, CORE_SAMPLING, plugin, loaded)
+
+
+def test_a_core_module_that_bound_the_function_before_the_patch_ran_keeps_the_original(tmp_path):
+    report = _sampling_gate(tmp_path, PLUGIN_PATCH_AT_IMPORT,
+                            ("vllm_ascend.worker.model_runner", "vllm_ascend.patch.patch_triton"))
+    found = by_symbol(report, BOUND)
+    assert [(f.kind, f.severity, f.plugin_path, f.plugin_line) for f in found] == [
+        ("replacement", "error", "vllm_ascend/patch/patch_triton.py", 8)]
+    assert found[0].core_path == "vllm/v1/worker/gpu/sample/sampler.py"
+    assert "vllm_ascend.worker.model_runner" in found[0].message  # the import that bound it first
+    assert "sampler.py:6" in found[0].message  # the core call that keeps calling the original
+
+
+def test_a_core_module_imported_after_the_patch_binds_the_replacement(tmp_path):
+    report = _sampling_gate(tmp_path, PLUGIN_PATCH_AT_IMPORT,
+                            ("vllm_ascend.patch.patch_triton", "vllm_ascend.worker.model_runner"))
+    assert not by_symbol(report, BOUND)
+
+
+def test_a_patch_in_a_function_is_ordered_only_when_the_binding_came_first(tmp_path):
+    # the patch module (and so its function) exists only after the sampler bound the name
+    first = _sampling_gate(tmp_path / "a", PLUGIN_PATCH_IN_FUNCTION,
+                           ("vllm_ascend.worker.model_runner", "vllm_ascend.patch.patch_triton"))
+    assert [(f.severity, f.plugin_line) for f in by_symbol(first, BOUND)] == [("error", 9)]
+    # the function exists before the sampler is imported: when it runs is not known
+    unknown = _sampling_gate(tmp_path / "b", PLUGIN_PATCH_IN_FUNCTION,
+                             ("vllm_ascend.patch.patch_triton", "vllm_ascend.worker.model_runner"))
+    found = by_symbol(unknown, BOUND)
+    assert [(f.severity, f.plugin_line) for f in found] == [("warning", 9)]
+    assert "cannot be ordered" in found[0].message
+    # nothing the plugin imports at start-up binds the name: nothing to say
+    neither = _sampling_gate(tmp_path / "c", PLUGIN_PATCH_IN_FUNCTION, ("vllm_ascend.patch.patch_triton",))
+    assert not by_symbol(neither, BOUND)
