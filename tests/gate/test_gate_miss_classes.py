@@ -363,3 +363,12 @@ def test_a_patch_in_a_function_is_ordered_only_when_the_binding_came_first(tmp_p
     # nothing the plugin imports at start-up binds the name: nothing to say
     neither = _sampling_gate(tmp_path / "c", PLUGIN_PATCH_IN_FUNCTION, ("vllm_ascend.patch.patch_triton",))
     assert not by_symbol(neither, BOUND)
+
+
+def test_a_binding_the_plugin_patches_too_is_reached(tmp_path):
+    # the plugin knows the sampler holds its own name and replaces that one as well
+    patch = PLUGIN_PATCH_AT_IMPORT + (
+        "\n    import vllm.v1.worker.gpu.sample.sampler as sampler_mod\n"
+        "    sampler_mod.gumbel_sample = gumbel_sample_npu\n")
+    report = _sampling_gate(tmp_path, patch, ("vllm_ascend.worker.model_runner", "vllm_ascend.patch.patch_triton"))
+    assert not by_symbol(report, BOUND)

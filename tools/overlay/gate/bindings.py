@@ -15,7 +15,9 @@ Reported only where the order is known from the plugin's own start-up (importord
   imported before the binding: when that function runs is not known, so a warning says
   the order cannot be placed.
 A binding module the start-up never imports is not judged (core imports it later, at
-a time nothing here places). Bindings under `if TYPE_CHECKING:` do not run.
+a time nothing here places), nor one whose binding the plugin replaces as well
+(`sampler.gumbel_sample = ours` next to `gumbel.gumbel_sample = ours`). Bindings under
+`if TYPE_CHECKING:` do not run.
 """
 
 from __future__ import annotations
@@ -86,7 +88,8 @@ def check_bindings(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
         if world.resolve(r.owner, r.attr) is None:
             continue  # not core's: a missing target is its own finding
         for binder, local, line in _binders(world, ev, r):
-            todo.append((r, binder, local, line))
+            if local not in ev.replaced.get(binder, ()):  # the plugin replaces that binding too
+                todo.append((r, binder, local, line))
     if not todo or not ev.startup.declared:
         return []
     marks: dict[str, set[int]] = {}
