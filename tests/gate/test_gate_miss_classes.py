@@ -372,3 +372,13 @@ def test_a_binding_the_plugin_patches_too_is_reached(tmp_path):
         "    sampler_mod.gumbel_sample = gumbel_sample_npu\n")
     report = _sampling_gate(tmp_path, patch, ("vllm_ascend.worker.model_runner", "vllm_ascend.patch.patch_triton"))
     assert not by_symbol(report, BOUND)
+
+
+def test_a_patch_module_whose_own_imports_bind_the_name_first(tmp_path):
+    # whoever imports it, the patch module itself imports the model runner (and so the
+    # sampler's binding) before its patch line runs
+    patch = "    import vllm.v1.worker.gpu.model_runner  # noqa\n" + PLUGIN_PATCH_AT_IMPORT
+    report = _sampling_gate(tmp_path, patch, ("vllm_ascend.patch.patch_triton",))
+    found = by_symbol(report, BOUND)
+    assert [(f.severity, f.plugin_line) for f in found] == [("error", 10)]
+    assert "the patch module itself imports it first" in found[0].message

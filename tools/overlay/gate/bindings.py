@@ -5,7 +5,9 @@ that did `from ...gumbel import gumbel_sample` holds its own global bound to wha
 attribute was when that statement ran. If that module was imported before the patch
 ran, its calls keep calling core's original: the patch does not reach them.
 
-Reported only where the order is known from the plugin's own start-up (importorder.py):
+Reported only where the order is known (importorder.py):
+- the patch module's own imports, before the patch line, certainly run the binding
+  (whoever imports the patch module, those statements run first);
 - the binding statement certainly runs, in every entry point's walk that runs the
   replacement (or, for a replacement inside a function, that imports its module), before
   it (a function cannot run before its module defines it): a finding at the replacement's
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 from overlay.gate.callers import module_name
 from overlay.gate.findings import Finding
-from overlay.gate.importorder import Walk, startup_walks
+from overlay.gate.importorder import Walk, module_walk, startup_walks
 from overlay.gate.index import TreeIndex
 from overlay.gate.scan import PluginFacts, Replacement
 
@@ -53,10 +55,18 @@ def _live_calls(ev, path: str, local: str) -> list[str]:
             if s.receiver == "" and ev.callers.reachable(s)[0]]
 
 
-def _order(walks: list[Walk], r: Replacement, binder: str, line: int) -> tuple[str, Walk | None]:
+def _order(walks: list[Walk], r: Replacement, binder: str, line: int,
+           own: Walk | None = None) -> tuple[str, Walk | None]:
     """'before' (the binding certainly came first, with the walk that shows it),
     'unknown' (the binding runs at start-up, the replacement at a time not placed), or
-    'none' (nothing to say)."""
+    'none' (nothing to say). `own`: the walk of importing the patch module itself (for
+    a patch at import time): its own imports before the patch bind first, whoever
+    imports it."""
+    if own is not None:
+        at = own.first("mark", r.module.name, r.line)
+        bind = own.first("mark", binder, line, certain_only=True)
+        if at is not None and bind is not None and bind < at:
+            return "before", own
     shown = None
     bound_somewhere = False
     for w in walks:
@@ -97,10 +107,19 @@ def check_bindings(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
         marks.setdefault(binder, set()).add(line)
         if r.at_import:
             marks.setdefault(r.module.name, set()).add(r.line)
-    walks = startup_walks(world, ev.env, lambda n: n.split(".")[0] in world.packages, ev.startup.roots, marks)
+    def is_plugin(name: str) -> bool:
+        return name.split(".")[0] in world.packages
+
+    walks = startup_walks(world, ev.env, is_plugin, ev.startup.roots, marks)
+    own_walks: dict[str, Walk] = {}
     out = []
     for r, binder, local, line in todo:
-        verdict, walk = _order(walks, r, binder, line)
+        own = None
+        if r.at_import:
+            if r.module.name not in own_walks:
+                own_walks[r.module.name] = module_walk(world, ev.env, is_plugin, r.module.name, marks)
+            own = own_walks[r.module.name]
+        verdict, walk = _order(walks, r, binder, line, own)
         if verdict == "none":
             continue
         bmod = world.module(binder)
@@ -112,10 +131,13 @@ def check_bindings(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
         if verdict == "before":
             ev_bind = walk.events[walk.first("mark", binder, line, certain_only=True)]  # type: ignore[union-attr,index]
             via = " -> ".join(ev_bind.chain)
-            message = (f"the plugin replaces {r.owner}.{r.attr}, but {bound} when it is imported, and start-up "
-                       f"imports it first ({via}): its calls at {', '.join(calls[:3])} keep core's original")
+            first = "the patch module itself imports it first" if walk is own else "start-up imports it first"
+            message = (f"the plugin replaces {r.owner}.{r.attr}, but {bound} when it is imported, and {first} "
+                       f"({via}): its calls at {', '.join(calls[:3])} keep core's original")
             severity = _severity(r.ctx, ev, r.module.name)
-            evidence = f"the binding runs before the patch in every entry point's start-up that runs it ({walk.root})"
+            evidence = (f"{r.module.name} imports {binder} before line {r.line}, whoever imports it" if walk is own
+                        else f"the binding runs before the patch in every entry point's start-up that runs it "
+                             f"({walk.root})")
             summary = f"patch of {r.attr} does not reach {binder}: it bound the original first"
         else:
             message = (f"the plugin replaces {r.owner}.{r.attr} in a function, and {bound}, imported at start-up: "

@@ -178,3 +178,16 @@ def startup_walks(world: TreeIndex, env, is_plugin, roots: dict[str, str],
             w.call(mod, attr, True, {})
         walks.append(w.walk)
     return walks
+
+
+def module_walk(world: TreeIndex, env, is_plugin, module: str, marks: dict[str, set[int]]) -> Walk:
+    """What importing `module` itself runs, in order, whatever imported it: its parent
+    packages are taken as imported already (they run first; what they import can only
+    have happened earlier), so every event inside is certain as far as the module's own
+    statements go. A module it imports that was imported before runs nothing again: a
+    binding seen inside that import was made then, earlier still."""
+    w = _Walker(world, env, is_plugin, marks, module)
+    parts = module.split(".")
+    w.done.update(".".join(parts[:i]) for i in range(1, len(parts)))
+    w.run_module(module, True)
+    return w.walk
