@@ -384,3 +384,31 @@ def test_a_patch_module_whose_own_imports_bind_the_name_first(tmp_path):
     found = by_symbol(report, BOUND)
     assert [(f.severity, f.plugin_line) for f in found] == [("warning", 10)]
     assert "the patch module itself imports it first" in found[0].message
+
+
+PLUGIN_MODULE_ALIAS = """
+    import vllm.compilation.decorators as decorators
+
+    compile_mod = decorators
+    BLOCK = compile_mod.DEFAULT_BLOCK
+
+
+    def current():
+        return compile_mod.CURRENT_BLOCK + compile_mod.GONE_IN_FUNCTION
+
+
+    def shadowed(shadow=None):
+        return shadow.GONE_BUT_SHADOWED
+
+
+    shadow = decorators
+"""
+
+
+def test_reads_through_a_module_level_alias_of_a_core_module(tmp_path):
+    core = {"vllm/compilation/__init__.py": "", "vllm/compilation/decorators.py": CORE_COMPILE}
+    report = gate(tmp_path, core, {"vllm_ascend/alias.py": PLUGIN_MODULE_ALIAS}, ("vllm_ascend.alias",))
+    reads = {f.symbol: (f.plugin_line, f.severity) for f in report.findings if f.kind == "attribute"}
+    # `shadow` is also a parameter name: the read may be of the argument, not judged
+    assert reads == {"attribute:vllm.compilation.decorators.DEFAULT_BLOCK": (4, "error"),
+                     "attribute:vllm.compilation.decorators.GONE_IN_FUNCTION": (8, "error")}

@@ -33,9 +33,13 @@ from overlay.gate.scan import PluginFacts, Replacement
 
 def _binders(world: TreeIndex, ev, r: Replacement) -> list[tuple[str, str, int]]:
     """(core module, local name, line) of every core module other than the owner whose
-    module-level code does `from <owner> import <attr> [as name]`."""
+    module-level code does `from <owner> import <attr>` and calls the name (the text
+    index of called names finds the candidates; a binding under another name, `as x`,
+    is not followed)."""
     out = []
-    for path in ev.callers.mentions(r.attr):
+    for path, tree in ev.callers.files_calling(r.attr):
+        if tree != 0:
+            continue  # the first tree is core
         name = module_name(path)
         if name == r.owner or not ev.is_core(name):
             continue

@@ -19,6 +19,7 @@ from overlay.gate.callers import COMMON, Callers, Site
 from overlay.gate.conditions import unknown_bases_in_core
 from overlay.gate.findings import Finding
 from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, dotted, qualify
+from overlay.gate.modalias import module_alias
 from overlay.gate.scan import Context, ImportUse, PluginFacts, Replacement
 from overlay.gate.signature import (CallShape, Param, Signature, accepts_call, accepts_open_call, covers,
                                     from_ast)
@@ -1063,6 +1064,10 @@ def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list
         if read.ctx.probed and read.expr.split(".")[-1] in read.ctx.probed:
             continue  # read after probing for it (`if hasattr(mod, "x"): mod.x`)
         target = qualify(read.module, read.expr, read.local)
+        if target is None and read.expr.split(".")[0] not in (read.local or {}):
+            head, _, rest = read.expr.partition(".")
+            alias = module_alias(read.module, head, world)  # `compile_mod = decorators`
+            target = f"{alias}.{rest}" if alias and rest else None
         if target is None or not ev.is_core(target):
             continue
         if target not in memo:

@@ -51,6 +51,10 @@ class Walk:
         return None
 
 
+class _Done(Exception):
+    """Raised inside a walk that has seen every statement it was asked to stop after."""
+
+
 class _Walker:
     def __init__(self, world: TreeIndex, env, is_plugin, marks: dict[str, set[int]], root: str) -> None:
         self.world = world
@@ -61,9 +65,14 @@ class _Walker:
         self.done: set[str] = set()
         self.stack: list[str] = []
         self.calls: list[int] = []  # ids of function bodies being walked (no recursion)
+        self.stop: set[tuple[str, int]] = set()  # the walk may end once these statements ran
 
     def event(self, kind: str, module: str, line: int, certain: bool) -> None:
         self.walk.events.append(Event(kind, module, line, certain, tuple(self.stack)))
+        if kind == "mark" and (module, line) in self.stop:
+            self.stop.discard((module, line))
+            if not self.stop:
+                raise _Done  # every statement asked about has run: what follows does not matter
 
     def run_module(self, name: str, certain: bool) -> None:
         parts = name.split(".")
@@ -125,7 +134,11 @@ class _Walker:
                     self.calls_in(mod, stmt.value, certain, local)
 
     def calls_in(self, mod: ModuleInfo, expr: ast.expr, certain: bool, local: dict) -> None:
-        """Plugin functions called in `expr` run here: their bodies are walked where they stand."""
+        """Plugin functions called in `expr` run here: their bodies are walked where they stand.
+        Core code is not searched: what it calls at import time is its own business, and a
+        call from core into the plugin at import time is not a thing core does."""
+        if not self.is_plugin(mod.name):
+            return
         for node in ast.walk(expr):
             if isinstance(node, ast.Call):
                 name = dotted(node.func)
@@ -181,7 +194,8 @@ def startup_walks(world: TreeIndex, env, is_plugin, roots: dict[str, str],
 
 
 def module_walk(world: TreeIndex, env, is_plugin, module: str, marks: dict[str, set[int]]) -> Walk:
-    """What importing `module` itself runs, in order, whatever imported it: its parent
+    """What importing `module` itself runs, in order, up to the last of its own statements
+    in `marks` (the walk stops there), whatever imported it: its parent
     packages are taken as imported already (they run first; what they import can only
     have happened earlier), so every event inside is certain as far as the module's own
     statements go. A module it imports that was imported before runs nothing again: a
@@ -189,5 +203,9 @@ def module_walk(world: TreeIndex, env, is_plugin, module: str, marks: dict[str, 
     w = _Walker(world, env, is_plugin, marks, module)
     parts = module.split(".")
     w.done.update(".".join(parts[:i]) for i in range(1, len(parts)))
-    w.run_module(module, True)
+    w.stop = {(module, line) for line in marks.get(module, ())}
+    try:
+        w.run_module(module, True)
+    except _Done:
+        pass  # the module's own statements asked about have all run
     return w.walk
