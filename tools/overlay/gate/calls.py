@@ -27,6 +27,7 @@ import ast
 from dataclasses import dataclass
 
 from overlay.gate.findings import Finding
+from overlay.gate.forwarders import forwards
 from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, dotted, qualify
 from overlay.gate.instances import plugin_function_reachable
 from overlay.gate.scan import CallUse, PluginFacts
@@ -195,13 +196,20 @@ class _Resolver:
         """The first class of `chain` that defines `meth`, when that is a core method the
         plugin does not replace; None when a plugin class, an unknown base or a plain
         attribute comes first."""
+        via = []
         for b in chain:
             if b is None:
                 return None
             bmod, bcls = b
             core = self.is_core(bmod.name)
+            if not core and meth in bcls.methods and forwards(bcls.node, meth) \
+                    and meth not in self.self_assigned(bcls.node):
+                via.append(bcls.name)
+                continue  # it hands the call on unchanged (`super().m(*args, **kwargs)`)
             if not core and (meth in bcls.methods or meth in bcls.attrs or meth in self.self_assigned(bcls.node)):
                 return None
+            if via:
+                how += f", through {', '.join(via)}"
             if meth in bcls.methods:
                 sig = bcls.methods[meth]
                 if not _usable(sig) or self.replaced(f"{bmod.name}.{bcls.name}", meth):
@@ -272,11 +280,15 @@ class _Resolver:
         info = self.class_info(use.module, use.cls)  # type: ignore[arg-type]
         chain = self.mro(use.module, info, use.local)
         if meth == "__init__":
+            via = []
             for b in chain:
                 if b is None:
                     return None
                 bmod, bcls = b
                 if not self.is_core(bmod.name):
+                    if _passes_construction_on(bcls):
+                        via.append(bcls.name)  # no constructor of its own, or one that only forwards
+                        continue
                     return None  # a plugin base's own constructor
                 if self.replaced(f"{bmod.name}.{bcls.name}", "__init__"):
                     return None
@@ -284,7 +296,8 @@ class _Resolver:
                 if found is None or not found[1]:
                     return None
                 return Callee(f"{bmod.name}.{bcls.name}.__init__", found[0], bmod.path, bcls.line,
-                              f"super().__init__ in {info.name}")
+                              f"super().__init__ in {info.name}"
+                              + (f", through {', '.join(via)}" if via else ""))
             return None
         return self.method_in_mro(chain, meth, f"super().{meth} in {info.name}")
 
@@ -392,6 +405,19 @@ class _Resolver:
                                 f"{func} is core's")
         self.memo[key] = result
         return result
+
+
+def _passes_construction_on(cls: ClassInfo) -> bool:
+    """A plugin class in a constructor's way that leaves the arguments to the class after
+    it: no `__init__`/`__new__` of its own (or an `__init__` that only forwards `*args,
+    **kwargs` to `super().__init__`), no class decorator (a dataclass or one that may
+    build a constructor), no `__init__` bound in its body otherwise."""
+    from overlay.gate.checks import _dataclass_options
+    if "__new__" in cls.attrs or cls.decorators or _dataclass_options(cls) is not None:
+        return False
+    if "__init__" in cls.methods:
+        return forwards(cls.node, "__init__")
+    return "__init__" not in cls.attrs
 
 
 def _return_annotation(mod: ModuleInfo, sig: Signature) -> str | None:

@@ -19,6 +19,7 @@ from overlay.gate.callers import COMMON, Callers, Site
 from overlay.gate.conditions import unknown_bases_in_core
 from overlay.gate.findings import Finding
 from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, dotted, qualify
+from overlay.gate.modalias import module_alias
 from overlay.gate.scan import Context, ImportUse, PluginFacts, Replacement
 from overlay.gate.signature import (CallShape, Param, Signature, accepts_call, accepts_open_call, covers,
                                     from_ast)
@@ -468,6 +469,7 @@ def check_overrides(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[
                 continue
             if sig.raises is not None:
                 continue  # the plugin's method only raises: it is not meant to be called
+            below: str | None = None  # the plugin class between this one and core that defines it too
             for base in mro:
                 if base is None:
                     break  # an unknown class may define it first: do not guess
@@ -477,7 +479,10 @@ def check_overrides(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[
                         break
                     continue
                 if not is_core(bmod.name):
-                    break  # overrides a plugin method: checked where that one overrides core
+                    # overrides a plugin method (checked where that one overrides core): core's
+                    # own calls on this object still reach this one, the declaration does not bind it
+                    below = below or bcls.name
+                    continue
                 core_sig = bcls.methods[meth]
                 if SKIP_METHOD_DECORATORS & set(core_sig.decorators):
                     break
@@ -485,8 +490,11 @@ def check_overrides(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[
                     break
                 plugin_names = {cls.name} | {b[1].name for b in mro if b is not None and not is_core(b[0].name)}
                 for p in _contract(sig, core_sig, core_classes, meth, plugin_defined, ev, plugin_names):
+                    if below is not None and not p.visible:
+                        continue  # past the plugin's own override, only a core call that can run counts
                     message = (f"{cls.name}.{sig.render()} overrides {bcls.name}.{core_sig.render()} "
-                               f"({bmod.name}) but {p.evidence.split(';')[0]} and it " + "; ".join(p.problems))
+                               f"({bmod.name}{f', below {below}.{meth}' if below else ''}) but "
+                               f"{p.evidence.split(';')[0]} and it " + "; ".join(p.problems))
                     findings.append(Finding(
                         _kind(pc.ctx, "override"), f"override:{pc.module.name}.{cls.name}.{meth}",
                         pc.path, sig.line, p.core_path, p.core_line, _why(pc.ctx, message),
@@ -1056,6 +1064,10 @@ def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list
         if read.ctx.probed and read.expr.split(".")[-1] in read.ctx.probed:
             continue  # read after probing for it (`if hasattr(mod, "x"): mod.x`)
         target = qualify(read.module, read.expr, read.local)
+        if target is None and read.expr.split(".")[0] not in (read.local or {}):
+            head, _, rest = read.expr.partition(".")
+            alias = module_alias(read.module, head, world)  # `compile_mod = decorators`
+            target = f"{alias}.{rest}" if alias and rest else None
         if target is None or not ev.is_core(target):
             continue
         if target not in memo:

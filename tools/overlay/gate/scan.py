@@ -257,6 +257,16 @@ def _derived_types(fn: ast.FunctionDef | ast.AsyncFunctionDef, types: dict) -> d
     return {name: (path,) for name, path in found if stores[name] == 1 and name not in types}
 
 
+def definition_time(stmt: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[ast.AST]:
+    """The expressions a `def`/`class` statement evaluates where it stands, before any
+    body runs: decorators, default values, class bases and keywords (`metaclass=`).
+    Annotations are left out: under `from __future__ import annotations` they never run."""
+    if isinstance(stmt, ast.ClassDef):
+        return [*stmt.decorator_list, *stmt.bases, *(k.value for k in stmt.keywords)]
+    a = stmt.args
+    return [*stmt.decorator_list, *a.defaults, *(d for d in a.kw_defaults if d is not None)]
+
+
 def _caught(handlers: list[ast.ExceptHandler]) -> frozenset[str]:
     names = set()
     for h in handlers:
@@ -497,10 +507,12 @@ class _Scanner:
     def expressions(self, stmt: ast.stmt, ctx: Context, scope: Scope) -> None:
         """Calls, dotted strings and import-time attribute reads in the expressions this
         statement evaluates where it stands (not in nested function bodies)."""
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Try)):
+        if isinstance(stmt, ast.Try):
             return
-        if isinstance(stmt, (ast.With, ast.AsyncWith)):
-            roots: list[ast.AST] = [i.context_expr for i in stmt.items]
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            roots: list[ast.AST] = definition_time(stmt)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            roots = [i.context_expr for i in stmt.items]
         elif type(stmt) in HEADERS:
             roots = [getattr(stmt, f) for f in HEADERS[type(stmt)]]
         else:

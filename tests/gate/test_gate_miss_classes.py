@@ -1,0 +1,414 @@
+"""Issue 27's remaining miss classes of the hand engine, on synthetic trees (written
+here, never copied upstream code):
+
+- `super().__init__(...)` / `super().m(...)` through a core base reached past a plugin
+  intermediate class that does not define the method, or one that only forwards
+  `*args, **kwargs`;
+- import-time reads the scan did not see: decorators, default values, class bases and
+  class keywords of module-level definitions (`@core_mod.gone`, `def f(x=core_mod.GONE)`,
+  `class A(core_mod.Gone)`);
+- core calling a plugin override with a keyword or more positions than it accepts,
+  from a core base class's method that the plugin class inherits through a plugin
+  intermediate;
+- a core function the plugin replaces (`mod.f = ours`) that another core module bound
+  by name (`from mod import f`) when the plugin imported it before the patch ran.
+"""
+
+from __future__ import annotations
+
+from overlay.gate import run_gate
+
+import gatekit
+
+PKGS = {"vllm/__init__.py": "", "vllm/v1/__init__.py": "", "vllm/v1/worker/__init__.py": ""}
+
+ENTRY = """
+    from setuptools import setup
+    setup(name="vllm-ascend", entry_points={"vllm.platform_plugins": ["ascend = vllm_ascend:register"]})
+"""
+
+
+def gate(tmp_path, core: dict[str, str], plugin: dict[str, str], loaded: tuple[str, ...]):
+    core_dir = gatekit.tree(tmp_path / "core", {**PKGS, **core})
+    init = "def register():\n" + "".join(f"    import {m}  # noqa\n" for m in loaded)
+    plugin_dir = gatekit.tree(tmp_path / "plugin", {"setup.py": ENTRY, "vllm_ascend/__init__.py": init,
+                                                    **plugin})
+    return run_gate(core_dir, plugin_dir)
+
+
+def by_symbol(report, symbol):
+    return [f for f in report.findings if f.symbol == symbol]
+
+
+# ----------------------------------------------------------------------------- (a) super() through core bases
+
+# A core base whose constructor gained a required `rank` (the new release).
+WORKER_BASE = """
+    class WorkerBase:
+        def __init__(self, vllm_config, local_rank, rank, distributed_init_method):
+            self.rank = rank
+
+        def init_device(self, device_id):
+            pass
+"""
+
+PLUGIN_THROUGH_MIDDLE = """
+    from vllm.v1.worker.worker_base import WorkerBase
+
+
+    class NPUWorkerMixinBase(WorkerBase):
+        def helper(self):
+            return 1
+
+
+    class NPUWorker(NPUWorkerMixinBase):
+        def __init__(self, vllm_config, local_rank, distributed_init_method):
+            super().__init__(vllm_config, local_rank, distributed_init_method)
+
+        def init_device(self):
+            super().init_device(0, "npu")
+"""
+
+PLUGIN_FORWARDING_MIDDLE = """
+    import vllm.v1.worker.worker_base as wb
+
+
+    class Forwarding(wb.WorkerBase):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.extra = 1
+
+
+    class NPUWorker(Forwarding):
+        def __init__(self, vllm_config, local_rank, distributed_init_method):
+            super().__init__(vllm_config, local_rank, distributed_init_method=distributed_init_method)
+"""
+
+PLUGIN_OWN_MIDDLE = """
+    from vllm.v1.worker.worker_base import WorkerBase
+
+
+    class OwnInit(WorkerBase):
+        def __init__(self, vllm_config, local_rank, distributed_init_method):
+            super().__init__(vllm_config, local_rank, 0, distributed_init_method)
+
+
+    class NPUWorker(OwnInit):
+        def __init__(self, vllm_config, local_rank, distributed_init_method):
+            super().__init__(vllm_config, local_rank, distributed_init_method)
+"""
+
+
+def test_super_init_past_a_plugin_class_without_its_own_constructor(tmp_path):
+    core = {"vllm/v1/worker/worker_base.py": WORKER_BASE}
+    report = gate(tmp_path, core, {"vllm_ascend/worker.py": PLUGIN_THROUGH_MIDDLE}, ("vllm_ascend.worker",))
+    init = by_symbol(report, "call:vllm.v1.worker.worker_base.WorkerBase.__init__")
+    assert [(f.severity, f.plugin_line) for f in init] == [("error", 11)]
+    assert "missing required argument(s) 'distributed_init_method'" in init[0].message
+    assert "NPUWorkerMixinBase" in init[0].message  # the message names the way it went
+    meth = by_symbol(report, "call:vllm.v1.worker.worker_base.WorkerBase.init_device")
+    assert [(f.severity, f.plugin_line) for f in meth] == [("error", 14)]
+
+
+def test_super_init_through_a_plugin_class_that_only_forwards_args_and_kwargs(tmp_path):
+    core = {"vllm/v1/worker/worker_base.py": WORKER_BASE}
+    report = gate(tmp_path, core, {"vllm_ascend/worker.py": PLUGIN_FORWARDING_MIDDLE}, ("vllm_ascend.worker",))
+    init = by_symbol(report, "call:vllm.v1.worker.worker_base.WorkerBase.__init__")
+    # the forwarder's own `super().__init__(*args, **kwargs)` is no finding: the caller's is
+    assert [(f.severity, f.plugin_line) for f in init] == [("error", 12)]
+    assert "missing required argument(s) 'rank'" in init[0].message
+    assert "Forwarding" in init[0].message
+
+
+def test_super_init_into_a_plugin_constructor_is_not_judged_against_core(tmp_path):
+    core = {"vllm/v1/worker/worker_base.py": WORKER_BASE}
+    report = gate(tmp_path, core, {"vllm_ascend/worker.py": PLUGIN_OWN_MIDDLE}, ("vllm_ascend.worker",))
+    assert not by_symbol(report, "call:vllm.v1.worker.worker_base.WorkerBase.__init__")
+
+
+# ----------------------------------------------------------------------------- (b) module-level reads
+
+# The new release dropped `maybe_compile`, `DEFAULT_BLOCK` and `LegacyLayer` from the module
+# (`support_torch_compile` and `CURRENT_BLOCK` stay); `lazy` answers any name through
+# a module `__getattr__`.
+CORE_COMPILE = """
+    CURRENT_BLOCK = 128
+
+
+    def support_torch_compile(cls=None, *, dynamic_arg_dims=None):
+        return cls
+
+
+    class LinearBase:
+        pass
+"""
+
+CORE_LAZY = """
+    def __getattr__(name):
+        return name
+"""
+
+PLUGIN_DEFINITIONS = """
+    import vllm.compilation.decorators as decorators
+    from vllm.compilation import lazy
+
+
+    @decorators.maybe_compile
+    def forward(x):
+        return x
+
+
+    def pad(x, block=decorators.DEFAULT_BLOCK, current=decorators.CURRENT_BLOCK):
+        return x
+
+
+    class AscendLayer(decorators.LegacyLayer):
+        pass
+
+
+    @decorators.support_torch_compile(dynamic_arg_dims={"x": 0}, mark_unbacked_dims={"x": 0})
+    class AscendModel(decorators.LinearBase, metaclass=lazy.Meta):
+        def step(self, n=decorators.CURRENT_BLOCK):
+            return n
+"""
+
+
+def test_reads_in_decorators_defaults_and_bases_of_module_level_definitions(tmp_path):
+    core = {"vllm/compilation/__init__.py": "", "vllm/compilation/decorators.py": CORE_COMPILE,
+            "vllm/compilation/lazy.py": CORE_LAZY}
+    report = gate(tmp_path, core, {"vllm_ascend/models.py": PLUGIN_DEFINITIONS}, ("vllm_ascend.models",))
+    reads = {f.symbol: f for f in report.findings if f.kind == "attribute"}
+    assert sorted(reads) == ["attribute:vllm.compilation.decorators.DEFAULT_BLOCK",
+                             "attribute:vllm.compilation.decorators.LegacyLayer",
+                             "attribute:vllm.compilation.decorators.maybe_compile"]
+    assert {(f.plugin_line, f.severity) for f in reads.values()} == {(5, "error"), (10, "error"), (14, "error")}
+    assert "when the module is imported" in reads["attribute:vllm.compilation.decorators.maybe_compile"].message
+    # a decorator's own call is checked like any call
+    calls = by_symbol(report, "call:vllm.compilation.decorators.support_torch_compile")
+    assert [(f.plugin_line, f.severity) for f in calls] == [(18, "error")]
+    assert "unexpected keyword argument 'mark_unbacked_dims'" in calls[0].message
+
+
+# ----------------------------------------------------------------------------- (c) core calls an override
+
+# The new release's WorkerBase.execute_model calls self.prepare(..., is_dummy=False) and
+# self.run_model(..., num_tokens=3); EngineCore.step calls execute_model on the worker.
+CORE_WORKER = """
+    class WorkerBase:
+        def execute_model(self, scheduler_output):
+            self.prepare(scheduler_output, 1, is_dummy=False)
+            return self.run_model(scheduler_output, num_tokens=3)
+
+        def prepare(self, scheduler_output, step, is_dummy=False):
+            pass
+
+        def run_model(self, scheduler_output, num_tokens=0):
+            pass
+"""
+
+CORE_ENGINE = """
+    from vllm.v1.worker.gpu_worker import WorkerBase
+
+
+    class EngineCore:
+        def __init__(self):
+            self.worker: WorkerBase = WorkerBase()
+
+        def step(self):
+            return self.worker.execute_model(None)
+"""
+
+# NPUWorkerBase (the plugin's) already adapted run_model; its subclass overrides it again,
+# the old way: core's call reaches the subclass's method.
+PLUGIN_WORKERS = """
+    from vllm.v1.worker.gpu_worker import WorkerBase
+
+
+    class NPUWorkerBase(WorkerBase):
+        def run_model(self, scheduler_output, num_tokens=0):
+            pass
+
+        def prepare(self, scheduler_output, step, is_dummy=False):
+            pass
+
+
+    class NPUWorker(NPUWorkerBase):
+        def run_model(self, scheduler_output):
+            pass
+
+        def prepare(self, scheduler_output, step, is_dummy=False, extra=None):
+            pass
+
+
+    class A3Worker(NPUWorker):
+        def prepare(self, scheduler_output):
+            pass
+"""
+
+
+def test_core_calls_reach_an_override_below_a_plugin_class_that_defines_the_method(tmp_path):
+    core = {"vllm/v1/worker/gpu_worker.py": CORE_WORKER, "vllm/v1/engine/__init__.py": "",
+            "vllm/v1/engine/core.py": CORE_ENGINE}
+    report = gate(tmp_path, core, {"vllm_ascend/worker.py": PLUGIN_WORKERS}, ("vllm_ascend.worker",))
+    overrides = {f.symbol: f for f in report.findings if f.kind == "override"}
+    assert sorted(overrides) == ["override:vllm_ascend.worker.A3Worker.prepare",
+                                 "override:vllm_ascend.worker.NPUWorker.run_model"]
+    run_model = overrides["override:vllm_ascend.worker.NPUWorker.run_model"]
+    assert (run_model.plugin_line, run_model.severity) == (13, "error")
+    assert "unexpected keyword argument 'num_tokens'" in run_model.message
+    assert "vllm/v1/worker/gpu_worker.py:4" in run_model.message
+    assert "below NPUWorkerBase.run_model" in run_model.message
+    prepare = overrides["override:vllm_ascend.worker.A3Worker.prepare"]
+    assert prepare.plugin_line == 21
+    assert "takes 1 positional argument(s) but the call passes 2" in prepare.message
+
+
+# ----------------------------------------------------------------------------- (d) import-order binding
+
+CORE_SAMPLING = {
+    "vllm/v1/worker/gpu/__init__.py": "",
+    "vllm/v1/worker/gpu/sample/__init__.py": "",
+    "vllm/v1/worker/gpu/sample/gumbel.py": """
+        def gumbel_sample(logits, temperature):
+            return logits
+    """,
+    # binds the function by name when it is imported: a later `gumbel.gumbel_sample = ...`
+    # does not reach its calls
+    "vllm/v1/worker/gpu/sample/sampler.py": """
+        from vllm.v1.worker.gpu.sample.gumbel import gumbel_sample
+
+
+        class Sampler:
+            def sample(self, logits):
+                return gumbel_sample(logits, 1.0)
+    """,
+    "vllm/v1/worker/gpu/model_runner.py": """
+        from vllm.v1.worker.gpu.sample.sampler import Sampler
+
+
+        class GPUModelRunner:
+            def __init__(self):
+                self.sampler = Sampler()
+    """,
+}
+
+PLUGIN_RUNNER = """
+    from vllm.v1.worker.gpu.model_runner import GPUModelRunner
+
+
+    class NPUModelRunner(GPUModelRunner):
+        pass
+"""
+
+PLUGIN_PATCH_AT_IMPORT = """
+    import vllm.v1.worker.gpu.sample.gumbel as gumbel_mod
+
+
+    def gumbel_sample_npu(logits, temperature):
+        return logits
+
+
+    gumbel_mod.gumbel_sample = gumbel_sample_npu
+"""
+
+PLUGIN_PATCH_IN_FUNCTION = """
+    import vllm.v1.worker.gpu.sample.gumbel as gumbel_mod
+
+
+    def gumbel_sample_npu(logits, temperature):
+        return logits
+
+
+    def apply_patch():
+        gumbel_mod.gumbel_sample = gumbel_sample_npu
+"""
+
+BOUND = "replacement:vllm.v1.worker.gpu.sample.gumbel.gumbel_sample@vllm.v1.worker.gpu.sample.sampler"
+
+
+def _sampling_gate(tmp_path, patch: str, loaded: tuple[str, ...]):
+    plugin = {"vllm_ascend/worker/__init__.py": "", "vllm_ascend/worker/model_runner.py": PLUGIN_RUNNER,
+              "vllm_ascend/patch/__init__.py": "", "vllm_ascend/patch/patch_triton.py": patch}
+    return gate(tmp_path, CORE_SAMPLING, plugin, loaded)
+
+
+def test_a_core_module_that_bound_the_function_before_the_patch_ran_keeps_the_original(tmp_path):
+    report = _sampling_gate(tmp_path, PLUGIN_PATCH_AT_IMPORT,
+                            ("vllm_ascend.worker.model_runner", "vllm_ascend.patch.patch_triton"))
+    found = by_symbol(report, BOUND)
+    assert [(f.kind, f.severity, f.plugin_path, f.plugin_line) for f in found] == [
+        ("replacement", "warning", "vllm_ascend/patch/patch_triton.py", 8)]
+    assert found[0].core_path == "vllm/v1/worker/gpu/sample/sampler.py"
+    assert "vllm_ascend.worker.model_runner" in found[0].message  # the import that bound it first
+    assert "sampler.py:6" in found[0].message  # the core call that keeps calling the original
+
+
+def test_a_core_module_imported_after_the_patch_binds_the_replacement(tmp_path):
+    report = _sampling_gate(tmp_path, PLUGIN_PATCH_AT_IMPORT,
+                            ("vllm_ascend.patch.patch_triton", "vllm_ascend.worker.model_runner"))
+    assert not by_symbol(report, BOUND)
+
+
+def test_a_patch_in_a_function_is_ordered_only_when_the_binding_came_first(tmp_path):
+    # the patch module (and so its function) exists only after the sampler bound the name
+    first = _sampling_gate(tmp_path / "a", PLUGIN_PATCH_IN_FUNCTION,
+                           ("vllm_ascend.worker.model_runner", "vllm_ascend.patch.patch_triton"))
+    ordered = by_symbol(first, BOUND)
+    assert [(f.severity, f.plugin_line) for f in ordered] == [("warning", 9)]
+    assert "does not reach" in ordered[0].summary
+    # the function exists before the sampler is imported: when it runs is not known
+    unknown = _sampling_gate(tmp_path / "b", PLUGIN_PATCH_IN_FUNCTION,
+                             ("vllm_ascend.patch.patch_triton", "vllm_ascend.worker.model_runner"))
+    found = by_symbol(unknown, BOUND)
+    assert [(f.severity, f.plugin_line) for f in found] == [("warning", 9)]
+    assert "cannot be ordered" in found[0].message and "may not reach" in found[0].summary
+    # nothing the plugin imports at start-up binds the name: nothing to say
+    neither = _sampling_gate(tmp_path / "c", PLUGIN_PATCH_IN_FUNCTION, ("vllm_ascend.patch.patch_triton",))
+    assert not by_symbol(neither, BOUND)
+
+
+def test_a_binding_the_plugin_patches_too_is_reached(tmp_path):
+    # the plugin knows the sampler holds its own name and replaces that one as well
+    patch = PLUGIN_PATCH_AT_IMPORT + (
+        "\n    import vllm.v1.worker.gpu.sample.sampler as sampler_mod\n"
+        "    sampler_mod.gumbel_sample = gumbel_sample_npu\n")
+    report = _sampling_gate(tmp_path, patch, ("vllm_ascend.worker.model_runner", "vllm_ascend.patch.patch_triton"))
+    assert not by_symbol(report, BOUND)
+
+
+def test_a_patch_module_whose_own_imports_bind_the_name_first(tmp_path):
+    # whoever imports it, the patch module itself imports the model runner (and so the
+    # sampler's binding) before its patch line runs
+    patch = "    import vllm.v1.worker.gpu.model_runner  # noqa\n" + PLUGIN_PATCH_AT_IMPORT
+    report = _sampling_gate(tmp_path, patch, ("vllm_ascend.patch.patch_triton",))
+    found = by_symbol(report, BOUND)
+    assert [(f.severity, f.plugin_line) for f in found] == [("warning", 10)]
+    assert "the patch module itself imports it first" in found[0].message
+
+
+PLUGIN_MODULE_ALIAS = """
+    import vllm.compilation.decorators as decorators
+
+    compile_mod = decorators
+    BLOCK = compile_mod.DEFAULT_BLOCK
+
+
+    def current():
+        return compile_mod.CURRENT_BLOCK + compile_mod.GONE_IN_FUNCTION
+
+
+    def shadowed(shadow=None):
+        return shadow.GONE_BUT_SHADOWED
+
+
+    shadow = decorators
+"""
+
+
+def test_reads_through_a_module_level_alias_of_a_core_module(tmp_path):
+    core = {"vllm/compilation/__init__.py": "", "vllm/compilation/decorators.py": CORE_COMPILE}
+    report = gate(tmp_path, core, {"vllm_ascend/alias.py": PLUGIN_MODULE_ALIAS}, ("vllm_ascend.alias",))
+    reads = {f.symbol: (f.plugin_line, f.severity) for f in report.findings if f.kind == "attribute"}
+    # `shadow` is also a parameter name: the read may be of the argument, not judged
+    assert reads == {"attribute:vllm.compilation.decorators.DEFAULT_BLOCK": (4, "error"),
+                     "attribute:vllm.compilation.decorators.GONE_IN_FUNCTION": (8, "error")}
