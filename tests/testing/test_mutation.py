@@ -173,3 +173,21 @@ def test_a_patch_without_tests_is_untested(composed, tmp_path):
     bare = [PatchUnderTest(patches[0].patch, patches[0].commit, ())]
     (result,) = mutation.check(repo, head, bare, run_tests(tmp_path))
     assert result.status == UNTESTED and mutation.exit_code([result]) == 1
+
+
+def test_known_failures_that_fail_unmutated_are_set_aside_and_cannot_kill():
+    """A pin set's known failure (requirements/composed-test-known-failures.yaml) in a
+    patch's test file fails with and without the patch: it is set aside, named, and only
+    the tests that passed unmutated can kill a mutant (v0.31.0's 0021 was INVALID for 8
+    known kvpp-history failures in tests/ut/worker/test_model_runner_v2.py)."""
+    known = (testrun.KnownFailure("t.py::k", ("p",), "read-only property"),)
+    unmutated = rep({"t.py::a": "passed", "t.py::k": "failed", "t.py::z": "failed"})
+    kept, aside = mutation.without_known(unmutated, known)
+    assert aside == ("t.py::k",) and set(kept.outcomes) == {"t.py::a", "t.py::z"} and kept.collected == 2
+    assert "fail without any mutation: t.py::z" in mutation.check_unmutated(kept, ("t.py",))
+    clean, aside = mutation.without_known(rep({"t.py::a": "passed", "t.py::k": "failed"}), known)
+    assert mutation.check_unmutated(clean, ("t.py",)) is None
+    # on the mutant, the set-aside test failing again is no kill
+    assert mutation.classify(mutation.drop(rep({"t.py::a": "passed", "t.py::k": "failed"}), aside))[0] == SURVIVED
+    # a known failure that passes unmutated is not set aside: it can kill
+    assert mutation.without_known(rep({"t.py::k": "passed"}), known)[1] == ()

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from overlay import reporting
+from overlay.commands.composed_test import KNOWN_FAILURES
 from overlay.commands.options import add_composed_env
 from overlay.errors import OverlayError
 from overlay.series.model import load_series
@@ -81,7 +82,10 @@ def _run(args: argparse.Namespace) -> int:
             scratch = Path(tempfile.mkdtemp(dir=runs))
             return testrun.run_pytest(python, tree, core_dir, scratch, ["-q", *tests], echo=None)
 
-        results = mutation.check(Path(plugin["path"]), plugin["head"], patches, run_tests, say, runs)
+        known_file = root / KNOWN_FAILURES
+        known = (testrun.load_known_failures(known_file, str(KNOWN_FAILURES)).for_pin(args.pin)
+                 if known_file.is_file() else ())
+        results = mutation.check(Path(plugin["path"]), plugin["head"], patches, run_tests, say, runs, known)
 
     code = mutation.exit_code(results)
     if args.json:

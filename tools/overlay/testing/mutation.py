@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable, Iterable
 
 from overlay import gitcmd
-from overlay.testing.testrun import RunReport, real_error
+from overlay.testing.testrun import KnownFailure, RunReport, real_error
 
 KILLED, SURVIVED, INVALID, CONFLICT, NO_CODE, UNTESTED = (
     "killed", "survived", "invalid", "conflict", "no-code", "untested")
@@ -99,6 +99,25 @@ def subset(report: RunReport, tests: Iterable[str]) -> RunReport:
     return RunReport(report.exitstatus, len(outcomes), outcomes, errors, report.output_tail)
 
 
+def drop(report: RunReport, nodeids: Iterable[str]) -> RunReport:
+    """The run without the given tests (pure)."""
+    gone = set(nodeids)
+    if report.collected is None or not gone:
+        return report
+    outcomes = {n: o for n, o in report.outcomes.items() if n not in gone}
+    return RunReport(report.exitstatus, report.collected - (len(report.outcomes) - len(outcomes)),
+                     outcomes, report.collect_errors, report.output_tail)
+
+
+def without_known(report: RunReport, known: Iterable[KnownFailure]) -> tuple[RunReport, tuple[str, ...]]:
+    """(the unmutated run without the pin set's known failures that failed in it, those node
+    ids): a test failing with and without the patch cannot judge a mutant (pure)."""
+    known = tuple(known)
+    aside = tuple(sorted(n for n, (o, _) in report.outcomes.items()
+                         if o in ("failed", "error") and any(k.matches(n) for k in known)))
+    return drop(report, aside), aside
+
+
 def check_unmutated(report: RunReport, tests: tuple[str, ...]) -> str | None:
     """Why the patch's tests cannot judge a mutant (they must all run and pass), or None."""
     if report.collected is None:
@@ -168,8 +187,10 @@ RunTests = Callable[[Path, tuple[str, ...]], RunReport]  # (tree, tests) -> what
 
 
 def check(repo: Path, head: str, patches: Iterable[PatchUnderTest], run_tests: RunTests,
-          progress: Callable[[str], None] | None = None, scratch: Path | None = None) -> list[Result]:
-    """One Result per patch, in series order. `run_tests` runs pytest on a tree."""
+          progress: Callable[[str], None] | None = None, scratch: Path | None = None,
+          known: Iterable[KnownFailure] = ()) -> list[Result]:
+    """One Result per patch, in series order. `run_tests` runs pytest on a tree. `known`: the
+    pin set's known failures; those that fail on the unmutated tree are set aside (and said)."""
     say = progress or (lambda msg: None)
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="mutation-", dir=scratch) as tmp:
@@ -186,7 +207,11 @@ def check(repo: Path, head: str, patches: Iterable[PatchUnderTest], run_tests: R
             elif not code:
                 results.append(Result(p.patch, NO_CODE, f"only test files: {', '.join(tests_changed)}"))
             else:
-                why = check_unmutated(subset(unmutated, p.tests), p.tests)
+                mine, aside = without_known(subset(unmutated, p.tests), known)
+                if aside:
+                    say(f"[{n}] {p.patch}: {len(aside)} known failure(s) of this pin set set aside "
+                        f"(they fail unmutated too): {', '.join(aside[:3])}")
+                why = check_unmutated(mine, p.tests)
                 if why:
                     results.append(Result(p.patch, INVALID, why))
                 else:
@@ -198,7 +223,7 @@ def check(repo: Path, head: str, patches: Iterable[PatchUnderTest], run_tests: R
                         if conflict:
                             mutants.append(Mutant(reverted, CONFLICT, f"cannot revert on top of the series: {conflict}"))
                         else:
-                            mutants.append(Mutant(reverted, *classify(run_tests(where, p.tests))))
+                            mutants.append(Mutant(reverted, *classify(drop(run_tests(where, p.tests), aside))))
                         shutil.rmtree(where, ignore_errors=True)  # a full checkout each
                         say(f"[{n}]   {mutants[-1].line()}")
                     results.append(patch_result(p.patch, mutants))
