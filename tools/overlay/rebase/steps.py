@@ -894,11 +894,11 @@ def _same_result(work: Path, commit: str, patch: Path) -> bool:
 def _residue(git_dir: Path, head: str, patches, verdicts) -> dict:
     """patch -> (carried, kept, keep) for each patch drift merged by provenance
     (upstream-commit): what upstream's content at REF carries of it, hunk by hunk."""
-    from overlay.drift.scan import carried_by_upstream
+    from overlay.drift.scan import carried_by_upstream_all
 
     by_name = {p.name: p for p in patches}
-    return {v.patch: carried_by_upstream(git_dir, head, by_name[v.patch]) for v in verdicts
-            if v.cls == "merged" and v.rule == "upstream-commit" and v.patch in by_name}
+    return carried_by_upstream_all(git_dir, head, [by_name[v.patch] for v in verdicts if v.cls == "merged"
+                                                   and v.rule == "upstream-commit" and v.patch in by_name])
 
 
 def _residue_mail(folder: Path, mail: Path, keep: set) -> Path:
