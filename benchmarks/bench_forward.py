@@ -15,6 +15,13 @@ subclasses and calls). Each measurement is a fresh process on a fresh gate cache
 - `from empty`: nothing cached at all, the archives' import and checkout included (linear
   in the releases by nature: each release is a different tree on disk).
 ROUNDS rounds each, the median of each side. BENCH_FORWARD_RELEASES sets how many.
+
+On the real releases (opt-in: BENCH_FORWARD_MIRROR=1 with OVERLAY_MIRROR holding
+pypi/vllm-*.tar.gz and a vllm_ascend-*.tar.gz): the newest plugin release archive,
+extracted here, gated against BENCH_FORWARD_MIRROR_RELEASES (default the six newest core
+releases) and against the first of them alone, one round each, the release trees checked
+out beforehand (as `extracted` above). Several minutes; the figure issue 27 item 5 and
+issue 30 item 9 set the goal for.
 """
 
 from __future__ import annotations
@@ -112,14 +119,45 @@ def gate_cmd(mirror: Path, plugin: Path, versions: list[str]) -> list[str]:
             "--against", ",".join(f"vllm=={v}" for v in versions), "--mirror", str(mirror), "--json"]
 
 
-def fresh_gate_cache(seed: Path, dest: Path) -> None:
+def fresh_gate_cache(seed: Path, dest: Path, link: bool = False) -> None:
     """`dest`: a cache holding `seed`'s checked-out release trees and nothing of the gate's
-    own index (no result, no names)."""
+    own index (no result, no names); `link`: its files hard links to the seed's (the real
+    releases' trees are a gigabyte; the gate only reads them)."""
     shutil.rmtree(dest, ignore_errors=True)
-    shutil.copytree(seed, dest, symlinks=True)
+    shutil.copytree(seed, dest, symlinks=True, **({"copy_function": os.link} if link else {}))
     for entry in (dest / "gate").iterdir():
         if entry.name != "cores":
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+
+
+def _version_key(name: str) -> tuple:
+    import re
+
+    return tuple(int(x) if x.isdigit() else x for x in re.findall(r"\d+|[a-z]+", name))
+
+
+def mirror_ratio(mirror: Path, tmp: Path, env: dict) -> dict | None:
+    """The real releases' figure (see the docstring), or None when the mirror lacks them."""
+    import tarfile
+
+    pypi = mirror / "pypi"
+    cores = sorted((p.name[len("vllm-"):-len(".tar.gz")] for p in pypi.glob("vllm-*.tar.gz")), key=_version_key)
+    plugins = sorted(pypi.glob("vllm_ascend-*.tar.gz"), key=lambda p: _version_key(p.name))
+    wanted = [v for v in os.environ.get("BENCH_FORWARD_MIRROR_RELEASES", "").split(",") if v] or cores[-RELEASES:]
+    if not plugins or not wanted or not set(wanted) <= set(cores):
+        return None
+    with tarfile.open(plugins[-1]) as tar:
+        tar.extractall(tmp / "plugin-release", filter="data")
+    (plugin,) = [p for p in (tmp / "plugin-release").iterdir() if p.is_dir()]
+    seed = tmp / "mirror-seed"
+    cpu_of(gate_cmd(mirror, plugin, wanted), dict(env, OVERLAY_CACHE=str(seed)))  # checks out all
+    out = {}
+    for key, versions in (("one", wanted[:1]), ("forward", wanted)):
+        fresh_gate_cache(seed, tmp / "mc", link=True)
+        out[key] = cpu_of(gate_cmd(mirror, plugin, versions), dict(env, OVERLAY_CACHE=str(tmp / "mc")))
+    return {"plugin": plugins[-1].name[:-len(".tar.gz")], "releases": wanted,
+            "one_cold_cpu_s": round(out["one"], 1), "forward_cpu_s": round(out["forward"], 1),
+            "ratio": round(out["forward"] / out["one"], 2)}
 
 
 def main() -> int:
@@ -144,6 +182,9 @@ def main() -> int:
                   "forward_cpu_s": round(m, 3), "ratio": round(m / o, 2), "goal": GOAL,
                   "from_empty_one_cpu_s": round(oe, 3), "from_empty_forward_cpu_s": round(me, 3),
                   "from_empty_ratio": round(me / oe, 2)}
+        mirror = os.environ.get("OVERLAY_MIRROR")
+        if os.environ.get("BENCH_FORWARD_MIRROR") == "1" and mirror:
+            result["mirror"] = mirror_ratio(Path(mirror), tmp, env)
         if "--json" in sys.argv:
             print(json.dumps(result))
         else:
@@ -157,6 +198,15 @@ def main() -> int:
             print(f"    one release                     {oe:7.2f} s CPU")
             print(f"    forward over {RELEASES}                  {me:7.2f} s CPU")
             print(f"    ratio                           {me / oe:7.2f}x")
+            real = result.get("mirror")
+            if real:
+                print(f"  the real releases: plugin {real['plugin']} against vllm {', '.join(real['releases'])}, "
+                      "release trees checked out, empty gate cache, one round:")
+                print(f"    one release, cold               {real['one_cold_cpu_s']:7.1f} s CPU")
+                print(f"    forward over {len(real['releases'])}, cold            {real['forward_cpu_s']:7.1f} s CPU")
+                print(f"    ratio                           {real['ratio']:7.2f}x  (goal <= {GOAL:.0f}x)")
+            elif "mirror" in result:
+                print("  the real releases: not in the mirror (pypi/vllm-*.tar.gz, vllm_ascend-*.tar.gz)")
     return 0
 
 

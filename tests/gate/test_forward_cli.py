@@ -55,3 +55,30 @@ def test_forward_view_from_an_empty_cache(world, run, tmp_path):
     code2, out2, _ = run("gate", "--plugin", plugin, "--against", "core==2.0", "--mirror", world.mirror,
                          "--json", root=world.project)
     assert code2 == 0 and json.loads(out2)["releases"][0]["errors"] == rows["2.0"]["errors"]
+
+
+def test_the_forward_views_releases_share_one_pause_of_the_collector(world, run, tmp_path, monkeypatch):
+    """The releases share one Cache of syntax trees (millions of objects on vLLM): the
+    cyclic collector resumes once, after the last release, not after each (every resume
+    collected over all the trees the cache holds)."""
+    import gc
+
+    pypi = world.mirror / "pypi"
+    pypi.mkdir(exist_ok=True)
+    for version in ("1.0", "2.0", "3.0"):
+        _sdist(pypi, version, CORE_FILES)
+    plugin = _plugin(tmp_path)
+    resumed = []
+    real = gc.enable
+
+    def enable():
+        resumed.append(1)
+        real()
+
+    monkeypatch.setattr(gc, "enable", enable)
+    assert gc.isenabled()
+    code, out, err = run("gate", "--plugin", plugin, "--against", "core==1.0,core==2.0,core==3.0",
+                         "--mirror", world.mirror, "--json", root=world.project)
+    assert code == 0, err
+    assert len(json.loads(out)["releases"]) == 3
+    assert len(resumed) == 1 and gc.isenabled()

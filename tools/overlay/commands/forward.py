@@ -25,7 +25,7 @@ from overlay.gate import run_gate
 from overlay.gate.backcast import backcast, grade
 from overlay.gate.baseline import key as finding_key
 from overlay.gate import execution as grade_exec
-from overlay.gate.engine import Cache
+from overlay.gate.engine import Cache, collector_paused
 from overlay.series.model import Project
 from overlay.testing import execution, testenv, testrun
 from overlay.trees import compose, sources
@@ -238,6 +238,12 @@ def _execution_fields(run: execution.ExecutionRun | None, plugin: Path, items: l
 
 def _matrix(root: Path, mirror: Path, pin: str, plugin: Path, chosen: list[str],
             plugin_releases: dict[str, Path], progress, venv: Path | None = None) -> dict:
+    with collector_paused():  # one pause for all the gate runs sharing one Cache
+        return _gated(root, mirror, pin, plugin, chosen, plugin_releases, progress, venv)
+
+
+def _gated(root: Path, mirror: Path, pin: str, plugin: Path, chosen: list[str],
+           plugin_releases: dict[str, Path], progress, venv: Path | None) -> dict:
     cache = Cache()
     allow = root / "gate-allowlist.yaml"
     allow = allow if allow.is_file() else None

@@ -243,7 +243,7 @@ def _against_declared(args: argparse.Namespace, report, core: Path, pin: str, al
 def _cmd_forward(args: argparse.Namespace) -> int:
     """The forward view: a forecast, so it exits 0 whatever it finds (2 on bad input)."""
     from overlay.gate import forward
-    from overlay.gate.engine import Cache
+    from overlay.gate.engine import Cache, collector_paused
 
     releases = forward.parse_against(args.against)
     if args.bisect:
@@ -259,16 +259,17 @@ def _cmd_forward(args: argparse.Namespace) -> int:
     rows = []
     cores = ([("base", base)] if base is not None else []) + \
         [(f"{v}", None) for _, v in releases]
-    for (label, core_dir), spec in zip(cores, ([None] if base is not None else []) + releases):
-        if core_dir is None:
-            name, version = spec  # type: ignore[misc]
-            core_dir = forward.release_tree(Path(args.root), mirror, name, version, progress)
-        if progress:
-            progress(f"forward view: {label}")
-        report = run_gate(core_dir, plugin, allow, pin, core_version=None, note_unused=False,
-                          store_root=_store(args), progress=progress, cache=cache)
-        shown = report.core_version or label if label == "base" else label
-        rows.append(forward.row(shown, report, base=label == "base"))
+    with collector_paused():  # one pause for all the releases sharing `cache`
+        for (label, core_dir), spec in zip(cores, ([None] if base is not None else []) + releases):
+            if core_dir is None:
+                name, version = spec  # type: ignore[misc]
+                core_dir = forward.release_tree(Path(args.root), mirror, name, version, progress)
+            if progress:
+                progress(f"forward view: {label}")
+            report = run_gate(core_dir, plugin, allow, pin, core_version=None, note_unused=False,
+                              store_root=_store(args), progress=progress, cache=cache)
+            shown = report.core_version or label if label == "base" else label
+            rows.append(forward.row(shown, report, base=label == "base"))
     if args.json:
         sys.stdout.write(json.dumps({"plugin": str(plugin), "releases": [r.to_dict() for r in rows]},
                                     indent=2, sort_keys=True) + "\n")

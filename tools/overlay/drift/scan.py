@@ -17,6 +17,8 @@ from overlay.drift.blobs import BlobReader
 from overlay.drift.classify import (APPLIES, DriftPatch, Memo, Verdict, classify_series)
 from overlay.drift.overlap import overlaps, parse_log
 from overlay.errors import OverlayError
+from overlay.gitcmd import GitFailed
+from overlay.series.model import FULL_SHA
 from overlay.series.upstream import CommitInfo, commit_info, refs_in  # noqa: F401 - drift's callers import them here
 
 Progress = Callable[[str], None]
@@ -593,19 +595,63 @@ def _stats(engine: Drift) -> dict:
             "reused_checks": engine.memo.hits}
 
 
-def carried_by_upstream(git_dir: Path, head: str, patch: DriftPatch) -> tuple[list[str], list[str], set]:
+def changed_paths(git_dir: Path, commits) -> dict[str, set[str]]:
+    """commit -> the paths it changed (against its first parent; a root commit against the
+    empty tree; a merge: none), for all `commits` in one `git diff-tree --stdin`. A
+    commit git cannot read fails as `git diff-tree COMMIT` would (GitFailed)."""
+    wanted = list(dict.fromkeys(commits))
+    if not wanted:
+        return {}
+    for commit in wanted:
+        if not FULL_SHA.match(commit):  # a line git would not read as a commit
+            raise GitFailed(["diff-tree", commit], 128, "", f"fatal: bad object {commit}\n")
+    # --always: every commit prints its id, an empty change too, so each section is known
+    out = gitcmd.out(["diff-tree", "--stdin", "--always", "--name-only", "-r", "-z", "--root"],
+                     git_dir=git_dir, input="".join(c + "\n" for c in wanted))
+    found: dict[str, set[str]] = {}
+    current: set[str] | None = None
+    at = 0
+    for chunk in out.split("\0"):
+        if at < len(wanted) and chunk == wanted[at]:  # the next commit's id
+            current = found[wanted[at]] = set()
+            at += 1
+        elif chunk and current is not None:
+            current.add(chunk)
+    missing = [c for c in wanted if c not in found]
+    if missing:
+        raise GitFailed(["diff-tree", missing[0]], 128, "", f"fatal: bad object {missing[0]}\n")
+    return found
+
+
+def carried_by_upstream_all(git_dir: Path, head: str, patches) -> dict[str, tuple[list[str], list[str], set]]:
+    """patch name -> carried_by_upstream for each of `patches`, with one `git diff-tree
+    --stdin` for all their upstream commits and one reader for REF's files."""
+    patches = list(patches)
+    if not patches:
+        return {}
+    changed = changed_paths(git_dir, [c for p in patches for c in p.upstream_commits])
+    with BlobReader(git_dir) as reader:
+        return {p.name: carried_by_upstream(git_dir, head, p, changed, reader) for p in patches}
+
+
+def carried_by_upstream(git_dir: Path, head: str, patch: DriftPatch, changed: dict[str, set[str]] | None = None,
+                        reader: BlobReader | None = None) -> tuple[list[str], list[str], set]:
     """drift.residue.carried_hunks for `patch` at `head` of drift's history: REF's files, and
-    the files its upstream commits (patch.upstream_commits) changed."""
+    the files its upstream commits (patch.upstream_commits) changed. `changed`: those
+    commits' paths, read already (changed_paths, one call for every patch); `reader`: an
+    open BlobReader to read REF's files through (else one of its own)."""
     from overlay.drift.residue import carried_hunks
 
-    changed: set[str] = set()
+    if changed is None or any(c not in changed for c in patch.upstream_commits):
+        changed = changed_paths(git_dir, patch.upstream_commits)
+    paths: set[str] = set()
     for commit in patch.upstream_commits:
-        names = gitcmd.out(["diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--root",
-                            "--end-of-options", commit], git_dir=git_dir)
-        changed.update(n for n in names.split("\0") if n)
-    reader = BlobReader(git_dir)
+        paths.update(changed[commit])
+    own = reader is None
+    reader = reader or BlobReader(git_dir)
     try:
         texts = reader.texts(reader.oids(head, patch.paths))
     finally:
-        reader.close()
-    return carried_hunks(patch.files, lambda path: texts.get(path), changed)
+        if own:
+            reader.close()
+    return carried_hunks(patch.files, lambda path: texts.get(path), paths)

@@ -15,6 +15,7 @@ own changes grade it:
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 
 CHANGED, UNCHANGED, GONE = "changed", "unchanged", "gone"
@@ -29,12 +30,21 @@ class Site:
     text: str
 
 
+@functools.lru_cache(maxsize=32)
+def _parsed(source: str) -> ast.Module | None:
+    """`source`'s syntax tree, or None when it does not parse. A forward matrix grades
+    many findings in one file: it is parsed once (the trees are only read)."""
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
 def site_of(source: str, line: int) -> Site | None:
     """The innermost function or class of `source` whose span holds `line`, else the
     line's own text; None when the source does not parse or has no such line."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = _parsed(source)
+    if tree is None:
         return None
     lines = source.splitlines()
     if not 1 <= line <= len(lines):
@@ -63,9 +73,8 @@ def find_site(source: str, qualname: str) -> Site | None:
     if qualname.startswith("<module>:"):
         wanted = qualname[len("<module>:"):]
         return Site(qualname, wanted) if any(line.strip() == wanted for line in source.splitlines()) else None
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = _parsed(source)
+    if tree is None:
         return None
     node: ast.AST = tree
     for part in qualname.split("."):

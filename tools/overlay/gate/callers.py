@@ -61,6 +61,27 @@ def _names_word(data: bytes, words: list[bytes], word_re: re.Pattern) -> bool:
     return any(w in data for w in words) and word_re.search(data) is not None
 
 
+def _may_type(data: bytes, calls: re.Pattern, tail: re.Pattern, raw: list[bytes], alt: bytes) -> bool:
+    """Does the text type or build a receiver of `calls` as one of the classes `alt`
+    (`recv: C`, `recv = C(...)`), or loop over it? A function of the text (pure)."""
+    receivers = set()
+    for m in calls.finditer(data):
+        before = tail.search(data, max(0, m.start() - 120), m.start())
+        if before:
+            receivers.add(before.group(1).split(b".")[-1])
+    named = _names_word(data, raw, re.compile(rb"\b(%s)\b" % alt))
+    return any((named and re.search(rb"\b%s\s*(:[^=\n]*\b(%s)\b|=\s*(%s)\s*\()" % (re.escape(r), alt, alt), data))
+               or re.search(rb"\bfor\b[^\n]*\b%s\b[^\n]*\bin\b" % re.escape(r), data)
+               for r in receivers)
+
+
+def _aliases(data: bytes, alias: re.Pattern) -> frozenset[str]:
+    """The names the file's import statements bind by `alias` (`... NAME as X`). Pure."""
+    if b" as " not in data:
+        return frozenset()
+    return frozenset(m.decode() for stmt in _IMPORT_STATEMENT.findall(data) for m in alias.findall(stmt))
+
+
 def module_name(path: str) -> str:
     name = path[:-3].replace("/", ".")
     return name[: -len(".__init__")] if name.endswith(".__init__") else name
@@ -218,12 +239,26 @@ def module_sites(mod: ModuleInfo, plugin: bool, name: str, data: bytes,
 
 @dataclass
 class TextCache:
-    """Per-file name sets, shared across runs by content key (bisect steps)."""
+    """What `Callers` derives from one file alone, shared across runs by the file's
+    content key (`blob:<id>`): the forward view's releases and bisect's steps analyse
+    only the files that differ between them."""
 
     names: dict[str, frozenset[bytes]] = field(default_factory=dict)
     # the names were loaded for exactly these trees (by tree id): a directory's file
     # keys are then as good as content keys
     trusted: bool = False
+    # (content key, path) -> the file's function scopes (_scopes)
+    scopes: dict[tuple[str, str], list] = field(default_factory=dict)
+    # (content key, path, in the plugin, name) -> the file's call sites of name
+    sites: dict[tuple[str, str, bool, str], list] = field(default_factory=dict)
+    # (content key, path, in the plugin) -> ((receiver types, builds), the core factory
+    # answers they rest on: valid where every one of those is answered the same)
+    receivers: dict[tuple[str, str, bool], tuple] = field(default_factory=dict)
+    # (kind, content key, argument) -> what a text search of the file answered
+    facts: dict[tuple, object] = field(default_factory=dict)
+    # (kind, name) -> (the run's content keys, the files a search of every file found,
+    # whether that is all of them): see Callers._positives
+    scans: dict[tuple[str, str], tuple] = field(default_factory=dict)
 
 
 class Callers:
@@ -240,6 +275,9 @@ class Callers:
         self._texts: dict[tuple[int, str], bytes] = {}
         self._sites: dict[tuple[int, str, str], list[Site]] = {}
         self._scopes: dict[tuple[int, str], list] = {}
+        self._factories: dict[tuple[str, str, str | None], object] = {}
+        self._keys: dict[tuple[str, int], str] | None = None
+        self._diff: tuple[dict, set] | None = None
         self._reach: dict[tuple[str, str | None, str], tuple[bool, str]] = {}
         # (module, class) -> why the class never runs with the plugin in place (a core
         # class for another platform), or None; set by the engine
@@ -279,24 +317,98 @@ class Callers:
         """Core files whose text contains the identifier `name` at all."""
         word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
         raw = name.encode()
-        return [path for path, i in self.all_files()
-                if not self.trees[i][3] and raw in self.text(path, i) and word.search(self.text(path, i))]
+        found = self._positives("mentions", name, lambda path, i: not self.trees[i][3] and raw in self.text(path, i)
+                                and word.search(self.text(path, i)) is not None)
+        return [path for path, i in self.all_files() if (path, i) in found]
+
+    # -- text searches shared across runs
+
+    def _content_keys(self) -> dict[tuple[str, int], str]:
+        """(path, tree) -> content key of every file of both trees, for this run."""
+        if self._keys is None:
+            self._keys = {(path, i): self.trees[i][0].key(path) for path, i in self.all_files()}
+        return self._keys
+
+    def _differ(self, old: dict[tuple[str, int], str]) -> set[tuple[str, int]]:
+        """The files of this run whose content another run's `old` did not hold (changed,
+        added, or not keyed by content)."""
+        if self._diff is None or self._diff[0] is not old:
+            keys = self._content_keys()
+            self._diff = (old, {f for f, k in keys.items() if old.get(f) != k or not k.startswith("blob:")})
+        return self._diff[1]
+
+    def _positives(self, kind: str, name: str, test, first: bool = False) -> set[tuple[str, int]]:
+        """The files of both trees for which `test(path, tree)`, a function of the file's
+        text and `name`, holds; with `first`, at least one such file if there is any (for
+        a yes/no answer). Shared across runs (TextCache.scans): a run after another tests
+        again only the files whose content differs (the forward view's next release)."""
+        keys = self._content_keys()
+        known = self.cache.scans.get((kind, name))
+        if known is not None:
+            old, old_found, complete = known
+            differ = self._differ(old)
+            found = {f for f in old_found if f in keys and f not in differ}
+            if complete:
+                found.update(f for f in differ if test(*f))
+                self.cache.scans[(kind, name)] = (keys, frozenset(found), True)
+                return found
+            if found and first:
+                return found
+        found = set()
+        for f in keys:
+            if test(*f):
+                found.add(f)
+                if first:
+                    break
+        self.cache.scans[(kind, name)] = (keys, frozenset(found), not (first and found))
+        return found
 
     # -- call sites
 
     def sites_in(self, path: str, tree: int, name: str) -> list[Site]:
         key = (tree, path, name)
         if key not in self._sites:
-            _, _, index, is_plugin = self.trees[tree]
+            src, _, index, is_plugin = self.trees[tree]
             mod = index.module(module_name(path))
             if mod is None or mod.path != path or mod.tree is None:
                 self._sites[key] = []
             else:
-                skey = (tree, path)
-                if skey not in self._scopes:
-                    self._scopes[skey] = _scopes(mod.tree)
-                self._sites[key] = module_sites(mod, is_plugin, name, self.text(path, tree), self._scopes[skey])
+                # a function of the file's content and path alone (the module there,
+                # its syntax tree): shared by content with every tree holding the file
+                content = src.key(path)
+                shared = content.startswith("blob:")
+                ckey = (content, path, is_plugin, name)
+                found = self.cache.sites.get(ckey) if shared else None
+                if found is None:
+                    found = module_sites(mod, is_plugin, name, self.text(path, tree), self._scopes_of(tree, path, mod))
+                    if shared:
+                        self.cache.sites[ckey] = found
+                self._sites[key] = found
         return self._sites[key]
+
+    def _by_content(self, kind: str, path: str, tree: int, arg, compute):
+        """`compute()`, a function of the file's text and `arg` alone, once per content
+        key (`blob:`): every tree holding the file shares the answer."""
+        content = self.trees[tree][0].key(path)
+        if not content.startswith("blob:"):
+            return compute()
+        key = (kind, content, arg)
+        if key not in self.cache.facts:
+            self.cache.facts[key] = compute()
+        return self.cache.facts[key]
+
+    def _scopes_of(self, tree: int, path: str, mod: ModuleInfo) -> list:
+        skey = (tree, path)
+        if skey not in self._scopes:
+            content = self.trees[tree][0].key(path)
+            shared = content.startswith("blob:")
+            found = self.cache.scopes.get((content, path)) if shared else None
+            if found is None:
+                found = _scopes(mod.tree)
+                if shared:
+                    self.cache.scopes[(content, path)] = found
+            self._scopes[skey] = found
+        return self._scopes[skey]
 
     def core_sites(self, path: str, name: str) -> list[Site]:
         """Calls of `name` in one core file (the first tree is core)."""
@@ -318,28 +430,20 @@ class Callers:
             # a common name (`capture`): only the core files that name a class of the
             # hierarchy can type a receiver as one of them
             named = re.compile(rb"\b(%s)\b" % alt)
-            files = [(p, t) for p, t in files if not self.trees[t][3] and _names_word(self.text(p, t), raw, named)]
+            files = [(p, t) for p, t in files if not self.trees[t][3] and self._by_content(
+                "names", p, t, alt, lambda p=p, t=t: _names_word(self.text(p, t), raw, named))]
             if len(files) > limit:
                 return []
         calls = re.compile(rb"\.%s\s*\(" % re.escape(name.encode()))
         tail = re.compile(rb"([A-Za-z_][\w.]*)$")
         out = []
         for path, tree in files:
-            data = self.text(path, tree)
             if self.trees[tree][3]:
                 continue
             # parse only when a receiver is typed or built as one of the classes in the
             # text, or is the variable of a loop (whose elements a factory may type)
-            receivers = set()
-            for m in calls.finditer(data):
-                before = tail.search(data, max(0, m.start() - 120), m.start())
-                if before:
-                    receivers.add(before.group(1).split(b".")[-1])
-            named = _names_word(data, raw, re.compile(rb"\b(%s)\b" % alt))
-            if not any((named and re.search(rb"\b%s\s*(:[^=\n]*\b(%s)\b|=\s*(%s)\s*\()" % (re.escape(r), alt, alt),
-                                            data))
-                       or re.search(rb"\bfor\b[^\n]*\b%s\b[^\n]*\bin\b" % re.escape(r), data)
-                       for r in receivers):
+            if not self._by_content("typed", path, tree, (name, alt),
+                                    lambda path=path, tree=tree: _may_type(self.text(path, tree), calls, tail, raw, alt)):
                 continue
             sites = [s for s in self.sites_in(path, tree, name)
                      if s.receiver not in ("self", "cls", "super", "", "?")]
@@ -363,13 +467,47 @@ class Callers:
         cached = self._types.get(key)
         if cached is not None:
             return cached
+        src, _, index, is_plugin = self.trees[tree]
+        mod = index.module(module_name(path))
+        content = src.key(path) if mod is not None and mod.path == path else ""
+        ckey = (content, path, is_plugin)
+        # a function of the file's content, and in core of what the core factories it
+        # calls return: shared by content while those answers are the same
+        shared = self.cache.receivers.get(ckey) if content.startswith("blob:") else None
+        if shared is not None and all(self._factory(kind, mod, callee) == answer
+                                      for (kind, callee), answer in shared[1].items()):
+            self._types[key] = shared[0]
+            return shared[0]
+        asked: dict[tuple[str, str | None], object] = {}
+
+        def factory(kind: str, callee: str | None):
+            answer = asked[(kind, callee)] = self._factory(kind, mod, callee)
+            return answer
+
+        self._types[key] = self._receivers_walk(mod, tree == 0, factory)
+        if content.startswith("blob:"):
+            self.cache.receivers[ckey] = (self._types[key], asked)
+        return self._types[key]
+
+    def _factory(self, kind: str, mod: ModuleInfo, callee: str | None):
+        """`_factory_returns` or `_factory_classes` of `callee` in core module `mod`,
+        once per run (their answers are never modified)."""
+        key = (kind, mod.name, callee)
+        if key not in self._factories:
+            self._factories[key] = (self._factory_returns(mod, callee) if kind == "returns"
+                                    else self._factory_classes(mod, callee))  # type: ignore[arg-type]
+        return self._factories[key]
+
+    @staticmethod
+    def _receivers_walk(mod: ModuleInfo | None, core: bool, factory):
+        """(types, builds) of `mod`'s receivers; `factory(kind, callee)` answers what a
+        core factory returns ("returns") or builds ("classes")."""
         types: dict[str, set[str]] = {}
         builds: dict[str, set[str] | None] = {}
         # `self.managers = tuple(factory(...) for ...)`: what the elements are, for the
         # loops over it (`for i, m in enumerate(self.managers): m.meth(...)`)
         elements: dict[str, set[str]] = {}
         loops: list[tuple[str, str]] = []
-        mod = self.trees[tree][2].module(module_name(path))
         if mod is not None and mod.tree is not None:
             for node in ast.walk(mod.tree):
                 value = None
@@ -386,7 +524,7 @@ class Callers:
                 if isinstance(node, ast.Assign) and len(node.targets) == 1 and dotted(node.targets[0]):
                     elt = _element_call(node.value)
                     if elt is not None:
-                        made = _names(elt.func) | (self._factory_returns(mod, dotted(elt.func)) if tree == 0 else set())
+                        made = _names(elt.func) | (factory("returns", dotted(elt.func)) if core else set())
                         elements.setdefault(dotted(node.targets[0]), set()).update(made)  # type: ignore[arg-type]
                 if isinstance(node, ast.AnnAssign):
                     target, names, value = dotted(node.target), _names(node.annotation), node.value
@@ -410,20 +548,19 @@ class Callers:
                     made = None
                     if callee is not None and callee.split(".")[-1][:1].isupper():
                         made = {callee.split(".")[-1]}
-                    elif callee is not None and tree == 0:
-                        made = self._factory_classes(mod, callee)
+                    elif callee is not None and core:
+                        made = factory("classes", callee)
                     if made is None:
                         builds[target] = None
                     elif target not in builds or builds[target] is not None:
                         builds.setdefault(target, set()).update(made)  # type: ignore[union-attr]
-                    if callee is not None and tree == 0 and not callee.split(".")[-1][:1].isupper():
-                        types[target] |= self._factory_returns(mod, callee)
+                    if callee is not None and core and not callee.split(".")[-1][:1].isupper():
+                        types[target] |= factory("returns", callee)
             for var, it in loops:
                 if it in elements:
                     types.setdefault(var, set()).update(elements[it])
                     builds[var] = None  # whatever the factory returns: not only core's own classes
-        self._types[key] = (types, builds)
-        return self._types[key]
+        return types, builds
 
     def _factory_returns(self, mod: ModuleInfo, callee: str | None) -> set[str]:
         """The class a core factory's return annotation names (`-> SingleTypeKVCacheManager`)."""
@@ -521,10 +658,8 @@ class Callers:
         alias = re.compile(rb"\b%s\s+as\s+(\w+)" % re.escape(word))
         found: set[str] = set()
         for path, tree in self.files_calling(name):
-            data = self.text(path, tree)
-            if b" as " in data:
-                for stmt in _IMPORT_STATEMENT.findall(data):
-                    found.update(m.decode() for m in alias.findall(stmt))
+            found.update(self._by_content("aliases", path, tree, name,
+                                          lambda path=path, tree=tree: _aliases(self.text(path, tree), alias)))
         return sorted(found - {name})
 
     def passed_as_value(self, name: str) -> bool:
@@ -534,10 +669,8 @@ class Callers:
         word = name.encode()
         loose = re.compile(rb"""(\.%s\b(?!\s*[(\[])|["']%s["']|[=,(]\s*%s\b(?!\s*[(\[.]))"""
                            % ((re.escape(word),) * 3))
-        for path, tree in self.all_files():
-            if word in self.text(path, tree) and loose.search(self._code(path, tree)):
-                return True
-        return False
+        return bool(self._positives("value", name, lambda path, tree: word in self.text(path, tree)
+                                    and loose.search(self._code(path, tree)) is not None, first=True))
 
     # -- reachability
 

@@ -56,12 +56,35 @@ def _strip_optional(ann: ast.expr | None) -> ast.expr | None:
     return ann
 
 
+def self_assignments(cls_node: ast.ClassDef) -> dict[str, list[tuple[ast.AST, ast.AST]]]:
+    """attr -> (function, statement) for every `self.attr: T = ...` and `self.attr = ...`
+    in the class's functions, in the order `Receivers.self_attr` reads them: each function
+    of the class (nested ones too, again on their own) breadth first, its statements
+    breadth first. One walk of the class answers every attribute (pure)."""
+    out: dict[str, list[tuple[ast.AST, ast.AST]]] = {}
+    for fn in ast.walk(cls_node):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for n in ast.walk(fn):
+            if isinstance(n, ast.AnnAssign):
+                target = dotted(n.target)
+                if target and target.startswith("self."):
+                    out.setdefault(target[5:], []).append((fn, n))
+            elif isinstance(n, ast.Assign):
+                attrs = dict.fromkeys(t[5:] for t in map(dotted, n.targets) if t and t.startswith("self."))
+                for attr in attrs:
+                    out.setdefault(attr, []).append((fn, n))
+    return out
+
+
 class Receivers:
     def __init__(self, world: TreeIndex, is_core, linearize) -> None:
         self.world = world
         self.is_core = is_core
         self.linearize = linearize
         self._self_memo: dict = {}
+        # id(class node) -> (the node, kept alive while its id is a key; its self_assignments)
+        self._assigned: dict[int, tuple[ast.AST, dict]] = {}
 
     # -- classes and their members
 
@@ -169,26 +192,27 @@ class Receivers:
         self._self_memo[key] = None  # a cycle ends here
         from overlay.gate.scan import _annotated_params
         found: list[Typed | None] = []
-        for fn in ast.walk(cls_node):
-            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            params = None
-            for n in ast.walk(fn):
-                if isinstance(n, ast.AnnAssign) and dotted(n.target) == f"self.{attr}":
-                    found.append(self.annotated(mod, n.annotation, None, f"self.{attr}: {dotted(n.annotation)}"))
-                elif isinstance(n, ast.Assign) and any(dotted(x) == f"self.{attr}" for x in n.targets):
-                    value = n.value
-                    if isinstance(value, ast.Call) and dotted(value.func):
-                        got = self.class_named(mod, dotted(value.func), None)  # type: ignore[arg-type]
-                        found.append(Typed(got[0], got[1], False, f"self.{attr} = {dotted(value.func)}(...)")
-                                     if got and self.is_core(got[0].name) else None)
-                    elif isinstance(value, ast.Attribute) and dotted(value):
-                        params = params if params is not None else _annotated_params(fn)
-                        path = dotted(value)
-                        found.append(None if path.startswith(f"self.{attr}") else  # type: ignore[union-attr]
-                                     self.path(mod, path, params, None, cls_node, depth + 1))  # type: ignore[arg-type]
-                    else:
-                        found.append(None)
+        if id(cls_node) not in self._assigned:
+            self._assigned[id(cls_node)] = (cls_node, self_assignments(cls_node))
+        params_of: dict[int, dict] = {}
+        for fn, n in self._assigned[id(cls_node)][1].get(attr, ()):
+            if isinstance(n, ast.AnnAssign):
+                found.append(self.annotated(mod, n.annotation, None, f"self.{attr}: {dotted(n.annotation)}"))
+            else:
+                value = n.value
+                if isinstance(value, ast.Call) and dotted(value.func):
+                    got = self.class_named(mod, dotted(value.func), None)  # type: ignore[arg-type]
+                    found.append(Typed(got[0], got[1], False, f"self.{attr} = {dotted(value.func)}(...)")
+                                 if got and self.is_core(got[0].name) else None)
+                elif isinstance(value, ast.Attribute) and dotted(value):
+                    params = params_of.get(id(fn))
+                    if params is None:
+                        params = params_of[id(fn)] = _annotated_params(fn)
+                    path = dotted(value)
+                    found.append(None if path.startswith(f"self.{attr}") else  # type: ignore[union-attr]
+                                 self.path(mod, path, params, None, cls_node, depth + 1))  # type: ignore[arg-type]
+                else:
+                    found.append(None)
         kinds = {(t.mod.name, t.cls.name, t.many) if t else None for t in found}
         result = found[0] if len(kinds) == 1 and None not in kinds else None
         self._self_memo[key] = result

@@ -94,24 +94,6 @@ def archive_move(root: Path, pin, target: str, ref: str, mirror: Path | None,
     return ArchiveSource(wanted.name, wanted.version, digest), archive
 
 
-def _import_release(root: Path, src: ArchiveSource, archive: Path, progress) -> str:
-    from overlay.drift.targets import import_release
-
-    return import_release(root, src, archive, progress)
-
-
-def _with_objects(view: Path, repo: Path) -> Path:
-    from overlay.drift.targets import with_objects
-
-    return with_objects(view, repo)
-
-
-def _carrier_repo(root: Path, pin, target: str, mirror: Path | None, progress) -> tuple[Path, str, Path]:
-    from overlay.drift.targets import carrier_repo
-
-    return carrier_repo(root, pin, target, mirror, progress)
-
-
 def _pinned_words(src) -> str:
     return f"PyPI {src.requirement}" if isinstance(src, ArchiveSource) else f"commit {src.commit[:12]}"
 
@@ -175,7 +157,8 @@ def _pin_from_text(root: Path, name: str, text: str) -> PinSet:
 
 
 def _start(root: Path, args: argparse.Namespace, after: After | None) -> int:
-    from overlay.drift.targets import load_patches, resolve_ref, target_slug
+    from overlay.drift.targets import (carrier_repo, import_release, load_patches, resolve_ref, target_slug,
+                                       with_objects)
     from overlay.drift.report import overlap_line
     from overlay.drift.scan import Drift, commit_info, timed_onto
 
@@ -199,13 +182,13 @@ def _start(root: Path, args: argparse.Namespace, after: After | None) -> int:
                            hint="overlay rebase --onto plugin=REF [--onto core=pypi:vllm==X.Y.Z]")
     target = moving[0] if moving else carriers_at_old[0]
     ref = dict(moves).get(target, "")
-    git_dir, base, drift_dir = _carrier_repo(root, old, target, mirror, _progress(args.json))
+    git_dir, base, drift_dir = carrier_repo(root, old, target, mirror, _progress(args.json))
     moved: dict = {}
     if ref.startswith("pypi:"):
         src, archive = archive_move(root, old, target, ref, mirror, _progress(args.json))
         src = replace(src, history=_history_of(old.target(target).source))
-        head = _import_release(root, src, archive, _progress(args.json))
-        drift_dir = _with_objects(drift_dir, sources.cache_repo(root, src.mirror_name))
+        head = import_release(root, src, archive, _progress(args.json))
+        drift_dir = with_objects(drift_dir, sources.cache_repo(root, src.mirror_name))
         moved[target] = src
         words = {target: f"PyPI `{src.requirement}` (sha256 `{src.sha256}`)"}
     elif ref:
@@ -903,11 +886,11 @@ def _same_result(work: Path, commit: str, patch: Path) -> bool:
 def _residue(git_dir: Path, head: str, patches, verdicts) -> dict:
     """patch -> (carried, kept, keep) for each patch drift merged by provenance
     (upstream-commit): what upstream's content at REF carries of it, hunk by hunk."""
-    from overlay.drift.scan import carried_by_upstream
+    from overlay.drift.scan import carried_by_upstream_all
 
     by_name = {p.name: p for p in patches}
-    return {v.patch: carried_by_upstream(git_dir, head, by_name[v.patch]) for v in verdicts
-            if v.cls == "merged" and v.rule == "upstream-commit" and v.patch in by_name}
+    return carried_by_upstream_all(git_dir, head, [by_name[v.patch] for v in verdicts if v.cls == "merged"
+                                                   and v.rule == "upstream-commit" and v.patch in by_name])
 
 
 def _residue_mail(folder: Path, mail: Path, keep: set) -> Path:

@@ -148,8 +148,26 @@ def _strip_git(path: str | None, prefix: str) -> str | None:
 _NAMED = ("rename from ", "rename to ", "copy from ", "copy to ")
 
 
+_PARSED: dict[tuple[str, str, str], PatchMail] = {}  # (text, path, shown) -> its mail, this process
+_PARSED_MAX = 512
+
+
 def parse_patch(text: str, path: Path, shown: str) -> PatchMail:
-    """Parse a mail; raise one OverlayError line for anything malformed."""
+    """Parse a mail; raise one OverlayError line for anything malformed. A text parsed
+    before in this process is answered from memory (a rebase reads the series once per
+    pin set; the mail is immutable)."""
+    key = (text, str(path), shown)
+    known = _PARSED.get(key)
+    if known is not None and known.path == path:
+        return known
+    mail = _parse_patch(text, path, shown)
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.clear()
+    _PARSED[key] = mail
+    return mail
+
+
+def _parse_patch(text: str, path: Path, shown: str) -> PatchMail:
     if _MANGLED_CRLF.search(text):
         raise OverlayError("patch has CRLF line endings (mangled by an editor or mailer)",
                            path=shown, hint="convert it back to LF (dos2unix) or regenerate with `overlay refresh`")
