@@ -22,7 +22,7 @@ import pytest
 
 from test_compose import _pin_core_to_an_archive
 
-from overlay.trees import simple_index
+from overlay.trees import index_config, simple_index
 from overlay.errors import OverlayError
 from overlay.trees.index_config import IndexConfig, read_index_config
 
@@ -245,14 +245,44 @@ def test_index_configuration_is_read_like_pip_and_uv(tmp_path):
                              prefix).index_urls[0] == "https://uv.example/simple"
     env = {**base, "PIP_INDEX_URL": "https://env.example/simple", "UV_INDEX_URL": "https://uv.example/x"}
     assert read_index_config(env, home, prefix).index_urls[0] == "https://env.example/simple"
-    # os.devnull loads no file at all: then no index is configured, and none is made up
-    none = read_index_config({**base, "PIP_CONFIG_FILE": os.devnull}, home, prefix)
+    # os.devnull loads no file at all: then, without an installed pip to name its default,
+    # no index is configured, and none is made up
+    none = read_index_config({**base, "PIP_CONFIG_FILE": os.devnull}, home, prefix, lambda: None)
     assert none.index_urls == () and none.find_links == ()
     with pytest.raises(simple_index.IndexRefused) as refused:
         simple_index.fetch_sdist(none, "vllm", "0.25.0", "0" * 64, tmp_path / "out.tar.gz", timeout=5)
     assert "no package index is configured" in refused.value.one_line()
     assert "PIP_INDEX_URL" in refused.value.one_line() and not (tmp_path / "out.tar.gz").exists()
     assert read_index_config({**base, "PIP_NO_INDEX": "1"}, home, prefix).index_urls == ()
+
+
+def test_without_an_index_url_pip_s_own_default_comes_first_as_pip_would_search_it(tmp_path):
+    """pip.conf with only extra-index-url (this machine's setup): pip itself searches its
+    built-in default index as well, so `make apply` with no mirror must too. The default is
+    read from the installed pip's source as data; the tool names no host of its own."""
+    pip_dir = tmp_path / "pip"
+    (pip_dir / "_internal" / "models").mkdir(parents=True)
+    (pip_dir / "_internal" / "models" / "index.py").write_text(
+        'class PackageIndex:\n    pass\n\n\nPyPI = PackageIndex("https://pip-default.example/", file_storage_domain="x")\n')
+    assert index_config.pip_default_index(pip_dir) == "https://pip-default.example/simple"
+    home, prefix = tmp_path / "home", tmp_path / "venv"
+    (home / ".config" / "pip").mkdir(parents=True)
+    (home / ".config" / "pip" / "pip.conf").write_text("[global]\nextra-index-url = https://extra.example/simple\n")
+    prefix.mkdir()
+    base = {"XDG_CONFIG_DIRS": str(tmp_path / "no-etc")}
+    cfg = read_index_config(base, home, prefix, lambda: index_config.pip_default_index(pip_dir))
+    assert cfg.index_urls == ("https://pip-default.example/simple", "https://extra.example/simple")
+    assert cfg.origin["index-url"] == "pip's built-in default"
+    # an index-url, or no-index, leaves pip's default out, as in pip
+    env = {**base, "PIP_INDEX_URL": "https://mine.example/simple"}
+    assert "https://pip-default.example/simple" not in read_index_config(
+        env, home, prefix, lambda: index_config.pip_default_index(pip_dir)).index_urls
+    assert read_index_config({**base, "PIP_NO_INDEX": "1"}, home, prefix,
+                             lambda: index_config.pip_default_index(pip_dir)).index_urls == ()
+    # a pip whose source does not say (or no pip) gives nothing, never a guess
+    (pip_dir / "_internal" / "models" / "index.py").write_text("PyPI = make()\n")
+    assert index_config.pip_default_index(pip_dir) is None
+    assert index_config.pip_default_index(tmp_path / "nowhere") is None
 
 
 def test_pip_is_never_imported():

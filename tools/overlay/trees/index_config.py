@@ -7,19 +7,24 @@ The sources, highest precedence first, as pip and uv read them:
   2. pip's configuration files, in pip's override order (pip/_internal/configuration.py:
      GLOBAL, USER, SITE, then the file named by PIP_CONFIG_FILE; PIP_CONFIG_FILE=os.devnull
      loads none), sections [global] then [download];
-  3. nothing else: where none of these names an index or a find-links location, no index
-     is searched and the fetch says, in one line, what to set. (pip would fall back to its
-     built-in public index; the tool names no registry host of its own.)
+  3. where no index-url is set (and no-index is not), pip's own built-in default index, as
+     pip would use it, read as data from the installed pip's source (pip/_internal/models/
+     index.py: `PyPI = PackageIndex("<url>", ...)`): the tool names no registry host of its
+     own. Without an installed pip, and with none of the above, no index is searched and the
+     fetch says, in one line, what to set.
 """
 
 from __future__ import annotations
 
+import ast
 import configparser
+import importlib.util
 import os
+import urllib.parse
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from overlay.errors import redact
 
@@ -91,8 +96,35 @@ def _from_files(files: list[Path]) -> dict[str, tuple[str, str]]:
     return found
 
 
+def pip_default_index(pip_dir: Path | None = None) -> str | None:
+    """The simple-API URL of pip's built-in default index, read from pip's own source as data
+    (pip is neither imported nor run), or None when no pip is installed or its source does
+    not say. `pip_dir`: the pip package folder (found without importing it by default)."""
+    if pip_dir is None:
+        try:
+            spec = importlib.util.find_spec("pip")  # locates the package; runs none of it
+        except (ImportError, ValueError):
+            return None
+        if spec is None or not spec.origin:
+            return None
+        pip_dir = Path(spec.origin).parent
+    try:
+        tree = ast.parse((pip_dir / "_internal" / "models" / "index.py").read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "PyPI" for t in node.targets)
+                and isinstance(node.value, ast.Call) and node.value.args
+                and isinstance(node.value.args[0], ast.Constant) and isinstance(node.value.args[0].value, str)):
+            url = node.value.args[0].value
+            if urllib.parse.urlsplit(url).scheme in ("https", "http"):
+                return urllib.parse.urljoin(url, "simple")
+    return None
+
+
 def read_index_config(env: Mapping[str, str] | None = None, home: Path | None = None,
-                      prefix: Path | None = None) -> IndexConfig:
+                      prefix: Path | None = None,
+                      default_index: Callable[[], str | None] = pip_default_index) -> IndexConfig:
     env = os.environ if env is None else env
     home = Path.home() if home is None else home
     prefix = Path(sys.prefix) if prefix is None else prefix
@@ -111,6 +143,10 @@ def read_index_config(env: Mapping[str, str] | None = None, home: Path | None = 
 
     no_index = (pick(("PIP_NO_INDEX", "UV_NO_INDEX"), "no-index") or "").strip().lower() in _TRUE
     main = pick(("PIP_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX_URL"), "index-url")
+    if main is None and not no_index:
+        main = default_index()  # pip's own default, as pip itself would search it
+        if main:
+            origin["index-url"] = "pip's built-in default"
     extra_env = [_split(env.get("PIP_EXTRA_INDEX_URL", "")), _uv_index(env.get("UV_INDEX", "")),
                  _split(env.get("UV_EXTRA_INDEX_URL", ""))]
     extra = [u for part in extra_env for u in part]
