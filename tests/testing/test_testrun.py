@@ -300,3 +300,18 @@ def test_a_test_that_blocks_fails_alone_and_the_run_goes_on(tmp_path, monkeypatc
     assert r.outcomes["tests/ut/test_a.py::test_after"][0] == "passed"
     outcome, where = r.outcomes["tests/ut/test_a.py::test_blocks"]
     assert outcome == "failed" and "TestTimedOut" in where and "ran past 1 s" in where
+
+
+def test_a_run_that_stalls_in_collection_is_stopped_and_never_green(tmp_path, monkeypatch):
+    """A hang outside any test (a v0.31.0 run sat 30 minutes in collection, in a zmq context's
+    __del__), where the per-test clock cannot reach: with no output for the stall limit
+    (COMPOSED_TEST_STALL) the run is stopped, says so, and is judged a stopped run."""
+    monkeypatch.setenv(testrun.STALL_ENV, "2")
+    tree = plugin_tree(tmp_path, {
+        "tests/ut/conftest.py": "import time\nprint('collecting', flush=True)\ntime.sleep(600)\n",
+        "tests/ut/test_a.py": "def test_ok():\n    pass\n",
+    })
+    r = run(tmp_path, tree)
+    v = testrun.judge(r, (), floor=1)
+    assert r.collected is None and not v.ok
+    assert "no output for 2 s" in v.problems[0]

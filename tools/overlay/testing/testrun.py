@@ -14,6 +14,8 @@ import os
 import re
 import subprocess
 import sys
+import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +29,11 @@ REPORT_MODULE = "composed_test_report"
 REPORT_ENV = "COMPOSED_TEST_REPORT"
 TIMEOUT_ENV = "COMPOSED_TEST_TIMEOUT"  # seconds a test may run (setup to teardown)
 TEST_TIMEOUT = 300
+# No output at all for this long (seconds) stops the whole run: a hang outside any test
+# (collection, teardown of the session, a finaliser) is beyond the per-test clock. pytest -q
+# prints at least every few tests, and one test is stopped at TEST_TIMEOUT.
+STALL_ENV = "COMPOSED_TEST_STALL"
+STALL_TIMEOUT = 3 * TEST_TIMEOUT
 # Written into the shim folder and loaded with `pytest -p composed_test_report`: it runs in
 # the test environment (any pytest >= 7), so stdlib only.
 REPORT_PLUGIN = '''"""composed-test: record what pytest collected and each test's outcome, as JSON."""
@@ -35,6 +42,8 @@ import json
 import os
 import signal
 import sys
+import threading
+import time
 
 _OUT = os.environ["%(env)s"]
 _STATE = {"collected": None, "outcomes": {}, "collect_errors": {}, "exitstatus": None, "probes": {}}
@@ -398,12 +407,27 @@ def run_pytest(python: Path, tree: Path, core_dir: Path, scratch: Path, args: li
     cmd = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-p", testenv.TORCHVISION_SHIM_MODULE,
            "-p", REPORT_MODULE, *args]
     tail: deque[str] = deque(maxlen=200)
+    stall = _stall_limit(env)
     proc = subprocess.Popen(cmd, cwd=tree, env=env, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, bufsize=1, errors="replace")
+    last = [time.monotonic()]
+    stalled = threading.Event()
+    done = threading.Event()
+
+    def watch() -> None:  # stops only the pytest this call started
+        while not done.wait(1.0):
+            if time.monotonic() - last[0] > stall:
+                stalled.set()
+                proc.kill()
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     try:
         assert proc.stdout is not None
         prefixes = (f"{tree}{os.sep}", f"{core_dir}{os.sep}", f"{python.parent.parent}{os.sep}")
         for line in proc.stdout:
+            last[0] = time.monotonic()
             text = line.rstrip("\n")
             for prefix in prefixes:  # the scratch tree, the installed core, the environment
                 text = text.replace(prefix, "")
@@ -415,6 +439,16 @@ def run_pytest(python: Path, tree: Path, core_dir: Path, scratch: Path, args: li
         proc.kill()
         proc.wait()
         raise
+    finally:
+        done.set()
+        watcher.join()
+    if stalled.is_set():
+        note = (f"ERROR: pytest stopped by overlay: no output for {stall:g} s ({STALL_ENV}); "
+                "a hang outside any test (collection or session teardown)")
+        tail.append(note)
+        if echo:
+            echo(note)
+        return parse_report(None, code, tail)
     data = None
     if report_file.is_file():
         try:
@@ -423,6 +457,21 @@ def run_pytest(python: Path, tree: Path, core_dir: Path, scratch: Path, args: li
             data = None
     return parse_report(_relative(data, (f"{tree}{os.sep}", f"{core_dir}{os.sep}",
                                          f"{python.parent.parent}{os.sep}")), code, tail)
+
+
+def _stall_limit(env: dict) -> float:
+    """Seconds of silence that stop a run (COMPOSED_TEST_STALL; a bad value is one error)."""
+    raw = env.get(STALL_ENV, "").strip()
+    if not raw:
+        return float(STALL_TIMEOUT)
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value != value or value == float("inf"):
+        raise OverlayError(f"{STALL_ENV}={raw!r} is not a positive number of seconds",
+                           hint=f"unset it for the default ({STALL_TIMEOUT} s)")
+    return value
 
 
 def _relative(data: dict | None, prefixes: tuple[str, ...]) -> dict | None:
