@@ -10,8 +10,17 @@ The two seed-000 failures are modelled with the same shapes the real trees have:
 
 from __future__ import annotations
 
+import io
+import subprocess
+import tarfile
 import textwrap
 from pathlib import Path
+
+import pytest
+
+from overlay import paths
+from overlay.gate import run_gate
+from overlay.series.model import load_pin
 
 
 def tree(root: Path, files: dict[str, str]) -> Path:
@@ -217,3 +226,43 @@ def line_of(root: Path, rel: str, needle: str) -> int:
         if needle in line:
             return i
     raise AssertionError(f"{needle!r} not in {rel}")
+
+
+PLUGIN_ENTRY = """
+    from setuptools import setup
+    setup(name="vllm-ascend", entry_points={"vllm.platform_plugins": ["ascend = vllm_ascend:register"]})
+"""
+
+
+def gate_loaded(tmp_path: Path, pkgs: dict[str, str], core: dict[str, str], plugin: dict[str, str],
+                loaded: tuple[str, ...]):
+    """The gate on a synthetic core (`pkgs` + `core`) and a plugin whose register() imports
+    the `loaded` modules."""
+    core_dir = tree(tmp_path / "core", {**pkgs, **core})
+    init = "def register():\n" + "".join(f"    import {m}  # noqa\n" for m in loaded)
+    plugin_dir = tree(tmp_path / "plugin", {"setup.py": PLUGIN_ENTRY, "vllm_ascend/__init__.py": init, **plugin})
+    return run_gate(core_dir, plugin_dir)
+
+
+def real_trees(mirror: Path, base: Path, pin: str, versions: tuple[str, ...]) -> tuple[Path, dict[str, Path]]:
+    """(the pin set's plugin commit exported from the real mirror, {version: extracted vllm
+    sdist}) under `base`; skips when the mirror lacks one of them."""
+    target = load_pin(Path(__file__).resolve().parents[2], pin).target("plugin")
+    repo = paths.find_mirror_repo(mirror, target.source.mirror_name)
+    if repo is None:
+        pytest.skip("the mirror has no vllm-ascend repository")
+    plugin = base / "plugin"
+    plugin.mkdir()
+    data = subprocess.run(["git", "--git-dir", str(repo), "archive", target.source.commit],
+                          check=True, capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(plugin, filter="data")
+    cores = {}
+    for version in versions:
+        sdist = mirror / "pypi" / f"vllm-{version}.tar.gz"
+        if not sdist.is_file():
+            pytest.skip(f"the mirror has no vllm {version} source archive")
+        with tarfile.open(sdist) as tar:
+            tar.extractall(base, filter="data")
+        cores[version] = base / f"vllm-{version}"
+    return plugin, cores

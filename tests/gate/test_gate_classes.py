@@ -14,25 +14,14 @@ archives; only what matters is kept):
 
 from __future__ import annotations
 
-from overlay.gate import run_gate
 
 import gatekit
 
 PKGS = {"vllm/__init__.py": "", "vllm/v1/__init__.py": "", "vllm/v1/core/__init__.py": "",
         "vllm/config/__init__.py": "from vllm.config.vllm import VllmConfig\n"}
 
-ENTRY = """
-    from setuptools import setup
-    setup(name="vllm-ascend", entry_points={"vllm.platform_plugins": ["ascend = vllm_ascend:register"]})
-"""
-
-
 def gate(tmp_path, core: dict[str, str], plugin: dict[str, str], loaded: tuple[str, ...]):
-    core_dir = gatekit.tree(tmp_path / "core", {**PKGS, **core})
-    init = "def register():\n" + "".join(f"    import {m}  # noqa\n" for m in loaded)
-    plugin_dir = gatekit.tree(tmp_path / "plugin", {"setup.py": ENTRY, "vllm_ascend/__init__.py": init,
-                                                    **plugin})
-    return run_gate(core_dir, plugin_dir)
+    return gatekit.gate_loaded(tmp_path, PKGS, core, plugin, loaded)
 
 
 def errors(report):

@@ -16,24 +16,13 @@ here, never copied upstream code):
 
 from __future__ import annotations
 
-from overlay.gate import run_gate
 
 import gatekit
 
 PKGS = {"vllm/__init__.py": "", "vllm/v1/__init__.py": "", "vllm/v1/worker/__init__.py": ""}
 
-ENTRY = """
-    from setuptools import setup
-    setup(name="vllm-ascend", entry_points={"vllm.platform_plugins": ["ascend = vllm_ascend:register"]})
-"""
-
-
 def gate(tmp_path, core: dict[str, str], plugin: dict[str, str], loaded: tuple[str, ...]):
-    core_dir = gatekit.tree(tmp_path / "core", {**PKGS, **core})
-    init = "def register():\n" + "".join(f"    import {m}  # noqa\n" for m in loaded)
-    plugin_dir = gatekit.tree(tmp_path / "plugin", {"setup.py": ENTRY, "vllm_ascend/__init__.py": init,
-                                                    **plugin})
-    return run_gate(core_dir, plugin_dir)
+    return gatekit.gate_loaded(tmp_path, PKGS, core, plugin, loaded)
 
 
 def by_symbol(report, symbol):

@@ -3,17 +3,14 @@ vLLM 0.23.0 and 0.25.0 source archives, before and after the series."""
 
 from __future__ import annotations
 
-import io
 import os
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
 
-from overlay import paths
+import gatekit
 from overlay.gate import run_gate
-from overlay.series.model import load_pin
 
 pytestmark = pytest.mark.mirror
 
@@ -26,24 +23,7 @@ HELPERS = "import:vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils:"
 def real(tmp_path_factory):
     mirror = Path(os.environ["OVERLAY_MIRROR"])
     base = tmp_path_factory.mktemp("real")
-    target = load_pin(ROOT, "1f486d96").target("plugin")
-    repo = paths.find_mirror_repo(mirror, target.source.mirror_name)
-    if repo is None:
-        pytest.skip("the mirror has no vllm-ascend repository")
-    plugin = base / "plugin"
-    plugin.mkdir()
-    data = subprocess.run(["git", "--git-dir", str(repo), "archive", target.source.commit],
-                          check=True, capture_output=True).stdout
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(plugin, filter="data")
-    cores = {}
-    for version in ("0.23.0", "0.25.0"):
-        sdist = mirror / "pypi" / f"vllm-{version}.tar.gz"
-        if not sdist.is_file():
-            pytest.skip(f"the mirror has no vllm {version} source archive")
-        with tarfile.open(sdist) as tar:
-            tar.extractall(base, filter="data")
-        cores[version] = base / f"vllm-{version}"
+    plugin, cores = gatekit.real_trees(mirror, base, "1f486d96", ("0.23.0", "0.25.0"))
     series = base / "plugin-series"
     subprocess.run(["cp", "-r", str(plugin), str(series)], check=True)
     patches = [ROOT / "patches" / e for e in _plugin_patches()]

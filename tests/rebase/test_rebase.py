@@ -533,6 +533,16 @@ def _provenance_residue(tmp_path_factory):
     return build_provenance(tmp_path_factory.mktemp("rebase-residue"), residue=True)
 
 
+def _rebase_onto_p5(capsys, history, tmp_path, monkeypatch):
+    """A copy of the provenance project, rebased from `base` onto plugin p5 and core 1.1."""
+    project = tmp_path / "project"
+    shutil.copytree(history.project, project)
+    monkeypatch.setenv("OVERLAY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OVERLAY_MIRROR", str(history.mirror))
+    return project, rebase(capsys, project, "--pin", "base", "--onto", "plugin=p5",
+                           "--onto", "core=pypi:core==1.1", "--as", "next")
+
+
 @pytest.fixture(scope="session")
 def _provenance_test_residue(tmp_path_factory):
     from tests.drift.provenance_history import build as build_provenance
@@ -545,13 +555,7 @@ def test_provenance_drops_a_patch_whose_only_residue_is_its_own_test_and_names_t
     """0001's code is all upstream's (p1); what upstream lacks is only the test 0001 adds.
     A test of code the series no longer carries is not a residue to keep: 0001 is dropped,
     and the plan names the test that goes with it, so nothing leaves unsaid."""
-    history = _provenance_test_residue
-    project = tmp_path / "project"
-    shutil.copytree(history.project, project)
-    monkeypatch.setenv("OVERLAY_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("OVERLAY_MIRROR", str(history.mirror))
-    rc, out, err = rebase(capsys, project, "--pin", "base", "--onto", "plugin=p5",
-                          "--onto", "core=pypi:core==1.1", "--as", "next")
+    project, (rc, out, err) = _rebase_onto_p5(capsys, _provenance_test_residue, tmp_path, monkeypatch)
     line = next(x for x in out.splitlines() if x.startswith("  0001"))
     assert "drop" in line and "tests/test_a.py" in line, out
     plans = json.loads((project / ".overlay" / "rebase.json").read_text())["plans"]
@@ -564,13 +568,7 @@ def test_provenance_drops_only_what_upstream_carries_and_keeps_the_residue(capsy
     """0001's upstream commit (p1) is an ancestor of p5, but it never touched e.py, which
     0001 also changes: dropping 0001 would lose that change (issue 30: "dropping by
     provenance loses code"). It is kept as its residue, and the old pin set keeps it whole."""
-    history = _provenance_residue
-    project = tmp_path / "project"
-    shutil.copytree(history.project, project)
-    monkeypatch.setenv("OVERLAY_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("OVERLAY_MIRROR", str(history.mirror))
-    rc, out, err = rebase(capsys, project, "--pin", "base", "--onto", "plugin=p5",
-                          "--onto", "core=pypi:core==1.1", "--as", "next")
+    project, (rc, out, err) = _rebase_onto_p5(capsys, _provenance_residue, tmp_path, monkeypatch)
     line = next(x for x in out.splitlines() if x.startswith("  0001"))
     assert "apply it with 3-way" in line and "only in part: a.py hunk 1/1" in line, out
     assert "the residue, e.py hunk 1/1, is kept as the patch" in line

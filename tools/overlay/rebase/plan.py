@@ -7,6 +7,7 @@ import json
 import re
 
 from overlay.drift.residue import item_path
+from overlay.testing.mutation import is_test_path  # a residue of only these is the patch's own test
 from overlay.series.model import GitSource, PinSet
 from overlay.series.yamldoc import entry_block, set_only_pins  # noqa: F401 - rebase's callers import them here
 from overlay.rebase.state import APPLY, DECIDE, DROPPED, PatchPlan, RebaseState
@@ -66,7 +67,7 @@ def decide(verdicts, overlap, landed, slug: str = "", carriers=None,
             commits = ", ".join(c[:12] for c in v.upstream_commits)
             carried, kept = residue.get(v.patch, ([], [], set()))[:2]
             kept_paths = sorted({item_path(item) for item in kept})
-            tests_only = kept_paths if kept_paths and all(map(_is_test, kept_paths)) else []
+            tests_only = kept_paths if kept_paths and all(map(is_test_path, kept_paths)) else []
             if paired[0] and kept and not tests_only:
                 plans.append(PatchPlan(v.patch, label, v.detail, APPLY, lines,
                                        note=f"upstream carries it ({commits}, {ref}) only in part: "
@@ -106,12 +107,6 @@ def decide(verdicts, overlap, landed, slug: str = "", carriers=None,
             own = _own_version(overlap.get(v.patch, []), landed.get(v.patch), slug)
             plans.append(PatchPlan(v.patch, label, v.detail, "apply", lines, upstream_version=own))
     return plans
-
-
-def _is_test(path: str) -> bool:
-    """A file of the plugin's test suite (tests/...): a residue made only of these is the
-    patch's own test of code upstream now carries, not code to keep (pure)."""
-    return path.split("/", 1)[0] in ("tests", "test")
 
 
 def _own_version(overlap, landed, slug: str) -> dict | None:

@@ -467,8 +467,8 @@ def _stall_limit(env: dict) -> float:
     try:
         value = float(raw)
     except ValueError:
-        value = -1.0
-    if not value > 0 or value != value or value == float("inf"):
+        value = 0.0
+    if not 0 < value < float("inf"):  # NaN fails both comparisons
         raise OverlayError(f"{STALL_ENV}={raw!r} is not a positive number of seconds",
                            hint=f"unset it for the default ({STALL_TIMEOUT} s)")
     return value
