@@ -9,6 +9,7 @@ declares) has `KVCacheTensor.shared_by`; core 2.0 dropped it. The plugin builds 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -241,3 +242,26 @@ def test_an_info_finding_of_the_hand_gate_is_not_made_an_error_by_the_checker(tm
     shapes = PluginShapes(DirSource(plugin), ["vllm_ascend/runner.py"])
     assert {(f.engine, f.severity) for f in combine([note], [chk], shapes, None)} == {("hand", "info"), ("checker", "warning")}
     assert [(f.engine, f.severity) for f in combine([warn], [chk], shapes, None)] == [("both", "error")]
+
+
+def test_agreement_does_not_make_an_unreached_or_no_op_warning_an_error(tmp_path):
+    """Both engines agreeing that code is broken says nothing of whether it runs: a hand
+    warning in a module start-up does not load, or a patch that does nothing, stays a
+    warning (engine both, confidence high). Seen on real pairings: the deprecated opt-in
+    kv_offload modules and dead patch targets became false errors."""
+    from overlay.gate.engines import PluginShapes, combine
+    from overlay.gate.findings import Finding
+    from overlay.gate.source import DirSource
+
+    plugin = _plugin(tmp_path / "plugin")
+    shapes = PluginShapes(DirSource(plugin), ["vllm_ascend/runner.py"])
+    chk = Finding("type", 'type:attr-defined:Module "vllm.x" has no attribute "y"', "vllm_ascend/runner.py", 9, "",
+                  0, 'Module "vllm.x" has no attribute "y"', severity="warning", engine="checker")
+    warn = Finding("import", "import:vllm.x:y", "vllm_ascend/runner.py", 9, "", 0, "m", severity="warning")
+    dead = replace(warn, kind="patch-target", symbol="patch-target:vllm.x.y")
+    loaded = frozenset({"vllm_ascend"})
+    assert [(f.engine, f.severity, f.confidence) for f in combine([warn], [chk], shapes, loaded)] == [
+        ("both", "warning", "high")]
+    assert [(f.engine, f.severity) for f in combine([dead], [chk], shapes, None)] == [("both", "warning")]
+    on_path = frozenset({"vllm_ascend", "vllm_ascend.runner"})
+    assert [(f.engine, f.severity) for f in combine([warn], [chk], shapes, on_path)] == [("both", "error")]

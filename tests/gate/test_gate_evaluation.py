@@ -3,6 +3,7 @@ and the committed classification file itself."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,131 @@ def test_a_bad_held_out_section_is_one_error(tmp_path, extra, message):
     with pytest.raises(OverlayError) as exc:
         load(write(tmp_path, BODY + extra))
     assert message in str(exc.value)
+
+
+TRUTH_BODY = """
+pairings:
+  - name: t-vs-1
+    plugin: "abc123"
+    core: "0.28.0"
+    truth:
+      - item: "free_blocks lost a parameter"
+        keys: ["call:vllm.core.BlockPool.free_blocks @ p.py"]
+        reach: true
+        reason: "r"
+      - item: "running_mean is gone"
+        keys: ["attribute:vllm.vision.Norm.running_mean @ v.py"]
+        reach: true
+        reason: "r"
+      - item: "make_dummy gained max_query_len"
+        keys: ["override:a.Batch.make_dummy @ b.py"]
+        reach: true
+        reason: "r"
+      - item: "a guarded read"
+        keys: ["attribute:vllm.x.Y.z @ g.py"]
+        reach: true
+        reason: "r"
+"""
+
+
+def checker_finding(path: str, message: str, severity: str = "warning", confidence: str = "",
+                    engine: str = "checker") -> Finding:
+    return Finding("type", f"type:call-arg:{message}", path, 7, "", 0, message, severity=severity,
+                   engine=engine, confidence=confidence)
+
+
+def test_a_checker_forecast_names_a_truth_item_only_in_its_file_and_quoting_its_name(tmp_path):
+    """The second engine's figure: a truth item is caught as an error, or forecast by a
+    checker warning (not demoted to info by the hand filters) in the item's plugin file
+    whose message quotes the item's name. Checker findings are never 'unclassified'."""
+    (pairing,) = load(write(tmp_path, TRUTH_BODY))
+    found = (
+        checker_finding("p.py", 'Too many arguments for "free_blocks" of "BlockPool"'),
+        checker_finding("b.py", 'Unexpected keyword argument "free_blocks"'),  # another item's file
+        checker_finding("v.py", '"Norm" has no attribute "running_var"'),  # another name
+        checker_finding("g.py", '"Y" has no attribute "z"', severity="info", confidence="low"),  # guarded
+        finding("override:a.Batch.make_dummy", "b.py"),  # a hand error
+    )
+    s = score(pairing, found)
+    assert (s.truth_items, s.truth_caught, s.truth_forecast) == (4, 1, 1)
+    assert s.checker_forecasts == 3 and s.unclassified[0].symbol == "override:a.Batch.make_dummy"
+    assert len(s.unclassified) == 1
+    table = render([s])
+    assert "engines (t-vs-1): 0 agreed (both), 1 hand-only error(s), 3 checker forecast(s)" in table
+    assert "recall on truth items as errors or forecasts 50% (2/4)" in table
+
+
+def test_without_the_checker_there_is_no_forecast_line(tmp_path):
+    (pairing,) = load(write(tmp_path, TRUTH_BODY))
+    s = score(pairing, (finding("override:a.Batch.make_dummy", "b.py"),))
+    assert s.truth_forecast == 0 and not s.checker_ran
+    assert "forecasts" not in render([s])
+
+
+def _sdist(pypi: Path, version: str, files: dict[str, str]) -> None:
+    import io
+    import tarfile
+
+    with tarfile.open(pypi / f"vllm-{version}.tar.gz", "w:gz") as tar:
+        for name, text in {"vllm/__init__.py": f"__version__ = '{version}'\n", **files}.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"vllm-{version}/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_gate_eval_with_both_engines_end_to_end(tmp_path, capsys):
+    """`gate-eval --engine both`: the checker runs differentially from the release before
+    the pairing's (the plugin declares none), and the table says what each engine found."""
+    pytest.importorskip("mypy")
+    from tests.fixtures import commit_all, init_repo, write as write_files
+    from overlay.cli import main
+
+    mirror = tmp_path / "mirror"
+    repo = init_repo(mirror / "vllm-project+vllm-ascend")
+    write_files(repo, {"vllm_ascend/__init__.py": "",
+                       "vllm_ascend/worker.py": "from vllm.pool import free\n\n\ndef run() -> None:\n"
+                                                "    free(1, 2)\n"})
+    commit = commit_all(repo, "plugin")
+    (mirror / "pypi").mkdir()
+    _sdist(mirror / "pypi", "0.25.0", {"vllm/pool.py": "def free(a: int, b: int) -> None:\n    pass\n"})
+    _sdist(mirror / "pypi", "0.26.0", {"vllm/pool.py": "def free(a: int) -> None:\n    pass\n"})
+    body = (f'pairings:\n  - name: x-vs-0.26.0\n    plugin: "{commit}"\n    core: "0.26.0"\n    truth:\n'
+            '      - item: "free lost b"\n        keys: ["call:vllm.pool.free @ vllm_ascend/worker.py"]\n'
+            '        reach: true\n        reason: "r"\n')
+    rc = main(["--root", str(tmp_path), "gate-eval", "--mirror", str(mirror), "--engine", "both",
+               "--classification", str(write(tmp_path, body))])
+    out, err = capsys.readouterr()
+    assert "engines (x-vs-0.26.0): 1 agreed (both), 0 hand-only error(s)" in out, out + err
+    assert "recall on truth items as errors or forecasts 100% (1/1)" in out
+    assert rc == 1  # the agreed error is not classified yet
+
+
+def test_the_checker_starts_from_the_declared_release_else_the_one_before(tmp_path):
+    from overlay.commands.gate_eval import declared_core
+
+    pypi = tmp_path / "pypi"
+    pypi.mkdir()
+    for v in ("0.9.0", "0.10.0", "0.10.1rc1", "0.11.0"):
+        _sdist(pypi, v, {})
+    (pypi / "vllm-notaversion.tar.gz").write_text("")
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    assert declared_core(tmp_path, plugin, "0.11.0") == "0.10.1rc1"  # PEP 440 order, not text order
+    (plugin / ".github").mkdir()
+    (plugin / ".github" / "vllm-release-tag.commit").write_text("v0.9.0\n")
+    assert declared_core(tmp_path, plugin, "0.11.0") == "0.9.0"
+    with pytest.raises(OverlayError, match="no vLLM release older than 0.9.0"):
+        (plugin / ".github" / "vllm-release-tag.commit").unlink()
+        declared_core(tmp_path, plugin, "0.9.0")
+
+
+def test_a_truth_item_named_by_a_checker_key_is_forecast_by_that_diagnostic_only(tmp_path):
+    body = TRUTH_BODY.replace('keys: ["attribute:vllm.x.Y.z @ g.py"]',
+                              'keys: ["type:misc:Attributes without a default cannot follow attributes with one @ g.py"]')
+    (pairing,) = load(write(tmp_path, body))
+    other = Finding("type", "type:misc:Something else", "g.py", 3, "", 0, "Something else", severity="warning",
+                    engine="checker")
+    assert score(pairing, (other,)).truth_forecast == 0
+    hit = replace(other, symbol="type:misc:Attributes without a default cannot follow attributes with one")
+    assert score(pairing, (hit,)).truth_forecast_items == ("a guarded read",)

@@ -21,8 +21,9 @@ from pathlib import Path
 
 from overlay import gitcmd, paths
 from overlay.errors import OverlayError
-from overlay.gate import evaluation, run_gate
+from overlay.gate import add_checker, evaluation, run_gate
 from overlay.gate.engine import Cache
+from overlay.trees import baseline_trees
 
 CLASSIFICATION = Path("benchmarks") / "gate_eval.yaml"  # under the project root
 
@@ -54,6 +55,32 @@ def core_tree(mirror: Path, version: str, tmp: Path, cache: dict[str, Path]) -> 
     return cache[version]
 
 
+def declared_core(mirror: Path, plugin: Path, core: str) -> str:
+    """The core the checker's differential starts from: what the plugin tree declares,
+    else the newest release in the mirror older than the pairing's (the one it ran on)."""
+    from packaging.version import InvalidVersion, Version
+
+    declared = baseline_trees.declared_release(plugin)
+    if declared and declared != core:
+        return declared
+    older = []
+    for sdist in (mirror / "pypi").glob("vllm-*.tar.gz"):
+        try:
+            v = Version(sdist.name[len("vllm-"):-len(".tar.gz")])
+        except InvalidVersion:
+            continue
+        if v < Version(core):
+            older.append(v)
+    if not older:
+        raise OverlayError(f"no vLLM release older than {core} in the mirror for the checker's differential",
+                           path=str(mirror / "pypi"))
+    return str(max(older))
+
+
+def _say(line: str) -> None:
+    print(f"gate-eval: {line}", file=sys.stderr, flush=True)
+
+
 def register(sub) -> None:
     ap = sub.add_parser("gate-eval", help="gate precision/recall on real pairings (needs a mirror)",
                         description=__doc__.splitlines()[0])
@@ -61,6 +88,10 @@ def register(sub) -> None:
     ap.add_argument("--classification", type=Path, default=None,
                     help="the hand classification (default: benchmarks/gate_eval.yaml)")
     ap.add_argument("--only", action="append", default=[], metavar="NAME", help="run only this pairing")
+    ap.add_argument("--engine", choices=("hand", "both"), default="hand",
+                    help="both: add the type checker (differential, mypy) and score its forecasts too; the "
+                         "declared core is the plugin's .github/vllm-release-tag.commit, else the mirror's "
+                         "release before the pairing's")
     ap.add_argument("--json", action="store_true", help="scores and unclassified findings as JSON")
     ap.set_defaults(func=run)
 
@@ -89,6 +120,10 @@ def run(args: argparse.Namespace) -> int:
             plugin = plugin_tree(repo, p.plugin, Path(tmp) / f"plugin-{i}")
             report = run_gate(core, plugin, allowlist if allowlist.is_file() else None, note_unused=False,
                               cache=shared)
+            if args.engine == "both":
+                declared = declared_core(mirror, plugin, p.core)
+                report = add_checker(report, core, plugin, core_tree(mirror, declared, Path(tmp), cores), declared,
+                                     "both", None if args.json else _say)
             scores.append(evaluation.score(p, report.findings, float(report.stats.get("seconds", 0.0))))
             reports.append(report.findings)
     if args.json:
@@ -97,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
                            "recall": s.recall, "warnings": s.warnings, "info": s.infos,
                            "truth_items": s.truth_items, "truth_caught": s.truth_caught,
                            "truth_recall": s.truth_recall, "truth_missed": list(s.truth_missed),
+                           "truth_forecast": list(s.truth_forecast_items), "agreed": s.agreed,
+                           "hand_only_errors": s.hand_only_errors, "checker_forecasts": s.checker_forecasts,
                            "out_of_reach": list(s.out_of_reach), "seconds": round(s.seconds, 2),
                            "control": s.control, "held_out": s.held_out,
                            "missed": list(s.missed), "false_alarms": list(s.false_alarms),

@@ -193,7 +193,11 @@ def combine(hand: Iterable[Finding], checked: Iterable[Finding], shapes: PluginS
         if agree:
             matched.update(agree)
             words = "; ".join(first_line(checked[i].message) for i in agree[:3])
-            out.append(replace(h, severity="error", engine="both", confidence="high",
+            # Agreeing that code is broken says nothing of whether it runs: a hand warning
+            # in a module start-up does not load, or on a patch that does nothing, stays one.
+            runs = h.severity == "error" or (h.kind != "patch-target" and
+                                             (loaded is None or module_of(h.plugin_path) in loaded))
+            out.append(replace(h, severity="error" if runs else h.severity, engine="both", confidence="high",
                                reason=f"{h.reason}; the checker agrees: {words}" if h.reason else
                                f"the checker agrees: {words}"))
         elif keep_hand_only:

@@ -15,6 +15,11 @@ that runs; `false`: not one) and a one-line reason. Pure functions: load, score,
   diff, each with the finding keys that would name it. An item is caught when one of
   them is reported as an error; items no signature shows (`reach: false`, say an output
   contract) are listed as out of reach and not counted.
+- forecasts (`gate-eval --engine both`): a truth item not caught as an error is forecast
+  when a checker-only warning (one the hand gate's filters left a warning, not info) sits
+  in the plugin file of one of the item's keys and its message quotes that key's last
+  name (the attribute, function or method). The rule is fixed here, not per item, so the
+  figure cannot be fitted to the file; "as errors or forecasts" adds them to the errors.
 - held out: the file's `held_out:` section (`chosen`: the date it was chosen, `rule`: how,
   `pairings`) holds pairings chosen before tuning and never tuned on; their precision and
   truth recall are totalled on a line of their own, apart from the tuned set's.
@@ -28,6 +33,7 @@ from pathlib import Path
 
 from overlay.series import yamldoc
 from overlay.errors import OverlayError
+from overlay.gate.engines import QUOTED
 from overlay.gate.findings import Finding
 
 _COMMIT = re.compile(r"[0-9a-fA-F]{4,64}")
@@ -198,6 +204,12 @@ class Score:
     seconds: float = 0.0
     control: bool = False
     held_out: str = ""  # the date the held-out set was chosen ("" for the tuned set)
+    checker_ran: bool = False  # the second engine's findings are in
+    truth_forecast: int = 0  # truth items not caught as errors but forecast by the checker
+    truth_forecast_items: tuple[str, ...] = ()
+    agreed: int = 0  # findings both engines report (errors)
+    hand_only_errors: int = 0
+    checker_forecasts: int = 0  # checker-only warnings
 
     @property
     def truth_recall(self) -> float | None:
@@ -212,6 +224,23 @@ class Score:
         return self.caught / self.true_breaks if self.true_breaks else None
 
 
+def _checker_only(f: Finding) -> bool:
+    return f.engine == "checker"
+
+
+def _forecasts(item: TruthItem, forecasts: list[Finding]) -> bool:
+    for key in item.keys:
+        symbol, _, path = key.partition(" @ ")
+        if symbol.startswith("type:"):  # a checker key names its diagnostic whole
+            if any(finding_key(f) == key for f in forecasts):
+                return True
+            continue
+        name = re.split(r"[.:]", symbol)[-1]
+        if any(f.plugin_path == path and name in QUOTED.findall(f.message) for f in forecasts):
+            return True
+    return False
+
+
 def score(pairing: Pairing, findings: tuple[Finding, ...], seconds: float = 0.0) -> Score:
     by_key: dict[str, list[Finding]] = {}
     for f in findings:
@@ -224,19 +253,27 @@ def score(pairing: Pairing, findings: tuple[Finding, ...], seconds: float = 0.0)
     error_keys = {finding_key(f) for f in errors}
     in_reach = [t for t in pairing.truth if t.reach]
     truth_caught = [t for t in in_reach if error_keys & set(t.keys)]
+    forecasts = [f for f in findings if _checker_only(f) and f.severity == "warning"]
+    forecast = [t for t in in_reach if t not in truth_caught and _forecasts(t, forecasts)]
+    checker_ran = any(f.engine in ("checker", "both") for f in findings)
     return Score(
         pairing=pairing.name, errors=len(errors),
         warnings=sum(1 for f in findings if f.severity == "warning"),
         infos=sum(1 for f in findings if f.severity == "info"),
         true_errors=len(true_errors), false_errors=len(false_errors),
         true_breaks=len(true_keys), caught=len(caught),
-        unclassified=tuple(f for f in findings if pairing.verdict(finding_key(f)) is None),
+        # the checker's own findings are scored as forecasts, not by the hand classification
+        unclassified=tuple(f for f in findings if not _checker_only(f) and pairing.verdict(finding_key(f)) is None),
         missed=tuple(k for k in true_keys if k not in caught),
         false_alarms=tuple(finding_key(f) for f in false_errors),
         truth_items=len(in_reach), truth_caught=len(truth_caught),
         out_of_reach=tuple(t.item for t in pairing.truth if not t.reach),
         truth_missed=tuple(t.item for t in in_reach if t not in truth_caught),
-        seconds=seconds, control=pairing.control, held_out=pairing.held_out)
+        seconds=seconds, control=pairing.control, held_out=pairing.held_out,
+        checker_ran=checker_ran, truth_forecast=len(forecast),
+        truth_forecast_items=tuple(t.item for t in forecast),
+        agreed=sum(1 for f in errors if f.engine == "both"),
+        hand_only_errors=sum(1 for f in errors if f.engine == "hand"), checker_forecasts=len(forecasts))
 
 
 def _pct(x: float | None) -> str:
@@ -252,9 +289,20 @@ def totals(scores: list[Score], held_out: bool = False) -> dict:
     real = sum(s.true_errors for s in bumps)
     items = sum(s.truth_items for s in bumps)
     caught = sum(s.truth_caught for s in bumps)
+    forecast = sum(s.truth_forecast for s in bumps)
     return {"pairings": len(bumps), "errors": errors, "true_errors": real,
             "precision": real / errors if errors else None, "truth_items": items, "truth_caught": caught,
-            "truth_recall": caught / items if items else None}
+            "truth_recall": caught / items if items else None, "truth_forecast": forecast,
+            "checker_ran": any(s.checker_ran for s in bumps),
+            "truth_recall_with_forecasts": (caught + forecast) / items if items else None}
+
+
+def _with_forecasts(t: dict) -> str:
+    if not t["checker_ran"]:
+        return ""
+    both = t["truth_caught"] + t["truth_forecast"]
+    return (f"; recall on truth items as errors or forecasts {_pct(t['truth_recall_with_forecasts'])} "
+            f"({both}/{t['truth_items']})")
 
 
 def render(scores: list[Score]) -> str:
@@ -271,16 +319,23 @@ def render(scores: list[Score]) -> str:
     if t["pairings"]:
         lines.append(f"release bumps ({t['pairings']}): precision of errors {_pct(t['precision'])} "
                      f"({t['true_errors']}/{t['errors']}), recall on truth items as errors "
-                     f"{_pct(t['truth_recall'])} ({t['truth_caught']}/{t['truth_items']})")
+                     f"{_pct(t['truth_recall'])} ({t['truth_caught']}/{t['truth_items']})" + _with_forecasts(t))
     t = totals(scores, held_out=True)
     if t["pairings"]:
         chosen = next(s.held_out for s in scores if s.held_out)
         lines.append(f"held out ({t['pairings']}, chosen {chosen}): precision of errors {_pct(t['precision'])} "
                      f"({t['true_errors']}/{t['errors']}), recall on truth items as errors "
-                     f"{_pct(t['truth_recall'])} ({t['truth_caught']}/{t['truth_items']})")
+                     f"{_pct(t['truth_recall'])} ({t['truth_caught']}/{t['truth_items']})" + _with_forecasts(t))
+    for s in scores:
+        if s.checker_ran:
+            both = s.truth_caught + s.truth_forecast
+            lines.append(f"engines ({s.pairing}): {s.agreed} agreed (both), {s.hand_only_errors} hand-only error(s), "
+                         f"{s.checker_forecasts} checker forecast(s); recall on truth items as errors or forecasts "
+                         f"{_pct(both / s.truth_items if s.truth_items else None)} ({both}/{s.truth_items})")
     for s in scores:
         for item in s.truth_missed:
-            lines.append(f"truth item missed ({s.pairing}): {item}")
+            said = " (forecast by the checker)" if item in s.truth_forecast_items else ""
+            lines.append(f"truth item missed ({s.pairing}){said}: {item}")
         for item in s.out_of_reach:
             lines.append(f"out of reach ({s.pairing}): {item}")
     for s in scores:
