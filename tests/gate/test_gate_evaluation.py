@@ -3,6 +3,7 @@ and the committed classification file itself."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -134,7 +135,16 @@ def test_the_committed_classification_loads_and_covers_the_pairings():
     assert len(bumps) == 9 and all(p.source for p in bumps)  # every truth set names the commits it was read from
     assert [p.name for p in pairings if p.control] == ["351879064c-vs-0.27.1"]
     held = [p for p in pairings if p.held_out]
-    assert held == []  # the new held-out set is chosen in the next commit
+    assert [p.name for p in held] == ["be940519a2-vs-0.25.0", "185462da5b-vs-0.26.0", "071c10bfbd-vs-0.23.0"]
+    assert {p.held_out for p in held} == {"2026-12-02"}
+    assert all(p.source and p.truth for p in held)
+    # enough held-out breaks for a recall figure to mean something (issue 27: >= 15 over several pairings)
+    assert sum(t.reach for p in held for t in p.truth) >= 15
+    assert len({p.core for p in held}) >= 3
+    def commits(p):
+        return {p.plugin, *re.findall(r"\b[0-9a-f]{8,40}\b", p.source)}
+    tuned_commits = {c for p in pairings if not p.held_out for c in commits(p)}
+    assert not any(commits(p) & tuned_commits for p in held)  # the rule: nothing the tuned set uses
 
 
 # ----------------------------------------------------------------------------- issue 26, case 4
