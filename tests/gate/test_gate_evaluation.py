@@ -3,6 +3,7 @@ and the committed classification file itself."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -126,20 +127,25 @@ def test_the_committed_classification_loads_and_covers_the_pairings():
     assert [p.name for p in pairings if not p.held_out] == ["15818534ec-vs-0.24.0", "fe7bfc4746-vs-0.25.0",
                                           "801a6b41-vs-0.24.0", "801a6b41-vs-0.25.0",
                                           "bb474a6a94-vs-0.25.0", "76ab5e28b9-vs-0.25.1", "b909a4703d-vs-0.26.0",
-                                          "e8f25e304d-vs-0.27.1", "cda592a640-vs-0.27.1", "351879064c-vs-0.27.1"]
+                                          "e8f25e304d-vs-0.27.1", "cda592a640-vs-0.27.1", "351879064c-vs-0.27.1",
+                                          # the first held-out set, moved into the tuned set on 2026-12-02
+                                          "803711ea40-vs-0.29.0", "434b332d70-vs-0.26.0", "b1038f13d7-vs-0.28.0",
+                                          "2ec57c0a21-vs-0.26.0"]
     assert all(p.verdicts and all(v.reason for v in p.verdicts) for p in pairings if not p.held_out)
     bumps = [p for p in pairings if p.truth and not p.held_out]
-    assert len(bumps) == 5 and all(p.source for p in bumps)  # every truth set names the commits it was read from
+    assert len(bumps) == 9 and all(p.source for p in bumps)  # every truth set names the commits it was read from
     assert [p.name for p in pairings if p.control] == ["351879064c-vs-0.27.1"]
     held = [p for p in pairings if p.held_out]
-    assert [p.name for p in held] == ["803711ea40-vs-0.29.0", "434b332d70-vs-0.26.0", "b1038f13d7-vs-0.28.0",
-                                      "2ec57c0a21-vs-0.26.0"]
+    assert [p.name for p in held] == ["be940519a2-vs-0.25.0", "185462da5b-vs-0.26.0", "071c10bfbd-vs-0.23.0"]
+    assert {p.held_out for p in held} == {"2026-12-02"}
     assert all(p.source and p.truth for p in held)
     # enough held-out breaks for a recall figure to mean something (issue 27: >= 15 over several pairings)
     assert sum(t.reach for p in held for t in p.truth) >= 15
     assert len({p.core for p in held}) >= 3
-    tuned_commits = {c for p in pairings if not p.held_out for c in [p.plugin, *p.source.split()]}
-    assert not any(p.plugin in tuned_commits for p in held)  # the rule: nothing the tuned set uses
+    def commits(p):
+        return {p.plugin, *re.findall(r"\b[0-9a-f]{8,40}\b", p.source)}
+    tuned_commits = {c for p in pairings if not p.held_out for c in commits(p)}
+    assert not any(commits(p) & tuned_commits for p in held)  # the rule: nothing the tuned set uses
 
 
 # ----------------------------------------------------------------------------- issue 26, case 4
