@@ -379,9 +379,28 @@ def test_the_checker_starts_from_the_declared_release_else_the_one_before(tmp_pa
     (plugin / ".github").mkdir()
     (plugin / ".github" / "vllm-release-tag.commit").write_text("v0.9.0\n")
     assert declared_core(tmp_path, plugin, "0.11.0") == "0.9.0"
-    with pytest.raises(OverlayError, match="no vLLM release older than 0.9.0"):
-        (plugin / ".github" / "vllm-release-tag.commit").unlink()
-        declared_core(tmp_path, plugin, "0.9.0")
+    (plugin / ".github" / "vllm-release-tag.commit").unlink()
+    assert declared_core(tmp_path, plugin, "0.9.0") is None
+
+
+def test_a_pairing_the_checker_cannot_diff_is_said_and_the_others_still_run(tmp_path, capsys):
+    """Nothing older than the pairing's core: the checker did not run there, said on the
+    pairing's line, and the run goes on (it once stopped the whole evaluation)."""
+    from tests.fixtures import commit_all, init_repo, write as write_files
+    from overlay.cli import main
+
+    mirror = tmp_path / "mirror"
+    repo = init_repo(mirror / "vllm-project+vllm-ascend")
+    write_files(repo, {"vllm_ascend/__init__.py": "", "vllm_ascend/worker.py": "from vllm.pool import free\n"})
+    commit = commit_all(repo, "plugin")
+    (mirror / "pypi").mkdir()
+    _sdist(mirror / "pypi", "0.25.0", {"vllm/pool.py": "def free(a: int) -> None:\n    pass\n"})
+    body = f'pairings:\n  - name: x-vs-0.25.0\n    plugin: "{commit}"\n    core: "0.25.0"\n'
+    rc = main(["--root", str(tmp_path), "gate-eval", "--mirror", str(mirror), "--engine", "both",
+               "--classification", str(write(tmp_path, body))])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert "engines (x-vs-0.25.0): the checker did not run: no release older than 0.25.0 in the mirror" in out
 
 
 def test_a_truth_item_named_by_a_checker_key_is_forecast_by_that_diagnostic_only(tmp_path):

@@ -17,6 +17,7 @@ import json
 import sys
 import tarfile
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from overlay import gitcmd, paths
@@ -55,7 +56,7 @@ def core_tree(mirror: Path, version: str, tmp: Path, cache: dict[str, Path]) -> 
     return cache[version]
 
 
-def declared_core(mirror: Path, plugin: Path, core: str) -> str:
+def declared_core(mirror: Path, plugin: Path, core: str) -> str | None:
     """The core the checker's differential starts from: what the plugin tree declares,
     else the newest release in the mirror older than the pairing's (the one it ran on)."""
     from packaging.version import InvalidVersion, Version
@@ -71,10 +72,7 @@ def declared_core(mirror: Path, plugin: Path, core: str) -> str:
             continue
         if v < Version(core):
             older.append(v)
-    if not older:
-        raise OverlayError(f"no vLLM release older than {core} in the mirror for the checker's differential",
-                           path=str(mirror / "pypi"))
-    return str(max(older))
+    return str(max(older)) if older else None
 
 
 def _say(line: str) -> None:
@@ -120,11 +118,16 @@ def run(args: argparse.Namespace) -> int:
             plugin = plugin_tree(repo, p.plugin, Path(tmp) / f"plugin-{i}")
             report = run_gate(core, plugin, allowlist if allowlist.is_file() else None, note_unused=False,
                               cache=shared)
+            skipped = ""
             if args.engine == "both":
                 declared = declared_core(mirror, plugin, p.core)
-                report = add_checker(report, core, plugin, core_tree(mirror, declared, Path(tmp), cores), declared,
-                                     "both", None if args.json else _say)
-            scores.append(evaluation.score(p, report.findings, float(report.stats.get("seconds", 0.0))))
+                if declared is None:  # not proven either way: said, never counted as the checker's silence
+                    skipped = f"no release older than {p.core} in the mirror to diff from"
+                else:
+                    report = add_checker(report, core, plugin, core_tree(mirror, declared, Path(tmp), cores),
+                                         declared, "both", None if args.json else _say)
+            scored = evaluation.score(p, report.findings, float(report.stats.get("seconds", 0.0)))
+            scores.append(replace(scored, checker_skipped=skipped))
             reports.append(report.findings)
     if args.json:
         print(json.dumps([{"pairing": s.pairing, "errors": s.errors, "true_errors": s.true_errors,
@@ -134,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
                            "truth_recall": s.truth_recall, "truth_missed": list(s.truth_missed),
                            "truth_forecast": list(s.truth_forecast_items), "agreed": s.agreed,
                            "hand_only_errors": s.hand_only_errors, "checker_forecasts": s.checker_forecasts,
+                           "checker_skipped": s.checker_skipped or None,
                            "out_of_reach": list(s.out_of_reach), "seconds": round(s.seconds, 2),
                            "control": s.control, "held_out": s.held_out,
                            "missed": list(s.missed), "false_alarms": list(s.false_alarms),

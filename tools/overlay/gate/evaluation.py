@@ -210,6 +210,7 @@ class Score:
     agreed: int = 0  # findings both engines report (errors)
     hand_only_errors: int = 0
     checker_forecasts: int = 0  # checker-only warnings
+    checker_skipped: str = ""  # why the checker did not run on this pairing (asked for, not run)
 
     @property
     def truth_recall(self) -> float | None:
@@ -327,7 +328,9 @@ def render(scores: list[Score]) -> str:
                      f"({t['true_errors']}/{t['errors']}), recall on truth items as errors "
                      f"{_pct(t['truth_recall'])} ({t['truth_caught']}/{t['truth_items']})" + _with_forecasts(t))
     for s in scores:
-        if s.checker_ran:
+        if s.checker_skipped:
+            lines.append(f"engines ({s.pairing}): the checker did not run: {s.checker_skipped}")
+        elif s.checker_ran:
             both = s.truth_caught + s.truth_forecast
             lines.append(f"engines ({s.pairing}): {s.agreed} agreed (both), {s.hand_only_errors} hand-only error(s), "
                          f"{s.checker_forecasts} checker forecast(s); recall on truth items as errors or forecasts "
