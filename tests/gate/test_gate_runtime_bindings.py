@@ -1,0 +1,97 @@
+"""Breaks the hand gate missed where a name is bound at run time (issue 27), on synthetic
+trees written here (never copied upstream code):
+
+- a replacement installed through a module obtained at run time (`m =
+  sys.modules.get("core.mod")`, `sys.modules["core.mod"]`, `importlib.import_module(...)`,
+  then `m.f = ours` or `setattr(m, "f", ours)`): core's own calls in that module reach
+  the replacement;
+- a call through a name bound at module level to a core function, method or class
+  (`_orig = Pool.free`, then `_orig(self, blocks, extra)`), also when the plugin
+  replaces that attribute afterwards: the captured object is core's;
+- core calling a method through a module global the plugin replaced with its class
+  (`runner.Batch = AscendBatch`; core's `Batch.make_dummy(..., max_len=)` in that
+  module runs the plugin's classmethod).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import gatekit
+
+PKGS = {"vllm/__init__.py": "", "vllm/v1/__init__.py": "", "vllm/v1/core/__init__.py": "",
+        "vllm/v1/worker/__init__.py": ""}
+
+
+def gate(tmp_path, core: dict[str, str], plugin: dict[str, str], loaded: tuple[str, ...]):
+    # a plugin file that imports core, so the gate knows which package core is
+    plugin = {"vllm_ascend/uses_core.py": "import vllm  # noqa: F401\n", **plugin}
+    return gatekit.gate_loaded(tmp_path, PKGS, core, plugin, loaded)
+
+
+def errors(report, symbol):
+    return [f for f in report.findings if f.symbol == symbol and f.severity == "error"]
+
+
+# ----------------------------------------------------------------------------- (A) module obtained at run time
+
+COORD_CORE = {
+    "vllm/v1/core/coord.py": """
+        def get_coord(config, budget, lookahead=0):
+            return (config, budget, lookahead)
+    """,
+    "vllm/v1/core/manager.py": """
+        from vllm.v1.core.coord import get_coord
+
+
+        class Manager:
+            def __init__(self, config):
+                self.coord = get_coord(config=config, budget=1, lookahead=2)
+    """,
+}
+
+# the plugin's replacement, without the new `lookahead` (spliced into each module below)
+OURS = "def get_coord(config, budget):\n            return (config, budget)\n"
+
+RUNTIME_MODULES = {
+    "sys.modules.get": """
+        import sys
+        {ours}
+        _manager = sys.modules.get("vllm.v1.core.manager")
+        if _manager is not None:
+            _manager.get_coord = get_coord
+    """,
+    "sys.modules[...]": """
+        import sys
+        {ours}
+        _manager = sys.modules["vllm.v1.core.manager"]
+        _manager.get_coord = get_coord
+    """,
+    "importlib.import_module + setattr": """
+        import importlib
+        {ours}
+        _manager = importlib.import_module("vllm.v1.core.manager")
+        setattr(_manager, "get_coord", get_coord)
+    """,
+    "import_module in a function": """
+        from importlib import import_module
+        {ours}
+
+        def install():
+            mod = import_module("vllm.v1.core.manager")
+            mod.get_coord = get_coord
+
+
+        install()
+    """,
+}
+
+
+@pytest.mark.parametrize("how", sorted(RUNTIME_MODULES))
+def test_replacement_through_a_runtime_module_reaches_core_calls(tmp_path, how):
+    body = RUNTIME_MODULES[how].replace("{ours}", OURS)
+    report = gate(tmp_path, COORD_CORE, {"vllm_ascend/patch_coord.py": body}, ("vllm_ascend.patch_coord",))
+    found = errors(report, "replacement:vllm.v1.core.manager.get_coord")
+    assert found, [f.to_dict() for f in report.findings]
+    assert "lookahead" in found[0].summary
+    assert found[0].core_path == "vllm/v1/core/manager.py"
