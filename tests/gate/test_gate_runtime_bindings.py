@@ -95,3 +95,81 @@ def test_replacement_through_a_runtime_module_reaches_core_calls(tmp_path, how):
     assert found, [f.to_dict() for f in report.findings]
     assert "lookahead" in found[0].summary
     assert found[0].core_path == "vllm/v1/core/manager.py"
+
+
+# ----------------------------------------------------------------------------- (B) module-level captures
+
+POOL_CORE = {
+    "vllm/v1/core/pool.py": """
+        class Pool:
+            def __init__(self, size):
+                self.size = size
+
+            def free(self, blocks):
+                return blocks
+
+
+        def release(blocks):
+            return blocks
+    """,
+}
+
+
+def test_call_through_a_captured_core_method_the_plugin_then_replaces(tmp_path):
+    plugin = {"vllm_ascend/patch_pool.py": """
+        from vllm.v1.core.pool import Pool
+
+        _orig_free = Pool.free
+
+
+        def _free(self, blocks, prepend=False):
+            _orig_free(self, blocks, prepend)
+
+
+        Pool.free = _free
+    """}
+    report = gate(tmp_path, POOL_CORE, plugin, ("vllm_ascend.patch_pool",))
+    found = errors(report, "call:vllm.v1.core.pool.Pool.free")
+    assert found, [f.to_dict() for f in report.findings]
+    assert found[0].plugin_path == "vllm_ascend/patch_pool.py"
+
+
+def test_call_through_a_captured_core_function_and_class(tmp_path):
+    plugin = {"vllm_ascend/patch_pool.py": """
+        import vllm.v1.core.pool as pool_mod
+
+        _orig_release = pool_mod.release
+        _OrigPool = pool_mod.Pool
+
+
+        def _release(blocks, prepend=False):
+            _orig_release(blocks, prepend)
+            return _OrigPool(4, prepend)
+
+
+        pool_mod.release = _release
+    """}
+    report = gate(tmp_path, POOL_CORE, plugin, ("vllm_ascend.patch_pool",))
+    assert errors(report, "call:vllm.v1.core.pool.release"), [f.to_dict() for f in report.findings]
+    assert [f for f in report.findings if f.severity == "error" and "Pool" in f.symbol
+            and f.symbol != "call:vllm.v1.core.pool.release"], [f.to_dict() for f in report.findings]
+
+
+def test_call_through_a_class_level_capture(tmp_path):
+    plugin = {"vllm_ascend/pool.py": """
+        from vllm.v1.core.pool import Pool
+
+
+        class AscendPool(Pool):
+            _core_free = Pool.free
+
+            def free(self, blocks, prepend=False):
+                return AscendPool._core_free(self, blocks, prepend)
+    """, "vllm_ascend/use.py": """
+        from vllm_ascend.pool import AscendPool
+
+        POOL = AscendPool(4)
+        POOL.free([1])
+    """}
+    report = gate(tmp_path, POOL_CORE, plugin, ("vllm_ascend.use",))
+    assert errors(report, "call:vllm.v1.core.pool.Pool.free"), [f.to_dict() for f in report.findings]
