@@ -173,3 +173,79 @@ def test_call_through_a_class_level_capture(tmp_path):
     """}
     report = gate(tmp_path, POOL_CORE, plugin, ("vllm_ascend.use",))
     assert errors(report, "call:vllm.v1.core.pool.Pool.free"), [f.to_dict() for f in report.findings]
+
+
+# ----------------------------------------------------------------------------- (C) replaced module global
+
+BATCH_CORE = {
+    "vllm/v1/worker/batch.py": """
+        class Batch:
+            def __init__(self, n):
+                self.n = n
+
+            @classmethod
+            def make_dummy(cls, n, buffers, max_len=None):
+                return cls(n)
+
+            def split(self, at):
+                return at
+    """,
+    "vllm/v1/worker/runner.py": """
+        from vllm.v1.worker.batch import Batch
+
+
+        class Runner:
+            def dummy_run(self, buffers):
+                batch = Batch.make_dummy(1, buffers, max_len=4)
+                return Batch.split(batch, 1)
+    """,
+}
+
+ASCEND_BATCH = {
+    "vllm_ascend/batch.py": """
+        from vllm.v1.worker.batch import Batch
+
+
+        class AscendBatch(Batch):
+            @classmethod
+            def make_dummy(cls, n, buffers):
+                return cls(n)
+
+            def split(self, at, extra):
+                return at
+    """,
+    "vllm_ascend/patch_batch.py": """
+        from vllm.v1.worker import runner
+
+        from vllm_ascend.batch import AscendBatch
+
+        runner.Batch = AscendBatch
+    """,
+}
+
+
+def test_core_calls_a_method_through_a_module_global_the_plugin_replaced(tmp_path):
+    report = gate(tmp_path, BATCH_CORE, ASCEND_BATCH, ("vllm_ascend.patch_batch",))
+    found = errors(report, "replacement:vllm.v1.worker.runner.Batch")
+    assert found, [f.to_dict() for f in report.findings]
+    text = " ".join(f.summary + f.message for f in found)
+    # both calls: the classmethod's new keyword, and the plain method called through the
+    # class with its receiver passed by hand (line 7; sites of one symbol are merged)
+    assert "max_len" in text and "vllm/v1/worker/runner.py:7" in text
+    assert all(f.core_path == "vllm/v1/worker/runner.py" for f in found)
+
+
+def test_replaced_global_call_in_code_the_plugin_overrides_is_not_an_error(tmp_path):
+    plugin = dict(ASCEND_BATCH)
+    plugin["vllm_ascend/runner.py"] = """
+        from vllm.v1.worker.runner import Runner
+
+
+        class NPURunner(Runner):
+            def dummy_run(self, buffers):
+                return None
+    """
+    plugin["vllm_ascend/patch_batch.py"] = ASCEND_BATCH["vllm_ascend/patch_batch.py"] + \
+        "\n        import vllm_ascend.runner  # noqa\n"
+    report = gate(tmp_path, BATCH_CORE, plugin, ("vllm_ascend.patch_batch", "vllm_ascend.runner"))
+    assert not errors(report, "replacement:vllm.v1.worker.runner.Batch"), [f.to_dict() for f in report.findings]
