@@ -386,15 +386,13 @@ class _Resolver:
         obj = self.world.resolve_dotted(target) if target else None
         if obj is None or obj[0] not in ("func", "method"):
             return None
-        if obj[0] == "func":
-            fmod, sig = obj[1]  # type: ignore[misc]
-            qualname = f"{fmod.name}.{sig.name}"
-        else:
-            fmod, ccls, sig = obj[1]  # type: ignore[misc]
-            qualname = f"{fmod.name}.{ccls.name}.{sig.name}"
-        if not self.is_core(fmod.name) or not _usable(sig):
+        found: tuple = obj[1]  # type: ignore[assignment]  # (module, sig) or (module, class, sig)
+        owner: ModuleInfo = found[0]
+        signature: Signature = found[-1]
+        qualname = ".".join([owner.name, *([found[1].name] if len(found) == 3 else []), signature.name])
+        if not self.is_core(owner.name) or not _usable(signature):
             return None
-        return Callee(qualname, _bound(sig, through_instance), fmod.path, sig.line,
+        return Callee(qualname, _bound(signature, through_instance), owner.path, signature.line,
                       f"{use.func} holds core's {expr}, captured in the class body")
 
     def named_callee(self, use: CallUse) -> Callee | None:

@@ -40,12 +40,17 @@ def class_capture(use: CallUse) -> tuple[str, bool] | None:
     for stmt in node.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stmt.name == attr:
             return None
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] \
-            if isinstance(stmt, ast.AnnAssign) else []
+        assigned: ast.expr | None
+        if isinstance(stmt, ast.Assign):
+            targets, assigned = stmt.targets, stmt.value
+        elif isinstance(stmt, ast.AnnAssign):
+            targets, assigned = [stmt.target], stmt.value
+        else:
+            continue
         for t in targets:
             if isinstance(t, ast.Name) and t.id == attr:
                 count += 1
-                value = stmt.value  # type: ignore[union-attr]
+                value = assigned
             elif not isinstance(t, (ast.Name, ast.Attribute, ast.Subscript)):
                 return None  # a tuple target may bind it too: not followed
     if count != 1 or not isinstance(value, ast.Attribute):

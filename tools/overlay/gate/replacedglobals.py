@@ -18,6 +18,8 @@ condition and start-up decide, as for every replacement).
 
 from __future__ import annotations
 
+import ast
+
 from overlay.gate.findings import Finding
 from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, dotted, qualify
 from overlay.gate.scan import PluginFacts, Replacement
@@ -35,7 +37,7 @@ def _plugin_class(world: TreeIndex, r: Replacement, is_core) -> tuple[ModuleInfo
         return None
     node = r.scope.defs.get(name) if "." not in name else None
     if node is not None:
-        return (r.module, world.class_of(r.module, node)) if hasattr(node, "bases") else None
+        return (r.module, world.class_of(r.module, node)) if isinstance(node, ast.ClassDef) else None
     target = qualify(r.module, name, r.scope.local_imports)
     obj = world.resolve_dotted(target) if target else None
     if obj is None or obj[0] != "class" or is_core(obj[1][0].name):  # type: ignore[index]
