@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from overlay.gate.captures import aliased, class_capture
 from overlay.gate.findings import Finding
 from overlay.gate.forwarders import forwards
 from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, dotted, qualify
@@ -227,6 +228,9 @@ class _Resolver:
         head, _, rest = use.func.partition(".")
         if head == "super()":
             return self.super_callee(use, rest)
+        capture = class_capture(use)
+        if capture is not None:
+            return self.captured_callee(use, *capture)
         if head in ("self", "cls"):
             if use.cls is None:
                 return None
@@ -374,13 +378,26 @@ class _Resolver:
                     return cls, f"returned by {func}(...) -> {ret}"
         return None, ""
 
+    def captured_callee(self, use: CallUse, expr: str, through_instance: bool) -> Callee | None:
+        """A call through a class-level capture (captures.py): core's function or method."""
+        if use.cls is not None and expr.split(".")[-1] in self.self_assigned(use.cls):
+            return None  # the instance may hold something else under that name
+        target = qualify(use.module, expr, use.local)
+        obj = self.world.resolve_dotted(target) if target else None
+        if obj is None or obj[0] not in ("func", "method"):
+            return None
+        found: tuple = obj[1]  # type: ignore[assignment]  # (module, sig) or (module, class, sig)
+        owner: ModuleInfo = found[0]
+        signature: Signature = found[-1]
+        qualname = ".".join([owner.name, *([found[1].name] if len(found) == 3 else []), signature.name])
+        if not self.is_core(owner.name) or not _usable(signature):
+            return None
+        return Callee(qualname, _bound(signature, through_instance), owner.path, signature.line,
+                      f"{use.func} holds core's {expr}, captured in the class body")
+
     def named_callee(self, use: CallUse) -> Callee | None:
-        func = use.func
-        head, dot, rest = func.partition(".")
-        captured = False
-        if use.aliases and head in use.aliases and head not in use.local:
-            func = use.aliases[head] + dot + rest
-            captured = True  # `orig = mod.f` captured core's own f, before any patch of it
+        # `orig = mod.f` / `orig = Cls.meth` captured core's own object, before any patch of it
+        func, captured = aliased(use)
         target = qualify(use.module, func, use.local)
         if target is None:
             return None
@@ -400,7 +417,8 @@ class _Resolver:
                 result = Callee(f"{fmod.name}.{sig.name}", sig, fmod.path, sig.line, f"{func} is core's")
         elif kind == "method":
             cmod, ccls, sig = val  # type: ignore[misc]
-            if self.is_core(cmod.name) and _usable(sig) and not self.replaced(f"{cmod.name}.{ccls.name}", sig.name):
+            if self.is_core(cmod.name) and _usable(sig) \
+                    and (captured or not self.replaced(f"{cmod.name}.{ccls.name}", sig.name)):
                 result = Callee(f"{cmod.name}.{ccls.name}.{sig.name}", _bound(sig, False), cmod.path, sig.line,
                                 f"{func} is core's")
         self.memo[key] = result

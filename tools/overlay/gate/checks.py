@@ -15,6 +15,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
+from overlay.gate.captures import aliased
 from overlay.gate.callers import COMMON, Callers, Site
 from overlay.gate.conditions import unknown_bases_in_core
 from overlay.gate.findings import Finding
@@ -850,7 +851,7 @@ def check_constructors(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> li
     findings: list[Finding] = []
     memo: dict[str, tuple[Signature, bool, str, str, int] | None] = {}
     for use in facts.calls:
-        target = qualify(use.module, use.func, use.local)
+        target = qualify(use.module, aliased(use)[0], use.local)  # `_Orig = mod.Cls`: core's class
         if target is None:
             continue
         if target not in memo:

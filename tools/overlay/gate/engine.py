@@ -19,6 +19,7 @@ from typing import Callable
 from overlay.errors import OverlayError
 from overlay.gate import checks, instances, store
 from overlay.gate.bindings import check_bindings
+from overlay.gate.replacedglobals import check_replaced_globals
 from overlay.gate.callers import Callers, TextCache
 from overlay.gate.calls import check_calls
 from overlay.gate.conditions import Env, core_version, decide_branch
@@ -169,7 +170,8 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
     found = (checks.check_imports(facts, core, ev) + checks.check_overrides(facts, world, ev)
              + checks.check_replacements(facts, world, core, ev) + checks.check_constructors(facts, world, ev)
              + checks.check_attributes(facts, world, ev) + check_calls(facts, world, ev)
-             + checks.check_version_guards(facts, ev) + check_bindings(facts, world, ev))
+             + checks.check_version_guards(facts, ev) + check_bindings(facts, world, ev)
+             + check_replaced_globals(facts, world, ev))
     found = checks.fold_dead_patches(found, facts, world, ev)
     unique = merge_sites(sorted(set(found), key=Finding.sort_key))
     notes += skipped_notes(core_src, plugin_src)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from overlay.gate.conditions import DECIDED, TYPE_CHECKING, UNDECIDABLE, Env, Verdict, evaluate
 from overlay.gate.index import ModuleInfo, absolute_module, dotted, qualify
+from overlay.gate.runtimemod import bound, module_of
 from overlay.gate.signature import LAUNCH_OPTIONS, CallShape, call_shape
 
 # Compound statements whose header expressions run where the statement sits.
@@ -80,9 +81,14 @@ class Scope:
     # local names whose class is known: a parameter's annotation (`spec: KVCacheSpec`,
     # not reassigned in the function), narrowed under `if isinstance(spec, (A, B)):`
     types: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # local names bound once to a module obtained at run time (`m = sys.modules.get("a.b")`):
+    # (callee as written, module name), see runtimemod.py
+    modules: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def child(self, body: list[ast.stmt]) -> "Scope":
-        new = Scope(dict(self.local_imports), dict(self.defs), dict(self.strings), dict(self.aliases))
+        new = Scope(dict(self.local_imports), dict(self.defs), dict(self.strings), dict(self.aliases),
+                    modules=dict(self.modules))
+        runtime_module_bindings(new, body)
         for stmt in _flat(body):
             if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
                     and isinstance(stmt.value, ast.Attribute) and dotted(stmt.value)):
@@ -94,6 +100,28 @@ class Scope:
                   and isinstance(stmt.value.value, str)):
                 new.strings[stmt.targets[0].id] = stmt.value.value
         return new
+
+
+def runtime_module_bindings(scope: "Scope", body: list[ast.stmt]) -> None:
+    """Record in `scope` the names this body binds exactly once, to a module obtained at
+    run time (runtimemod.py); a name bound more than once here is not one."""
+    counts: Counter = Counter()
+    found: dict[str, tuple[str, str]] = {}
+    for stmt in _flat(body):
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    counts[t.id] += 1
+            if len(targets) == 1 and isinstance(targets[0], ast.Name) and stmt.value is not None:
+                record = bound(stmt.value, scope.strings)
+                if record is not None:
+                    found[targets[0].id] = record
+    for name, record in found.items():
+        if counts[name] == 1:
+            scope.modules[name] = record
+        else:
+            scope.modules.pop(name, None)
 
 
 @dataclass(frozen=True)
@@ -616,11 +644,17 @@ class _Scanner:
         if name is None:
             return
         head, dot, rest = name.partition(".")
-        if head in scope.aliases and head not in scope.local_imports:
+        runtime = module_of(self.mod, scope.modules[head], scope.local_imports) \
+            if head in scope.modules and head not in scope.local_imports else None
+        if runtime is not None:
+            owner: str | None = runtime + dot + rest  # `m = sys.modules.get("a.b")`; `m.f = ours`
+        elif head in scope.aliases and head not in scope.local_imports:
             name = scope.aliases[head] + dot + rest
+            owner = qualify(self.mod, name, scope.local_imports)
         elif head in ("self", "cls"):
             return
-        owner = qualify(self.mod, name, scope.local_imports)
+        else:
+            owner = qualify(self.mod, name, scope.local_imports)
         if owner is None or not self.is_core(owner):
             return
         self.facts.replacements.append(Replacement(self.mod.path, line, owner, attr, value,
