@@ -18,7 +18,7 @@ from typing import Callable
 from overlay.gate.captures import aliased
 from overlay.gate.callers import COMMON, Callers, Site
 from overlay.gate.conditions import unknown_bases_in_core
-from overlay.gate.findings import Finding
+from overlay.gate.findings import NO_CORE_CALLER, Finding
 from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, dotted, qualify
 from overlay.gate.modalias import module_alias
 from overlay.gate.scan import Context, ImportUse, PluginFacts, Replacement
@@ -441,8 +441,8 @@ def _contract(plugin_sig: Signature, core_sig: Signature, core_classes: list[tup
 
 def _summary(subject: str, p: Problem) -> str:
     more = f" (+{len(p.problems) - 1} more)" if len(p.problems) > 1 else ""
-    where = "" if p.visible else " (declared interface; no core caller seen)" if p.interface \
-        else " (declared; no core caller seen)"
+    where = "" if p.visible else f" (declared interface; {NO_CORE_CALLER})" if p.interface \
+        else f" (declared; {NO_CORE_CALLER})"
     return f"{subject} {p.problems[0]}{more}{where}"
 
 

@@ -18,6 +18,9 @@ CONFIDENCES = ("high", "medium", "low")
 # start-up, a condition the gate cannot decide). info: worth knowing, not a break.
 SEVERITIES = ("error", "warning", "info")
 
+# A hand finding checked only against what core declares, no call site of core seen: the
+# checker agreeing on the signature adds no caller, so agreement leaves it a warning.
+NO_CORE_CALLER = "no core caller seen"
 SUMMARY_MAX = 160  # one text line per finding; the whole story is in the JSON `message`
 
 
