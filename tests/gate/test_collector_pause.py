@@ -6,7 +6,16 @@ from __future__ import annotations
 import gc
 import weakref
 
+import pytest
+
+from overlay.gate import engine
 from overlay.gate.engine import collector_paused
+
+
+@pytest.fixture(autouse=True)
+def many_objects(monkeypatch):
+    """Every pause here counts as a real tree's run (millions of objects)."""
+    monkeypatch.setattr(engine, "FREEZE_ABOVE", -1)
 
 
 class Node:
@@ -45,3 +54,15 @@ def test_nested_pauses_freeze_once_at_the_outermost_end():
     assert gc.isenabled() and gc.get_freeze_count() > 0
     with collector_paused():
         assert ref() is None
+
+
+def test_a_pause_that_made_few_objects_resumes_as_before(monkeypatch):
+    monkeypatch.setattr(engine, "FREEZE_ABOVE", 10 ** 9)
+    with collector_paused():
+        pass  # a previous test's frozen objects are collected here
+    frozen = gc.get_freeze_count()
+    with collector_paused():
+        ref = _cycle()
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
+    gc.collect()
+    assert ref() is None
