@@ -147,3 +147,50 @@ def test_a_release_reanalyses_only_the_files_that_changed(tmp_path, monkeypatch)
         assert ("vllm/engine.py" in walks) == (core.name == "core2"), (core.name, walks)
         first_calls |= set(calls)
 
+
+
+def _text_callers(core: Path, plugin: Path, cache):
+    from overlay.gate.callers import Callers
+    from overlay.gate.index import TreeIndex
+    from overlay.gate.source import DirSource
+
+    csrc, psrc = DirSource(core), DirSource(plugin)
+    cidx = TreeIndex(csrc, {}, packages=frozenset({"vllm"}))
+    pidx = TreeIndex(psrc, {}, packages=frozenset({"vllm_ascend"}), other=cidx)
+    return Callers([(csrc, frozenset({"vllm"}), cidx, False), (psrc, frozenset({"vllm_ascend"}), pidx, True)],
+                   frozenset(), cache)
+
+
+def test_the_class_used_otherwise_search_reads_only_the_changed_files(tmp_path, monkeypatch):
+    """instances._used_otherwise (a class subclassed, read as `Cls.x`, or passed as a
+    value anywhere) is a search over every file: a later release shares its answers for
+    the files it holds unchanged, and answers as a run that shares nothing."""
+    from overlay.gate import instances
+    from overlay.gate.callers import Callers, TextCache
+
+    base = {"vllm/__init__.py": "", "vllm/a.py": "class Runner:\n    pass\n",
+            "vllm/c.py": "def f(x):\n    return x\n"}
+    cores = [gatekit.tree(tmp_path / f"core{r}", {**base, "vllm/b.py": body}) for r, body in enumerate((
+        "def g():\n    return 1\n",
+        "from vllm.a import Runner\n\n\nclass Other(Runner):\n    pass\n",
+        "def g():\n    return 2\n"))]
+    plugin = gatekit.tree(tmp_path / "plugin", {"vllm_ascend/__init__.py": "", "vllm_ascend/p.py": "X = 1\n"})
+    read: list[str] = []
+    real = Callers.text
+
+    def text(self, path, tree):
+        read.append(path)
+        return real(self, path, tree)
+
+    monkeypatch.setattr(Callers, "text", text)
+    shared = TextCache()
+    answers = []
+    for r, core in enumerate(cores):
+        alone = instances._used_otherwise(_text_callers(core, plugin, TextCache()), "Runner")
+        del read[:]
+        together = instances._used_otherwise(_text_callers(core, plugin, shared), "Runner")
+        assert together == alone, core.name
+        answers.append(together)
+        if r:
+            assert set(read) <= {"vllm/b.py"}, (core.name, read)
+    assert answers == [False, True, False]

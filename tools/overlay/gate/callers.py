@@ -28,6 +28,7 @@ from overlay.gate.source import TreeSource
 CALLED = re.compile(rb"\b([A-Za-z_]\w*)\s*[(\[]")
 COMMON = 25  # a name called in more files than this is reachable without looking
 MAX_DEPTH = 3
+_NEWLINE = re.compile(rb"\n")
 
 
 # an import statement: one line, or a parenthesised list over several
@@ -185,7 +186,7 @@ def module_sites(mod: ModuleInfo, plugin: bool, name: str, data: bytes,
     starts = [m.start() for m in word.finditer(data)]
     if not starts:
         return []
-    newlines = [i for i, ch in enumerate(data) if ch == 10] if len(starts) > 8 else None
+    newlines = [m.start() for m in _NEWLINE.finditer(data)] if len(starts) > 8 else None
     if newlines is not None:
         import bisect
         lines = sorted({bisect.bisect_left(newlines, pos) + 1 for pos in starts})
@@ -362,6 +363,12 @@ class Callers:
                     break
         self.cache.scans[(kind, name)] = (keys, frozenset(found), not (first and found))
         return found
+
+    def any_file(self, kind: str, name: str, test) -> bool:
+        """Does `test(path, tree)`, a function of a file's text and `name` alone, hold for
+        any file of either tree? Shared across runs like `_positives` (`kind` names the
+        test): a later release tests again only the files whose content differs."""
+        return bool(self._positives(kind, name, test, first=True))
 
     # -- call sites
 

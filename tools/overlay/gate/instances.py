@@ -69,11 +69,13 @@ def _used_otherwise(callers: Callers, cls: str) -> bool:
     word = re.escape(cls.encode())
     derived = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\([^)]*\b%s\b" % word, re.M)
     attribute = re.compile(rb"\b%s[ \t]*\.[ \t]*[A-Za-z_]" % word)
-    for path, tree in callers.all_files():
+    raw = cls.encode()
+
+    def used(path: str, tree: int) -> bool:
         data = callers.text(path, tree)
-        if cls.encode() in data and (derived.search(data) or attribute.search(data)):
-            return True
-    return callers.passed_as_value(cls)
+        return raw in data and (derived.search(data) is not None or attribute.search(data) is not None)
+
+    return callers.any_file("used otherwise", cls, used) or callers.passed_as_value(cls)
 
 
 def plugin_function_reachable(callers: Callers, module: str, cls: str | None, func: str,
