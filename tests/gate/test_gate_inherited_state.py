@@ -386,3 +386,84 @@ def test_an_inherited_read_under_a_test_of_the_objects_own_state_is_a_warning(tm
     found = by_symbol(report, LOOKAHEAD)
     assert [f.severity for f in found] == ["warning"]
     assert "self.use_lookahead" in found[0].reason
+
+
+def test_an_inherited_reader_called_only_from_code_the_plugin_overrides_is_a_warning(tmp_path):
+    # core calls `_allocate` only from its own __init__ and from `setup`, which the plugin
+    # overrides: on the plugin's object nothing runs it
+    core_text = """
+    class Zeroer:
+        def __init__(self, device, concurrency=4):
+            self.device = device
+            self.concurrency = concurrency
+            self._allocate()
+
+        def _allocate(self):
+            return [0] * self.concurrency
+
+        def setup(self):
+            self._allocate()
+"""
+    plugin = """
+    from vllm.v1.worker.zeroer import Zeroer
+
+
+    class AscendZeroer(Zeroer):
+        def __init__(self, device):
+            self.device = device
+
+        def setup(self):
+            return None
+"""
+    report = gate(tmp_path, {"vllm/v1/worker/zeroer.py": core_text}, {"vllm_ascend/zeroer.py": plugin},
+                  ("vllm_ascend.zeroer",))
+    assert [f.severity for f in by_symbol(report, "attribute:vllm.v1.worker.zeroer.Zeroer.concurrency")] == \
+        ["warning"]
+
+
+def test_a_replaced_static_method_has_no_self_to_read(tmp_path):
+    core_text = """
+    class SpecConfig:
+        def __init__(self, method):
+            self.method = method
+
+        @staticmethod
+        def hf_config_override(hf_config):
+            return hf_config
+"""
+    plugin = """
+    from vllm.v1.core.spec import SpecConfig
+
+
+    def _override(hf_config):
+        hf_config.update({"x": 1})
+        return hf_config
+
+
+    SpecConfig.hf_config_override = staticmethod(_override)
+    SpecConfig.hf_config_override = _override
+"""
+    report = gate(tmp_path, {"vllm/v1/core/spec.py": core_text}, {"vllm_ascend/spec.py": plugin},
+                  ("vllm_ascend.spec",))
+    assert not [f for f in report.findings if f.kind == "attribute"]
+
+
+def test_a_plugin_init_under_a_version_branch_that_calls_core_init_skips_nothing(tmp_path):
+    plugin = """
+    from vllm.v1.core.coordinator import HybridCoordinator
+
+    NEW_CORE = True
+
+
+    class AscendCoordinator(HybridCoordinator):
+        if NEW_CORE:
+            def __init__(self, config):
+                super().__init__(config, lookahead=1)
+                self.pool = [1, 2]
+        else:
+            def __init__(self, config):
+                super().__init__(config)
+"""
+    report = gate(tmp_path, {"vllm/v1/core/coordinator.py": CORE_COORDINATOR}, {"vllm_ascend/coord.py": plugin},
+                  ("vllm_ascend.coord",))
+    assert not [f for f in report.findings if f.kind == "attribute"]

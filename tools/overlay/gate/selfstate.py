@@ -151,6 +151,25 @@ def _chain(world: TreeIndex, mod: ModuleInfo, cls: ClassInfo, local=None) -> lis
 # ----------------------------------------------------------------------------- (a) base __init__ skipped
 
 
+def _calls_base_init(cls: ClassInfo) -> bool:
+    """Some `__init__` of the class statement, a version branch's included (`if
+    vllm_version_is(...): def __init__ ...`), calls a base's: `super().__init__(...)` or
+    `Base.__init__(self, ...)`."""
+    if "__init__" in super_calls(cls.node):
+        return True
+    todo = list(cls.node.body) if cls.node is not None else []
+    while todo:
+        stmt = todo.pop()
+        if isinstance(stmt, (ast.If, ast.Try)):
+            todo += [*stmt.body, *stmt.orelse, *getattr(stmt, "finalbody", []),
+                     *(s for h in getattr(stmt, "handlers", []) for s in h.body)]
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == "__init__":
+            holder = ast.ClassDef(name="_", bases=[], keywords=[], body=[stmt], decorator_list=[])
+            if "__init__" in super_calls(holder):
+                return True
+    return False
+
+
 def _skipped_core(chain, is_core) -> tuple[ClassInfo, list] | None:
     """(the plugin class whose `__init__` stops the chain, the core classes after it whose
     `__init__` therefore never runs); None when core's `__init__` runs."""
@@ -159,11 +178,17 @@ def _skipped_core(chain, is_core) -> tuple[ClassInfo, list] | None:
             continue
         if is_core(mod.name):
             return None
-        if "__init__" in super_calls(cls.node):
+        if _calls_base_init(cls):
             continue
         rest = [(m, c) for m, c in chain[i + 1:] if is_core(m.name)]
         return (cls, rest) if rest else None
     return None
+
+
+def _live(ev, meth: str) -> bool:
+    """Some call of `meth` (found by name in both trees) sits in code that can run: not in
+    a core method the plugin overrides or replaces (the skipped `__init__` among them)."""
+    return any(ev.callers.reachable(site)[0] for site in ev.callers.sites(meth) or ())
 
 
 def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
@@ -193,6 +218,7 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
         if not init_only:
             continue
         owner_of: dict[str, tuple[ModuleInfo, ClassInfo]] = {}
+        live: dict[str, bool] = {}
         for mod, cls in chain:
             for name in _functions(cls):
                 owner_of.setdefault(name, (mod, cls))
@@ -207,8 +233,9 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
             for attr, line, _, cond in _reads(fn, me):
                 if attr not in init_only or attr in named:
                     continue
-                severity = checks._severity(pc.ctx, ev, pc.module.name,
-                                            error=cond is None and bool(ev.callers.sites(meth)))
+                if meth not in live:
+                    live[meth] = _live(ev, meth)
+                severity = checks._severity(pc.ctx, ev, pc.module.name, error=cond is None and live[meth])
                 symbol = f"attribute:{mod.name}.{cls.name}.{attr}"
                 grouped.setdefault((checks._kind(pc.ctx, "attribute"), symbol, pc.path, severity), []).append(
                     (pc, info, stopper, meth, mod, cls, line, init_only[attr], cond))
@@ -267,8 +294,9 @@ def check_replacement_reads(facts: PluginFacts, world: TreeIndex, ev) -> list[Fi
         if owner is None or owner[0] != "class":
             continue
         cmod, ccls = owner[1]  # type: ignore[misc]
-        if not ev.is_core(cmod.name):
-            continue
+        sig = ccls.methods.get(r.attr)
+        if not ev.is_core(cmod.name) or sig is None or sig.is_static or sig.is_classmethod:
+            continue  # only a core instance method's replacement runs with `self` the object
         found = checks._patch_function(r, world)
         if found is None or not isinstance(found[1], (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
