@@ -467,3 +467,15 @@ def test_a_plugin_init_under_a_version_branch_that_calls_core_init_skips_nothing
     report = gate(tmp_path, {"vllm/v1/core/coordinator.py": CORE_COORDINATOR}, {"vllm_ascend/coord.py": plugin},
                   ("vllm_ascend.coord",))
     assert not [f for f in report.findings if f.kind == "attribute"]
+
+
+def test_a_replacement_in_an_installer_nothing_calls_is_a_warning(tmp_path):
+    # the installer is defined but never called (a version gate that does not run, a
+    # helper nobody uses): the method is never replaced
+    core = {"vllm/model_executor/models/vision.py": CORE_VISION}
+    plugin = PLUGIN_VISION.replace("        install_patch()\n", "        pass\n")
+    assert plugin != PLUGIN_VISION
+    report = gate(tmp_path, core, {"vllm_ascend/patch_vision.py": plugin}, ("vllm_ascend.patch_vision",))
+    found = by_symbol(report, MEAN)
+    assert [f.severity for f in found] == ["warning"]
+    assert "install_patch" in found[0].reason

@@ -283,6 +283,20 @@ def _core_subclasses_provide(world: TreeIndex, ev, owner: tuple[ModuleInfo, Clas
     return memo[key]
 
 
+def _installer(r, facts: PluginFacts) -> tuple[str, bool] | None:
+    """For a replacement made inside a module-level function (`def install_patch(): C.m =
+    ours`): (that function's name, whether the plugin calls it in a branch that runs);
+    None when it is made at import."""
+    if r.at_import or r.module.tree is None:
+        return None
+    for stmt in r.module.tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and stmt.lineno <= r.line <= (stmt.end_lineno or stmt.lineno):
+            name = stmt.name
+            return name, any(u.func == name or u.func.endswith("." + name) for u in facts.calls)
+    return None
+
+
 def check_replacement_reads(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
     grouped: dict[tuple, list] = {}
     sub_memo: dict = {}
@@ -324,7 +338,9 @@ def check_replacement_reads(facts: PluginFacts, world: TreeIndex, ev) -> list[Fi
             if attr in _core_subclasses_provide(world, ev, (cmod, ccls), core_memo) \
                     or checks._subclass_has(facts, world, (cmod, ccls), attr, sub_memo):
                 continue
-            severity = checks._severity(r.ctx, ev, r.module.name, error=cond is None)
+            installer = _installer(r, facts)
+            severity = checks._severity(r.ctx, ev, r.module.name,
+                                        error=cond is None and (installer is None or installer[1]))
             symbol = f"attribute:{cmod.name}.{ccls.name}.{attr}"
             grouped.setdefault((checks._kind(r.ctx, "attribute"), symbol, fpath, severity), []).append(
                 (r, fn, line, cmod, ccls, cond))
@@ -339,6 +355,9 @@ def check_replacement_reads(facts: PluginFacts, world: TreeIndex, ev) -> list[Fi
         why = (f"{fn.name} is installed as {ccls.name}.{r.attr} ({r.path}:{r.line}), so self is a {ccls.name}, "
                f"and core's {ccls.name} and its bases have no {what} '{attr}'{more}")
         evidence = f"{ccls.name}.{r.attr} runs the plugin's function"
+        installer = _installer(r, facts)
+        if installer is not None and not installer[1]:
+            evidence += f", but nothing calls {installer[0]}, which installs it, in a branch that runs"
         if cond is not None:
             evidence += f"; read only under `{cond}`, the object's own state, which the gate does not evaluate"
         p = checks.Problem(cmod.path, ccls.line, (why,), evidence, True)
