@@ -382,7 +382,9 @@ def test_constructor_of_a_plugin_dataclass_extending_core_fields(tmp_path):
 
             @dataclass
             class AscendInputBatch(InputBatch):
-                seq_lens_np: object
+                # defaulted: after core's defaulted `extra` a field without one fails at class
+                # creation (the field-order check says so)
+                seq_lens_np: object = None
                 attn_state: object = None
         """,
         "vllm_ascend/runner.py": """

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Callable
 
 from overlay.errors import OverlayError
-from overlay.gate import checks, instances, store
+from overlay.gate import checks, instances, selfstate, store
 from overlay.gate.bindings import check_bindings
 from overlay.gate.replacedglobals import check_replaced_globals
 from overlay.gate.callers import Callers, TextCache
 from overlay.gate.calls import check_calls
 from overlay.gate.conditions import Env, core_version, decide_branch
+from overlay.gate.fieldorder import check_field_order
 from overlay.gate.findings import Finding, merge_sites
 from overlay.gate.index import ModuleInfo, TreeIndex
 from overlay.gate.scan import PluginFacts, scan_module
@@ -195,7 +196,8 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
              + checks.check_replacements(facts, world, core, ev) + checks.check_constructors(facts, world, ev)
              + checks.check_attributes(facts, world, ev) + check_calls(facts, world, ev)
              + checks.check_version_guards(facts, ev) + check_bindings(facts, world, ev)
-             + check_replaced_globals(facts, world, ev))
+             + check_replaced_globals(facts, world, ev)
+             + check_field_order(facts, world, ev) + selfstate.check_self_state(facts, world, ev))
     found = checks.fold_dead_patches(found, facts, world, ev)
     unique = merge_sites(sorted(set(found), key=Finding.sort_key))
     notes += skipped_notes(core_src, plugin_src)

@@ -1,0 +1,481 @@
+"""Three more miss classes of the hand engine (issue 27), on synthetic trees (written here,
+never copied upstream code):
+
+- (A) a plugin subclass whose `__init__` skips core's (`super().__init__` never called)
+  inherits a core method that reads `self.x`, which only core's `__init__` sets;
+- (B) a plugin `@dataclass` subclass of a core dataclass declares a field without a
+  default after a core field that has one: `TypeError` when the class is created;
+- (C) a plugin function installed as a method of a core class reads `self.x`, and the
+  core class has no such attribute (for a torch module: no buffer or parameter of that
+  name registered either).
+"""
+
+from __future__ import annotations
+
+import gatekit
+
+PKGS = {"vllm/__init__.py": "", "vllm/v1/__init__.py": "", "vllm/v1/core/__init__.py": "",
+        "vllm/v1/worker/__init__.py": "", "vllm/model_executor/__init__.py": "",
+        "vllm/model_executor/models/__init__.py": ""}
+
+
+def gate(tmp_path, core: dict[str, str], plugin: dict[str, str], loaded: tuple[str, ...]):
+    return gatekit.gate_loaded(tmp_path, PKGS, core, plugin, loaded)
+
+
+def by_symbol(report, symbol):
+    return [f for f in report.findings if f.symbol == symbol]
+
+
+# ----------------------------------------------------------------------------- (A) base __init__ skipped
+
+CORE_COORDINATOR = """
+    class Coordinator:
+        block_size = 16
+
+        def __init__(self, config, lookahead=0):
+            self.config = config
+            self.lookahead = lookahead
+            self.pool = []
+
+        def cache_blocks(self, request, num_tokens):
+            limit = num_tokens - self.lookahead
+            return self.pool[:limit], self.block_size
+
+        def reset(self):
+            self.pool = []
+
+
+    class HybridCoordinator(Coordinator):
+        def find_hit(self, request):
+            return self.config, self.lookahead
+
+
+    class KVCacheManager:
+        def __init__(self, config):
+            self.coordinator = HybridCoordinator(config)
+
+        def allocate(self, request):
+            self.coordinator.cache_blocks(request, 4)
+            self.coordinator.find_hit(request)
+"""
+
+PLUGIN_OWN_INIT = """
+    from vllm.v1.core.coordinator import HybridCoordinator
+
+
+    class AscendCoordinator(HybridCoordinator):
+        def __init__(self, config):
+            self.config = config
+            self.pool = [1, 2]
+
+        def find_hit(self, request):
+            return self.config
+"""
+
+PLUGIN_SUPER_INIT = """
+    from vllm.v1.core.coordinator import HybridCoordinator
+
+
+    class AscendCoordinator(HybridCoordinator):
+        def __init__(self, config):
+            super().__init__(config)
+            self.pool = [1, 2]
+"""
+
+PLUGIN_SETS_IT = """
+    from vllm.v1.core.coordinator import HybridCoordinator
+
+
+    class AscendCoordinator(HybridCoordinator):
+        def __init__(self, config):
+            self.config = config
+            self.pool = [1, 2]
+            self.lookahead = 0
+"""
+
+PLUGIN_OVERRIDES_READER = """
+    from vllm.v1.core.coordinator import HybridCoordinator
+
+
+    class AscendCoordinator(HybridCoordinator):
+        def __init__(self, config):
+            self.config = config
+            self.pool = [1, 2]
+
+        def cache_blocks(self, request, num_tokens):
+            return self.pool
+
+        def find_hit(self, request):
+            return self.config
+"""
+
+LOOKAHEAD = "attribute:vllm.v1.core.coordinator.Coordinator.lookahead"
+HYBRID_LOOKAHEAD = "attribute:vllm.v1.core.coordinator.HybridCoordinator.lookahead"
+
+
+def test_a_plugin_init_that_skips_core_init_leaves_an_inherited_read_unset(tmp_path):
+    core = {"vllm/v1/core/coordinator.py": CORE_COORDINATOR}
+    report = gate(tmp_path, core, {"vllm_ascend/coord.py": PLUGIN_OWN_INIT}, ("vllm_ascend.coord",))
+    found = by_symbol(report, LOOKAHEAD)
+    assert [(f.severity, f.plugin_path, f.kind) for f in found] == [("error", "vllm_ascend/coord.py", "attribute")]
+    assert "cache_blocks" in found[0].message and "AscendCoordinator" in found[0].message
+    # the plugin sets config and pool itself; the class attribute needs no __init__;
+    # find_hit (which reads lookahead too) is the plugin's own
+    assert not by_symbol(report, "attribute:vllm.v1.core.coordinator.Coordinator.config")
+    assert not by_symbol(report, "attribute:vllm.v1.core.coordinator.Coordinator.pool")
+    assert not by_symbol(report, "attribute:vllm.v1.core.coordinator.Coordinator.block_size")
+    assert not by_symbol(report, HYBRID_LOOKAHEAD)
+
+
+def test_an_inherited_read_in_the_intermediate_core_class_is_named_by_that_class(tmp_path):
+    plugin = PLUGIN_OWN_INIT.replace("        def find_hit(self, request):\n            return self.config\n", "")
+    core = {"vllm/v1/core/coordinator.py": CORE_COORDINATOR}
+    report = gate(tmp_path, core, {"vllm_ascend/coord.py": plugin}, ("vllm_ascend.coord",))
+    assert [f.severity for f in by_symbol(report, HYBRID_LOOKAHEAD)] == ["error"]
+    assert [f.severity for f in by_symbol(report, LOOKAHEAD)] == ["error"]
+
+
+def test_no_finding_when_the_plugin_calls_core_init_sets_the_field_or_overrides_the_reader(tmp_path):
+    core = {"vllm/v1/core/coordinator.py": CORE_COORDINATOR}
+    for i, plugin in enumerate((PLUGIN_SUPER_INIT, PLUGIN_SETS_IT, PLUGIN_OVERRIDES_READER)):
+        report = gate(tmp_path / str(i), core, {"vllm_ascend/coord.py": plugin}, ("vllm_ascend.coord",))
+        assert not [f for f in report.findings if f.kind == "attribute"], i
+
+
+def test_a_field_core_sets_outside_init_or_reads_behind_hasattr_is_no_finding(tmp_path):
+    lazily = CORE_COORDINATOR.replace("        def reset(self):\n            self.pool = []",
+                                      "        def reset(self):\n            self.pool = []\n"
+                                      "            self.lookahead = 0")
+    guarded = CORE_COORDINATOR.replace("            limit = num_tokens - self.lookahead",
+                                       "            limit = num_tokens - (self.lookahead if hasattr(self, "
+                                       "'lookahead') else 0)")
+    for i, core_text in enumerate((lazily, guarded)):
+        report = gate(tmp_path / str(i), {"vllm/v1/core/coordinator.py": core_text},
+                      {"vllm_ascend/coord.py": PLUGIN_OWN_INIT}, ("vllm_ascend.coord",))
+        assert not [f for f in report.findings if f.kind == "attribute"], i
+
+
+def test_a_skipped_init_in_a_module_start_up_never_loads_is_a_warning(tmp_path):
+    core = {"vllm/v1/core/coordinator.py": CORE_COORDINATOR}
+    report = gate(tmp_path, core, {"vllm_ascend/coord.py": PLUGIN_OWN_INIT}, ())
+    assert [f.severity for f in by_symbol(report, LOOKAHEAD)] == ["warning"]
+
+
+# ----------------------------------------------------------------------------- (B) dataclass field order
+
+CORE_BATCH = """
+    from dataclasses import dataclass, field
+
+
+    @dataclass
+    class InputBatch:
+        req_ids: list
+        num_reqs: int
+        max_query_len: int | None = None
+"""
+
+CORE_BATCH_OLD = """
+    from dataclasses import dataclass
+
+
+    @dataclass
+    class InputBatch:
+        req_ids: list
+        num_reqs: int
+"""
+
+PLUGIN_BATCH = """
+    from dataclasses import dataclass
+
+    import numpy as np
+
+    from vllm.v1.worker.input_batch import InputBatch
+
+
+    @dataclass
+    class AscendInputBatch(InputBatch):
+        seq_lens_np: np.ndarray
+"""
+
+ORDER = "type:misc:Attributes without a default cannot follow attributes with one"
+
+
+def test_a_plugin_dataclass_field_without_default_after_a_new_core_default_fails_at_import(tmp_path):
+    core = {"vllm/v1/worker/input_batch.py": CORE_BATCH}
+    report = gate(tmp_path, core, {"vllm_ascend/batch.py": PLUGIN_BATCH}, ("vllm_ascend.batch",))
+    found = by_symbol(report, ORDER)
+    assert [(f.severity, f.kind, f.engine, f.plugin_path, f.plugin_line) for f in found] == \
+        [("error", "type", "hand", "vllm_ascend/batch.py", 10)]
+    assert "seq_lens_np" in found[0].message and "max_query_len" in found[0].message
+    old = gate(tmp_path / "old", {"vllm/v1/worker/input_batch.py": CORE_BATCH_OLD},
+               {"vllm_ascend/batch.py": PLUGIN_BATCH}, ("vllm_ascend.batch",))
+    assert not by_symbol(old, ORDER)
+
+
+def test_a_dataclass_order_break_in_a_module_nothing_loads_is_a_warning(tmp_path):
+    core = {"vllm/v1/worker/input_batch.py": CORE_BATCH}
+    report = gate(tmp_path, core, {"vllm_ascend/batch.py": PLUGIN_BATCH}, ())
+    assert [f.severity for f in by_symbol(report, ORDER)] == ["warning"]
+
+
+def test_field_order_respects_kw_only_field_options_classvar_and_initvar(tmp_path):
+    core = {"vllm/v1/worker/input_batch.py": CORE_BATCH}
+    fine = {
+        "kw_only decorator": ("@dataclass(kw_only=True)", "seq_lens_np: np.ndarray"),
+        "KW_ONLY marker": ("@dataclass", "_: KW_ONLY\n        seq_lens_np: np.ndarray"),
+        "field kw_only": ("@dataclass", "seq_lens_np: np.ndarray = field(kw_only=True)"),
+        "field default": ("@dataclass", "seq_lens_np: np.ndarray = field(default=None)"),
+        "default_factory": ("@dataclass", "seq_lens_np: list = field(default_factory=list)"),
+        "ClassVar": ("@dataclass", "seq_lens_np: ClassVar[int]"),
+        "init=False field": ("@dataclass", "seq_lens_np: np.ndarray = field(init=False)"),
+        "no generated init": ("@dataclass(init=False)", "seq_lens_np: np.ndarray"),
+        "redefined base field": ("@dataclass", "max_query_len: int"),  # keeps its place, loses the default
+    }
+    broken = {
+        "InitVar": ("@dataclass", "seq_lens_np: InitVar[int]"),
+        "field without default": ("@dataclass", "seq_lens_np: np.ndarray = field(repr=False)"),
+        "kw_only=False field": ("@dataclass", "seq_lens_np: np.ndarray = field(kw_only=False)"),
+    }
+    head = ("from dataclasses import KW_ONLY, InitVar, dataclass, field\nfrom typing import ClassVar\n"
+            "import numpy as np\nfrom vllm.v1.worker.input_batch import InputBatch\n\n\n")
+    for i, (name, (deco, body)) in enumerate([*fine.items(), *broken.items()]):
+        text = head + f"{deco}\nclass AscendInputBatch(InputBatch):\n        {body}\n".replace("        ", "    ")
+        report = gate(tmp_path / str(i), core, {"vllm_ascend/batch.py": text}, ("vllm_ascend.batch",))
+        got = [f.severity for f in by_symbol(report, ORDER)]
+        assert got == ([] if name in fine else ["error"]), name
+
+
+def test_a_redefined_core_field_keeps_its_place(tmp_path):
+    core = {"vllm/v1/worker/input_batch.py": CORE_BATCH}
+    # num_reqs gains a default in its own place, before max_query_len: no break
+    fine = PLUGIN_BATCH.replace("seq_lens_np: np.ndarray", "num_reqs: int = 0")
+    report = gate(tmp_path / "fine", core, {"vllm_ascend/batch.py": fine}, ("vllm_ascend.batch",))
+    assert not by_symbol(report, ORDER)
+    # req_ids gains a default in its own place, first: core's num_reqs then follows it
+    broken = PLUGIN_BATCH.replace("seq_lens_np: np.ndarray", "req_ids: list = None")
+    report = gate(tmp_path / "broken", core, {"vllm_ascend/batch.py": broken}, ("vllm_ascend.batch",))
+    assert [f.severity for f in by_symbol(report, ORDER)] == ["error"]
+
+
+# ----------------------------------------------------------------------------- (C) reads in replacement methods
+
+CORE_VISION = """
+    import torch
+    from torch import nn
+
+
+    class FusedInputNorm(nn.Module):
+        def __init__(self, mean, std, channel=3):
+            super().__init__()
+            self.channel = channel
+            self.is_identity = False
+            self.register_buffer("weight", torch.tensor(std))
+            self.register_buffer("bias", torch.tensor(mean))
+
+        @property
+        def dtype(self):
+            return self.weight.dtype
+
+        def forward(self, x):
+            return x * self.weight + self.bias
+
+
+    class VisionEncoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = FusedInputNorm([0.0], [1.0])
+
+        def forward(self, x):
+            return self.norm(x)
+"""
+
+PLUGIN_VISION = """
+    import contextlib
+
+    import torch
+
+
+    def _forward(self, x):
+        if self.is_identity or not self.training:
+            return x
+        x = x.view(self.channel, -1).to(self.dtype)
+        self.eval()
+        return torch.nn.functional.batch_norm(x, running_mean=self.running_mean, running_var=self.running_var,
+                                              weight=self.weight, bias=self.bias, eps=1e-5)
+
+
+    def install_patch():
+        from vllm.model_executor.models.vision import FusedInputNorm
+
+        FusedInputNorm.forward = _forward
+
+
+    with contextlib.suppress(ImportError):
+        install_patch()
+"""
+
+MEAN = "attribute:vllm.model_executor.models.vision.FusedInputNorm.running_mean"
+VAR = "attribute:vllm.model_executor.models.vision.FusedInputNorm.running_var"
+
+
+def test_a_replacement_method_reading_a_buffer_core_no_longer_registers(tmp_path):
+    core = {"vllm/model_executor/models/vision.py": CORE_VISION}
+    report = gate(tmp_path, core, {"vllm_ascend/patch_vision.py": PLUGIN_VISION}, ("vllm_ascend.patch_vision",))
+    for symbol in (MEAN, VAR):
+        found = by_symbol(report, symbol)
+        assert [(f.severity, f.plugin_path) for f in found] == [("error", "vllm_ascend/patch_vision.py")], symbol
+    # buffers core registers, its attributes, its property, nn.Module's own `training`
+    # and methods: none of them is a finding
+    attrs = {f.symbol.rsplit(".", 1)[-1] for f in report.findings if f.kind == "attribute"}
+    assert attrs == {"running_mean", "running_var"}
+
+
+def test_no_finding_when_core_registers_the_buffers_or_the_plugin_sets_them(tmp_path):
+    registered = CORE_VISION.replace(
+        '            self.register_buffer("bias", torch.tensor(mean))',
+        '            self.register_buffer("bias", torch.tensor(mean))\n'
+        '            self.register_buffer("running_mean", torch.zeros(channel))\n'
+        '            self.running_var = nn.Parameter(torch.ones(channel))')
+    plugin_sets = PLUGIN_VISION.replace("        FusedInputNorm.forward = _forward",
+                                        "        FusedInputNorm.forward = _forward\n"
+                                        "        FusedInputNorm.running_mean = None\n"
+                                        "        FusedInputNorm.running_var = None")
+    cases = (({"vllm/model_executor/models/vision.py": registered}, PLUGIN_VISION),
+             ({"vllm/model_executor/models/vision.py": CORE_VISION}, plugin_sets))
+    for i, (core, plugin) in enumerate(cases):
+        report = gate(tmp_path / str(i), core, {"vllm_ascend/patch_vision.py": plugin}, ("vllm_ascend.patch_vision",))
+        assert not [f for f in report.findings if f.kind == "attribute"], i
+
+
+def test_no_finding_when_a_core_subclass_defines_the_name_or_a_base_cannot_be_read(tmp_path):
+    subclass = CORE_VISION + """
+
+    class StatefulNorm(FusedInputNorm):
+        def __init__(self):
+            super().__init__([0.0], [1.0])
+            self.register_buffer("running_mean", None)
+            self.running_var = None
+"""
+    unknown_base = CORE_VISION.replace("class FusedInputNorm(nn.Module):", "class FusedInputNorm(make_base()):")
+    for i, text in enumerate((subclass, unknown_base)):
+        report = gate(tmp_path / str(i), {"vllm/model_executor/models/vision.py": text},
+                      {"vllm_ascend/patch_vision.py": PLUGIN_VISION}, ("vllm_ascend.patch_vision",))
+        assert not [f for f in report.findings if f.kind == "attribute"], i
+
+
+def test_a_replacement_read_in_a_module_nothing_loads_is_a_warning(tmp_path):
+    core = {"vllm/model_executor/models/vision.py": CORE_VISION}
+    report = gate(tmp_path, core, {"vllm_ascend/patch_vision.py": PLUGIN_VISION}, ())
+    assert [f.severity for f in by_symbol(report, MEAN)] == ["warning"]
+
+
+def test_an_inherited_read_under_a_test_of_the_objects_own_state_is_a_warning(tmp_path):
+    # core pairs the field with a flag (`if self.use_lookahead:`); the plugin sets the flag
+    # itself, so whether the read runs is the object's state, which the gate does not evaluate
+    flagged = CORE_COORDINATOR.replace(
+        "            limit = num_tokens - self.lookahead\n",
+        "            limit = num_tokens\n            if self.use_lookahead:\n"
+        "                limit -= self.lookahead\n").replace(
+        "            self.lookahead = lookahead\n",
+        "            self.lookahead = lookahead\n            self.use_lookahead = bool(lookahead)\n")
+    plugin = PLUGIN_OWN_INIT.replace("            self.pool = [1, 2]\n",
+                                     "            self.pool = [1, 2]\n            self.use_lookahead = False\n")
+    report = gate(tmp_path, {"vllm/v1/core/coordinator.py": flagged}, {"vllm_ascend/coord.py": plugin},
+                  ("vllm_ascend.coord",))
+    found = by_symbol(report, LOOKAHEAD)
+    assert [f.severity for f in found] == ["warning"]
+    assert "self.use_lookahead" in found[0].reason
+
+
+def test_an_inherited_reader_called_only_from_code_the_plugin_overrides_is_a_warning(tmp_path):
+    # core calls `_allocate` only from its own __init__ and from `setup`, which the plugin
+    # overrides: on the plugin's object nothing runs it
+    core_text = """
+    class Zeroer:
+        def __init__(self, device, concurrency=4):
+            self.device = device
+            self.concurrency = concurrency
+            self._allocate()
+
+        def _allocate(self):
+            return [0] * self.concurrency
+
+        def setup(self):
+            self._allocate()
+"""
+    plugin = """
+    from vllm.v1.worker.zeroer import Zeroer
+
+
+    class AscendZeroer(Zeroer):
+        def __init__(self, device):
+            self.device = device
+
+        def setup(self):
+            return None
+"""
+    report = gate(tmp_path, {"vllm/v1/worker/zeroer.py": core_text}, {"vllm_ascend/zeroer.py": plugin},
+                  ("vllm_ascend.zeroer",))
+    assert [f.severity for f in by_symbol(report, "attribute:vllm.v1.worker.zeroer.Zeroer.concurrency")] == \
+        ["warning"]
+
+
+def test_a_replaced_static_method_has_no_self_to_read(tmp_path):
+    core_text = """
+    class SpecConfig:
+        def __init__(self, method):
+            self.method = method
+
+        @staticmethod
+        def hf_config_override(hf_config):
+            return hf_config
+"""
+    plugin = """
+    from vllm.v1.core.spec import SpecConfig
+
+
+    def _override(hf_config):
+        hf_config.update({"x": 1})
+        return hf_config
+
+
+    SpecConfig.hf_config_override = staticmethod(_override)
+    SpecConfig.hf_config_override = _override
+"""
+    report = gate(tmp_path, {"vllm/v1/core/spec.py": core_text}, {"vllm_ascend/spec.py": plugin},
+                  ("vllm_ascend.spec",))
+    assert not [f for f in report.findings if f.kind == "attribute"]
+
+
+def test_a_plugin_init_under_a_version_branch_that_calls_core_init_skips_nothing(tmp_path):
+    plugin = """
+    from vllm.v1.core.coordinator import HybridCoordinator
+
+    NEW_CORE = True
+
+
+    class AscendCoordinator(HybridCoordinator):
+        if NEW_CORE:
+            def __init__(self, config):
+                super().__init__(config, lookahead=1)
+                self.pool = [1, 2]
+        else:
+            def __init__(self, config):
+                super().__init__(config)
+"""
+    report = gate(tmp_path, {"vllm/v1/core/coordinator.py": CORE_COORDINATOR}, {"vllm_ascend/coord.py": plugin},
+                  ("vllm_ascend.coord",))
+    assert not [f for f in report.findings if f.kind == "attribute"]
+
+
+def test_a_replacement_in_an_installer_nothing_calls_is_a_warning(tmp_path):
+    # the installer is defined but never called (a version gate that does not run, a
+    # helper nobody uses): the method is never replaced
+    core = {"vllm/model_executor/models/vision.py": CORE_VISION}
+    plugin = PLUGIN_VISION.replace("        install_patch()\n", "        pass\n")
+    assert plugin != PLUGIN_VISION
+    report = gate(tmp_path, core, {"vllm_ascend/patch_vision.py": plugin}, ("vllm_ascend.patch_vision",))
+    found = by_symbol(report, MEAN)
+    assert [f.severity for f in found] == ["warning"]
+    assert "install_patch" in found[0].reason

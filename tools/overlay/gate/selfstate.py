@@ -1,0 +1,373 @@
+"""`self.x` reads whose attribute core's class will not have on the plugin's objects.
+
+Two shapes, one question (does anything set `x` on this object?):
+
+- **Base `__init__` skipped.** A plugin subclass of a core class whose `__init__` never
+  calls the base's (`super().__init__` or `Base.__init__(self, ...)`) leaves every
+  attribute that only core's `__init__` assigns unset. A core method the subclass inherits
+  (does not override) that reads such an attribute raises AttributeError on the plugin's
+  object. Counted only where nothing else provides the name: no class of the hierarchy
+  has it as a method, class attribute, dataclass field or property, no core method other
+  than `__init__` assigns it, the plugin's classes never assign it, no plugin code stores
+  an attribute of that name anywhere, and the reading method does not name it as a
+  string (`hasattr(self, "x")`, `getattr(self, "x", None)`). An error where the plugin
+  class's module is loaded at start-up and something calls the reading method by name.
+- **Reads in a replacement method.** A plugin function installed as a method of a core
+  class (`FusedInputNorm.forward = ours`) runs with `self` an instance of that class, so
+  its `self.x` reads resolve against it: members, class attributes, properties, every
+  `self.x = ...` of its methods and, for a torch module, the names its methods register
+  (`register_buffer`, `register_parameter`, `register_module`, `add_module`). A name none
+  of these provide is an error where the patch is installed on a start-up path. Not
+  counted where the gate cannot see the whole class (a base it cannot read, other than
+  `torch.nn.Module`, whose own instance data is `training` and private names; its
+  methods are only called), where the class answers any name (`__getattr__`), where a
+  core subclass or a plugin subclass provides the name (the object may be one), or where
+  the plugin stores an attribute of that name anywhere.
+
+The hand engine gates one core at a time, so neither check compares with the declared
+core; `--baseline declared` (and `make gate`) drops what the declared pairing already has.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from overlay.gate import checks
+from overlay.gate.findings import Finding
+from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, dotted, qualify
+from overlay.gate.receivers import DYNAMIC, HARMLESS_BASES, self_assignments
+from overlay.gate.scan import PluginFacts
+from overlay.gate.supercalls import super_calls
+
+TORCH_MODULES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
+TORCH_MODULE_DATA = frozenset({"training", "dump_patches", "call_super_init", "T_destination"})
+REGISTERS = frozenset({"register_buffer", "register_parameter", "register_module", "add_module"})
+
+
+def _functions(cls: ClassInfo) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The class body's own functions by name (the last definition wins, as at run time)."""
+    out = {}
+    for stmt in cls.node.body if cls.node is not None else ():
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out[stmt.name] = stmt
+    return out
+
+
+def _self_name(fn) -> str | None:
+    if any((dotted(d) or "").split(".")[-1] in ("staticmethod", "classmethod") for d in fn.decorator_list):
+        return None
+    args = fn.args.posonlyargs + fn.args.args
+    return args[0].arg if args else None
+
+
+def _strings(node: ast.AST) -> set[str]:
+    return {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+
+
+def _state_test(test: ast.expr, me: str) -> str | None:
+    """The first `me.attr` a condition reads (`if self.use_x:`), else None."""
+    for n in ast.walk(test):
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == me:
+            return f"{me}.{n.attr}"
+    return None
+
+
+def _reads(fn, me: str) -> list[tuple[str, int, bool, str | None]]:
+    """(attribute, line, called, state condition) of every `me.attr` read in `fn` (nested
+    functions too); the condition is the `me.flag` an enclosing `if`/`while`/conditional
+    expression tests (`if self.use_x: self.x[...]`): the object's own state decides
+    whether the read runs."""
+    called = {id(n.func) for n in ast.walk(fn) if isinstance(n, ast.Call)}
+    out: list[tuple[str, int, bool, str | None]] = []
+
+    def visit(node: ast.AST, cond: str | None) -> None:
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) \
+                and isinstance(node.value, ast.Name) and node.value.id == me:
+            out.append((node.attr, node.lineno, id(node) in called, cond))
+        if isinstance(node, (ast.If, ast.While, ast.IfExp)):
+            visit(node.test, cond)
+            inner = cond or _state_test(node.test, me)
+            branches = [node.body, node.orelse] if isinstance(node, ast.IfExp) else [*node.body, *node.orelse]
+            for child in branches:
+                visit(child, inner)
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child, cond)
+
+    visit(fn, None)
+    return out
+
+
+def _registered(cls: ClassInfo) -> set[str]:
+    """Names the class's methods register on the module (`self.register_buffer("w", ...)`)."""
+    out = set()
+    for n in ast.walk(cls.node) if cls.node is not None else ():
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in REGISTERS \
+                and n.args and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str):
+            out.add(n.args[0].value)
+    return out
+
+
+def _members(cls: ClassInfo) -> set[str]:
+    """What the class statement itself binds: methods, class attributes, fields."""
+    names = set(cls.methods) | set(cls.attrs)
+    names |= {f.target.id for f in cls.fields if isinstance(f.target, ast.Name)}
+    return names
+
+
+def provides(cls: ClassInfo, skip_init: bool = False) -> set[str]:
+    """Every name an instance of `cls` gets from the class itself: its members, what its
+    functions assign to `self.x` (outside `__init__` with `skip_init`) and register."""
+    names = _members(cls) | _registered(cls)
+    for attr, sites in self_assignments(cls.node).items() if cls.node is not None else ():
+        if not skip_init or any(fn.name != "__init__" for fn, _ in sites):
+            names.add(attr)
+    return names
+
+
+def _bases_known(world: TreeIndex, chain: list[tuple[ModuleInfo, ClassInfo]]) -> tuple[bool, bool]:
+    """(every base readable or harmless, some base is torch's nn.Module)."""
+    torch = False
+    for mod, cls in chain:
+        for expr in cls.bases:
+            if expr is None:
+                return False, torch
+            target = qualify(mod, expr, None)
+            found = world.resolve_dotted(target) if target else None
+            if found is not None and found[0] == "class":
+                continue
+            if target in TORCH_MODULES:
+                torch = True
+            elif expr.split(".")[-1] not in HARMLESS_BASES:
+                return False, torch
+    return True, torch
+
+
+def _chain(world: TreeIndex, mod: ModuleInfo, cls: ClassInfo, local=None) -> list[tuple[ModuleInfo, ClassInfo]]:
+    """The class and the bases the gate can read (`_bases_known` tells whether that is all)."""
+    return [(mod, cls)] + [b for b in checks._linearize(world, mod, cls, local) if b is not None]
+
+
+# ----------------------------------------------------------------------------- (a) base __init__ skipped
+
+
+def _calls_base_init(cls: ClassInfo) -> bool:
+    """Some `__init__` of the class statement, a version branch's included (`if
+    vllm_version_is(...): def __init__ ...`), calls a base's: `super().__init__(...)` or
+    `Base.__init__(self, ...)`."""
+    if "__init__" in super_calls(cls.node):
+        return True
+    todo = list(cls.node.body) if cls.node is not None else []
+    while todo:
+        stmt = todo.pop()
+        if isinstance(stmt, (ast.If, ast.Try)):
+            todo += [*stmt.body, *stmt.orelse, *getattr(stmt, "finalbody", []),
+                     *(s for h in getattr(stmt, "handlers", []) for s in h.body)]
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == "__init__":
+            holder = ast.ClassDef(name="_", bases=[], keywords=[], body=[stmt], decorator_list=[])
+            if "__init__" in super_calls(holder):
+                return True
+    return False
+
+
+def _skipped_core(chain, is_core) -> tuple[ClassInfo, list] | None:
+    """(the plugin class whose `__init__` stops the chain, the core classes after it whose
+    `__init__` therefore never runs); None when core's `__init__` runs."""
+    for i, (mod, cls) in enumerate(chain):
+        if "__init__" not in cls.methods:
+            continue
+        if is_core(mod.name):
+            return None
+        if _calls_base_init(cls):
+            continue
+        rest = [(m, c) for m, c in chain[i + 1:] if is_core(m.name)]
+        return (cls, rest) if rest else None
+    return None
+
+
+def _live(ev, meth: str) -> bool:
+    """Some call of `meth` (found by name in both trees) sits in code that can run: not in
+    a core method the plugin overrides or replaces (the skipped `__init__` among them)."""
+    return any(ev.callers.reachable(site)[0] for site in ev.callers.sites(meth) or ())
+
+
+def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
+    grouped: dict[tuple, list] = {}
+    for pc in facts.classes:
+        info = world.class_of(pc.module, pc.node)
+        if not info.bases:
+            continue
+        chain = _chain(world, pc.module, info, pc.scope.local_imports)
+        if not _bases_known(world, chain)[0]:
+            continue
+        if any((DYNAMIC | {"__new__", "__setstate__"}) & set(c.methods) for _, c in chain):
+            continue
+        skipped = _skipped_core(chain, ev.is_core)
+        if skipped is None:
+            continue
+        stopper, core_classes = skipped
+        avail: set[str] = set()
+        for mod, cls in chain:
+            avail |= provides(cls, skip_init=ev.is_core(mod.name))
+        init_only: dict[str, tuple[ModuleInfo, ClassInfo]] = {}
+        for mod, cls in core_classes:
+            for attr, sites in self_assignments(cls.node).items() if cls.node is not None else ():
+                if attr not in avail and attr not in facts.attr_stores and all(fn.name == "__init__"
+                                                                                 for fn, _ in sites):
+                    init_only.setdefault(attr, (mod, cls))
+        if not init_only:
+            continue
+        owner_of: dict[str, tuple[ModuleInfo, ClassInfo]] = {}
+        live: dict[str, bool] = {}
+        for mod, cls in chain:
+            for name in _functions(cls):
+                owner_of.setdefault(name, (mod, cls))
+        for meth, (mod, cls) in owner_of.items():
+            if not ev.is_core(mod.name) or meth.startswith("__") and meth.endswith("__"):
+                continue
+            fn = _functions(cls)[meth]
+            me = _self_name(fn)
+            if me is None:
+                continue
+            named = _strings(fn)
+            for attr, line, _, cond in _reads(fn, me):
+                if attr not in init_only or attr in named:
+                    continue
+                if meth not in live:
+                    live[meth] = _live(ev, meth)
+                severity = checks._severity(pc.ctx, ev, pc.module.name, error=cond is None and live[meth])
+                symbol = f"attribute:{mod.name}.{cls.name}.{attr}"
+                grouped.setdefault((checks._kind(pc.ctx, "attribute"), symbol, pc.path, severity), []).append(
+                    (pc, info, stopper, meth, mod, cls, line, init_only[attr], cond))
+    out = []
+    for (kind, symbol, path, severity), items in grouped.items():
+        pc, info, stopper, meth, mod, cls, line, (imod, icls), cond = items[0]
+        attr = symbol.rsplit(".", 1)[-1]
+        methods = sorted({f"{c.name}.{m}" for _, _, _, m, _, c, _, _, _ in items})
+        set_at = self_assignments(icls.node)[attr][0][1].lineno
+        why = (f"{info.name} inherits core's {', '.join(methods)}, which read(s) self.{attr}; only core's "
+               f"{icls.name}.__init__ sets it ({imod.path}:{set_at}), and {stopper.name}.__init__ never calls "
+               f"the base __init__ nor sets it: AttributeError on the plugin's object")
+        evidence = f"core's {cls.name}.{meth} reads it"
+        if cond is not None:
+            evidence += f" only under `{cond}`, the object's own state, which the gate does not evaluate"
+        elif severity == "warning" and ev.startup.reached(pc.module.name):
+            evidence += ", and nothing calls it by name"
+        p = checks.Problem(mod.path, line, (why,), evidence, True)
+        out.append(Finding(kind, symbol, path, pc.line, mod.path, line, checks._why(pc.ctx, why),
+                           severity=severity, reason=checks._reason(pc.ctx, ev, pc.module.name, p.evidence),
+                           summary=f"{info.name} skips {icls.name}.__init__, and inherited {cls.name}.{meth} "
+                                   f"reads self.{attr}"))
+    return out
+
+
+# ----------------------------------------------------------------------------- (c) reads in replacement methods
+
+
+def _core_subclasses_provide(world: TreeIndex, ev, owner: tuple[ModuleInfo, ClassInfo], memo: dict) -> set[str]:
+    """Names core classes deriving directly from `owner` provide (the object may be one)."""
+    key = (owner[0].name, owner[1].name)
+    if key not in memo:
+        names: set[str] = set()
+        for path in ev.callers.mentions(owner[1].name):
+            modname = path[:-3].replace("/", ".").removesuffix(".__init__")
+            mod = world.module(modname)
+            for cls in mod.classes.values() if mod is not None and mod.path == path else ():
+                for expr in cls.bases:
+                    target = qualify(mod, expr, None) if expr else None
+                    found = world.resolve_dotted(target) if target else None
+                    if found is not None and found[0] == "class" and \
+                            (found[1][0].name, found[1][1].name) == key:  # type: ignore[index]
+                        names |= provides(cls)
+        memo[key] = names
+    return memo[key]
+
+
+def _installer(r, facts: PluginFacts) -> tuple[str, bool] | None:
+    """For a replacement made inside a module-level function (`def install_patch(): C.m =
+    ours`): (that function's name, whether the plugin calls it in a branch that runs);
+    None when it is made at import."""
+    if r.at_import or r.module.tree is None:
+        return None
+    for stmt in r.module.tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and stmt.lineno <= r.line <= (stmt.end_lineno or stmt.lineno):
+            name = stmt.name
+            return name, any(u.func == name or u.func.endswith("." + name) for u in facts.calls)
+    return None
+
+
+def check_replacement_reads(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
+    grouped: dict[tuple, list] = {}
+    sub_memo: dict = {}
+    core_memo: dict = {}
+    for r in facts.replacements:
+        if r.in_class or r.attr in ("__init__", "__new__"):
+            continue
+        owner = world.resolve_dotted(r.owner)
+        if owner is None or owner[0] != "class":
+            continue
+        cmod, ccls = owner[1]  # type: ignore[misc]
+        sig = ccls.methods.get(r.attr)
+        if not ev.is_core(cmod.name) or sig is None or sig.is_static or sig.is_classmethod:
+            continue  # only a core instance method's replacement runs with `self` the object
+        found = checks._patch_function(r, world)
+        if found is None or not isinstance(found[1], (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        fpath, fn = found
+        me = _self_name(fn)
+        if me is None:
+            continue
+        chain = _chain(world, cmod, ccls)
+        if any(DYNAMIC & set(c.methods) for _, c in chain):
+            continue
+        known, torch = _bases_known(world, chain)
+        if not known:
+            continue  # a base the gate cannot read (other than nn.Module) may define anything
+        avail: set[str] = set()
+        for _, cls in chain:
+            avail |= provides(cls)
+        named = _strings(fn)
+        assigned = set(self_assignments(ast.ClassDef(name="_", bases=[], keywords=[], body=[fn],
+                                                     decorator_list=[])))
+        for attr, line, called, cond in _reads(fn, me):
+            if attr in avail or attr in named or attr in assigned or attr in facts.attr_stores:
+                continue
+            if attr.startswith("_") or (torch and (called or attr in TORCH_MODULE_DATA)):
+                continue
+            if attr in _core_subclasses_provide(world, ev, (cmod, ccls), core_memo) \
+                    or checks._subclass_has(facts, world, (cmod, ccls), attr, sub_memo):
+                continue
+            installer = _installer(r, facts)
+            severity = checks._severity(r.ctx, ev, r.module.name,
+                                        error=cond is None and (installer is None or installer[1]))
+            symbol = f"attribute:{cmod.name}.{ccls.name}.{attr}"
+            grouped.setdefault((checks._kind(r.ctx, "attribute"), symbol, fpath, severity), []).append(
+                (r, fn, line, cmod, ccls, cond))
+    out = []
+    for (kind, symbol, path, severity), items in grouped.items():
+        r, fn, line, cmod, ccls, cond = items[0]
+        attr = symbol.rsplit(".", 1)[-1]
+        lines = sorted({i[2] for i in items})
+        more = f" (also at line(s) {', '.join(map(str, lines[1:]))})" if len(lines) > 1 else ""
+        what = "member, attribute, property or registered buffer/parameter" if _bases_known(
+            world, [(cmod, ccls)])[1] else "member, attribute or property"
+        why = (f"{fn.name} is installed as {ccls.name}.{r.attr} ({r.path}:{r.line}), so self is a {ccls.name}, "
+               f"and core's {ccls.name} and its bases have no {what} '{attr}'{more}")
+        evidence = f"{ccls.name}.{r.attr} runs the plugin's function"
+        installer = _installer(r, facts)
+        if installer is not None and not installer[1]:
+            evidence += f", but nothing calls {installer[0]}, which installs it, in a branch that runs"
+        if cond is not None:
+            evidence += f"; read only under `{cond}`, the object's own state, which the gate does not evaluate"
+        p = checks.Problem(cmod.path, ccls.line, (why,), evidence, True)
+        out.append(Finding(kind, symbol, path, lines[0], cmod.path, ccls.line, checks._why(r.ctx, f"`self.{attr}` "
+                           f"is read when the method runs: {why}"), severity=severity,
+                           reason=checks._reason(r.ctx, ev, r.module.name, p.evidence),
+                           summary=f"read of {ccls.name}.{attr} in the replacement {ccls.name}.{r.attr}: core's "
+                                   f"{ccls.name} has no attribute '{attr}'"))
+    return out
+
+
+def check_self_state(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
+    return check_skipped_init(facts, world, ev) + check_replacement_reads(facts, world, ev)
