@@ -479,3 +479,20 @@ def test_a_replacement_in_an_installer_nothing_calls_is_a_warning(tmp_path):
     found = by_symbol(report, MEAN)
     assert [f.severity for f in found] == ["warning"]
     assert "install_patch" in found[0].reason
+
+
+def test_an_inherited_reader_called_only_from_a_core_constructor_is_a_warning(tmp_path):
+    """A call inside a core `__init__` proves the read runs only if that class is built on
+    a path the plugin runs, which a name-based search cannot tell (vLLM has two
+    GPUModelRunner classes; the v2 runner's PPHandler.__init__ calls
+    make_sibling_device_group, a false error where the plugin turns the v2 runner off)."""
+    only_ctor = CORE_COORDINATOR.replace(
+        "        def allocate(self, request):\n            self.coordinator.cache_blocks(request, 4)\n",
+        "        def allocate(self, request):\n").replace(
+        "            self.coordinator = HybridCoordinator(config)\n",
+        "            self.coordinator = HybridCoordinator(config)\n            self.coordinator.cache_blocks(None, 4)\n")
+    report = gate(tmp_path, {"vllm/v1/core/coordinator.py": only_ctor}, {"vllm_ascend/coord.py": PLUGIN_OWN_INIT},
+                  ("vllm_ascend.coord",))
+    found = by_symbol(report, LOOKAHEAD)
+    assert [f.severity for f in found] == ["warning"]
+    assert "constructor" in found[0].reason, found[0].reason

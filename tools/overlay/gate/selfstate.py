@@ -185,10 +185,23 @@ def _skipped_core(chain, is_core) -> tuple[ClassInfo, list] | None:
     return None
 
 
-def _live(ev, meth: str) -> bool:
-    """Some call of `meth` (found by name in both trees) sits in code that can run: not in
-    a core method the plugin overrides or replaces (the skipped `__init__` among them)."""
-    return any(ev.callers.reachable(site)[0] for site in ev.callers.sites(meth) or ())
+IMPLICIT = "called implicitly"  # Callers.function_reachable's answer for a dunder method
+
+
+def _live(ev, meth: str) -> str:
+    """"yes": some call of `meth` (found by name in both trees) sits in code that can run,
+    not in a core method the plugin overrides or replaces (the skipped `__init__` among
+    them); "constructor": the only such calls sit in core constructors, which run only if
+    their class is built on a path the plugin runs, which a search by name cannot tell
+    (vLLM has two GPUModelRunner classes); "": none."""
+    answer = ""
+    for site in ev.callers.sites(meth) or ():
+        ok, why = ev.callers.reachable(site)
+        if ok and (site.plugin or site.func != "__init__" or why != IMPLICIT):
+            return "yes"
+        if ok:
+            answer = "constructor"
+    return answer
 
 
 def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
@@ -235,15 +248,15 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
                     continue
                 if meth not in live:
                     live[meth] = _live(ev, meth)
-                severity = checks._severity(pc.ctx, ev, pc.module.name, error=cond is None and live[meth])
+                severity = checks._severity(pc.ctx, ev, pc.module.name, error=cond is None and live[meth] == "yes")
                 symbol = f"attribute:{mod.name}.{cls.name}.{attr}"
                 grouped.setdefault((checks._kind(pc.ctx, "attribute"), symbol, pc.path, severity), []).append(
-                    (pc, info, stopper, meth, mod, cls, line, init_only[attr], cond))
+                    (pc, info, stopper, meth, mod, cls, line, init_only[attr], cond, live[meth]))
     out = []
     for (kind, symbol, path, severity), items in grouped.items():
-        pc, info, stopper, meth, mod, cls, line, (imod, icls), cond = items[0]
+        pc, info, stopper, meth, mod, cls, line, (imod, icls), cond, alive = items[0]
         attr = symbol.rsplit(".", 1)[-1]
-        methods = sorted({f"{c.name}.{m}" for _, _, _, m, _, c, _, _, _ in items})
+        methods = sorted({f"{c.name}.{m}" for _, _, _, m, _, c, _, _, _, _ in items})
         set_at = self_assignments(icls.node)[attr][0][1].lineno
         why = (f"{info.name} inherits core's {', '.join(methods)}, which read(s) self.{attr}; only core's "
                f"{icls.name}.__init__ sets it ({imod.path}:{set_at}), and {stopper.name}.__init__ never calls "
@@ -252,7 +265,8 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
         if cond is not None:
             evidence += f" only under `{cond}`, the object's own state, which the gate does not evaluate"
         elif severity == "warning" and ev.startup.reached(pc.module.name):
-            evidence += ", and nothing calls it by name"
+            evidence += (", called only from core constructors, whose classes the gate cannot show are built "
+                         "on a path the plugin runs" if alive == "constructor" else ", and nothing calls it by name")
         p = checks.Problem(mod.path, line, (why,), evidence, True)
         out.append(Finding(kind, symbol, path, pc.line, mod.path, line, checks._why(pc.ctx, why),
                            severity=severity, reason=checks._reason(pc.ctx, ev, pc.module.name, p.evidence),
