@@ -244,6 +244,11 @@ def gate_loaded(tmp_path: Path, pkgs: dict[str, str], core: dict[str, str], plug
     return run_gate(core_dir, plugin_dir)
 
 
+def by_symbol(report, symbol: str) -> list:
+    """The report's findings with this symbol."""
+    return [f for f in report.findings if f.symbol == symbol]
+
+
 def real_trees(mirror: Path, base: Path, pin: str, versions: tuple[str, ...]) -> tuple[Path, dict[str, Path]]:
     """(the pin set's plugin commit exported from the real mirror, {version: extracted vllm
     sdist}) under `base`; skips when the mirror lacks one of them."""

@@ -412,3 +412,19 @@ def test_a_truth_item_named_by_a_checker_key_is_forecast_by_that_diagnostic_only
     assert score(pairing, (other,)).truth_forecast == 0
     hit = replace(other, symbol="type:misc:Attributes without a default cannot follow attributes with one")
     assert score(pairing, (hit,)).truth_forecast_items == ("a guarded read",)
+
+
+@pytest.mark.parametrize("tag", ["../../outside", "v0.9.0/../../x", "--output=x", "0.9.0 extra"])
+def test_a_hostile_declared_tag_is_not_a_release_and_reaches_no_path(tmp_path, tag):
+    """The tag file is upstream data: a value that is not a release version is read as no
+    declaration (the release before the pairing's is used), never joined into a path."""
+    from overlay.commands.gate_eval import declared_core
+
+    pypi = tmp_path / "pypi"
+    pypi.mkdir()
+    for v in ("0.9.0", "0.10.0"):
+        _sdist(pypi, v, {})
+    plugin = tmp_path / "plugin"
+    (plugin / ".github").mkdir(parents=True)
+    (plugin / ".github" / "vllm-release-tag.commit").write_text(tag + "\n")
+    assert declared_core(tmp_path, plugin, "0.10.0") == "0.9.0"

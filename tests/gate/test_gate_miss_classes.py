@@ -25,8 +25,7 @@ def gate(tmp_path, core: dict[str, str], plugin: dict[str, str], loaded: tuple[s
     return gatekit.gate_loaded(tmp_path, PKGS, core, plugin, loaded)
 
 
-def by_symbol(report, symbol):
-    return [f for f in report.findings if f.symbol == symbol]
+by_symbol = gatekit.by_symbol
 
 
 # ----------------------------------------------------------------------------- (a) super() through core bases

@@ -62,7 +62,8 @@ def declared_core(mirror: Path, plugin: Path, core: str) -> str | None:
     from packaging.version import InvalidVersion, Version
 
     declared = baseline_trees.declared_release(plugin)
-    if declared and declared != core:
+    # upstream data: only a release version is joined into the sdist's name
+    if declared and declared != core and evaluation.is_release_version(declared):
         return declared
     older = []
     for sdist in (mirror / "pypi").glob("vllm-*.tar.gz"):

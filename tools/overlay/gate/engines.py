@@ -168,8 +168,9 @@ def module_of(path: str) -> str:
     return name[: -len(".__init__")] if name.endswith(".__init__") else name
 
 
-def _hand_name(f: Finding) -> str:
-    return re.split(r"[.:]", f.symbol)[-1]
+def last_name(symbol: str) -> str:
+    """The attribute, function or method a finding's symbol ends with."""
+    return re.split(r"[.:]", symbol)[-1]
 
 
 def _agrees(hand: Finding, chk: Finding) -> bool:
@@ -177,7 +178,7 @@ def _agrees(hand: Finding, chk: Finding) -> bool:
         return False
     if hand.plugin_line == chk.plugin_line:
         return True
-    return abs(hand.plugin_line - chk.plugin_line) <= NEAR and _hand_name(hand) in QUOTED.findall(chk.message)
+    return abs(hand.plugin_line - chk.plugin_line) <= NEAR and last_name(hand.symbol) in QUOTED.findall(chk.message)
 
 
 def combine(hand: Iterable[Finding], checked: Iterable[Finding], shapes: PluginShapes,

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from overlay.series import yamldoc
 from overlay.errors import OverlayError
-from overlay.gate.engines import QUOTED
+from overlay.gate.engines import QUOTED, last_name
 from overlay.gate.findings import Finding
 
 _COMMIT = re.compile(r"[0-9a-fA-F]{4,64}")
@@ -74,6 +74,12 @@ class Pairing:
 
     def verdict(self, key: str) -> Verdict | None:
         return next((v for v in self.verdicts if v.key == key), None)
+
+
+def is_release_version(text: str) -> bool:
+    """A release version as the classification and a sdist's name carry it (0.25.0), nothing
+    that could reach a path or an option."""
+    return _VERSION.fullmatch(text) is not None
 
 
 def finding_key(f: Finding) -> str:
@@ -137,7 +143,7 @@ def _pairing(node: yamldoc.Node, shown: str) -> Pairing:
     if not _COMMIT.fullmatch(plugin):
         raise OverlayError(f"pairing '{name}': plugin '{plugin[:60]}' is not a commit id", path=shown,
                            line=fields["plugin"].line, hint="write the plugin commit's hex id")
-    if not _VERSION.fullmatch(core):
+    if not is_release_version(core):
         raise OverlayError(f"pairing '{name}': core '{core[:60]}' is not a release version", path=shown,
                            line=fields["core"].line, hint="write the vLLM release, as 0.25.0")
     verdicts = []
@@ -236,7 +242,7 @@ def _forecasts(item: TruthItem, forecasts: list[Finding]) -> bool:
             if any(finding_key(f) == key for f in forecasts):
                 return True
             continue
-        name = re.split(r"[.:]", symbol)[-1]
+        name = last_name(symbol)
         if any(f.plugin_path == path and name in QUOTED.findall(f.message) for f in forecasts):
             return True
     return False
