@@ -19,7 +19,7 @@ from overlay.gate.captures import aliased
 from overlay.gate.callers import COMMON, Callers, Site
 from overlay.gate.conditions import unknown_bases_in_core
 from overlay.gate.findings import NO_CORE_CALLER, Finding
-from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, dotted, qualify
+from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, dotted, inert_base, qualify
 from overlay.gate.modalias import module_alias
 from overlay.gate.scan import Context, ImportUse, PluginFacts, Replacement
 from overlay.gate.signature import (CallShape, Param, Signature, accepts_call, accepts_open_call, covers,
@@ -166,6 +166,8 @@ def _linearize(world: TreeIndex, mod: ModuleInfo, cls: ClassInfo,
     def bases_of(m: ModuleInfo, c: ClassInfo, loc: dict[str, str] | None):
         result = []
         for expr in c.bases:
+            if expr and inert_base(m, expr, loc):
+                continue
             target = qualify(m, expr, loc) if expr else None
             found = world.resolve_dotted(target) if target else None
             result.append(found[1] if found and found[0] == "class" else None)
