@@ -12,7 +12,14 @@ trees (written here, never copied upstream code):
 
 from __future__ import annotations
 
+import ast
+import re
+
 import gatekit
+from hypothesis import given
+from hypothesis import strategies as st
+
+from overlay.gate import aliascalls
 
 PKGS = {"vllm/__init__.py": "", "vllm/models/__init__.py": ""}
 
@@ -318,3 +325,26 @@ def test_a_class_nothing_builds_or_registers_is_a_warning(tmp_path):
                   {"vllm_ascend/engine.py": unregistered}, ("vllm_ascend.engine",))
     found = by_symbol(report, "override:vllm_ascend.engine.NpuEngine.start_update")
     assert [f.severity for f in found] == ["warning"]
+
+
+# ----------------------------------------------------------------------------- the alias rule itself
+
+OTHER_BINDINGS = ["for x in items: pass", "with ctx() as x: pass", "x, y = pair", "(x := other())",
+                  "import x", "from m import x", "x += 1", "global x", "try:\n        pass\n    except E as x:\n        pass",
+                  "x = other()", "x = items[0]", "del x"]
+
+
+@given(st.sampled_from(OTHER_BINDINGS), st.booleans())
+def test_a_name_also_bound_any_other_way_is_no_alias(binding, first):
+    lines = ["x = A if c else B", binding] if not first else [binding, "x = A if c else B"]
+    src = "def f(c, items, pair):\n" + "".join(f"    {line}\n" for line in lines) + "    x()\n"
+    fn = ast.parse(src).body[0]
+    assert "x" not in aliascalls.local_aliases(fn)
+
+
+@given(st.lists(st.sampled_from(["A", "m.B", "A if c else m.B", "(A if c else B) if d else m.C"]), min_size=1, max_size=4))
+def test_plain_assignments_of_names_and_conditionals_are_aliases(values):
+    src = "def f(c, d):\n" + "".join(f"    if c:\n        x = {v}\n" for v in values) + "    x()\n"
+    fn = ast.parse(src).body[0]
+    expected = [n for v in values for n in re.findall(r"[A-Za-z_][\w.]*", v) if n not in ("if", "else", "c", "d")]
+    assert {k: sorted(v) for k, v in aliascalls.local_aliases(fn).items()} == {"x": sorted(expected)}

@@ -15,6 +15,7 @@ else. Pure functions of a module's syntax tree.
 from __future__ import annotations
 
 import ast
+import re
 
 from overlay.gate.callers import Callers, Site, _scopes, module_name
 from overlay.gate.index import ModuleInfo, dotted, qualify
@@ -103,6 +104,13 @@ def alias_calls(mod: ModuleInfo, qualname: str, plugin: bool, resolves, scopes: 
     return out
 
 
+def _may_alias(data: bytes, name: str) -> bool:
+    """Can the file's text alias `name` at all: does it name it other than right before a
+    call (`name(`, `name[`)? A cheap test before any function is walked."""
+    raw = name.encode()
+    return raw in data and re.search(rb"\b%s\b(?!\s*[(\[])" % re.escape(raw), data) is not None
+
+
 def _resolver(callers: Callers):
     def resolves(target: str) -> bool:
         return any(index.resolve_dotted(target) is not None for _, _, index, _ in callers.trees)
@@ -112,6 +120,8 @@ def _resolver(callers: Callers):
 def module_alias_calls(callers: Callers, mod: ModuleInfo, attr: str) -> list[Site]:
     """Calls through local aliases of `mod`'s global `attr` inside core module `mod` (what a
     replacement of that module attribute reaches, as its bare-name calls do)."""
+    if not _may_alias(callers.text(mod.path, 0), attr):
+        return []
     return alias_calls(mod, f"{mod.name}.{attr}", False, _resolver(callers))
 
 
@@ -135,5 +145,6 @@ def constructor_calls(callers: Callers, mod: ModuleInfo, cls_name: str, limit: i
             if s.receiver in ("self", "cls", "super", "?") or qualify(fmod, spelled) != qualname:
                 continue
             out.append(s)
-        out += alias_calls(fmod, qualname, False, resolves)
+        if _may_alias(callers.text(path, 0), cls_name):
+            out += alias_calls(fmod, qualname, False, resolves)
     return out
