@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from overlay.gate.captures import aliased, class_capture
 from overlay.gate.findings import Finding
 from overlay.gate.forwarders import forwards
-from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, dotted, qualify
+from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, dotted, inert_base, qualify
 from overlay.gate.instances import plugin_function_reachable
 from overlay.gate.scan import CallUse, PluginFacts
 from overlay.gate.signature import Signature, accepts_call
@@ -100,6 +100,8 @@ class _Resolver:
     def _bases(self, mod: ModuleInfo, cls: ClassInfo, local: dict | None) -> list:
         out = []
         for expr in cls.bases:
+            if expr and inert_base(mod, expr, local):
+                continue
             target = qualify(mod, expr, local) if expr else None
             found = self.world.resolve_dotted(target) if target else None
             out.append(found[1] if found and found[0] == "class" else None)

@@ -15,11 +15,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
+from overlay.gate.aliascalls import constructor_calls, module_alias_calls
 from overlay.gate.captures import aliased
 from overlay.gate.callers import COMMON, Callers, Site
 from overlay.gate.conditions import unknown_bases_in_core
 from overlay.gate.findings import NO_CORE_CALLER, Finding
-from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, dotted, qualify
+from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, dotted, inert_base, qualify
 from overlay.gate.modalias import module_alias
 from overlay.gate.scan import Context, ImportUse, PluginFacts, Replacement
 from overlay.gate.signature import (CallShape, Param, Signature, accepts_call, accepts_open_call, covers,
@@ -166,6 +167,8 @@ def _linearize(world: TreeIndex, mod: ModuleInfo, cls: ClassInfo,
     def bases_of(m: ModuleInfo, c: ClassInfo, loc: dict[str, str] | None):
         result = []
         for expr in c.bases:
+            if expr and inert_base(m, expr, loc):
+                continue
             target = qualify(m, expr, loc) if expr else None
             found = world.resolve_dotted(target) if target else None
             result.append(found[1] if found and found[0] == "class" else None)
@@ -561,7 +564,7 @@ def _module_replacement(r: Replacement, mod: ModuleInfo, symbol: str, world: Tre
     core_sig = _callable_signature(world, world.resolve(mod.name, r.attr))
     dead_calls = []
     live = False
-    for site in ev.callers.core_sites(mod.path, r.attr):
+    for site in ev.callers.core_sites(mod.path, r.attr) + module_alias_calls(ev.callers, mod, r.attr):
         if site.receiver != "":
             continue
         ok, why = ev.callers.reachable(site)
@@ -753,10 +756,29 @@ def _method_replacement(r: Replacement, owner: tuple[ModuleInfo, ClassInfo], sym
         return []
     core_classes = [(mod, cls)] + [b for b in _linearize(world, mod, cls) if b is not None]
     out = []
-    for p in _contract(vsig, core_sig, core_classes, r.attr, replaced, ev, set()):
+    built = _construction_contract(vsig, core_sig, mod, cls, ev) if r.attr == "__init__" else None
+    for p in built if built is not None else _contract(vsig, core_sig, core_classes, r.attr, replaced, ev, set()):
         message = (f"{vname}{vsig.render()[len(vsig.name):]} replaces {core_cls.name}.{core_sig.render()} "
                    f"({core_mod.name}) but {p.evidence.split(';')[0]} and it " + "; ".join(p.problems))
         out.append(_replacement_finding(r, symbol, _subject(vname, f"{core_cls.name}.{r.attr}"), message, p, ev))
+    return out
+
+
+def _construction_contract(vsig: Signature, core_sig: Signature, mod: ModuleInfo, cls: ClassInfo,
+                           ev: Evidence) -> list[Problem] | None:
+    """A replaced `__init__` runs where core builds the class: `Cls(...)` and calls through
+    a local alias of it (`attn_cls = Cls if c else Other; attn_cls(...)`, aliascalls.py).
+    The problems at those calls that can run; None when no such call can run (the other
+    evidence decides)."""
+    sites = constructor_calls(ev.callers, mod, cls.name, COMMON)
+    live = [s for s in sites or [] if ev.callers.reachable(s)[0]]
+    if not live:
+        return None
+    out = []
+    for s in live:
+        problems = _call_problems(vsig.bound(), core_sig.bound(), s.shape)
+        if problems:
+            out.append(Problem(s.path, s.shape.line, tuple(problems), f"core calls it at {s.where()}", True))
     return out
 
 

@@ -18,6 +18,7 @@ from typing import Callable
 
 from overlay.errors import OverlayError
 from overlay.gate import checks, instances, selfstate, store
+from overlay.gate.abstracts import check_abstract_methods
 from overlay.gate.bindings import check_bindings
 from overlay.gate.replacedglobals import check_replaced_globals
 from overlay.gate.callers import Callers, TextCache
@@ -197,7 +198,8 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
              + checks.check_attributes(facts, world, ev) + check_calls(facts, world, ev)
              + checks.check_version_guards(facts, ev) + check_bindings(facts, world, ev)
              + check_replaced_globals(facts, world, ev)
-             + check_field_order(facts, world, ev) + selfstate.check_self_state(facts, world, ev))
+             + check_field_order(facts, world, ev) + selfstate.check_self_state(facts, world, ev)
+             + check_abstract_methods(facts, world, ev))
     found = checks.fold_dead_patches(found, facts, world, ev)
     unique = merge_sites(sorted(set(found), key=Finding.sort_key))
     notes += skipped_notes(core_src, plugin_src)

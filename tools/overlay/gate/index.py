@@ -242,7 +242,9 @@ def class_info(node: ast.ClassDef, decide: Decide | None = None) -> ClassInfo:
     # dataclass fields: the class body's own annotations, and those under an `if` the
     # decider settles (an undecided `if` adds none, as before)
     fields = [s for s in _decided_body(node.body, decide) if isinstance(s, ast.AnnAssign)]
-    bases = tuple(dotted(b) for b in node.bases)
+    # a subscripted generic base (`Engine[Info]`, `Generic[T]`) is its class: the
+    # subscript only parametrises it
+    bases = tuple(dotted(b.value if isinstance(b, ast.Subscript) else b) for b in node.bases)
     decorators = tuple(dotted(d.func if isinstance(d, ast.Call) else d) or "" for d in node.decorator_list)
     return ClassInfo(node.name, node.lineno, bases, methods, attrs, decorators, node, fields=fields)
 
@@ -641,6 +643,19 @@ def _preferred(bindings: list[Binding]) -> Binding:
         if b.kind in ("def", "class"):
             return b
     return bindings[0]
+
+
+# Bases that give a subclass nothing its lookups, its constructor or its attributes would
+# find (`ABC` only marks abstract methods, `Generic[T]` only parametrises): a class deriving
+# from them is as readable as one without them.
+INERT_BASES = frozenset({"abc.ABC", "typing.Generic", "typing_extensions.Generic"})
+
+
+def inert_base(mod: ModuleInfo, expr: str, local: dict[str, str] | None = None) -> bool:
+    """Is the base expression `expr` in `mod` one of INERT_BASES (or `object`)?"""
+    if expr == "object" and "object" not in mod.bindings and not (local and "object" in local):
+        return True
+    return qualify(mod, expr, local) in INERT_BASES
 
 
 def qualify(mod: ModuleInfo, expr: str, local: dict[str, str] | None = None) -> str | None:
