@@ -6,7 +6,7 @@ callee is resolved to its core definition where that can be done statically:
 
 - `f(...)`, `mod.f(...)`, `Class.meth(...)`, `orig(...)` for `orig = mod.f`, and
   Triton launches `kernel[grid](...)` (constexpr keywords included; launcher options
-  and parameters a decorator may fill are not counted as missing);
+  and parameters a decorator fills are not counted as missing: launches.py);
 - `super().meth(...)` and `super().__init__(...)` (a core `__init__` or the fields of a
   core dataclass) in a plugin class;
 - `self.meth(...)` where `meth` comes from a core base class (nothing in the plugin's
@@ -31,6 +31,7 @@ from overlay.gate.findings import Finding
 from overlay.gate.forwarders import forwards
 from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, dotted, qualify
 from overlay.gate.instances import plugin_function_reachable
+from overlay.gate.launches import missing_in_launch
 from overlay.gate.scan import CallUse, PluginFacts
 from overlay.gate.signature import Signature, accepts_call
 
@@ -452,6 +453,17 @@ def _return_annotation(mod: ModuleInfo, sig: Signature) -> str | None:
     return None
 
 
+def launch_problems(world: TreeIndex, callee: Callee, shape) -> list[str]:
+    """A Triton launch of a core kernel: the required parameters it leaves out (launches.py)."""
+    if not shape.launch:
+        return []
+    found = world.resolve_dotted(callee.qualname)
+    if found is None or found[0] != "func":
+        return []
+    fmod, sig = found[1]  # type: ignore[misc]
+    return missing_in_launch(fmod, sig, shape)
+
+
 def _unreachable(use: CallUse, ev, memo: dict) -> str:
     """Why the plugin method holding `use` cannot be called ("" when it can, or when
     the call sits at module level or in a plain function)."""
@@ -472,7 +484,7 @@ def check_calls(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
         callee = resolver.callee(use)
         if callee is None:
             continue
-        problems = accepts_call(callee.sig, use.shape)
+        problems = accepts_call(callee.sig, use.shape) + launch_problems(world, callee, use.shape)
         if not problems:
             continue
         symbol = f"call:{callee.qualname}"
