@@ -14,6 +14,11 @@
 
 from __future__ import annotations
 
+from hypothesis import given, strategies as st
+
+from overlay.gate.shifts import shifted_positions
+from overlay.gate.signature import CallShape, Param, Signature
+
 import gatekit
 
 PKGS = {"vllm/__init__.py": "", "vllm/v1/__init__.py": "", "vllm/v1/worker/__init__.py": "",
@@ -101,3 +106,132 @@ def test_a_decorator_the_gate_cannot_read_leaves_missing_parameters_unjudged(tmp
     assert by_symbol(launch_report(tmp_path / "h", mapping), KERNEL_SYMBOL) == []
     wrapped = "@libentry()\n    " + JIT
     assert by_symbol(launch_report(tmp_path / "w", wrapped), KERNEL_SYMBOL) == []
+
+
+# ----------------------------------------------------------------------------- (F) positional shift
+
+COMPILATION = """
+    class CompilationConfig:
+        def resolve_cudagraph_mode_and_sizes(
+            self,
+            min_cg_support,
+            min_cg_attn_backend,
+            uniform_decode_query_len=1,
+            use_v2_model_runner=False,
+            tensor_parallel_size=1,
+            kv_cache_config=None,
+            max_num_reqs=None,
+            is_profiling=False,
+        ):
+            return None
+"""
+
+VLLM_CONFIG = """
+    from dataclasses import dataclass
+
+    from vllm.config.compilation import CompilationConfig
+
+
+    @dataclass
+    class VllmConfig:
+        compilation_config: CompilationConfig
+"""
+
+GPU_RUNNER = """
+    from vllm.config.vllm import VllmConfig
+
+
+    class GPUModelRunner:
+        def __init__(self, vllm_config: VllmConfig, device):
+            self.compilation_config = vllm_config.compilation_config
+"""
+
+PLUGIN_RUNNER = """
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+
+    class NPUModelRunner(GPUModelRunner):
+        def __init__(self, vllm_config, device):
+            super().__init__(vllm_config, device)
+
+        def initialize_cudagraph(self, min_cg_support, min_cg_attn_backend):
+            return self.compilation_config.resolve_cudagraph_mode_and_sizes(
+                min_cg_support,
+                min_cg_attn_backend,
+                {args}
+            )
+"""
+
+SHIFT_CORE = {"vllm/config/compilation.py": COMPILATION, "vllm/config/vllm.py": VLLM_CONFIG,
+              "vllm/v1/worker/gpu_model_runner.py": GPU_RUNNER}
+SHIFT_SYMBOL = "call:vllm.config.compilation.CompilationConfig.resolve_cudagraph_mode_and_sizes"
+SHIFTED = ("self.uniform_decode_query_len, self.parallel_config.tensor_parallel_size, self.kv_cache_config, "
+           "self.max_num_reqs,")
+
+
+def shift_report(tmp_path, args: str, core: dict[str, str] = SHIFT_CORE):
+    return gate(tmp_path, core, {"vllm_ascend/runner.py": PLUGIN_RUNNER.replace("{args}", args)},
+                ("vllm_ascend.runner",))
+
+
+def test_positions_shifted_by_an_inserted_parameter_through_an_inherited_receiver(tmp_path):
+    (f,) = by_symbol(shift_report(tmp_path, SHIFTED), SHIFT_SYMBOL)
+    assert f.severity == "error"
+    assert "'use_v2_model_runner'" in f.message and "'tensor_parallel_size'" in f.message
+    assert "'kv_cache_config', 'max_num_reqs'" in f.message
+    assert "GPUModelRunner" in f.message  # how the receiver was typed
+    # the same call by keyword, or with the parameter it skips passed, is fine
+    fixed = ("uniform_decode_query_len=self.uniform_decode_query_len, "
+             "tensor_parallel_size=self.parallel_config.tensor_parallel_size, kv_cache_config=self.kv_cache_config, "
+             "max_num_reqs=self.max_num_reqs,")
+    assert by_symbol(shift_report(tmp_path / "k", fixed), SHIFT_SYMBOL) == []
+    passed = ("self.uniform_decode_query_len, False, self.parallel_config.tensor_parallel_size, "
+              "self.kv_cache_config, self.max_num_reqs,")
+    assert by_symbol(shift_report(tmp_path / "p", passed), SHIFT_SYMBOL) == []
+
+
+def test_names_out_of_core_order_or_a_plugin_override_are_no_shift(tmp_path):
+    swapped = "self.uniform_decode_query_len, self.max_num_reqs, self.kv_cache_config,"
+    assert by_symbol(shift_report(tmp_path / "s", swapped), SHIFT_SYMBOL) == []
+    # a plugin subclass of the config class defines the method: the object may be that one
+    core = {**SHIFT_CORE}
+    report = gate(tmp_path / "o", core, {
+        "vllm_ascend/runner.py": PLUGIN_RUNNER.replace("{args}", SHIFTED),
+        "vllm_ascend/config.py": """
+            from vllm.config.compilation import CompilationConfig
+
+
+            class AscendCompilationConfig(CompilationConfig):
+                def resolve_cudagraph_mode_and_sizes(self, *args, **kwargs):
+                    return None
+        """}, ("vllm_ascend.runner",))
+    assert by_symbol(report, SHIFT_SYMBOL) == []
+    # a core base that assigns the attribute from something untyped leaves the receiver open
+    untyped = {**SHIFT_CORE, "vllm/v1/worker/gpu_model_runner.py": GPU_RUNNER.replace(
+        "vllm_config.compilation_config", "make_config()")}
+    assert by_symbol(shift_report(tmp_path / "u", SHIFTED, untyped), SHIFT_SYMBOL) == []
+
+
+NAMES = st.lists(st.from_regex(r"[a-z]{1,6}_[a-z]{1,6}", fullmatch=True), min_size=2, max_size=8, unique=True)
+
+
+def _sig(names: list[str]) -> Signature:
+    return Signature(name="f", line=1, posonly=(), args=tuple(Param(n, False) for n in names), vararg=None,
+                     kwonly=(), kwarg=None)
+
+
+def _shape(names: list[str | None]) -> CallShape:
+    return CallShape(line=1, npos=len(names), keywords=(), star=False, dstar=False, pos_names=tuple(names))
+
+
+@given(NAMES, st.data())
+def test_a_call_named_as_core_declares_is_no_shift_and_an_insertion_before_named_arguments_is(names, data):
+    n = data.draw(st.integers(1, len(names)), label="positions passed")
+    passed = names[:n]
+    assert shifted_positions(_sig(names), _shape(passed)) == []
+    k = data.draw(st.integers(0, n - 1), label="where core inserts")
+    new = names[:k] + ["inserted_param"] + names[k:]
+    (problem,) = shifted_positions(_sig(new), _shape(passed))
+    assert "'inserted_param'" in problem and f"'{names[k]}'" in problem
+    # an argument that is no parameter's name, where core inserted, says nothing
+    assert shifted_positions(_sig(new), _shape(passed[:k] + [None] * (n - k))) == []
