@@ -235,3 +235,51 @@ def test_a_call_named_as_core_declares_is_no_shift_and_an_insertion_before_named
     assert "'inserted_param'" in problem and f"'{names[k]}'" in problem
     # an argument that is no parameter's name, where core inserted, says nothing
     assert shifted_positions(_sig(new), _shape(passed[:k] + [None] * (n - k))) == []
+
+
+# ----------------------------------------------------------------------------- (E) nn.Module bases
+
+DFLASH_MODEL = """
+    import torch
+    from torch import nn
+
+
+    class DFlashQwen3Model(nn.Module):
+        def __init__(self, *, vllm_config, prefix=""):
+            super().__init__()
+            self.layers = []
+"""
+
+PLUGIN_DSPARK = """
+    from vllm.model_executor.models.qwen3_dflash import DFlashQwen3Model
+
+    ori_init = DFlashQwen3Model.{attr}
+
+
+    def new_init(self, *args, **kwargs):
+        ori_init(self, *args, **kwargs)
+
+
+    DFlashQwen3Model.{attr} = new_init
+"""
+
+
+def dspark_report(tmp_path, attr: str, extra: dict[str, str] | None = None):
+    core = {"vllm/model_executor/models/qwen3_dflash.py": DFLASH_MODEL, **(extra or {})}
+    return gate(tmp_path, core, {"vllm_ascend/patch_dspark.py": PLUGIN_DSPARK.replace("{attr}", attr)},
+                ("vllm_ascend.patch_dspark",))
+
+
+def test_import_time_read_of_a_name_a_torch_module_class_lacks_is_an_error(tmp_path):
+    symbol = "attribute:vllm.model_executor.models.qwen3_dflash.DFlashQwen3Model._init"
+    (f,) = by_symbol(dspark_report(tmp_path, "_init"), symbol)
+    assert f.severity == "error" and f.plugin_line == 3
+    assert "no attribute '_init'" in f.message
+
+
+def test_names_torch_s_module_defines_or_core_mentions_stay_unjudged(tmp_path):
+    for attr in ("load_state_dict", "_load_from_state_dict", "__init__"):
+        assert [f for f in dspark_report(tmp_path / attr, attr).findings if f.kind == "attribute"] == []
+    # a core file that mentions the name: it may be set at run time
+    mentioned = {"vllm/model_executor/models/setup.py": "def build(m):\n    m._init = None\n"}
+    assert [f for f in dspark_report(tmp_path / "m", "_init", mentioned).findings if f.kind == "attribute"] == []
