@@ -6,14 +6,18 @@ callee is resolved to its core definition where that can be done statically:
 
 - `f(...)`, `mod.f(...)`, `Class.meth(...)`, `orig(...)` for `orig = mod.f`, and
   Triton launches `kernel[grid](...)` (constexpr keywords included; launcher options
-  and parameters a decorator may fill are not counted as missing);
+  and parameters a decorator fills are not counted as missing: launches.py);
 - `super().meth(...)` and `super().__init__(...)` (a core `__init__` or the fields of a
   core dataclass) in a plugin class;
 - `self.meth(...)` where `meth` comes from a core base class (nothing in the plugin's
   class, its plugin bases or its plugin subclasses defines it, nor assigns it);
 - `self.attr.meth(...)` where the class builds `self.attr` from one class only
   (`self.attr = CoreClass(...)`, a factory whose return annotation names the class,
-  or an annotation `self.attr: CoreClass = ...`).
+  or an annotation `self.attr: CoreClass = ...`), else typed through core's own code
+  (typedcalls.py: `self.compilation_config` that only core's base `__init__` assigns).
+
+A call that binds, arity fitting, positional arguments named like later parameters of
+core's signature is shifted by a parameter core inserted (shifts.py).
 
 A callee the plugin replaces (`mod.f = ours`, `Class.meth = ours`) is not judged: the
 replacement runs instead, and is checked as one. Severity follows the module: a
@@ -31,8 +35,11 @@ from overlay.gate.findings import Finding
 from overlay.gate.forwarders import forwards
 from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, dotted, inert_base, qualify
 from overlay.gate.instances import plugin_function_reachable
+from overlay.gate.launches import missing_in_launch
 from overlay.gate.scan import CallUse, PluginFacts
+from overlay.gate.shifts import shifted_positions
 from overlay.gate.signature import Signature, accepts_call
+from overlay.gate.typedcalls import typed_self_callee
 
 # Method decorators under which the name is not a plain callable of that signature.
 NOT_CALLABLE = frozenset({"property", "cached_property", "overload", "setter", "getter", "deleter",
@@ -239,9 +246,10 @@ class _Resolver:
             parts = rest.split(".")
             if len(parts) == 1:
                 return self.self_callee(use, parts[0])
-            if len(parts) == 2 and head == "self":
-                return self.attr_callee(use, parts[0], parts[1])
-            return None
+            found = self.attr_callee(use, parts[0], parts[1]) if len(parts) == 2 and head == "self" else None
+            if found is None and head == "self" and self._receivers.get((id(use.cls), parts[0])) is None:
+                found = typed_self_callee(self, use, parts)  # typed through core's code
+            return found
         if use.receiver_types and "." in use.func and use.func.split(".")[0] not in use.local:
             return self.typed_callee(use)
         return self.named_callee(use)
@@ -454,6 +462,17 @@ def _return_annotation(mod: ModuleInfo, sig: Signature) -> str | None:
     return None
 
 
+def launch_problems(world: TreeIndex, callee: Callee, shape) -> list[str]:
+    """A Triton launch of a core kernel: the required parameters it leaves out (launches.py)."""
+    if not shape.launch:
+        return []
+    found = world.resolve_dotted(callee.qualname)
+    if found is None or found[0] != "func":
+        return []
+    fmod, sig = found[1]  # type: ignore[misc]
+    return missing_in_launch(fmod, sig, shape)
+
+
 def _unreachable(use: CallUse, ev, memo: dict) -> str:
     """Why the plugin method holding `use` cannot be called ("" when it can, or when
     the call sits at module level or in a plain function)."""
@@ -474,7 +493,8 @@ def check_calls(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
         callee = resolver.callee(use)
         if callee is None:
             continue
-        problems = accepts_call(callee.sig, use.shape)
+        problems = (accepts_call(callee.sig, use.shape) + launch_problems(world, callee, use.shape)
+                    or shifted_positions(callee.sig, use.shape))
         if not problems:
             continue
         symbol = f"call:{callee.qualname}"

@@ -27,6 +27,7 @@ from overlay.gate.signature import (CallShape, Param, Signature, accepts_call, a
                                     from_ast)
 from overlay.gate.startup import Startup
 from overlay.gate.supercalls import super_calls
+from overlay.gate.torchbases import torch_module_lacks
 
 SKIP_METHOD_DECORATORS = frozenset({"property", "cached_property", "overload", "setter", "getter",
                                     "deleter", "abstractproperty"})
@@ -990,12 +991,13 @@ def _missing_attribute(world: TreeIndex, expr: str, ev: Evidence) -> tuple[str, 
             nxt = world.class_member(cmod, ccls, attr)
             if nxt is None:
                 bases = _linearize(world, cmod, ccls)
-                if any(b is None for b in bases) and (ev.callers.mentions(attr) or not unknown_bases_in_core(
-                        ev.env, cmod, ccls)):
-                    return None  # a base the gate cannot read may define it
+                if any(b is None for b in bases) and (ev.callers.mentions(attr) or not (unknown_bases_in_core(
+                        ev.env, cmod, ccls) or torch_module_lacks(world, cmod, ccls, bases, attr))):
+                    return None  # a base the gate cannot read may define it (torchbases.py: nn.Module)
                 why = f"class {ccls.name} has no attribute '{attr}'"
                 if any(b is None for b in bases):
-                    why += " (its bases are built at run time, and no core file mentions the name)"
+                    why += (" (nor does torch's nn.Module, its base" if not unknown_bases_in_core(ev.env, cmod, ccls)
+                            else " (its bases are built at run time") + ", and no core file mentions the name)"
                 return owner, cmod.path, ccls.line, why
             if nxt[0] != "class":
                 return None

@@ -152,6 +152,9 @@ class CallShape:
     # a kernel launch `kernel[grid](...)`: the launcher takes options of its own
     # (num_warps, ...) and decorators (`triton.heuristics`, `autotune`) fill parameters
     launch: bool = False
+    # the terminal name of each positional argument before any `*iterable` (`x` for `x`,
+    # `a.b.x`), None for another expression: what `shifts.py` compares with core's names
+    pos_names: tuple[str | None, ...] = ()
 
 
 # Options a Triton launcher `kernel[grid](...)` takes besides the kernel's parameters.
@@ -173,8 +176,13 @@ def call_shape(call: ast.Call, enclosing: Signature | None = None) -> CallShape:
     if (enclosing is not None and enclosing.kwarg is not None and len(mappings) == 1
             and isinstance(mappings[0], ast.Name) and mappings[0].id == enclosing.kwarg):
         cannot_hold = frozenset(p.name for p in enclosing.args + enclosing.kwonly)
+    pos_names: list[str | None] = []
+    for a in call.args:
+        if isinstance(a, ast.Starred):
+            break
+        pos_names.append(a.id if isinstance(a, ast.Name) else a.attr if isinstance(a, ast.Attribute) else None)
     return CallShape(line=call.lineno, npos=npos, keywords=keywords, star=star, dstar=bool(mappings),
-                     cannot_hold=cannot_hold, launch=launch)
+                     cannot_hold=cannot_hold, launch=launch, pos_names=tuple(pos_names))
 
 
 def accepts_call(sig: Signature, call: CallShape) -> list[str]:
