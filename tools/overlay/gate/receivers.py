@@ -86,6 +86,13 @@ class Receivers:
         # id(class node) -> (the node, kept alive while its id is a key; its self_assignments)
         self._assigned: dict[int, tuple[ast.AST, dict]] = {}
 
+    def assignments(self, cls_node: ast.ClassDef) -> dict[str, list[tuple[ast.AST, ast.AST]]]:
+        """`self_assignments(cls_node)`, walked once per class (a core runner class is
+        thousands of lines, and every `self.x.meth(...)` call asks)."""
+        if id(cls_node) not in self._assigned:
+            self._assigned[id(cls_node)] = (cls_node, self_assignments(cls_node))
+        return self._assigned[id(cls_node)][1]
+
     # -- classes and their members
 
     def class_named(self, mod: ModuleInfo, expr: str, local: dict | None) -> tuple[ModuleInfo, ClassInfo] | None:
@@ -192,10 +199,8 @@ class Receivers:
         self._self_memo[key] = None  # a cycle ends here
         from overlay.gate.scan import _annotated_params
         found: list[Typed | None] = []
-        if id(cls_node) not in self._assigned:
-            self._assigned[id(cls_node)] = (cls_node, self_assignments(cls_node))
         params_of: dict[int, dict] = {}
-        for fn, n in self._assigned[id(cls_node)][1].get(attr, ()):
+        for fn, n in self.assignments(cls_node).get(attr, ()):
             if isinstance(n, ast.AnnAssign):
                 found.append(self.annotated(mod, n.annotation, None, f"self.{attr}: {dotted(n.annotation)}"))
             else:

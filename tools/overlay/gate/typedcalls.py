@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 
 from overlay.gate.index import ModuleInfo
-from overlay.gate.receivers import Receivers, Typed, self_assignments
+from overlay.gate.receivers import Receivers, Typed
 
 
 class InheritedReceivers(Receivers):
@@ -30,7 +30,7 @@ class InheritedReceivers(Receivers):
 
     def self_attr(self, mod: ModuleInfo, cls_node: ast.ClassDef | None, attr: str, depth: int) -> Typed | None:
         found = super().self_attr(mod, cls_node, attr, depth)
-        if found is not None or cls_node is None or attr in self_assignments(cls_node):
+        if found is not None or cls_node is None or attr in self.assignments(cls_node):
             return found
         key = (id(cls_node), attr)
         if key not in self._inherited:
@@ -49,7 +49,7 @@ class InheritedReceivers(Receivers):
             bmod, bcls = b
             if attr in bcls.methods or attr in bcls.attrs:
                 return None  # a property, a method or a class attribute: not an instance's field
-            if attr in self_assignments(bcls.node):
+            if attr in self.assignments(bcls.node):
                 t = super().self_attr(bmod, bcls.node, attr, depth + 1)
                 if t is None:
                     return None
