@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 NONCE = "0123456789abcdef"
 
@@ -126,3 +127,60 @@ def test_remove_never_deletes_through_a_symlinked_folder(tmp_path):
     assert (outside / "precious.txt").is_file()
     with pytest.raises(OSError):
         ownership.remove(link)
+
+
+# A run killed between making its folder and marking it, or between deleting the marker
+# and the folder, leaves an empty folder of its own name shape: the next run under the
+# lock removes that one (rmdir: an empty folder and nothing else), and no other.
+
+_NAMES = st.one_of(
+    st.builds(lambda prefix, nonce: f"{prefix}{nonce}",
+              st.sampled_from([".staging-p1-", ".old-", ".discard-", "refresh-", "x"]),
+              st.one_of(st.text("0123456789abcdef", min_size=16, max_size=16),
+                        st.text("0123456789abcdefABCDEF-", min_size=14, max_size=18))),
+    st.text(st.characters(blacklist_characters="/\0", blacklist_categories=("Cs",)), min_size=1,
+            max_size=30).filter(lambda n: n not in (".", "..")),
+)
+
+
+def _made_shape(name: str) -> bool:
+    return len(name) > 16 and name[-17] == "-" and all(c in "0123456789abcdef" for c in name[-16:])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=_NAMES, content=st.sampled_from(["empty", "file", "hidden file", "folder", "marker tmp", "link"]))
+def test_leftover_removes_only_an_empty_folder_of_the_name_make_gives(tmp_path, name, content):
+    from overlay.trees import ownership
+
+    parent = tmp_path / f"p{abs(hash((name, content)))}"
+    parent.mkdir()
+    folder = parent / name
+    try:
+        folder.mkdir()
+    except OSError:
+        return  # a name this file system refuses
+    if content == "file":
+        (folder / "draft.md").write_text("a draft\n")
+    elif content == "hidden file":
+        (folder / ".keep").write_text("")
+    elif content == "folder":
+        (folder / "p1").mkdir()
+    elif content == "marker tmp":
+        (folder / ".overlay-owner.json.tmp").write_text('{"tool": "over')
+    elif content == "link":
+        (folder / "to").symlink_to(tmp_path)
+    assert ownership.leftover(folder) is None
+    removed = not folder.exists()
+    assert removed == (content == "empty" and _made_shape(name)), (name, content)
+    assert tmp_path.is_dir()
+
+
+def test_the_marker_is_named_only_once_whole_here(tmp_path):
+    """Where O_TMPFILE works (this file system), no half-made marker file ever has a name."""
+    from overlay.trees import ownership
+
+    folder = tmp_path / "f"
+    folder.mkdir()
+    assert ownership._link_whole(folder, b'{"x": 1}\n')
+    assert [p.name for p in folder.iterdir()] == [".overlay-owner.json"]
+    assert (folder / ".overlay-owner.json").read_bytes() == b'{"x": 1}\n'

@@ -248,6 +248,50 @@ def test_refresh_killed_at_random_moments_leaves_the_old_or_the_new_series(world
     assert outcomes["old"] and outcomes["new"], outcomes
 
 
+@pytest.mark.parametrize("point", ["owner-unmarked", "owner-unmarking"])
+def test_a_refresh_killed_as_it_makes_or_removes_its_folder_leaves_no_folder_behind(world, run, point):
+    """The two moments the folder exists without its marker: made, not yet marked; and
+    its marker deleted, the folder not yet. The random-kill test above hits them only
+    now and then (a CI flake); here they are hit every time."""
+    assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
+    plugin = world.project / "build" / "p1" / "plugin"
+    run_git(["commit", "-q", "--amend", "-m", "[Perf] Add an opt-in fast path switch, reworded"], plugin)
+    before = Checkout(world).series()
+    proc = _overlay(world, "refresh", fault=point)
+    proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+    assert list((world.project / ".overlay").glob("refresh-*")), "the kill left no folder: nothing was tested"
+    code, out, err = run("check", root=world.project)
+    assert code == 0, err
+    assert not list((world.project / ".overlay").glob("refresh-*"))
+    after = Checkout(world).series()
+    assert (after == before) == (point == "owner-unmarked")  # the swap had not begun / had finished
+    code, out, err = run("refresh", root=world.project)
+    assert code == 0 and "teammate" not in err, err
+
+
+@pytest.mark.parametrize("point", ["owner-unmarked", "owner-unmarking"])
+def test_an_apply_killed_as_it_makes_or_removes_a_folder_leaves_none_behind(world, run, tmp_path, point):
+    into = tmp_path / "trees"
+    into.mkdir()
+    _user_folders(into)
+    (into / ".staging-empty").mkdir()  # a user's empty folder of a familiar name: kept
+    if point == "owner-unmarking":  # the first folder removed is the swap's: it needs trees to replace
+        assert run("apply", "--mirror", world.mirror, "--into", into, root=world.project)[0] == 0
+    proc = _overlay(world, "apply", "--mirror", str(world.mirror), "--into", str(into), "--force", fault=point)
+    proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+    ours = {p.name for p in into.iterdir()} - {".staging-empty", ".overlay.lock", "p1"} - {
+        rel.split("/")[0] for rel in USER_FOLDERS}
+    assert ours, "the kill left no folder: nothing was tested"
+    code, out, err = run("apply", "--mirror", world.mirror, "--into", into, "--force", root=world.project)
+    assert code == 0, err
+    for rel, text in USER_FOLDERS.items():
+        assert (into / rel).read_text() == text, rel
+    left = sorted(p.name for p in into.iterdir() if p.name.startswith("."))
+    assert left == [".discard-notes", ".old-drafts", ".overlay.lock", ".staging-area", ".staging-empty"]
+
+
 @pytest.mark.parametrize("point", ["refresh-before-commit", "refresh-mid-swap", "refresh-after-swap"])
 def test_a_refresh_killed_mid_write_is_finished_or_dropped_and_not_blamed_on_a_teammate(world, run, point):
     assert run("apply", "--mirror", world.mirror, root=world.project)[0] == 0
@@ -296,8 +340,33 @@ class _FullDisk:
             return io.TextIOWrapper(counted, encoding=encoding or "utf-8", errors=errors,
                                     newline=newline)
 
+        # and what is written through a descriptor os.open gave (the ownership marker,
+        # written nameless with O_TMPFILE, then linked): counted the same way
+        real_os_open, real_os_write, real_os_close, fds = os.open, os.write, os.close, {}
+
+        def fake_os_open(path, flags, mode=0o777, *, dir_fd=None):
+            fd = real_os_open(path, flags, mode, dir_fd=dir_fd)
+            if flags & (os.O_WRONLY | os.O_RDWR) and os.fspath(path).startswith(disk.where):
+                fds[fd] = os.fspath(path)
+            return fd
+
+        def fake_os_write(fd, data) -> int:
+            if fd in fds:
+                disk.budget -= len(data)
+                if disk.budget < 0:
+                    disk.failed = disk.failed or fds[fd]
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return real_os_write(fd, data)
+
+        def fake_os_close(fd) -> None:
+            fds.pop(fd, None)  # a number the system may give again, for another file
+            real_os_close(fd)
+
         monkeypatch.setattr(io, "open", fake_open)
         monkeypatch.setattr("builtins.open", fake_open)
+        monkeypatch.setattr(os, "open", fake_os_open)
+        monkeypatch.setattr(os, "write", fake_os_write)
+        monkeypatch.setattr(os, "close", fake_os_close)
         monkeypatch.setattr(shutil, "_USE_CP_SENDFILE", False)  # copies go through write()
 
 

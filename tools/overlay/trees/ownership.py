@@ -10,6 +10,11 @@ A marker proves something only when it parses to the exact schema `make` writes 
 written where /proc is unavailable has no start time, and proves nothing); a folder
 whose marker does not is left as it is, and the run says so. Nothing is ever moved or
 deleted through a symbolic link.
+
+The folder exists unmarked for two moments: made, not yet marked (the marker itself is
+given its name only once whole, so the folder is empty then), and its marker deleted,
+the folder not yet. A kill there leaves an empty folder of the name shape `make` gives;
+`leftover` removes that with rmdir, which cannot remove anything else.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from pathlib import Path
 from typing import Callable
 
 from overlay import paths
+from overlay.errors import inject_fault
 
 MARKER = ".overlay-owner.json"
 _MARKER_MAX = 4096  # bytes: a marker is a few fields; anything larger is not ours
@@ -72,6 +78,7 @@ def make(parent: Path, prefix: str) -> Path:
     nonce = new_nonce()
     folder = parent / f"{prefix}{nonce}"
     folder.mkdir()
+    inject_fault("owner-unmarked")
     _mark(folder, nonce, undo=folder.rmdir)
     return folder
 
@@ -79,14 +86,53 @@ def make(parent: Path, prefix: str) -> Path:
 def _mark(folder: Path, nonce: str, undo: Callable[[], None]) -> None:
     record = {"tool": "overlay", "pid": os.getpid(), "started": process_start(os.getpid()),
               "nonce": nonce, "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    tmp = folder / (MARKER + ".tmp")
+    data = (json.dumps(record) + "\n").encode("utf-8")
     try:
-        tmp.write_text(json.dumps(record) + "\n")
-        tmp.replace(folder / MARKER)  # never a half-written marker
+        if not _link_whole(folder, data):
+            tmp = folder / (MARKER + ".tmp")
+            try:
+                tmp.write_bytes(data)
+                tmp.replace(folder / MARKER)  # never a half-written marker
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
     except BaseException:
-        tmp.unlink(missing_ok=True)  # not yet provably ours: undo it here and now
-        undo()
+        undo()  # not yet provably ours: undo it here and now
         raise
+
+
+def _link_whole(folder: Path, data: bytes) -> bool:
+    """Write the marker as a nameless file in `folder` and give it its name only once it
+    is whole (Linux's O_TMPFILE), so a kill leaves the folder empty or marked, never with
+    a half-made marker file in it; False where the system or file system cannot."""
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is None or not Path("/proc/self/fd").is_dir():
+        return False
+    try:
+        fd = os.open(folder, flag | os.O_WRONLY, 0o644)
+    except OSError:
+        return False
+    try:
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError as exc:  # a full disk: name the file it was writing, as open() would
+            raise OSError(exc.errno, exc.strerror, str(folder / MARKER)) from None
+        # linkat(AT_SYMLINK_FOLLOW) on /proc/self/fd/N names the open file itself; a dir
+        # fd for the source makes Python call linkat, not link, which would not follow
+        procfd = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.link(str(fd), folder / MARKER, src_dir_fd=procfd, follow_symlinks=True)
+        except OSError as exc:
+            if exc.errno == errno.EEXIST:
+                raise
+            return False  # the file system cannot: the caller writes it by rename instead
+        finally:
+            os.close(procfd)
+    finally:
+        os.close(fd)
+    return True
 
 
 def make_tree(work: Path, nonce: str) -> None:
@@ -235,18 +281,42 @@ def leftover(folder: Path) -> Owner | None:
 
     Call it holding the lock that guards the folder's parent: then no run of this very
     process is still using the folder either (an in-process caller's earlier run that
-    failed to clean up), and it counts as left behind too."""
+    failed to clean up), and it counts as left behind too. A run killed between making
+    its folder and marking it (or between deleting the marker and the folder) leaves an
+    empty folder of its own name shape with no marker: that one is removed here, by
+    rmdir, which removes an empty folder and nothing else; no other run can be making
+    one under the lock."""
     found, why = examine(folder)
     if why is not None:
         refuse(folder, why)
+    if found is None and why is None and _unmarked_and_empty(folder):
+        try:
+            folder.rmdir()
+        except OSError:
+            pass  # something is in it after all (or it went): not ours to touch
     if found is None or (found.alive() and found.pid != os.getpid()):
         return None
     return found
 
 
+def _unmarked_and_empty(folder: Path) -> bool:
+    """A real, empty folder whose name ends as `make` names folders (`-<16 hex>`)."""
+    name = folder.name
+    if len(name) < 17 or name[-17] != "-" or not _NONCE.fullmatch(name[-16:]):
+        return False
+    try:
+        if not stat.S_ISDIR(folder.lstat().st_mode):
+            return False
+        with os.scandir(folder) as entries:
+            return next(entries, None) is None
+    except OSError:
+        return False
+
+
 def remove(folder: Path, *, ignore_errors: bool = False) -> None:
     """Delete an owned folder, its marker last: a kill midway leaves a folder that is
-    still provably ours, so the next run finishes the job. Never through a symbolic
+    still provably ours (or, after the marker, an empty one), so the next run finishes
+    the job. Never through a symbolic
     link: a folder that is one is refused (OSError), and links inside are unlinked."""
     try:
         st = folder.lstat()
@@ -260,6 +330,7 @@ def remove(folder: Path, *, ignore_errors: bool = False) -> None:
             else:
                 child.unlink()
         (folder / MARKER).unlink(missing_ok=True)
+        inject_fault("owner-unmarking")
         folder.rmdir()
     except OSError:
         if not ignore_errors:
