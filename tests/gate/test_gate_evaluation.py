@@ -320,8 +320,38 @@ def test_a_checker_forecast_names_a_truth_item_only_in_its_file_and_quoting_its_
     assert s.checker_forecasts == 3 and s.unclassified[0].symbol == "override:a.Batch.make_dummy"
     assert len(s.unclassified) == 1
     table = render([s])
-    assert "engines (t-vs-1): 0 agreed (both), 1 hand-only error(s), 3 checker forecast(s)" in table
+    assert ("engines (t-vs-1): 0 agreed (both), 1 hand-only error(s), 0 confirmed forecast(s) (errors), "
+            "3 checker forecast(s)") in table
     assert "recall on truth items as errors or forecasts 50% (2/4)" in table
+
+
+def test_a_confirmed_forecast_is_an_error_scored_like_the_hand_gates(tmp_path):
+    """A checker-only error (a forecast the hand gate's filters confirmed) catches a truth
+    item by the forecast rule, is counted apart (`truth_confirmed`), and, being an error,
+    needs a verdict like any hand error: unclassified until it has one, then in precision."""
+    (pairing,) = load(write(tmp_path, TRUTH_BODY))
+    confirmed = checker_finding("p.py", 'Too many arguments for "free_blocks" of "BlockPool"', severity="error",
+                                confidence="high")
+    other = checker_finding("v.py", '"Norm" has no attribute "running_var"', severity="error", confidence="high")
+    s = score(pairing, (confirmed, other, finding("override:a.Batch.make_dummy", "b.py")))
+    assert (s.truth_items, s.truth_caught, s.truth_confirmed, s.truth_forecast) == (4, 2, 1, 0)
+    assert s.errors == 3 and s.checker_confirmed == 2
+    assert {f.symbol for f in s.unclassified} == {confirmed.symbol, other.symbol, "override:a.Batch.make_dummy"}
+    assert "2 confirmed forecast(s) (errors)" in render([s])
+    # classified: the true one counts for precision, the false one against it
+    body = TRUTH_BODY.replace("    truth:\n", f"""    findings:
+      - key: '{confirmed.symbol} @ p.py'
+        verdict: true
+        reason: "r"
+      - key: '{other.symbol} @ v.py'
+        verdict: false
+        reason: "r"
+    truth:
+""", 1)
+    assert body != TRUTH_BODY
+    (pairing,) = load(write(tmp_path, body))
+    s = score(pairing, (confirmed, other))
+    assert (s.errors, s.true_errors, s.false_errors, s.unclassified) == (2, 1, 1, ())
 
 
 def test_without_the_checker_there_is_no_forecast_line(tmp_path):

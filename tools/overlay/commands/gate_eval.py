@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
                     skipped = f"no release older than {p.core} in the mirror to diff from"
                 else:
                     report = add_checker(report, core, plugin, core_tree(mirror, declared, Path(tmp), cores),
-                                         declared, "both", None if args.json else _say)
+                                         declared, "both", None if args.json else _say, cache=shared)
             scored = evaluation.score(p, report.findings, float(report.stats.get("seconds", 0.0)))
             scores.append(replace(scored, checker_skipped=skipped))
             reports.append(report.findings)
@@ -138,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
                            "truth_recall": s.truth_recall, "truth_missed": list(s.truth_missed),
                            "truth_forecast": list(s.truth_forecast_items), "agreed": s.agreed,
                            "hand_only_errors": s.hand_only_errors, "checker_forecasts": s.checker_forecasts,
+                           "checker_confirmed": s.checker_confirmed, "truth_confirmed": s.truth_confirmed,
                            "checker_skipped": s.checker_skipped or None,
                            "out_of_reach": list(s.out_of_reach), "seconds": round(s.seconds, 2),
                            "control": s.control, "held_out": s.held_out,

@@ -74,12 +74,15 @@ def run_gate(core_dir: Path, plugin_dir: Path, allowlist: Path | Allowlist | Non
 
 
 def add_checker(report: GateReport, core_dir: Path, plugin_dir: Path, declared_dir: Path,
-                declared_version: str | None, engine: str = "both", progress=None) -> GateReport:
+                declared_version: str | None, engine: str = "both", progress=None,
+                cache: Cache | None = None) -> GateReport:
     """`report` (the hand gate's, on these trees) with the checker engine's findings:
     the plugin type-checked against the declared core (`declared_dir`, release
     `declared_version`) and against `core_dir`; only new diagnostics count. `engine`:
     "both" keeps the hand gate's findings too, "checker" only what the checker found
-    (confirmed or not). See engines.py for how they combine."""
+    (confirmed or not). See engines.py for how they combine. A forecast is confirmed
+    (an error) only with the hand gate's evidence that its line runs (liveness.judge_sites,
+    which indexes both trees again unless `cache` holds them from the hand run)."""
     from dataclasses import replace
 
     from overlay.gate import checker, engines
@@ -95,9 +98,14 @@ def add_checker(report: GateReport, core_dir: Path, plugin_dir: Path, declared_d
     fresh = checker.new_diagnostics(new.diagnostics, old.diagnostics)
     found = engines.to_findings(fresh, report.core_version or str(core_dir))
     shapes = engines.PluginShapes(plugin, checker.plugin_files(plugin, packages))
-    combined = engines.combine(report.findings, found, shapes, report.loaded, keep_hand_only=engine == "both")
+    from overlay.gate.liveness import judge_sites
+    runs = judge_sites(DirSource(Path(core_dir).resolve()), plugin, engines.confirm_sites(found),
+                       version=report.core_version, cache=cache, progress=progress)
+    combined = engines.combine(report.findings, found, shapes, report.loaded, keep_hand_only=engine == "both",
+                               runs=runs)
     stats = dict(report.stats, checker=f"{checker.CHECKER} {version}", checker_seconds=round(new.seconds + old.seconds, 3),
-                 checker_new=len(fresh), checker_declared=declared_version, clusters=len(engines.clusters(combined)))
+                 checker_new=len(fresh), checker_declared=declared_version, clusters=len(engines.clusters(combined)),
+                 checker_confirmed=sum(1 for f in combined if f.engine == "checker" and f.severity == "error"))
     notes = report.notes + tuple(f"plugin file {path} does not parse: the checker left it out"
                                  for path in new.unparsed)
     if version != checker.PIN:

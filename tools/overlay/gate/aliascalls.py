@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import re
 
-from overlay.gate.callers import Callers, Site, _scopes, module_name
+from overlay.gate.callers import Callers, Site, function_scopes, module_name
 from overlay.gate.index import ModuleInfo, dotted, qualify
 from overlay.gate.signature import call_shape, from_ast
 
@@ -84,7 +84,7 @@ def alias_calls(mod: ModuleInfo, qualname: str, plugin: bool, resolves, scopes: 
         return []
     short = qualname.rsplit(".", 1)[-1]
     out: list[Site] = []
-    for _, _, cls, node in scopes if scopes is not None else _scopes(mod.tree):
+    for _, _, cls, node in scopes if scopes is not None else function_scopes(mod.tree):
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         aliases = {}

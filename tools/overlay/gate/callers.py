@@ -129,7 +129,7 @@ def _element_call(value: ast.expr) -> ast.Call | None:
     return None
 
 
-def _scopes(tree: ast.Module) -> list[tuple[int, int, str | None, ast.AST]]:
+def function_scopes(tree: ast.Module) -> list[tuple[int, int, str | None, ast.AST]]:
     """(first line, last line, enclosing class, def node) of every function, found by
     walking statements only (cheap: no expressions)."""
     out: list[tuple[int, int, str | None, ast.AST]] = []
@@ -154,7 +154,7 @@ def _scopes(tree: ast.Module) -> list[tuple[int, int, str | None, ast.AST]]:
     return out
 
 
-def _innermost(scopes, line: int):
+def innermost(scopes, line: int):
     best = None
     for start, end, cls, node in scopes:
         if start <= line <= end and (best is None or start >= best[0]):
@@ -194,11 +194,11 @@ def module_sites(mod: ModuleInfo, plugin: bool, name: str, data: bytes,
         lines = sorted({data.count(b"\n", 0, pos) + 1 for pos in starts})
     if not lines:
         return []
-    scopes = scopes if scopes is not None else _scopes(mod.tree)
+    scopes = scopes if scopes is not None else function_scopes(mod.tree)
     roots: dict[int, tuple] = {}
     top_level = False
     for line in lines:
-        inner = _innermost(scopes, line)
+        inner = innermost(scopes, line)
         if inner is None:
             top_level = True
         else:
@@ -218,7 +218,7 @@ def module_sites(mod: ModuleInfo, plugin: bool, name: str, data: bytes,
                 stack.extend((b, narrow) for b in node.orelse)
                 continue
             if isinstance(node, ast.Call) and id(node) not in seen and _called_name(node.func) == name:
-                inner_scope = _innermost(scopes, node.lineno)
+                inner_scope = innermost(scopes, node.lineno)
                 here = (inner_scope[2], inner_scope[3].name) if inner_scope is not None else (None, None)
                 if here == (cls, func):
                     seen.add(id(node))
@@ -248,7 +248,7 @@ class TextCache:
     # the names were loaded for exactly these trees (by tree id): a directory's file
     # keys are then as good as content keys
     trusted: bool = False
-    # (content key, path) -> the file's function scopes (_scopes)
+    # (content key, path) -> the file's function scopes (function_scopes)
     scopes: dict[tuple[str, str], list] = field(default_factory=dict)
     # (content key, path, in the plugin, name) -> the file's call sites of name
     sites: dict[tuple[str, str, bool, str], list] = field(default_factory=dict)
@@ -411,7 +411,7 @@ class Callers:
             shared = content.startswith("blob:")
             found = self.cache.scopes.get((content, path)) if shared else None
             if found is None:
-                found = _scopes(mod.tree)
+                found = function_scopes(mod.tree)
                 if shared:
                     self.cache.scopes[(content, path)] = found
             self._scopes[skey] = found

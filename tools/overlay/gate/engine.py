@@ -148,6 +148,49 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
         # the names each file calls, by content: shared with every tree holding the file
         cache.text.names = store.BlobNames(store_root, cache.text.names)
 
+    ctx = context(core_src, plugin_src, core, version, cache, core_packages, plugin_packages, say)
+    facts, world, ev, notes, version = ctx.facts, ctx.world, ctx.ev, ctx.notes, ctx.version
+    startup = ev.startup
+    say(f"checking {len(facts.imports)} imports, {len(facts.classes)} classes, {len(facts.calls)} calls")
+    found = (checks.check_imports(facts, core, ev) + checks.check_overrides(facts, world, ev)
+             + checks.check_replacements(facts, world, core, ev) + checks.check_constructors(facts, world, ev)
+             + checks.check_attributes(facts, world, ev) + check_calls(facts, world, ev)
+             + checks.check_version_guards(facts, ev) + check_bindings(facts, world, ev)
+             + check_replaced_globals(facts, world, ev)
+             + check_field_order(facts, world, ev) + selfstate.check_self_state(facts, world, ev)
+             + check_abstract_methods(facts, world, ev))
+    found = checks.fold_dead_patches(found, facts, world, ev)
+    unique = merge_sites(sorted(set(found), key=Finding.sort_key))
+    notes += skipped_notes(core_src, plugin_src)
+    result = RawResult(findings=tuple(unique), core_version=version,
+                       core_files_read=tuple(sorted(core.files_read)), plugin_files=facts.files,
+                       seconds=time.perf_counter() - started, notes=tuple(notes),
+                       loaded=frozenset(startup.parent) if startup.declared else None)
+    if store_root is not None:
+        if isinstance(cache.text.names, store.BlobNames):
+            cache.text.names.flush()
+            result = dataclasses.replace(result, notes=result.notes + tuple(cache.text.names.notes()))
+        store.save(store_root, "result", result_key, dataclasses.replace(result, notes=tuple(notes)))
+    say(f"done in {result.seconds:.1f}s")
+    return result
+
+
+
+@dataclass
+class Context:
+    """What every check reads: the scanned plugin, both indexes and the evidence."""
+
+    facts: PluginFacts
+    world: TreeIndex
+    ev: checks.Evidence
+    notes: list[str]
+    version: str | None
+
+
+def context(core_src: TreeSource, plugin_src: TreeSource, core: TreeIndex, version: str | None, cache: Cache,
+             core_packages: frozenset[str], plugin_packages: frozenset[str], say: Callable[[str], None]) -> Context:
+    """Index both trees, scan the plugin and build the reachability evidence (the part of
+    a gate run that the checks and `liveness.judge_sites` share)."""
     def is_core(name: str) -> bool:
         return name.split(".")[0] in core_packages
 
@@ -192,28 +235,7 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
     for r in facts.replacements:
         replaced.setdefault(r.owner, set()).add(r.attr)
     ev = checks.Evidence(startup, callers, is_core, replaced, env)
-    say(f"checking {len(facts.imports)} imports, {len(facts.classes)} classes, {len(facts.calls)} calls")
-    found = (checks.check_imports(facts, core, ev) + checks.check_overrides(facts, world, ev)
-             + checks.check_replacements(facts, world, core, ev) + checks.check_constructors(facts, world, ev)
-             + checks.check_attributes(facts, world, ev) + check_calls(facts, world, ev)
-             + checks.check_version_guards(facts, ev) + check_bindings(facts, world, ev)
-             + check_replaced_globals(facts, world, ev)
-             + check_field_order(facts, world, ev) + selfstate.check_self_state(facts, world, ev)
-             + check_abstract_methods(facts, world, ev))
-    found = checks.fold_dead_patches(found, facts, world, ev)
-    unique = merge_sites(sorted(set(found), key=Finding.sort_key))
-    notes += skipped_notes(core_src, plugin_src)
-    result = RawResult(findings=tuple(unique), core_version=version,
-                       core_files_read=tuple(sorted(core.files_read)), plugin_files=facts.files,
-                       seconds=time.perf_counter() - started, notes=tuple(notes),
-                       loaded=frozenset(startup.parent) if startup.declared else None)
-    if store_root is not None:
-        if isinstance(cache.text.names, store.BlobNames):
-            cache.text.names.flush()
-            result = dataclasses.replace(result, notes=result.notes + tuple(cache.text.names.notes()))
-        store.save(store_root, "result", result_key, dataclasses.replace(result, notes=tuple(notes)))
-    say(f"done in {result.seconds:.1f}s")
-    return result
+    return Context(facts, world, ev, notes, version)
 
 
 def skipped_notes(core_src: TreeSource, plugin_src: TreeSource) -> list[str]:

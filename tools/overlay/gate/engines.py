@@ -4,12 +4,17 @@ The checker (checker.py) is a high-recall triage list; the hand gate is the prec
 - a hand finding the checker also reports at the same plugin site is `both`: an error,
   confidence high;
 - a hand finding alone stays as the hand gate rates it (`hand`, confidence medium);
-- a checker finding alone (`checker`) is a warning, a forecast, never an error. It first
-  passes the hand gate's filters: a site under a guard (`hasattr`, `getattr(.., default)`,
+- a checker finding alone (`checker`) is a warning, a forecast. It first passes the hand
+  gate's filters: a site under a guard (`hasattr`, `getattr(.., default)`,
   `__dataclass_fields__`, `inspect.signature`, `try/except AttributeError`) or whose
   runtime object is the plugin's own subclass that defines the name is info; a site in a
   file whose patch target is gone is folded into that one patch-target finding; a site
   in a module that start-up does not load has confidence low.
+- a forecast the filters confirm is an error (a confirmed forecast, `checker`, confidence
+  high): its diagnostic is one that raises whenever the line runs (`RAISES`: a missing
+  attribute, a call's arguments, an abstract class built), and the hand gate's
+  reachability has positive evidence that the code holding the site runs (`runs`:
+  liveness.judge_sites; "no caller found" is not evidence). Anything else stays a warning.
 Findings are clustered by (rule, message) for the report. Pure, apart from reading the
 plugin's files through its TreeSource.
 """
@@ -32,6 +37,27 @@ GUARD_EXCEPTIONS = frozenset({"AttributeError", "TypeError", "ImportError", "Mod
                               "BaseException", "KeyError", "NameError"})
 NO_ATTRIBUTE = re.compile(r'"([A-Za-z_]\w*)"(?: of "[^"]*")? has no attribute "([A-Za-z_]\w*)"')
 QUOTED = re.compile(r'"([A-Za-z_][\w.]*)"')
+FORECAST = "the checker alone (a forecast)"
+CONFIRMED = "the checker alone, confirmed: it raises whenever the line runs, and the hand gate sees it run"
+# (rule, first line) of the diagnostics that raise whenever their line runs: AttributeError,
+# TypeError for a call's arguments or an abstract class built, ImportError for a module gone.
+# Type mismatches (arg-type, assignment, override, union-attr, ...) may never raise.
+RAISES = (
+    ("attr-defined", re.compile(r'has no attribute "')),
+    ("call-arg", re.compile(r"^(Unexpected keyword argument|Missing positional arguments?|Too many (positional )?"
+                            r"arguments|Missing named argument)\b")),
+    ("misc", re.compile(r"^Function gets multiple values for keyword argument\b")),
+    ("abstract", re.compile(r"^Cannot instantiate abstract class\b")),
+    ("import-not-found", re.compile(r"^Cannot find implementation or library stub for module named\b")),
+)
+
+
+def raises(finding: Finding) -> bool:
+    """Does the checker's diagnostic raise whenever its line runs? (see RAISES)"""
+    if not finding.symbol.startswith("type:"):
+        return False
+    _, rule, head = finding.symbol.split(":", 2)
+    return any(rule == r and pattern.search(head) for r, pattern in RAISES)
 
 
 def first_line(message: str) -> str:
@@ -44,7 +70,7 @@ def to_findings(diagnostics: Iterable[Diagnostic], against: str) -> list[Finding
     for d in diagnostics:
         head = first_line(d.message)
         out.append(Finding("type", f"type:{d.rule}:{head}", d.path, d.line, "", 0, d.message,
-                           severity="warning", reason=f"new with core {against}: the checker alone (a forecast)",
+                           severity="warning", reason=f"new with core {against}: {FORECAST}",
                            summary=f"[{d.rule}] {head}", engine="checker", confidence="medium"))
     return out
 
@@ -181,9 +207,17 @@ def _agrees(hand: Finding, chk: Finding) -> bool:
     return abs(hand.plugin_line - chk.plugin_line) <= NEAR and last_name(hand.symbol) in QUOTED.findall(chk.message)
 
 
+def confirm_sites(checked: Iterable[Finding]) -> list[tuple[str, int]]:
+    """The sites whose reachability can confirm a forecast: those that raise (RAISES)."""
+    return sorted({(c.plugin_path, c.plugin_line) for c in checked if raises(c)})
+
+
 def combine(hand: Iterable[Finding], checked: Iterable[Finding], shapes: PluginShapes,
-            loaded: frozenset[str] | None, keep_hand_only: bool = True) -> list[Finding]:
-    """One list from both engines (see the module docstring)."""
+            loaded: frozenset[str] | None, keep_hand_only: bool = True,
+            runs: dict[tuple[str, int], tuple[bool, str]] | None = None) -> list[Finding]:
+    """One list from both engines (see the module docstring). `runs`: (path, line) ->
+    (evidence that the code holding it runs?, what), from liveness.judge_sites; without it
+    no forecast is confirmed."""
     hand = list(hand)
     checked = list(checked)
     matched: set[int] = set()
@@ -225,6 +259,13 @@ def combine(hand: Iterable[Finding], checked: Iterable[Finding], shapes: PluginS
         if loaded is not None and module_of(c.plugin_path) not in loaded:
             out.append(replace(c, confidence="low", reason=c.reason + "; its module is not loaded at start-up"))
             continue
+        ok, evidence = (runs or {}).get((c.plugin_path, c.plugin_line), (False, ""))
+        if ok and raises(c):
+            out.append(replace(c, severity="error", confidence="high",
+                               reason=c.reason.replace(FORECAST, CONFIRMED) + f" ({evidence})"))
+            continue
+        if raises(c) and evidence:
+            c = replace(c, reason=f"{c.reason}; not confirmed: {evidence}")
         out.append(c)
     if folded:
         out = [replace(f, message=f"{f.message}; {folded[f.plugin_path]} checker diagnostic(s) in this file "

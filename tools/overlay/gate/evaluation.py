@@ -15,6 +15,10 @@ that runs; `false`: not one) and a one-line reason. Pure functions: load, score,
   diff, each with the finding keys that would name it. An item is caught when one of
   them is reported as an error; items no signature shows (`reach: false`, say an output
   contract) are listed as out of reach and not counted.
+- confirmed forecasts (`gate-eval --engine both`): a checker-only finding the hand gate's
+  filters confirmed is an error like any other (classified by hand, counted in precision),
+  and it catches a truth item by the forecast rule below (`truth_confirmed` counts the
+  items caught only that way);
 - forecasts (`gate-eval --engine both`): a truth item not caught as an error is forecast
   when a checker-only warning (one the hand gate's filters left a warning, not info) sits
   in the plugin file of one of the item's keys and its message quotes that key's last
@@ -211,11 +215,13 @@ class Score:
     control: bool = False
     held_out: str = ""  # the date the held-out set was chosen ("" for the tuned set)
     checker_ran: bool = False  # the second engine's findings are in
+    truth_confirmed: int = 0  # of truth_caught, items only a confirmed forecast (a checker error) names
     truth_forecast: int = 0  # truth items not caught as errors but forecast by the checker
     truth_forecast_items: tuple[str, ...] = ()
     agreed: int = 0  # findings both engines report (errors)
     hand_only_errors: int = 0
     checker_forecasts: int = 0  # checker-only warnings
+    checker_confirmed: int = 0  # checker-only errors: forecasts the hand gate's filters confirmed
     checker_skipped: str = ""  # why the checker did not run on this pairing (asked for, not run)
 
     @property
@@ -259,7 +265,9 @@ def score(pairing: Pairing, findings: tuple[Finding, ...], seconds: float = 0.0)
     caught = [k for k in true_keys if any(f.severity == "error" for f in by_key.get(k, []))]
     error_keys = {finding_key(f) for f in errors}
     in_reach = [t for t in pairing.truth if t.reach]
-    truth_caught = [t for t in in_reach if error_keys & set(t.keys)]
+    by_hand_key = [t for t in in_reach if error_keys & set(t.keys)]
+    confirmed = [f for f in errors if _checker_only(f)]
+    truth_caught = [t for t in in_reach if t in by_hand_key or _forecasts(t, confirmed)]
     forecasts = [f for f in findings if _checker_only(f) and f.severity == "warning"]
     forecast = [t for t in in_reach if t not in truth_caught and _forecasts(t, forecasts)]
     checker_ran = any(f.engine in ("checker", "both") for f in findings)
@@ -269,8 +277,10 @@ def score(pairing: Pairing, findings: tuple[Finding, ...], seconds: float = 0.0)
         infos=sum(1 for f in findings if f.severity == "info"),
         true_errors=len(true_errors), false_errors=len(false_errors),
         true_breaks=len(true_keys), caught=len(caught),
-        # the checker's own findings are scored as forecasts, not by the hand classification
-        unclassified=tuple(f for f in findings if not _checker_only(f) and pairing.verdict(finding_key(f)) is None),
+        # the checker's own warnings are scored as forecasts, not by the hand classification;
+        # its confirmed forecasts are errors, classified like the hand gate's
+        unclassified=tuple(f for f in findings if (not _checker_only(f) or f.severity == "error")
+                           and pairing.verdict(finding_key(f)) is None),
         missed=tuple(k for k in true_keys if k not in caught),
         false_alarms=tuple(finding_key(f) for f in false_errors),
         truth_items=len(in_reach), truth_caught=len(truth_caught),
@@ -278,9 +288,11 @@ def score(pairing: Pairing, findings: tuple[Finding, ...], seconds: float = 0.0)
         truth_missed=tuple(t.item for t in in_reach if t not in truth_caught),
         seconds=seconds, control=pairing.control, held_out=pairing.held_out,
         checker_ran=checker_ran, truth_forecast=len(forecast),
+        truth_confirmed=sum(1 for t in truth_caught if t not in by_hand_key),
         truth_forecast_items=tuple(t.item for t in forecast),
         agreed=sum(1 for f in errors if f.engine == "both"),
-        hand_only_errors=sum(1 for f in errors if f.engine == "hand"), checker_forecasts=len(forecasts))
+        hand_only_errors=sum(1 for f in errors if f.engine == "hand"), checker_forecasts=len(forecasts),
+        checker_confirmed=len(confirmed))
 
 
 def _pct(x: float | None) -> str:
@@ -297,7 +309,8 @@ def totals(scores: list[Score], held_out: bool = False) -> dict:
     items = sum(s.truth_items for s in bumps)
     caught = sum(s.truth_caught for s in bumps)
     forecast = sum(s.truth_forecast for s in bumps)
-    return {"pairings": len(bumps), "errors": errors, "true_errors": real,
+    confirmed = sum(s.truth_confirmed for s in bumps)
+    return {"truth_confirmed": confirmed, "confirmed_errors": sum(s.checker_confirmed for s in bumps),"pairings": len(bumps), "errors": errors, "true_errors": real,
             "precision": real / errors if errors else None, "truth_items": items, "truth_caught": caught,
             "truth_recall": caught / items if items else None, "truth_forecast": forecast,
             "checker_ran": any(s.checker_ran for s in bumps),
@@ -308,7 +321,8 @@ def _with_forecasts(t: dict) -> str:
     if not t["checker_ran"]:
         return ""
     both = t["truth_caught"] + t["truth_forecast"]
-    return (f"; recall on truth items as errors or forecasts {_pct(t['truth_recall_with_forecasts'])} "
+    return (f" ({t['truth_confirmed']} by confirmed forecasts, {t['confirmed_errors']} confirmed-forecast errors)"
+            f"; recall on truth items as errors or forecasts {_pct(t['truth_recall_with_forecasts'])} "
             f"({both}/{t['truth_items']})")
 
 
@@ -339,6 +353,7 @@ def render(scores: list[Score]) -> str:
         elif s.checker_ran:
             both = s.truth_caught + s.truth_forecast
             lines.append(f"engines ({s.pairing}): {s.agreed} agreed (both), {s.hand_only_errors} hand-only error(s), "
+                         f"{s.checker_confirmed} confirmed forecast(s) (errors), "
                          f"{s.checker_forecasts} checker forecast(s); recall on truth items as errors or forecasts "
                          f"{_pct(both / s.truth_items if s.truth_items else None)} ({both}/{s.truth_items})")
     for s in scores:

@@ -1,0 +1,221 @@
+"""Confirmed forecasts (issue 27, item 1): a checker-only finding is an error only when the
+hand gate's filters confirm it: its diagnostic raises whenever its line runs (a missing
+attribute, a call's arguments, an abstract class built), nothing guards it, and the hand
+gate's reachability has positive evidence that the code holding the line runs.
+
+Synthetic trees (written here, never upstream code): core 1.0 has
+`KVCacheTensor.shared_by`, core 2.0 dropped it; the plugin reads it inside
+comprehensions (which the hand engine does not type), in code that runs and in code
+nothing is seen calling.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gatekit import tree
+from overlay.gate import checker
+from overlay.gate.engines import RAISES, PluginShapes, combine, confirm_sites, raises
+from overlay.gate.findings import Finding
+from overlay.gate.source import DirSource
+
+needs_mypy = pytest.mark.skipif(checker.installed() is None,
+                                reason="mypy (the `gate` extra, which `make test` installs) is not installed")
+
+KV_OLD = """
+    from dataclasses import dataclass, field
+
+
+    @dataclass
+    class KVCacheTensor:
+        size: int
+        shared_by: list[str] = field(default_factory=list)
+"""
+
+KV_NEW = """
+    from dataclasses import dataclass
+
+
+    @dataclass
+    class KVCacheTensor:
+        size: int
+"""
+
+ENTRY = """
+    from setuptools import setup
+    setup(name="vllm-ascend", entry_points={"vllm.platform_plugins": ["ascend = vllm_ascend:register"]})
+"""
+
+INIT = """
+    def register():
+        import vllm_ascend.runner
+        return "vllm_ascend.runner.Platform"
+"""
+
+RUNNER = """
+    from vllm.v1.kv_cache_interface import KVCacheTensor
+
+
+    def owners(tensors: list[KVCacheTensor]) -> list[list[str]]:
+        return [t.shared_by for t in tensors]  # LIVE: called at module level
+
+
+    def spare(tensors: list[KVCacheTensor]) -> list[list[str]]:
+        return [t.shared_by for t in tensors]  # UNSEEN: nothing calls it by name
+
+
+    def guarded(tensors: list[KVCacheTensor]) -> list[list[str]]:
+        if hasattr(KVCacheTensor, "shared_by"):
+            return [t.shared_by for t in tensors]  # GUARDED
+        return []
+
+
+    class Platform:
+        def __init__(self) -> None:
+            self.table = {t.size: t.shared_by for t in make()}  # BUILT: named for core to build
+
+
+    class Unbuilt:
+        def __init__(self) -> None:
+            self.table = {t.size: t.shared_by for t in make()}  # UNBUILT: nothing builds it
+
+
+    def make() -> list[KVCacheTensor]:
+        return []
+
+
+    TABLE = owners(make())
+    OTHER = guarded(make())
+"""
+
+OPT_IN = """
+    from vllm.v1.kv_cache_interface import KVCacheTensor
+
+
+    def owners(tensors: list[KVCacheTensor]) -> list[list[str]]:
+        return [t.shared_by for t in tensors]  # OPT-IN: no start-up chain imports this module
+
+
+    TABLE = owners([])
+"""
+
+
+def _trees(root: Path) -> tuple[Path, Path, Path]:
+    core = {"vllm/__init__.py": "", "vllm/v1/__init__.py": ""}
+    old = tree(root / "core-1", {**core, "vllm/_version.py": "__version__ = version = '1.0'\n",
+                                 "vllm/v1/kv_cache_interface.py": KV_OLD})
+    new = tree(root / "core-2", {**core, "vllm/_version.py": "__version__ = version = '2.0'\n",
+                                 "vllm/v1/kv_cache_interface.py": KV_NEW})
+    plugin = tree(root / "plugin", {"setup.py": ENTRY, "vllm_ascend/__init__.py": INIT,
+                                    "vllm_ascend/runner.py": RUNNER, "vllm_ascend/opt_in.py": OPT_IN})
+    return old, new, plugin
+
+
+def _by_mark(plugin: Path, doc: dict) -> dict[str, dict]:
+    out = {}
+    for rel in ("vllm_ascend/runner.py", "vllm_ascend/opt_in.py"):
+        lines = (plugin / rel).read_text().splitlines()
+        for f in doc["findings"]:
+            if f["plugin"]["path"] == rel and "shared_by" in f["message"]:
+                text = lines[f["plugin"]["line"] - 1]
+                if "#" in text:
+                    out[text.split("# ", 1)[1].split(":")[0]] = f
+    return out
+
+
+@needs_mypy
+def test_a_forecast_is_an_error_only_where_the_hand_gate_sees_its_line_run(run, tmp_path):
+    old, new, plugin = _trees(tmp_path)
+    code, out, err = run("gate", "--core", new, "--plugin", plugin, "--declared-core", old,
+                         "--engine", "both", "--json", root=tmp_path)
+    assert code == 1, err
+    doc = json.loads(out)
+    found = _by_mark(plugin, doc)
+    assert set(found) == {"LIVE", "UNSEEN", "GUARDED", "BUILT", "UNBUILT", "OPT-IN"}, sorted(found)
+    # the hand engine does not type a comprehension's variable: each is the checker's alone
+    assert {f["engine"] for f in found.values()} == {"checker"}
+    live, built = found["LIVE"], found["BUILT"]
+    assert (live["severity"], live["confidence"]) == ("error", "high")
+    assert "confirmed" in live["reason"] and "called at vllm_ascend/runner.py" in live["reason"], live["reason"]
+    assert built["severity"] == "error" and "vllm_ascend.runner.Platform" in built["reason"], built["reason"]
+    # no caller found by name, nothing seen building the class: not proven, a forecast
+    for mark in ("UNSEEN", "UNBUILT"):
+        assert found[mark]["severity"] == "warning", found[mark]
+        assert "not confirmed" in found[mark]["reason"], found[mark]["reason"]
+    assert found["GUARDED"]["severity"] == "info"
+    assert (found["OPT-IN"]["severity"], found["OPT-IN"]["confidence"]) == ("warning", "low")
+    assert doc["stats"]["checker_confirmed"] == 2
+
+
+def _shapes(tmp_path: Path) -> PluginShapes:
+    _, _, plugin = _trees(tmp_path)
+    return PluginShapes(DirSource(plugin), ["vllm_ascend/runner.py", "vllm_ascend/opt_in.py"])
+
+
+def _checker(rule: str, head: str, line: int = 5, path: str = "vllm_ascend/runner.py") -> Finding:
+    return Finding("type", f"type:{rule}:{head}", path, line, "", 0, head, severity="warning",
+                   reason="new with core 2.0: the checker alone (a forecast)", engine="checker", confidence="medium")
+
+
+LOADED = frozenset({"vllm_ascend", "vllm_ascend.runner"})
+
+
+def test_confirmation_needs_both_a_raising_diagnostic_and_evidence_the_line_runs(tmp_path):
+    shapes = _shapes(tmp_path)
+    attr = _checker("attr-defined", '"KVCacheTensor" has no attribute "shared_by"')
+    kind = _checker("arg-type", 'Argument 1 to "f" has incompatible type "int"; expected "str"')
+    runs = {("vllm_ascend/runner.py", 5): (True, "called at vllm_ascend/runner.py:30")}
+    [one] = combine([], [attr], shapes, LOADED, runs=runs)
+    assert (one.severity, one.engine, one.confidence) == ("error", "checker", "high")
+    # a type mismatch may never raise: evidence that its line runs confirms nothing
+    assert [f.severity for f in combine([], [kind], shapes, LOADED, runs=runs)] == ["warning"]
+    # no evidence, or evidence against: a forecast that says why
+    assert [f.severity for f in combine([], [attr], shapes, LOADED)] == ["warning"]
+    [unproven] = combine([], [attr], shapes, LOADED, runs={("vllm_ascend/runner.py", 5): (False, "g may be called dynamically")})
+    assert unproven.severity == "warning" and "not confirmed: g may be called dynamically" in unproven.reason
+    # evidence never overrides the other filters: a module start-up does not load
+    assert [f.severity for f in combine([], [attr], shapes, frozenset({"vllm_ascend"}), runs=runs)] == ["warning"]
+
+
+def test_only_the_raising_sites_are_asked_about():
+    kinds = [_checker("attr-defined", '"A" has no attribute "b"', 1),
+             _checker("attr-defined", 'Module "m" does not explicitly export attribute "b"', 2),
+             _checker("call-arg", 'Unexpected keyword argument "x" for "f"', 3),
+             _checker("call-arg", 'Missing positional argument "y" in call to "g"', 4),
+             _checker("union-attr", 'Item "None" of "A | None" has no attribute "b"', 5),
+             _checker("override", 'Signature of "f" incompatible with supertype "B"', 6),
+             _checker("abstract", 'Cannot instantiate abstract class "E" with abstract attribute "go"', 7)]
+    assert [line for _, line in confirm_sites(kinds)] == [1, 3, 4, 7]
+
+
+RULES = st.sampled_from(["attr-defined", "call-arg", "misc", "abstract", "import-not-found", "arg-type",
+                         "assignment", "override", "union-attr", "has-type", "return-value", "index"])
+HEADS = st.one_of(st.text(max_size=60),
+                  st.sampled_from(['"A" has no attribute "b"', 'Unexpected keyword argument "x" for "f"',
+                                   "Too many arguments for \"f\"", 'Function gets multiple values for keyword argument "a"',
+                                   "Cannot instantiate abstract class \"E\"", 'Name "x" is not defined',
+                                   'Incompatible types in assignment (expression has type "int")']))
+EVIDENCE = st.one_of(st.none(), st.tuples(st.booleans(), st.text(max_size=30)))
+LINES = st.sampled_from([5, 9, 14])  # in owners, spare, guarded's hasattr branch
+
+
+@given(rule=RULES, head=HEADS, evidence=EVIDENCE, line=LINES, loaded=st.booleans())
+def test_a_checker_error_always_rests_on_a_raising_diagnostic_and_positive_evidence(
+        tmp_path_factory, rule, head, evidence, line, loaded):
+    """The class claim: whatever the diagnostic and whatever reachability answered, a
+    checker-only finding comes out an error exactly when it raises (RAISES), the hand
+    gate answered True for its line, no guard covers it and its module is loaded."""
+    shapes = _shapes(tmp_path_factory.mktemp("p"))
+    chk = _checker(rule, head.replace("\n", " ") or "x", line)
+    runs = {} if evidence is None else {("vllm_ascend/runner.py", line): evidence}
+    [out] = combine([], [chk], shapes, LOADED if loaded else frozenset({"vllm_ascend"}), runs=runs)
+    guarded = shapes.guard_at("vllm_ascend/runner.py", line) is not None
+    expected = raises(chk) and evidence is not None and evidence[0] and loaded and not guarded
+    assert (out.severity == "error") == expected, (rule, head, evidence, line, loaded, out.severity)
+    if out.severity == "error":
+        assert any(rule == r and p.search(chk.symbol.split(":", 2)[2]) for r, p in RAISES)

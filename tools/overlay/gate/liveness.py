@@ -1,0 +1,144 @@
+"""Positive evidence that a plugin line runs: what confirms a checker's forecast.
+
+The hand gate's reachability (callers.py, instances.py) is permissive on purpose: code
+it cannot rule out counts as reachable, and a finding there is judged by the break. A
+checker-only finding is the other way round: a triage list, an error only when the
+hand gate *confirms* it (engines.combine). So here only positive evidence counts:
+- module or class level of a module start-up loads (startup.py): it runs on import;
+- a function called by name from such module-level code, from a plugin function that
+  has evidence itself, or from core code the hand gate does not rule out (core's own
+  call graph is core's to run: `Callers.reachable`), up to the depth limit;
+- a method of a plugin class that something with evidence builds (`Cls(...)`), or that a
+  string names whole for core to build (`"pkg.mod.Cls"`, as core takes its worker class);
+  a dunder runs only on an instance.
+What the name search cannot see (a callback, a registry, a name called in every file,
+the depth limit) is no evidence: the finding stays a forecast, and its reason says why.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Callable
+
+from overlay.gate.callers import COMMON, MAX_DEPTH, Site, function_scopes, innermost
+from overlay.gate.engine import Cache, Context, collector_paused, context, top_packages
+from overlay.gate.index import TreeIndex
+from overlay.gate.source import TreeSource
+
+Answer = tuple[bool, str]
+
+
+def judge_sites(core_src: TreeSource, plugin_src: TreeSource, sites: list[tuple[str, int]], *,
+                version: str | None = None, cache: Cache | None = None,
+                progress: Callable[[str], None] | None = None) -> dict[tuple[str, int], Answer]:
+    """For each plugin site (path, line): (evidence that the code holding it runs, what)."""
+    if not sites:
+        return {}
+    with collector_paused():
+        cache = cache or Cache()
+        say = progress or (lambda msg: None)
+        plugin_packages = top_packages(plugin_src)
+        core_packages = top_packages(core_src) - plugin_packages
+        core = TreeIndex(core_src, cache.core, packages=core_packages, asts=cache.asts)
+        ctx = context(core_src, plugin_src, core, version, cache, core_packages, plugin_packages, say)
+        say(f"judging {len(sites)} checker site(s): does their code run?")
+        judge = Liveness(ctx, plugin_src)
+        return {site: judge.site(*site) for site in sites}
+
+
+def module_name(path: str) -> str:
+    name = path[:-3] if path.endswith(".py") else path
+    name = name.replace("/", ".")
+    return name[: -len(".__init__")] if name.endswith(".__init__") else name
+
+
+class Liveness:
+    def __init__(self, ctx: Context, plugin_src: TreeSource) -> None:
+        self.ctx = ctx
+        self.plugin_src = plugin_src
+        self.callers = ctx.ev.callers
+        self.startup = ctx.ev.startup
+        self._scopes: dict[str, list | None] = {}
+        self._memo: dict[tuple, Answer] = {}
+
+    def site(self, path: str, line: int) -> Answer:
+        module = module_name(path)
+        if not self.startup.declared:
+            return False, "the plugin declares no entry points: nothing shows what start-up loads"
+        if not self.startup.reached(module):
+            return False, self.startup.chain(module)
+        scopes = self._scopes_of(path)
+        if scopes is None:
+            return False, "the file does not parse"
+        where = innermost(scopes, line)
+        if where is None:
+            return True, f"module or class level of {module}, which start-up imports"
+        _, _, cls, node = where
+        return self.function(module, cls, node.name, 0)
+
+    def _scopes_of(self, path: str) -> list | None:
+        if path not in self._scopes:
+            data = self.plugin_src.read(path) or b""
+            try:
+                self._scopes[path] = function_scopes(ast.parse(data))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                self._scopes[path] = None
+        return self._scopes[path]
+
+    def function(self, module: str, cls: str | None, func: str, depth: int) -> Answer:
+        """Evidence that the plugin function `func` (of `cls`, or module-level) runs."""
+        if func.startswith("__") and func.endswith("__"):
+            return self.built(module, cls, depth) if cls else (False, f"{func} is not a method")
+        key = ("f", module, cls, func)
+        if key in self._memo:
+            return self._memo[key]
+        if depth >= MAX_DEPTH:
+            return False, "the depth limit: no live caller seen within it"
+        self._memo[key] = (False, "recursive: no live caller seen")
+        files = self.callers.files_calling(func)
+        if len(files) > COMMON:
+            answer = (False, f"{func} is called in {len(files)} files: too common a name to tell which")
+        else:
+            names = [func, *self.callers.import_aliases(func)]
+            sites = [s for n in names for s in self.callers.sites(n) or [] if s.func != func or s.cls != cls]
+            answer = self._any_live(sites, depth, f"no caller of {func} that runs is seen by name")
+        self._memo[key] = answer
+        return answer
+
+    def built(self, module: str, cls: str, depth: int) -> Answer:
+        """Evidence that an instance of the plugin class `cls` exists."""
+        key = ("c", module, cls)
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = (False, "recursive: nothing live seen building it")
+        dotted = f"{module}.{cls}".encode()
+        named = next((path for path, tree in self.callers.all_files()
+                      if self.callers.trees[tree][3] and dotted in self.callers.text(path, tree)), None)
+        if named is not None:
+            answer = (True, f"{cls} is named as {module}.{cls} for core to build ({named})")
+        elif depth >= MAX_DEPTH:
+            answer = (False, f"the depth limit: nothing live seen building {cls}")
+        else:
+            files = self.callers.files_calling(cls)
+            sites = [s for s in self.callers.sites(cls) or []] if len(files) <= COMMON else []
+            ok, why = self._any_live(sites, depth, f"nothing live seen building {cls}")
+            answer = (ok, f"{cls} is built: {why}" if ok else why)
+        self._memo[key] = answer
+        return answer
+
+    def _any_live(self, sites: list[Site], depth: int, otherwise: str) -> Answer:
+        for s in sites:
+            ok, why = self._live(s, depth)
+            if ok:
+                return True, f"called at {s.where()}" + (f" <- {why}" if why else "")
+        return False, otherwise
+
+    def _live(self, s: Site, depth: int) -> Answer:
+        if not s.plugin:
+            ok, why = self.callers.reachable(s, depth + 1)
+            return ok, ""
+        if not self.startup.reached(s.module):
+            return False, ""
+        if s.func is None:
+            return True, ""
+        return self.function(s.module, s.cls, s.func, depth + 1)
