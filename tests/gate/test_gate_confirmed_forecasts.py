@@ -178,6 +178,11 @@ def test_confirmation_needs_both_a_raising_diagnostic_and_evidence_the_line_runs
     assert [f.severity for f in combine([], [attr], shapes, LOADED)] == ["warning"]
     [unproven] = combine([], [attr], shapes, LOADED, runs={("vllm_ascend/runner.py", 5): (False, "g may be called dynamically")})
     assert unproven.severity == "warning" and "not confirmed: g may be called dynamically" in unproven.reason
+    # beside an agreed finding (both engines at another site), the evidence still decides
+    agreed = Finding("attribute", "attribute:vllm.x.A.y", "vllm_ascend/runner.py", 9, "", 0, "m", severity="warning")
+    other = _checker("attr-defined", '"A" has no attribute "y"', 9)
+    both = combine([agreed], [other, attr], shapes, LOADED, runs=runs)
+    assert sorted((f.engine, f.severity) for f in both) == [("both", "error"), ("checker", "error")]
     # evidence never overrides the other filters: a module start-up does not load
     assert [f.severity for f in combine([], [attr], shapes, frozenset({"vllm_ascend"}), runs=runs)] == ["warning"]
 

@@ -231,9 +231,9 @@ def combine(hand: Iterable[Finding], checked: Iterable[Finding], shapes: PluginS
             # Agreeing that code is broken says nothing of whether it runs: a hand warning
             # in a module start-up does not load, on a patch that does nothing, or with no
             # core caller seen (the checker's override check sees no caller either) stays one.
-            runs = h.severity == "error" or (h.kind != "patch-target" and NO_CORE_CALLER not in h.summary + h.message
+            live = h.severity == "error" or (h.kind != "patch-target" and NO_CORE_CALLER not in h.summary + h.message
                                              and (loaded is None or module_of(h.plugin_path) in loaded))
-            out.append(replace(h, severity="error" if runs else h.severity, engine="both", confidence="high",
+            out.append(replace(h, severity="error" if live else h.severity, engine="both", confidence="high",
                                reason=f"{h.reason}; the checker agrees: {words}" if h.reason else
                                f"the checker agrees: {words}"))
         elif keep_hand_only:
