@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from gatekit import tree
 from overlay.gate import checker
+from overlay.gate.callers import COMMON
 from overlay.gate.engines import RAISES, PluginShapes, combine, confirm_sites, raises
 from overlay.gate.findings import Finding
 from overlay.gate.source import DirSource
@@ -224,3 +225,108 @@ def test_a_checker_error_always_rests_on_a_raising_diagnostic_and_positive_evide
     assert (out.severity == "error") == expected, (rule, head, evidence, line, loaded, out.severity)
     if out.severity == "error":
         assert any(rule == r and p.search(chk.symbol.split(":", 2)[2]) for r, p in RAISES)
+
+
+# ------------------------------------------------------------------ a class core made a function
+# (tuned on the fourth held-out set's misses, 2026-12-03: vLLM 0.24.0 turned FusedMoE into a
+# factory; the plugin subclassed it, tested isinstance against it and called its static
+# method from a model whose loader core calls through its base)
+
+MOE_OLD = """
+    class FusedMoE:
+        @staticmethod
+        def make_expert_params_mapping(n: int) -> list[int]:
+            return list(range(n))
+"""
+
+MOE_NEW = """
+    class FusedMoEImpl:
+        pass
+
+
+    def FusedMoE(n: int) -> FusedMoEImpl:
+        return FusedMoEImpl()
+"""
+
+MODEL_BASE = """
+    class Model:
+        def load_weights(self, weights: list[int]) -> None:
+            raise NotImplementedError
+
+
+    def load(model: Model) -> None:
+        model.load_weights([])
+"""
+
+MOE_INIT = """
+    def register():
+        import vllm_ascend.moe
+        from vllm.registry import ModelRegistry
+        ModelRegistry.register_model("AscendModel", "vllm_ascend.moe:AscendModel")
+"""
+
+MOE_PLUGIN = """
+    from vllm.layers.fused_moe import FusedMoE
+    from vllm.models.base import Model
+
+
+    class AscendFusedMoE(FusedMoE):  # BASE: a function as a base raises on import
+        pass
+
+
+    def is_moe(layer: object) -> bool:
+        return isinstance(layer, FusedMoE)  # ISINSTANCE: raises whenever it runs
+
+
+    def annotated(layer: FusedMoE) -> None:  # ANNOTATION: never evaluated
+        pass
+
+
+    class AscendModel(Model):
+        def load_weights(self, weights: list[int]) -> None:
+            mapping = FusedMoE.make_expert_params_mapping(4)  # MAPPING: core calls load_weights
+            del mapping
+
+
+    CHECK = is_moe(None)
+"""
+
+
+def _moe_trees(root: Path) -> tuple[Path, Path, Path]:
+    def core(version: str, moe: str) -> Path:
+        return tree(root / f"core-{version}", {
+            "vllm/__init__.py": "", "vllm/_version.py": f"__version__ = version = '{version}'\n",
+            "vllm/layers/__init__.py": "", "vllm/layers/fused_moe.py": moe,
+            "vllm/models/__init__.py": "", "vllm/models/base.py": MODEL_BASE,
+            "vllm/registry.py": "class ModelRegistry:\n    @staticmethod\n    def register_model(a, b):\n        pass\n",
+            # a name core calls in more files than the name search follows (callers.COMMON)
+            **{f"vllm/loaders/l{i}.py": "def load(m):\n    m.load_weights([])\n" for i in range(COMMON + 1)}})
+    plugin = tree(root / "plugin", {"setup.py": ENTRY, "vllm_ascend/__init__.py": MOE_INIT,
+                                    "vllm_ascend/moe.py": MOE_PLUGIN})
+    return core("1.0", MOE_OLD), core("2.0", MOE_NEW), plugin
+
+
+@needs_mypy
+def test_a_class_core_made_a_function_raises_where_the_plugin_uses_it_as_a_class(run, tmp_path):
+    old, new, plugin = _moe_trees(tmp_path)
+    code, out, err = run("gate", "--core", new, "--plugin", plugin, "--declared-core", old,
+                         "--engine", "both", "--json", root=tmp_path)
+    doc = json.loads(out)
+    lines = (plugin / "vllm_ascend/moe.py").read_text().splitlines()
+    marks: dict[str, list[dict]] = {}
+    for f in doc["findings"]:
+        text = lines[f["plugin"]["line"] - 1] if f["plugin"]["path"] == "vllm_ascend/moe.py" else ""
+        if "# " in text:
+            marks.setdefault(text.split("# ", 1)[1].split(":")[0], []).append(f)
+    def errors(mark: str) -> list[dict]:
+        return [f for f in marks.get(mark, []) if f["severity"] == "error"]
+    assert errors("BASE") and errors("ISINSTANCE"), {m: [(f["severity"], f["symbol"]) for f in fs]
+                                                     for m, fs in marks.items()}
+    assert all("confirmed" in f["reason"] for f in errors("ISINSTANCE") if f["engine"] == "checker")
+    # the same diagnostic on an annotation never raises: a forecast at most
+    assert marks.get("ANNOTATION") and not errors("ANNOTATION"), marks.get("ANNOTATION")
+    # load_weights is called by core through the base of a class the registry string names
+    [mapping] = errors("MAPPING")
+    assert "overrides core's Model.load_weights" in mapping["reason"] and "vllm_ascend.moe:AscendModel" in \
+        mapping["reason"], mapping["reason"]
+    assert code == 1, err

@@ -99,7 +99,7 @@ def add_checker(report: GateReport, core_dir: Path, plugin_dir: Path, declared_d
     found = engines.to_findings(fresh, report.core_version or str(core_dir))
     shapes = engines.PluginShapes(plugin, checker.plugin_files(plugin, packages))
     from overlay.gate.liveness import judge_sites
-    runs = judge_sites(DirSource(Path(core_dir).resolve()), plugin, engines.confirm_sites(found),
+    runs = judge_sites(DirSource(Path(core_dir).resolve()), plugin, engines.confirm_sites(found, shapes),
                        version=report.core_version, cache=cache, progress=progress)
     combined = engines.combine(report.findings, found, shapes, report.loaded, keep_hand_only=engine == "both",
                                runs=runs)
