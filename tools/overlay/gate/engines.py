@@ -35,6 +35,7 @@ NEAR = 3  # lines between a hand site and a checker site that name the same thin
 GUARD_CALLS = ("hasattr", "signature", "getfullargspec")
 GUARD_EXCEPTIONS = frozenset({"AttributeError", "TypeError", "ImportError", "ModuleNotFoundError", "Exception",
                               "BaseException", "KeyError", "NameError"})
+MISSING_ATTRIBUTE = re.compile(r'has no attribute "([A-Za-z_]\w*)"')
 NO_ATTRIBUTE = re.compile(r'"([A-Za-z_]\w*)"(?: of "[^"]*")? has no attribute "([A-Za-z_]\w*)"')
 QUOTED = re.compile(r'"([A-Za-z_][\w.]*)"')
 FORECAST = "the checker alone (a forecast)"
@@ -66,6 +67,10 @@ def raises(finding: Finding, shapes: "PluginShapes | None" = None) -> bool:
     _, rule, head = finding.symbol.split(":", 2)
     if rule == FUNCTION_AS_TYPE[0] and FUNCTION_AS_TYPE[1].search(head):
         return shapes is not None and finding.plugin_line in shapes.class_lines(finding.plugin_path)
+    if rule == "attr-defined" and shapes is not None:
+        m = MISSING_ATTRIBUTE.search(head)
+        if m and (finding.plugin_line, m.group(1)) in shapes.stores(finding.plugin_path):
+            return False  # `obj.attr = value` sets the attribute: nothing to miss
     return any(rule == r and pattern.search(head) for r, pattern in RAISES)
 
 
@@ -91,6 +96,7 @@ class Shape:
     guarded: list[tuple[int, int, str]]  # (first line, last line, what guards them)
     classes: dict[str, tuple[list[str], set[str]]]  # name -> (base names, names it defines)
     class_lines: frozenset[int] = frozenset()  # lines of class statements' headers (decorators to bases)
+    stores: frozenset[tuple[int, str]] = frozenset()  # (line, attribute) an assignment sets: `x.attr = ...`
 
 
 def _name(node: ast.expr) -> str:
@@ -124,6 +130,7 @@ def shape_of(text: str) -> Shape:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return Shape([], {})
     headers: set[int] = set()
+    stores: set[tuple[int, str]] = set()
     guarded: list[tuple[int, int, str]] = []
     classes: dict[str, tuple[list[str], set[str]]] = {}
     for node in ast.walk(tree):
@@ -131,7 +138,17 @@ def shape_of(text: str) -> Shape:
             why = _guard(node.test)
             if why:
                 guarded.append((node.lineno, node.end_lineno or node.lineno, why))
-        elif isinstance(node, ast.Try):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = list(node.targets) if isinstance(node, ast.Assign) else [node.target]
+            while targets:
+                t = targets.pop()
+                if isinstance(t, (ast.Tuple, ast.List)):
+                    targets.extend(t.elts)
+                elif isinstance(t, ast.Starred):
+                    targets.append(t.value)
+                elif isinstance(t, ast.Attribute):
+                    stores.add((t.lineno, t.attr))
+        if isinstance(node, ast.Try):
             names = set()
             for h in node.handlers:
                 if h.type is None:
@@ -155,7 +172,7 @@ def shape_of(text: str) -> Shape:
             classes[node.name] = ([_name(b) for b in node.bases], defined)
             body = node.body[0].lineno if node.body else node.lineno
             headers.update(range(min([node.lineno, *(d.lineno for d in node.decorator_list)]), body))
-    return Shape(guarded, classes, frozenset(headers))
+    return Shape(guarded, classes, frozenset(headers), frozenset(stores))
 
 
 class PluginShapes:
@@ -175,6 +192,9 @@ class PluginShapes:
 
     def class_lines(self, path: str) -> frozenset[int]:
         return self.shape(path).class_lines
+
+    def stores(self, path: str) -> frozenset[tuple[int, str]]:
+        return self.shape(path).stores
 
     def guard_at(self, path: str, line: int) -> str | None:
         for first, last, why in self.shape(path).guarded:
