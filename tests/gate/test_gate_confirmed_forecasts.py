@@ -328,8 +328,8 @@ GUARDED_RUNNER = """
 
 
     def label(t: Tensor) -> None:
-        Tensor.shared_by = []  # ASSIGNED: sets the attribute, nothing to miss
-        print(Tensor.shared_by)  # READ: raises with 2.0
+        Tensor.owner = "runner"  # ASSIGNED: sets the attribute, nothing to miss
+        print(t.shared_by)  # READ: raises with 2.0
 
 
     LABEL = label(Tensor(size=1))
@@ -362,6 +362,47 @@ def test_a_branch_the_core_never_takes_and_an_assignment_are_no_confirmed_foreca
     assert "OLD-BRANCH" not in marks, marks["OLD-BRANCH"]  # a settled branch not taken is not checked
     assert not [f for f in marks.get("ASSIGNED", []) if f["severity"] == "error"], marks["ASSIGNED"]
     assert [f for f in marks.get("READ", []) if f["severity"] == "error"], marks
+
+
+REPLACING_RUNNER = """
+    import vllm.v1.kv_cache_interface as kvi
+    from vllm.v1.kv_cache_interface import KVCacheTensor
+
+
+    class AscendKVCacheTensor(KVCacheTensor):
+        def __init__(self, size: int, shared_by: list[str] | None = None) -> None:
+            super().__init__(size)
+            self.shared_by = shared_by or []
+
+
+    kvi.KVCacheTensor = AscendKVCacheTensor
+
+
+    def build() -> None:
+        from vllm.v1.kv_cache_interface import KVCacheTensor as T
+        T(size=1, shared_by=["a"])  # REPLACED: the plugin's class runs here
+
+
+    BUILT = build()
+"""
+
+
+def test_a_diagnostic_about_a_name_the_plugin_replaces_is_no_confirmed_forecast(run, tmp_path):
+    """mypy judges core's KVCacheTensor; at run time the name is the plugin's own class,
+    which takes shared_by (the fourth set's MLAAttentionSpec(scale_dim=...) false alarms)."""
+    old, new, _ = _trees(tmp_path)
+    plugin = tree(tmp_path / "plugin3", {"setup.py": ENTRY, "vllm_ascend/__init__.py": INIT,
+                                         "vllm_ascend/runner.py": REPLACING_RUNNER})
+    if checker.installed() is None:
+        pytest.skip("mypy (the `gate` extra) is not installed")
+    code, out, err = run("gate", "--core", new, "--plugin", plugin, "--declared-core", old,
+                         "--engine", "both", "--json", root=tmp_path)
+    doc = json.loads(out)
+    lines = (plugin / "vllm_ascend/runner.py").read_text().splitlines()
+    at = [f for f in doc["findings"] if f["plugin"]["path"] == "vllm_ascend/runner.py"
+          and "# REPLACED" in lines[f["plugin"]["line"] - 1] and f["engine"] == "checker"]
+    assert at, doc["findings"]
+    assert all(f["severity"] != "error" and "replaces KVCacheTensor" in f["reason"] for f in at), at
 
 
 def test_dead_lines_are_the_branches_a_settled_test_never_takes():

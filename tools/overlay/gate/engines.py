@@ -248,6 +248,15 @@ def confirm_sites(checked: Iterable[Finding], shapes: "PluginShapes | None" = No
     return sorted({(c.plugin_path, c.plugin_line) for c in checked if raises(c, shapes)})
 
 
+def quoted_names(checked: Iterable[Finding]) -> dict[tuple[str, int], frozenset[str]]:
+    """Per site, every name its diagnostics quote (dotted names split into their parts)."""
+    out: dict[tuple[str, int], set[str]] = {}
+    for c in checked:
+        words = {part for q in QUOTED.findall(first_line(c.message)) for part in q.split(".")}
+        out.setdefault((c.plugin_path, c.plugin_line), set()).update(words)
+    return {k: frozenset(v) for k, v in out.items()}
+
+
 def combine(hand: Iterable[Finding], checked: Iterable[Finding], shapes: PluginShapes,
             loaded: frozenset[str] | None, keep_hand_only: bool = True,
             runs: dict[tuple[str, int], tuple[bool, str]] | None = None) -> list[Finding]:

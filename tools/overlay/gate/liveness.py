@@ -16,6 +16,8 @@ hand gate *confirms* it (engines.combine). So here only positive evidence counts
   common the name.
 What the name search cannot see (a callback, a registry, a name called in every file,
 the depth limit) is no evidence: the finding stays a forecast, and its reason says why.
+Nor is a diagnostic about a name the plugin replaces in core (`mod.Cls = AscendCls`,
+`Cls.meth = f`): the checker judged core's definition, and what runs is the plugin's.
 """
 
 from __future__ import annotations
@@ -34,8 +36,11 @@ Answer = tuple[bool, str]
 
 def judge_sites(core_src: TreeSource, plugin_src: TreeSource, sites: list[tuple[str, int]], *,
                 version: str | None = None, cache: Cache | None = None,
-                progress: Callable[[str], None] | None = None) -> dict[tuple[str, int], Answer]:
-    """For each plugin site (path, line): (evidence that the code holding it runs, what)."""
+                progress: Callable[[str], None] | None = None,
+                names: dict[tuple[str, int], frozenset[str]] | None = None) -> dict[tuple[str, int], Answer]:
+    """For each plugin site (path, line): (evidence that the code holding it runs, what).
+    `names`: per site, the names its diagnostics quote; one the plugin replaces in core
+    is no evidence (see the module docstring)."""
     if not sites:
         return {}
     with collector_paused():
@@ -47,7 +52,13 @@ def judge_sites(core_src: TreeSource, plugin_src: TreeSource, sites: list[tuple[
         ctx = context(core_src, plugin_src, core, version, cache, core_packages, plugin_packages, say)
         say(f"judging {len(sites)} checker site(s): does their code run?")
         judge = Liveness(ctx, plugin_src)
-        return {site: judge.site(*site) for site in sites}
+        replaced = {r.attr for r in ctx.facts.replacements if not r.in_class}
+        out = {}
+        for site in sites:
+            mine = sorted((names or {}).get(site, frozenset()) & replaced)
+            out[site] = ((False, f"the plugin replaces {mine[0]} in core: what runs is its own, not the "
+                                 f"definition the checker read") if mine else judge.site(*site))
+        return out
 
 
 def module_name(path: str) -> str:
