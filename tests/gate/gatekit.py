@@ -23,6 +23,29 @@ from overlay.gate import run_gate
 from overlay.series.model import load_pin
 
 
+# ------------------------------------------------------------------ the checker engine's fixture
+# core 1.0 has KVCacheTensor.shared_by, core 2.0 dropped it (issue 27)
+
+KV_OLD = """
+    from dataclasses import dataclass, field
+
+
+    @dataclass
+    class KVCacheTensor:
+        size: int
+        shared_by: list[str] = field(default_factory=list)
+"""
+
+KV_NEW = """
+    from dataclasses import dataclass
+
+
+    @dataclass
+    class KVCacheTensor:
+        size: int
+"""
+
+
 def tree(root: Path, files: dict[str, str]) -> Path:
     for rel, content in files.items():
         p = root / rel

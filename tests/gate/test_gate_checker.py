@@ -16,32 +16,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gatekit import tree
+from gatekit import KV_NEW, KV_OLD, tree
 from overlay.gate import checker
 from overlay.gate.checker import Diagnostic, new_diagnostics
 from overlay.gate.prepare import pin_versions, strip_suppressions
 
 needs_mypy = pytest.mark.skipif(checker.installed() is None,
                                 reason="mypy (the `gate` extra, which `make test` installs) is not installed")
-
-KV_OLD = """
-    from dataclasses import dataclass, field
-
-
-    @dataclass
-    class KVCacheTensor:
-        size: int
-        shared_by: list[str] = field(default_factory=list)
-"""
-
-KV_NEW = """
-    from dataclasses import dataclass
-
-
-    @dataclass
-    class KVCacheTensor:
-        size: int
-"""
 
 RUNNER = """
     from vllm.v1.kv_cache_interface import KVCacheTensor

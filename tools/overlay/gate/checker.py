@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from overlay.errors import OverlayError
-from overlay.gate.prepare import TORCH_STUB, prepare_text
+from overlay.gate.prepare import TORCH_STUB, dead_lines, prepare_text
 from overlay.gate.source import TreeSource
 from overlay.trees import ownership
 
@@ -92,10 +92,11 @@ def parses(text: str) -> bool:
 
 
 def write_scratch(plugin: TreeSource, packages: Iterable[str], version: str | None,
-                  dest: Path) -> tuple[int, int, tuple[str, ...]]:
+                  dest: Path, dead: dict[str, frozenset[int]] | None = None) -> tuple[int, int, tuple[str, ...]]:
     """The prepared copy of the plugin's packages under `dest/plugin`, the torch stub
     under `dest/stubs`; (version tests pinned, files with a suppression removed, files
-    left out because they do not parse: one would stop the checker's whole run)."""
+    left out because they do not parse: one would stop the checker's whole run).
+    `dead` gets, per file, the lines of branches the settled version tests never take."""
     pinned = stripped = 0
     unparsed = []
     for rel in plugin_files(plugin, packages):
@@ -107,6 +108,8 @@ def write_scratch(plugin: TreeSource, packages: Iterable[str], version: str | No
             unparsed.append(rel)
             continue
         text, n, cut = prepare_text(raw, version)
+        if n and dead is not None:
+            dead[rel] = dead_lines(text)
         pinned += n
         stripped += cut
         out = dest / "plugin" / rel
@@ -189,7 +192,8 @@ def check(core_root: Path, plugin: TreeSource, packages: Iterable[str], version:
     started = time.perf_counter()
     scratch = ownership.make(Path(tempfile.gettempdir()), SCRATCH_PREFIX)
     try:
-        pinned, stripped, unparsed = write_scratch(plugin, packages, version, scratch)
+        dead: dict[str, frozenset[int]] = {}
+        pinned, stripped, unparsed = write_scratch(plugin, packages, version, scratch, dead)
         config = scratch / "mypy.ini"
         config.write_text(config_text(Path(core_root).resolve(), scratch, core_packages), encoding="utf-8")
         tops = sorted(p.name for p in (scratch / "plugin").iterdir() if p.is_dir())
@@ -208,7 +212,7 @@ def check(core_root: Path, plugin: TreeSource, packages: Iterable[str], version:
             last = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or ["no output"])[-1]
             raise OverlayError(f"{CHECKER} failed (exit {done.returncode}): {last[:200]}",
                                path=str(core_root), hint="gate with --engine hand")
-        found = parse(done.stdout, scratch / "plugin")
+        found = [d for d in parse(done.stdout, scratch / "plugin") if d.line not in dead.get(d.path, ())]
         return CheckerRun(tuple(found), time.perf_counter() - started, pinned, stripped, unparsed)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -868,6 +868,18 @@ def constructor_signature(world: TreeIndex, mod: ModuleInfo, cls: ClassInfo, is_
     return sig, any(is_core(m.name) for m, _, _ in dataclasses)
 
 
+def _bound_after_replacement(use, target: str, ev: Evidence) -> bool:
+    """Does `use` call a core module's global the plugin replaces (`mod.Cls = AscendCls`),
+    looked up when the call runs: imported inside the function, or read off the module
+    (`mod.Cls(...)`)? Then what it builds is the plugin's class, not core's. A name a
+    module-level import bound stays core's when that import ran first (import order)."""
+    owner, _, name = target.rpartition(".")
+    if name not in ev.replaced.get(owner, ()):
+        return False
+    head = use.func.split(".", 1)[0]
+    return head in (use.local or {}) or "." in use.func
+
+
 def check_constructors(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
     """Plugin calls of classes whose constructor core defines (a core class, or a plugin
     subclass that inherits core's `__init__` or extends core's dataclass fields)."""
@@ -877,6 +889,8 @@ def check_constructors(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> li
         target = qualify(use.module, aliased(use)[0], use.local)  # `_Orig = mod.Cls`: core's class
         if target is None:
             continue
+        if _bound_after_replacement(use, target, ev):
+            continue  # the name is the plugin's own class when this line runs
         if target not in memo:
             memo[target] = None
             obj = world.resolve_dotted(target)

@@ -35,6 +35,7 @@ NEAR = 3  # lines between a hand site and a checker site that name the same thin
 GUARD_CALLS = ("hasattr", "signature", "getfullargspec")
 GUARD_EXCEPTIONS = frozenset({"AttributeError", "TypeError", "ImportError", "ModuleNotFoundError", "Exception",
                               "BaseException", "KeyError", "NameError"})
+MISSING_ATTRIBUTE = re.compile(r'has no attribute "([A-Za-z_]\w*)"')
 NO_ATTRIBUTE = re.compile(r'"([A-Za-z_]\w*)"(?: of "[^"]*")? has no attribute "([A-Za-z_]\w*)"')
 QUOTED = re.compile(r'"([A-Za-z_][\w.]*)"')
 FORECAST = "the checker alone (a forecast)"
@@ -49,14 +50,27 @@ RAISES = (
     ("misc", re.compile(r"^Function gets multiple values for keyword argument\b")),
     ("abstract", re.compile(r"^Cannot instantiate abstract class\b")),
     ("import-not-found", re.compile(r"^Cannot find implementation or library stub for module named\b")),
+    # isinstance(x, f) with a function (a class core turned into a factory): TypeError
+    ("arg-type", re.compile(r'^Argument 2 to "(isinstance|issubclass)" has incompatible type "(Callable\[|def |'
+                            r'Overload\()')),
 )
+# A function as a base class raises when the class statement runs (at import); as an
+# annotation it is never evaluated. So this one raises only on a class statement's line.
+FUNCTION_AS_TYPE = ("valid-type", re.compile(r'^Function "[^"]+" is not valid as a type'))
 
 
-def raises(finding: Finding) -> bool:
-    """Does the checker's diagnostic raise whenever its line runs? (see RAISES)"""
+def raises(finding: Finding, shapes: "PluginShapes | None" = None) -> bool:
+    """Does the checker's diagnostic raise whenever its line runs? (see RAISES; a
+    function used as a type only on a class statement's line, which `shapes` shows)"""
     if not finding.symbol.startswith("type:"):
         return False
     _, rule, head = finding.symbol.split(":", 2)
+    if rule == FUNCTION_AS_TYPE[0] and FUNCTION_AS_TYPE[1].search(head):
+        return shapes is not None and finding.plugin_line in shapes.class_lines(finding.plugin_path)
+    if rule == "attr-defined" and shapes is not None:
+        m = MISSING_ATTRIBUTE.search(head)
+        if m and (finding.plugin_line, m.group(1)) in shapes.stores(finding.plugin_path):
+            return False  # `obj.attr = value` sets the attribute: nothing to miss
     return any(rule == r and pattern.search(head) for r, pattern in RAISES)
 
 
@@ -81,6 +95,8 @@ class Shape:
 
     guarded: list[tuple[int, int, str]]  # (first line, last line, what guards them)
     classes: dict[str, tuple[list[str], set[str]]]  # name -> (base names, names it defines)
+    class_lines: frozenset[int] = frozenset()  # lines of class statements' headers (decorators to bases)
+    stores: frozenset[tuple[int, str]] = frozenset()  # (line, attribute) an assignment sets: `x.attr = ...`
 
 
 def _name(node: ast.expr) -> str:
@@ -113,6 +129,8 @@ def shape_of(text: str) -> Shape:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return Shape([], {})
+    headers: set[int] = set()
+    stores: set[tuple[int, str]] = set()
     guarded: list[tuple[int, int, str]] = []
     classes: dict[str, tuple[list[str], set[str]]] = {}
     for node in ast.walk(tree):
@@ -120,7 +138,17 @@ def shape_of(text: str) -> Shape:
             why = _guard(node.test)
             if why:
                 guarded.append((node.lineno, node.end_lineno or node.lineno, why))
-        elif isinstance(node, ast.Try):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = list(node.targets) if isinstance(node, ast.Assign) else [node.target]
+            while targets:
+                t = targets.pop()
+                if isinstance(t, (ast.Tuple, ast.List)):
+                    targets.extend(t.elts)
+                elif isinstance(t, ast.Starred):
+                    targets.append(t.value)
+                elif isinstance(t, ast.Attribute):
+                    stores.add((t.lineno, t.attr))
+        if isinstance(node, ast.Try):
             names = set()
             for h in node.handlers:
                 if h.type is None:
@@ -142,7 +170,9 @@ def shape_of(text: str) -> Shape:
                         if isinstance(t, ast.Name):
                             defined.add(t.id)
             classes[node.name] = ([_name(b) for b in node.bases], defined)
-    return Shape(guarded, classes)
+            body = node.body[0].lineno if node.body else node.lineno
+            headers.update(range(min([node.lineno, *(d.lineno for d in node.decorator_list)]), body))
+    return Shape(guarded, classes, frozenset(headers), frozenset(stores))
 
 
 class PluginShapes:
@@ -159,6 +189,12 @@ class PluginShapes:
             data = self.plugin.read(path)
             self._shapes[path] = shape_of(data.decode("utf-8", "replace")) if data else Shape([], {})
         return self._shapes[path]
+
+    def class_lines(self, path: str) -> frozenset[int]:
+        return self.shape(path).class_lines
+
+    def stores(self, path: str) -> frozenset[tuple[int, str]]:
+        return self.shape(path).stores
 
     def guard_at(self, path: str, line: int) -> str | None:
         for first, last, why in self.shape(path).guarded:
@@ -207,9 +243,18 @@ def _agrees(hand: Finding, chk: Finding) -> bool:
     return abs(hand.plugin_line - chk.plugin_line) <= NEAR and last_name(hand.symbol) in QUOTED.findall(chk.message)
 
 
-def confirm_sites(checked: Iterable[Finding]) -> list[tuple[str, int]]:
+def confirm_sites(checked: Iterable[Finding], shapes: "PluginShapes | None" = None) -> list[tuple[str, int]]:
     """The sites whose reachability can confirm a forecast: those that raise (RAISES)."""
-    return sorted({(c.plugin_path, c.plugin_line) for c in checked if raises(c)})
+    return sorted({(c.plugin_path, c.plugin_line) for c in checked if raises(c, shapes)})
+
+
+def quoted_names(checked: Iterable[Finding]) -> dict[tuple[str, int], frozenset[str]]:
+    """Per site, every name its diagnostics quote (dotted names split into their parts)."""
+    out: dict[tuple[str, int], set[str]] = {}
+    for c in checked:
+        words = {part for q in QUOTED.findall(first_line(c.message)) for part in q.split(".")}
+        out.setdefault((c.plugin_path, c.plugin_line), set()).update(words)
+    return {k: frozenset(v) for k, v in out.items()}
 
 
 def combine(hand: Iterable[Finding], checked: Iterable[Finding], shapes: PluginShapes,
@@ -260,11 +305,11 @@ def combine(hand: Iterable[Finding], checked: Iterable[Finding], shapes: PluginS
             out.append(replace(c, confidence="low", reason=c.reason + "; its module is not loaded at start-up"))
             continue
         ok, evidence = (runs or {}).get((c.plugin_path, c.plugin_line), (False, ""))
-        if ok and raises(c):
+        if ok and raises(c, shapes):
             out.append(replace(c, severity="error", confidence="high",
                                reason=c.reason.replace(FORECAST, CONFIRMED) + f" ({evidence})"))
             continue
-        if raises(c) and evidence:
+        if raises(c, shapes) and evidence:
             c = replace(c, reason=f"{c.reason}; not confirmed: {evidence}")
         out.append(c)
     if folded:

@@ -9,10 +9,15 @@ hand gate *confirms* it (engines.combine). So here only positive evidence counts
   has evidence itself, or from core code the hand gate does not rule out (core's own
   call graph is core's to run: `Callers.reachable`), up to the depth limit;
 - a method of a plugin class that something with evidence builds (`Cls(...)`), or that a
-  string names whole for core to build (`"pkg.mod.Cls"`, as core takes its worker class);
-  a dunder runs only on an instance.
+  string names whole for core to build (`"pkg.mod.Cls"`, as core takes its worker class,
+  or `"pkg.mod:Cls"`, as its model registry does); a dunder runs only on an instance;
+- a method of such a built class that overrides a method of its core base which core
+  calls by name: core calls it through the base (`model.load_weights(...)`), however
+  common the name.
 What the name search cannot see (a callback, a registry, a name called in every file,
 the depth limit) is no evidence: the finding stays a forecast, and its reason says why.
+Nor is a diagnostic about a name the plugin replaces in core (`mod.Cls = AscendCls`,
+`Cls.meth = f`): the checker judged core's definition, and what runs is the plugin's.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import ast
 from typing import Callable
 
+from overlay.gate import checks
 from overlay.gate.callers import COMMON, MAX_DEPTH, Site, function_scopes, innermost
 from overlay.gate.engine import Cache, Context, collector_paused, context, top_packages
 from overlay.gate.index import TreeIndex
@@ -30,8 +36,11 @@ Answer = tuple[bool, str]
 
 def judge_sites(core_src: TreeSource, plugin_src: TreeSource, sites: list[tuple[str, int]], *,
                 version: str | None = None, cache: Cache | None = None,
-                progress: Callable[[str], None] | None = None) -> dict[tuple[str, int], Answer]:
-    """For each plugin site (path, line): (evidence that the code holding it runs, what)."""
+                progress: Callable[[str], None] | None = None,
+                names: dict[tuple[str, int], frozenset[str]] | None = None) -> dict[tuple[str, int], Answer]:
+    """For each plugin site (path, line): (evidence that the code holding it runs, what).
+    `names`: per site, the names its diagnostics quote; one the plugin replaces in core
+    is no evidence (see the module docstring)."""
     if not sites:
         return {}
     with collector_paused():
@@ -43,7 +52,13 @@ def judge_sites(core_src: TreeSource, plugin_src: TreeSource, sites: list[tuple[
         ctx = context(core_src, plugin_src, core, version, cache, core_packages, plugin_packages, say)
         say(f"judging {len(sites)} checker site(s): does their code run?")
         judge = Liveness(ctx, plugin_src)
-        return {site: judge.site(*site) for site in sites}
+        replaced = {r.attr for r in ctx.facts.replacements if not r.in_class}
+        out = {}
+        for site in sites:
+            mine = sorted((names or {}).get(site, frozenset()) & replaced)
+            out[site] = ((False, f"the plugin replaces {mine[0]} in core: what runs is its own, not the "
+                                 f"definition the checker read") if mine else judge.site(*site))
+        return out
 
 
 def module_name(path: str) -> str:
@@ -60,6 +75,7 @@ class Liveness:
         self.startup = ctx.ev.startup
         self._scopes: dict[str, list | None] = {}
         self._memo: dict[tuple, Answer] = {}
+        self._classes = {(pc.module.name, pc.node.name): pc for pc in ctx.facts.classes}
 
     def site(self, path: str, line: int) -> Answer:
         module = module_name(path)
@@ -102,8 +118,31 @@ class Liveness:
             names = [func, *self.callers.import_aliases(func)]
             sites = [s for n in names for s in self.callers.sites(n) or [] if s.func != func or s.cls != cls]
             answer = self._any_live(sites, depth, f"no caller of {func} that runs is seen by name")
+        if not answer[0] and cls is not None:
+            answer = self._through_core_base(module, cls, func, depth) or answer
         self._memo[key] = answer
         return answer
+
+    def _through_core_base(self, module: str, cls: str, func: str, depth: int) -> Answer | None:
+        """Evidence that core calls the plugin's `cls.func` through a core base class that
+        declares `func`: the class is built, and core's code calls the name."""
+        pc = self._classes.get((module, cls))
+        if pc is None:
+            return None
+        world, is_core = self.ctx.world, self.ctx.ev.is_core
+        info = world.class_of(pc.module, pc.node)
+        base = next((b for b in checks._linearize(world, pc.module, info, pc.scope.local_imports)
+                     if b is not None and is_core(b[0].name) and func in b[1].methods), None)
+        if base is None:
+            return None
+        core_files = [path for path, tree in self.callers.files_calling(func) if not self.callers.trees[tree][3]]
+        if not core_files:
+            return None
+        built, why = self.built(module, cls, depth)
+        if not built:
+            return None
+        return True, (f"{cls}.{func} overrides core's {base[1].name}.{func}, which core calls "
+                      f"({len(core_files)} core file(s), e.g. {core_files[0]}); {why}")
 
     def built(self, module: str, cls: str, depth: int) -> Answer:
         """Evidence that an instance of the plugin class `cls` exists."""
@@ -111,11 +150,11 @@ class Liveness:
         if key in self._memo:
             return self._memo[key]
         self._memo[key] = (False, "recursive: nothing live seen building it")
-        dotted = f"{module}.{cls}".encode()
-        named = next((path for path, tree in self.callers.all_files()
-                      if self.callers.trees[tree][3] and dotted in self.callers.text(path, tree)), None)
+        spellings = [f"{module}{sep}{cls}".encode() for sep in (".", ":")]
+        named = next(((path, word) for path, tree in self.callers.all_files() if self.callers.trees[tree][3]
+                      for word in spellings if word in self.callers.text(path, tree)), None)
         if named is not None:
-            answer = (True, f"{cls} is named as {module}.{cls} for core to build ({named})")
+            answer = (True, f"{cls} is named as {named[1].decode()} for core to build ({named[0]})")
         elif depth >= MAX_DEPTH:
             answer = (False, f"the depth limit: nothing live seen building {cls}")
         else:

@@ -139,6 +139,42 @@ def pin_versions(text: str, version: str | None) -> tuple[str, int]:
     return b"".join(lines).decode("utf-8"), done
 
 
+def _constant(test: ast.expr) -> bool | None:
+    """The truth of a test made of True/False alone (as pin_versions leaves them), else None."""
+    if isinstance(test, ast.Constant) and isinstance(test.value, bool):
+        return test.value
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _constant(test.operand)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        values = [_constant(v) for v in test.values]
+        if isinstance(test.op, ast.And):
+            return False if False in values else (True if all(v is True for v in values) else None)
+        return True if True in values else (False if all(v is False for v in values) else None)
+    return None
+
+
+def dead_lines(text: str) -> frozenset[int]:
+    """Lines of the branches a settled test never takes (`if False:` bodies, `if True:`
+    `else`s). mypy still resolves the imports there (its report on
+    `if False: from m import gone` stands), so the checker's diagnostics on these lines
+    are of code that does not run with this core, and are dropped."""
+    if "True" not in text and "False" not in text:
+        return frozenset()
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+    dead: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.While)):
+            value = _constant(node.test)
+            body = node.orelse if value is True else node.body if value is False else []
+            for stmt in body:
+                dead.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
+    return frozenset(dead)
+
+
 def _overlaps(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:
     return (a[0], a[1]) < (b[2], b[3]) and (b[0], b[1]) < (a[2], a[3])
 
