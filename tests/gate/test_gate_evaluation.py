@@ -357,6 +357,16 @@ def test_a_confirmed_forecast_is_an_error_scored_like_the_hand_gates(tmp_path):
     assert (s.errors, s.true_errors, s.false_errors, s.unclassified) == (2, 1, 1, ())
 
 
+def test_a_forecast_quoting_the_name_qualified_still_names_the_item(tmp_path):
+    """mypy quotes a function used as a type by its qualified name ("vllm.core.BlockPool
+    .free_blocks"): that quotes the key's last name too; a longer name ending in it does not."""
+    (pairing,) = load(write(tmp_path, TRUTH_BODY))
+    qualified = checker_finding("p.py", 'Function "vllm.core.BlockPool.free_blocks" is not valid as a type')
+    longer = checker_finding("v.py", 'Function "vllm.vision.Norm.running_mean_v2" is not valid as a type')
+    s = score(pairing, (qualified, longer))
+    assert (s.truth_forecast, s.truth_forecast_items) == (1, ("free_blocks lost a parameter",))
+
+
 def test_without_the_checker_there_is_no_forecast_line(tmp_path):
     (pairing,) = load(write(tmp_path, TRUTH_BODY))
     s = score(pairing, (finding("override:a.Batch.make_dummy", "b.py"),))

@@ -22,7 +22,7 @@ that runs; `false`: not one) and a one-line reason. Pure functions: load, score,
 - forecasts (`gate-eval --engine both`): a truth item not caught as an error is forecast
   when a checker-only warning (one the hand gate's filters left a warning, not info) sits
   in the plugin file of one of the item's keys and its message quotes that key's last
-  name (the attribute, function or method). The rule is fixed here, not per item, so the
+  name (the attribute, function or method), alone or as the end of a qualified name. The rule is fixed here, not per item, so the
   figure cannot be fitted to the file; "as errors or forecasts" adds them to the errors.
 - held out: the file's `held_out:` section (`chosen`: the date it was chosen, `rule`: how,
   `pairings`) holds pairings chosen before tuning and never tuned on; their precision and
@@ -249,7 +249,9 @@ def _forecasts(item: TruthItem, forecasts: list[Finding]) -> bool:
                 return True
             continue
         name = last_name(symbol)
-        if any(f.plugin_path == path and name in QUOTED.findall(f.message) for f in forecasts):
+        # a quoted qualified name (`"vllm.x.layer.FusedMoE"`) quotes its last name too
+        if any(f.plugin_path == path and name in {q.rsplit(".", 1)[-1] for q in QUOTED.findall(f.message)}
+               for f in forecasts):
             return True
     return False
 
