@@ -31,6 +31,12 @@ SUPPRESSION = re.compile(
 # The torch stub, for a checker that cannot import torch (never: the checker reads no
 # installed package). `nn.Module` is a real class, so the plugin's subclasses are checked
 # against what they define themselves; whatever else torch offers reads as Any.
+MODULE_API = ("forward", "register_buffer", "register_parameter", "register_module", "add_module", "get_submodule",
+              "get_parameter", "get_buffer", "parameters", "named_parameters", "buffers", "named_buffers",
+              "children", "named_children", "modules", "named_modules", "train", "eval", "to", "cuda", "cpu",
+              "half", "float", "bfloat16", "type", "apply", "state_dict", "load_state_dict", "zero_grad",
+              "requires_grad_", "extra_repr", "register_forward_hook", "register_forward_pre_hook",
+              "register_full_backward_hook")
 TORCH_STUB = {
     "torch/__init__.pyi": (
         "from typing import Any\n"
@@ -39,13 +45,19 @@ TORCH_STUB = {
         "dtype = Any\n"
         "device = Any\n"
         "def __getattr__(name: str) -> Any: ...\n"),
+    # nn.Module is a real class with its public API and no catch-all `__getattr__`: torch's
+    # own answers Tensor | Module for any name, which would hide every attribute a core
+    # base class (vLLM's layers are modules) stops setting. What the plugin registers by
+    # name (register_buffer("x", ...)) is then reported in both runs, and the diff drops it.
     "torch/nn/__init__.pyi": (
         "from typing import Any\n"
         "class Module:\n"
+        "    training: bool\n"
         "    def __init__(self, *args: Any, **kwargs: Any) -> None: ...\n"
         "    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...\n"
-        "    def __getattr__(self, name: str) -> Any: ...\n"
-        "def __getattr__(name: str) -> Any: ...\n"),
+        "    def __setattr__(self, name: str, value: Any) -> None: ...\n"
+        + "".join(f"    def {name}(self, *args: Any, **kwargs: Any) -> Any: ...\n" for name in MODULE_API)
+        + "def __getattr__(name: str) -> Any: ...\n"),
 }
 
 
