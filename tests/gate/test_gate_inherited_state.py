@@ -330,6 +330,19 @@ def test_a_replacement_method_reading_a_buffer_core_no_longer_registers(tmp_path
     assert attrs == {"running_mean", "running_var"}
 
 
+def test_an_attribute_core_sets_by_unpacking_is_provided(tmp_path):
+    """`self.running_mean, self.running_var = ...` in core's __init__ sets both: no finding
+    (the tuned pairings' `self.attn_groups, self.attn_cg_support, _ = init_attn_backend(...)`)."""
+    unpacked = CORE_VISION.replace(
+        '            self.register_buffer("bias", torch.tensor(mean))',
+        '            self.register_buffer("bias", torch.tensor(mean))\n'
+        '            self.running_mean, (self.running_var, _) = torch.zeros(channel), (torch.ones(channel), 0)')
+    assert unpacked != CORE_VISION
+    report = gate(tmp_path, {"vllm/model_executor/models/vision.py": unpacked},
+                  {"vllm_ascend/patch_vision.py": PLUGIN_VISION}, ("vllm_ascend.patch_vision",))
+    assert not by_symbol(report, MEAN) and not by_symbol(report, VAR)
+
+
 def test_no_finding_when_core_registers_the_buffers_or_the_plugin_sets_them(tmp_path):
     registered = CORE_VISION.replace(
         '            self.register_buffer("bias", torch.tensor(mean))',

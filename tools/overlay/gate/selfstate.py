@@ -115,10 +115,33 @@ def _members(cls: ClassInfo) -> set[str]:
     return names
 
 
+def _unpacked(cls: ClassInfo, skip_init: bool) -> set[str]:
+    """`self.x` set by unpacking (`self.groups, self.ok, _ = init(...)`, `for self.i in ...`),
+    which `self_assignments` (one value per attribute, for its type) leaves out."""
+    out: set[str] = set()
+    for fn in ast.walk(cls.node) if cls.node is not None else ():
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or skip_init and fn.name == "__init__":
+            continue
+        for n in ast.walk(fn):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, (ast.For, ast.AsyncFor)) \
+                else [item.optional_vars for item in n.items if item.optional_vars is not None] \
+                if isinstance(n, (ast.With, ast.AsyncWith)) else []
+            for t in targets:
+                if not isinstance(t, (ast.Tuple, ast.List)) and not isinstance(n, (ast.For, ast.AsyncFor, ast.With,
+                                                                                   ast.AsyncWith)):
+                    continue
+                for sub in ast.walk(t):
+                    if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) \
+                            and isinstance(sub.value, ast.Name) and sub.value.id == "self":
+                        out.add(sub.attr)
+    return out
+
+
 def provides(cls: ClassInfo, skip_init: bool = False) -> set[str]:
     """Every name an instance of `cls` gets from the class itself: its members, what its
-    functions assign to `self.x` (outside `__init__` with `skip_init`) and register."""
-    names = _members(cls) | _registered(cls)
+    functions assign to `self.x` (outside `__init__` with `skip_init`), unpacking included,
+    and register."""
+    names = _members(cls) | _registered(cls) | _unpacked(cls, skip_init)
     for attr, sites in self_assignments(cls.node).items() if cls.node is not None else ():
         if not skip_init or any(fn.name != "__init__" for fn, _ in sites):
             names.add(attr)
