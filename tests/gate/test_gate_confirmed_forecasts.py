@@ -458,3 +458,21 @@ def test_a_torch_module_attribute_core_stopped_setting_is_seen_by_the_checker(ru
     assert "DROPPED" in said and any('has no attribute "weight_loader"' in f["message"] for f in said["DROPPED"]), \
         doc["findings"]
     assert "REGISTERED" not in said, said["REGISTERED"]
+
+
+def test_a_settled_test_nested_past_the_recursion_limit_settles_nothing_and_stops_nothing():
+    """A plugin file is upstream material: `not not ... True` nested deeper than the
+    interpreter's recursion limit (it parses) must not stop the checker's whole run."""
+    from overlay.gate.prepare import dead_lines
+    assert dead_lines("if " + "not " * 101 + "True:\n    a = 1\n") == {2}
+    assert dead_lines("if " + "not " * 2001 + "True:\n    a = 1\n") == frozenset()
+
+
+def test_a_plugin_without_entry_points_confirms_no_forecast(run, tmp_path):
+    """Without entry points nothing shows what start-up loads: the hand gate counts every
+    module as loaded, but that is no evidence a line runs (fail closed)."""
+    old, new, _ = _trees(tmp_path)
+    plugin = tree(tmp_path / "bare", {"vllm_ascend/__init__.py": "", "vllm_ascend/runner.py": RUNNER})
+    _, doc, marks = _gate_marks(run, tmp_path, old, new, plugin, "vllm_ascend/runner.py")
+    assert marks.get("LIVE"), doc["findings"]
+    assert all(f["severity"] != "error" and "declares no entry points" in f["reason"] for f in marks["LIVE"])

@@ -508,3 +508,14 @@ def test_an_inherited_reader_called_only_from_a_core_constructor_is_a_warning(tm
     found = by_symbol(report, LOOKAHEAD)
     assert [f.severity for f in found] == ["warning"]
     assert "constructor" in found[0].reason, found[0].reason
+
+
+def test_an_augmented_assignment_reads_first_and_provides_nothing(tmp_path):
+    augmented = CORE_VISION.replace(
+        '            self.register_buffer("bias", torch.tensor(mean))',
+        '            self.register_buffer("bias", torch.tensor(mean))\n'
+        '            self.running_mean += 0')
+    assert augmented != CORE_VISION
+    report = gate(tmp_path, {"vllm/model_executor/models/vision.py": augmented},
+                  {"vllm_ascend/patch_vision.py": PLUGIN_VISION}, ("vllm_ascend.patch_vision",))
+    assert by_symbol(report, MEAN)

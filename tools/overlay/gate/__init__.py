@@ -86,6 +86,7 @@ def add_checker(report: GateReport, core_dir: Path, plugin_dir: Path, declared_d
     from dataclasses import replace
 
     from overlay.gate import checker, engines
+    from overlay.gate.liveness import judge_sites
 
     version = checker.require()
     plugin = _tree(Path(plugin_dir), "plugin")
@@ -98,7 +99,6 @@ def add_checker(report: GateReport, core_dir: Path, plugin_dir: Path, declared_d
     fresh = checker.new_diagnostics(new.diagnostics, old.diagnostics)
     found = engines.to_findings(fresh, report.core_version or str(core_dir))
     shapes = engines.PluginShapes(plugin, checker.plugin_files(plugin, packages))
-    from overlay.gate.liveness import judge_sites
     runs = judge_sites(DirSource(Path(core_dir).resolve()), plugin, engines.confirm_sites(found, shapes),
                        version=report.core_version, cache=cache, progress=progress,
                        names=engines.quoted_names(found))

@@ -175,7 +175,6 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
     return result
 
 
-
 @dataclass
 class Context:
     """What every check reads: the scanned plugin, both indexes and the evidence."""

@@ -305,12 +305,10 @@ def combine(hand: Iterable[Finding], checked: Iterable[Finding], shapes: PluginS
             out.append(replace(c, confidence="low", reason=c.reason + "; its module is not loaded at start-up"))
             continue
         ok, evidence = (runs or {}).get((c.plugin_path, c.plugin_line), (False, ""))
-        if ok and raises(c, shapes):
-            out.append(replace(c, severity="error", confidence="high",
-                               reason=c.reason.replace(FORECAST, CONFIRMED) + f" ({evidence})"))
-            continue
-        if raises(c, shapes) and evidence:
-            c = replace(c, reason=f"{c.reason}; not confirmed: {evidence}")
+        if evidence and raises(c, shapes):
+            c = (replace(c, severity="error", confidence="high",
+                         reason=c.reason.replace(FORECAST, CONFIRMED) + f" ({evidence})") if ok
+                 else replace(c, reason=f"{c.reason}; not confirmed: {evidence}"))
         out.append(c)
     if folded:
         out = [replace(f, message=f"{f.message}; {folded[f.plugin_path]} checker diagnostic(s) in this file "

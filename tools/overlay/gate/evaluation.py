@@ -22,8 +22,9 @@ that runs; `false`: not one) and a one-line reason. Pure functions: load, score,
 - forecasts (`gate-eval --engine both`): a truth item not caught as an error is forecast
   when a checker-only warning (one the hand gate's filters left a warning, not info) sits
   in the plugin file of one of the item's keys and its message quotes that key's last
-  name (the attribute, function or method), alone or as the end of a qualified name. The rule is fixed here, not per item, so the
-  figure cannot be fitted to the file; "as errors or forecasts" adds them to the errors.
+  name (the attribute, function or method), alone or as the end of a qualified name. The
+  rule is fixed here, not per item, so the figure cannot be fitted to the file; "as errors
+  or forecasts" adds them to the errors.
 - held out: the file's `held_out:` section (`chosen`: the date it was chosen, `rule`: how,
   `pairings`) holds pairings chosen before tuning and never tuned on; their precision and
   truth recall are totalled on a line of their own, apart from the tuned set's.
@@ -312,7 +313,8 @@ def totals(scores: list[Score], held_out: bool = False) -> dict:
     caught = sum(s.truth_caught for s in bumps)
     forecast = sum(s.truth_forecast for s in bumps)
     confirmed = sum(s.truth_confirmed for s in bumps)
-    return {"truth_confirmed": confirmed, "confirmed_errors": sum(s.checker_confirmed for s in bumps),"pairings": len(bumps), "errors": errors, "true_errors": real,
+    return {"pairings": len(bumps), "errors": errors, "true_errors": real,
+            "truth_confirmed": confirmed, "confirmed_errors": sum(s.checker_confirmed for s in bumps),
             "precision": real / errors if errors else None, "truth_items": items, "truth_caught": caught,
             "truth_recall": caught / items if items else None, "truth_forecast": forecast,
             "checker_ran": any(s.checker_ran for s in bumps),

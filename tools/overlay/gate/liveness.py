@@ -26,7 +26,7 @@ import ast
 from typing import Callable
 
 from overlay.gate import checks
-from overlay.gate.callers import COMMON, MAX_DEPTH, Site, function_scopes, innermost
+from overlay.gate.callers import COMMON, MAX_DEPTH, Site, function_scopes, innermost, module_name
 from overlay.gate.engine import Cache, Context, collector_paused, context, top_packages
 from overlay.gate.index import TreeIndex
 from overlay.gate.source import TreeSource
@@ -59,12 +59,6 @@ def judge_sites(core_src: TreeSource, plugin_src: TreeSource, sites: list[tuple[
             out[site] = ((False, f"the plugin replaces {mine[0]} in core: what runs is its own, not the "
                                  f"definition the checker read") if mine else judge.site(*site))
         return out
-
-
-def module_name(path: str) -> str:
-    name = path[:-3] if path.endswith(".py") else path
-    name = name.replace("/", ".")
-    return name[: -len(".__init__")] if name.endswith(".__init__") else name
 
 
 class Liveness:
@@ -159,7 +153,7 @@ class Liveness:
             answer = (False, f"the depth limit: nothing live seen building {cls}")
         else:
             files = self.callers.files_calling(cls)
-            sites = [s for s in self.callers.sites(cls) or []] if len(files) <= COMMON else []
+            sites = (self.callers.sites(cls) or []) if len(files) <= COMMON else []
             ok, why = self._any_live(sites, depth, f"nothing live seen building {cls}")
             answer = (ok, f"{cls} is built: {why}" if ok else why)
         self._memo[key] = answer
@@ -174,8 +168,7 @@ class Liveness:
 
     def _live(self, s: Site, depth: int) -> Answer:
         if not s.plugin:
-            ok, why = self.callers.reachable(s, depth + 1)
-            return ok, ""
+            return self.callers.reachable(s, depth + 1)[0], ""
         if not self.startup.reached(s.module):
             return False, ""
         if s.func is None:

@@ -180,7 +180,10 @@ def dead_lines(text: str) -> frozenset[int]:
     dead: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.If, ast.While)):
-            value = _constant(node.test)
+            try:
+                value = _constant(node.test)
+            except RecursionError:  # `not not ... True` nested past the limit: not settled
+                value = None
             body = node.orelse if value is True else node.body if value is False else []
             for stmt in body:
                 dead.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))

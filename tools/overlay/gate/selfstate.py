@@ -116,24 +116,18 @@ def _members(cls: ClassInfo) -> set[str]:
 
 
 def _unpacked(cls: ClassInfo, skip_init: bool) -> set[str]:
-    """`self.x` set by unpacking (`self.groups, self.ok, _ = init(...)`, `for self.i in ...`),
-    which `self_assignments` (one value per attribute, for its type) leaves out."""
+    """`self.x` set by unpacking (`self.groups, self.ok, _ = init(...)`, `for self.i in ...`,
+    `with ... as self.x`), which `self_assignments` (one value per attribute, for its type)
+    leaves out; `self.x += 1` reads first and sets nothing new."""
     out: set[str] = set()
     for fn in ast.walk(cls.node) if cls.node is not None else ():
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or skip_init and fn.name == "__init__":
             continue
+        augmented = {id(n.target) for n in ast.walk(fn) if isinstance(n, ast.AugAssign)}
         for n in ast.walk(fn):
-            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, (ast.For, ast.AsyncFor)) \
-                else [item.optional_vars for item in n.items if item.optional_vars is not None] \
-                if isinstance(n, (ast.With, ast.AsyncWith)) else []
-            for t in targets:
-                if not isinstance(t, (ast.Tuple, ast.List)) and not isinstance(n, (ast.For, ast.AsyncFor, ast.With,
-                                                                                   ast.AsyncWith)):
-                    continue
-                for sub in ast.walk(t):
-                    if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) \
-                            and isinstance(sub.value, ast.Name) and sub.value.id == "self":
-                        out.add(sub.attr)
+            if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and id(n) not in augmented \
+                    and isinstance(n.value, ast.Name) and n.value.id == "self":
+                out.add(n.attr)
     return out
 
 
