@@ -476,3 +476,35 @@ def test_a_hostile_declared_tag_is_not_a_release_and_reaches_no_path(tmp_path, t
     (plugin / ".github").mkdir(parents=True)
     (plugin / ".github" / "vllm-release-tag.commit").write_text(tag + "\n")
     assert declared_core(tmp_path, plugin, "0.10.0") == "0.9.0"
+
+
+def test_gate_eval_scores_a_confirmed_forecast_end_to_end(tmp_path, capsys):
+    """`gate-eval --engine both` on a plugin with entry points: a read only the checker sees
+    (a comprehension's variable), at module level of a module start-up loads, is a
+    confirmed forecast: an error to classify, and it catches the truth item."""
+    pytest.importorskip("mypy")
+    from tests.fixtures import commit_all, init_repo, write as write_files
+    from overlay.cli import main
+
+    mirror = tmp_path / "mirror"
+    repo = init_repo(mirror / "vllm-project+vllm-ascend")
+    write_files(repo, {
+        "setup.py": 'from setuptools import setup\nsetup(name="vllm-ascend", entry_points={"vllm.platform_plugins": '
+                    '["ascend = vllm_ascend:register"]})\n',
+        "vllm_ascend/__init__.py": "def register():\n    import vllm_ascend.runner  # noqa\n",
+        "vllm_ascend/runner.py": "from vllm.pool import Pool\n\n\ndef owners(pools: list[Pool]) -> list[int]:\n"
+                                 "    return [p.shared for p in pools]\n\n\nOWNERS = owners([])\n"})
+    commit = commit_all(repo, "plugin")
+    (mirror / "pypi").mkdir()
+    _sdist(mirror / "pypi", "0.25.0", {"vllm/pool.py": "class Pool:\n    shared: int = 0\n"})
+    _sdist(mirror / "pypi", "0.26.0", {"vllm/pool.py": "class Pool:\n    size: int = 0\n"})
+    body = (f'pairings:\n  - name: x-vs-0.26.0\n    plugin: "{commit}"\n    core: "0.26.0"\n    truth:\n'
+            '      - item: "Pool lost shared"\n        keys: ["attribute:vllm.pool.Pool.shared @ vllm_ascend/runner.py"]\n'
+            '        reach: true\n        reason: "r"\n')
+    rc = main(["--root", str(tmp_path), "gate-eval", "--mirror", str(mirror), "--engine", "both",
+               "--classification", str(write(tmp_path, body))])
+    out, err = capsys.readouterr()
+    assert "1 confirmed forecast(s) (errors)" in out, out + err
+    assert "(1 by confirmed forecasts, 1 confirmed-forecast errors)" in out, out
+    assert 'unclassified (x-vs-0.26.0): error: type:attr-defined:"Pool" has no attribute "shared"' in out, out
+    assert rc == 1
