@@ -386,28 +386,39 @@ def _sdist(pypi: Path, version: str, files: dict[str, str]) -> None:
             tar.addfile(info, io.BytesIO(data))
 
 
-def test_gate_eval_with_both_engines_end_to_end(tmp_path, capsys):
-    """`gate-eval --engine both`: the checker runs differentially from the release before
-    the pairing's (the plugin declares none), and the table says what each engine found."""
-    pytest.importorskip("mypy")
+def _eval_both(tmp_path, capsys, plugin_files: dict[str, str], releases: dict[str, str], truth: str):
+    """`gate-eval --engine both` from the CLI on a synthetic mirror: the plugin committed,
+    one `vllm/pool.py` per release; `truth` is the pairing's truth list (YAML, 4 spaces
+    in). Returns (exit status, stdout, stderr)."""
     from tests.fixtures import commit_all, init_repo, write as write_files
     from overlay.cli import main
 
     mirror = tmp_path / "mirror"
     repo = init_repo(mirror / "vllm-project+vllm-ascend")
-    write_files(repo, {"vllm_ascend/__init__.py": "",
-                       "vllm_ascend/worker.py": "from vllm.pool import free\n\n\ndef run() -> None:\n"
-                                                "    free(1, 2)\n"})
+    write_files(repo, plugin_files)
     commit = commit_all(repo, "plugin")
     (mirror / "pypi").mkdir()
-    _sdist(mirror / "pypi", "0.25.0", {"vllm/pool.py": "def free(a: int, b: int) -> None:\n    pass\n"})
-    _sdist(mirror / "pypi", "0.26.0", {"vllm/pool.py": "def free(a: int) -> None:\n    pass\n"})
-    body = (f'pairings:\n  - name: x-vs-0.26.0\n    plugin: "{commit}"\n    core: "0.26.0"\n    truth:\n'
-            '      - item: "free lost b"\n        keys: ["call:vllm.pool.free @ vllm_ascend/worker.py"]\n'
-            '        reach: true\n        reason: "r"\n')
+    for version, pool in releases.items():
+        _sdist(mirror / "pypi", version, {"vllm/pool.py": pool})
+    core = max(releases, key=lambda v: tuple(int(x) for x in v.split(".")))
+    body = f'pairings:\n  - name: x-vs-{core}\n    plugin: "{commit}"\n    core: "{core}"\n    truth:\n{truth}'
     rc = main(["--root", str(tmp_path), "gate-eval", "--mirror", str(mirror), "--engine", "both",
                "--classification", str(write(tmp_path, body))])
     out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_gate_eval_with_both_engines_end_to_end(tmp_path, capsys):
+    """`gate-eval --engine both`: the checker runs differentially from the release before
+    the pairing's (the plugin declares none), and the table says what each engine found."""
+    pytest.importorskip("mypy")
+    rc, out, err = _eval_both(
+        tmp_path, capsys,
+        {"vllm_ascend/__init__.py": "",
+         "vllm_ascend/worker.py": "from vllm.pool import free\n\n\ndef run() -> None:\n    free(1, 2)\n"},
+        {"0.25.0": "def free(a: int, b: int) -> None:\n    pass\n", "0.26.0": "def free(a: int) -> None:\n    pass\n"},
+        '      - item: "free lost b"\n        keys: ["call:vllm.pool.free @ vllm_ascend/worker.py"]\n'
+        '        reach: true\n        reason: "r"\n')
     assert "engines (x-vs-0.26.0): 1 agreed (both), 0 hand-only error(s)" in out, out + err
     assert "recall on truth items as errors or forecasts 100% (1/1)" in out
     assert rc == 1  # the agreed error is not classified yet
@@ -483,27 +494,16 @@ def test_gate_eval_scores_a_confirmed_forecast_end_to_end(tmp_path, capsys):
     (a comprehension's variable), at module level of a module start-up loads, is a
     confirmed forecast: an error to classify, and it catches the truth item."""
     pytest.importorskip("mypy")
-    from tests.fixtures import commit_all, init_repo, write as write_files
-    from overlay.cli import main
-
-    mirror = tmp_path / "mirror"
-    repo = init_repo(mirror / "vllm-project+vllm-ascend")
-    write_files(repo, {
-        "setup.py": 'from setuptools import setup\nsetup(name="vllm-ascend", entry_points={"vllm.platform_plugins": '
-                    '["ascend = vllm_ascend:register"]})\n',
-        "vllm_ascend/__init__.py": "def register():\n    import vllm_ascend.runner  # noqa\n",
-        "vllm_ascend/runner.py": "from vllm.pool import Pool\n\n\ndef owners(pools: list[Pool]) -> list[int]:\n"
-                                 "    return [p.shared for p in pools]\n\n\nOWNERS = owners([])\n"})
-    commit = commit_all(repo, "plugin")
-    (mirror / "pypi").mkdir()
-    _sdist(mirror / "pypi", "0.25.0", {"vllm/pool.py": "class Pool:\n    shared: int = 0\n"})
-    _sdist(mirror / "pypi", "0.26.0", {"vllm/pool.py": "class Pool:\n    size: int = 0\n"})
-    body = (f'pairings:\n  - name: x-vs-0.26.0\n    plugin: "{commit}"\n    core: "0.26.0"\n    truth:\n'
-            '      - item: "Pool lost shared"\n        keys: ["attribute:vllm.pool.Pool.shared @ vllm_ascend/runner.py"]\n'
-            '        reach: true\n        reason: "r"\n')
-    rc = main(["--root", str(tmp_path), "gate-eval", "--mirror", str(mirror), "--engine", "both",
-               "--classification", str(write(tmp_path, body))])
-    out, err = capsys.readouterr()
+    rc, out, err = _eval_both(
+        tmp_path, capsys,
+        {"setup.py": 'from setuptools import setup\nsetup(name="vllm-ascend", entry_points={"vllm.platform_plugins": '
+                     '["ascend = vllm_ascend:register"]})\n',
+         "vllm_ascend/__init__.py": "def register():\n    import vllm_ascend.runner  # noqa\n",
+         "vllm_ascend/runner.py": "from vllm.pool import Pool\n\n\ndef owners(pools: list[Pool]) -> list[int]:\n"
+                                  "    return [p.shared for p in pools]\n\n\nOWNERS = owners([])\n"},
+        {"0.25.0": "class Pool:\n    shared: int = 0\n", "0.26.0": "class Pool:\n    size: int = 0\n"},
+        '      - item: "Pool lost shared"\n        keys: ["attribute:vllm.pool.Pool.shared @ vllm_ascend/runner.py"]\n'
+        '        reach: true\n        reason: "r"\n')
     assert "1 confirmed forecast(s) (errors)" in out, out + err
     assert "(1 by confirmed forecasts, 1 confirmed-forecast errors)" in out, out
     assert 'unclassified (x-vs-0.26.0): error: type:attr-defined:"Pool" has no attribute "shared"' in out, out

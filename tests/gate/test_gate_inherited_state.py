@@ -330,16 +330,21 @@ def test_a_replacement_method_reading_a_buffer_core_no_longer_registers(tmp_path
     assert attrs == {"running_mean", "running_var"}
 
 
+def _vision_init_with(tmp_path, line: str):
+    """The replacement-read gate with one more statement at the end of core's
+    FusedInputNorm.__init__."""
+    anchor = '            self.register_buffer("bias", torch.tensor(mean))'
+    core = CORE_VISION.replace(anchor, f"{anchor}\n            {line}")
+    assert core != CORE_VISION
+    return gate(tmp_path, {"vllm/model_executor/models/vision.py": core},
+                {"vllm_ascend/patch_vision.py": PLUGIN_VISION}, ("vllm_ascend.patch_vision",))
+
+
 def test_an_attribute_core_sets_by_unpacking_is_provided(tmp_path):
     """`self.running_mean, self.running_var = ...` in core's __init__ sets both: no finding
     (the tuned pairings' `self.attn_groups, self.attn_cg_support, _ = init_attn_backend(...)`)."""
-    unpacked = CORE_VISION.replace(
-        '            self.register_buffer("bias", torch.tensor(mean))',
-        '            self.register_buffer("bias", torch.tensor(mean))\n'
-        '            self.running_mean, (self.running_var, _) = torch.zeros(channel), (torch.ones(channel), 0)')
-    assert unpacked != CORE_VISION
-    report = gate(tmp_path, {"vllm/model_executor/models/vision.py": unpacked},
-                  {"vllm_ascend/patch_vision.py": PLUGIN_VISION}, ("vllm_ascend.patch_vision",))
+    report = _vision_init_with(
+        tmp_path, "self.running_mean, (self.running_var, _) = torch.zeros(channel), (torch.ones(channel), 0)")
     assert not by_symbol(report, MEAN) and not by_symbol(report, VAR)
 
 
@@ -511,11 +516,4 @@ def test_an_inherited_reader_called_only_from_a_core_constructor_is_a_warning(tm
 
 
 def test_an_augmented_assignment_reads_first_and_provides_nothing(tmp_path):
-    augmented = CORE_VISION.replace(
-        '            self.register_buffer("bias", torch.tensor(mean))',
-        '            self.register_buffer("bias", torch.tensor(mean))\n'
-        '            self.running_mean += 0')
-    assert augmented != CORE_VISION
-    report = gate(tmp_path, {"vllm/model_executor/models/vision.py": augmented},
-                  {"vllm_ascend/patch_vision.py": PLUGIN_VISION}, ("vllm_ascend.patch_vision",))
-    assert by_symbol(report, MEAN)
+    assert by_symbol(_vision_init_with(tmp_path, "self.running_mean += 0"), MEAN)
