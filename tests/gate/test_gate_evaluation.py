@@ -508,3 +508,70 @@ def test_gate_eval_scores_a_confirmed_forecast_end_to_end(tmp_path, capsys):
     assert "(1 by confirmed forecasts, 1 confirmed-forecast errors)" in out, out
     assert 'unclassified (x-vs-0.26.0): error: type:attr-defined:"Pool" has no attribute "shared"' in out, out
     assert rc == 1
+
+
+# ----------------------------------------------------------------------------- plugin release archives
+
+def _plugin_sdist(pypi: Path, version: str, files: dict[str, str]) -> None:
+    """A synthetic plugin release archive, laid out as PyPI's vllm_ascend sdists are."""
+    import io
+    import tarfile
+
+    with tarfile.open(pypi / f"vllm_ascend-{version}.tar.gz", "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"vllm_ascend-{version}/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_gate_eval_gates_a_plugin_release_archive_end_to_end(tmp_path, capsys):
+    """`plugin: vllm-ascend==VERSION` gates the release archive in the mirror's pypi/ (no
+    plugin repository needed), and the checker diffs from the core the archive declares
+    (0.24.0), not from the release before the pairing's (0.25.0, where the break already is):
+    only then do both engines agree."""
+    pytest.importorskip("mypy")
+    from overlay.cli import main
+
+    mirror = tmp_path / "mirror"
+    (mirror / "pypi").mkdir(parents=True)
+    _plugin_sdist(mirror / "pypi", "0.9.0rc1", {
+        ".github/vllm-release-tag.commit": "v0.24.0\n",
+        "vllm_ascend/__init__.py": "",
+        "vllm_ascend/worker.py": "from vllm.pool import free\n\n\ndef run() -> None:\n    free(1, 2)\n"})
+    two, one = "def free(a: int, b: int) -> None:\n    pass\n", "def free(a: int) -> None:\n    pass\n"
+    for version, pool in {"0.24.0": two, "0.25.0": one, "0.26.0": one}.items():
+        _sdist(mirror / "pypi", version, {"vllm/pool.py": pool})
+    body = ('pairings:\n  - name: r-vs-0.26.0\n    plugin: "vllm-ascend==0.9.0rc1"\n    core: "0.26.0"\n'
+            '    truth:\n      - item: "free lost b"\n        keys: ["call:vllm.pool.free @ vllm_ascend/worker.py"]\n'
+            '        reach: true\n        reason: "r"\n')
+    rc = main(["--root", str(tmp_path), "gate-eval", "--mirror", str(mirror), "--engine", "both",
+               "--classification", str(write(tmp_path, body))])
+    out, err = capsys.readouterr()
+    assert "engines (r-vs-0.26.0): 1 agreed (both), 0 hand-only error(s)" in out, out + err
+    assert "recall on truth items as errors or forecasts 100% (1/1)" in out
+    assert rc == 1  # the agreed error is not classified yet
+
+
+def test_a_plugin_release_the_mirror_lacks_is_one_line_and_nothing_is_fetched(tmp_path, capsys, monkeypatch):
+    from overlay.cli import main
+    from overlay.trees import sources
+
+    monkeypatch.setattr(sources, "download_archive", lambda *a, **k: pytest.fail("gate-eval downloaded"))
+    mirror = tmp_path / "mirror"
+    (mirror / "pypi").mkdir(parents=True)
+    _sdist(mirror / "pypi", "0.26.0", {})
+    body = 'pairings:\n  - name: r\n    plugin: "vllm-ascend==0.9.0rc1"\n    core: "0.26.0"\n'
+    rc = main(["--root", str(tmp_path), "gate-eval", "--mirror", str(mirror),
+               "--classification", str(write(tmp_path, body))])
+    out, err = capsys.readouterr()
+    assert rc == 2 and err.count("\n") <= 2 and "Traceback" not in err, err
+    assert "no vllm-ascend 0.9.0rc1 source archive" in err and "vllm_ascend-0.9.0rc1.tar.gz" in err
+
+
+@pytest.mark.parametrize("plugin", ["vllm-ascend==../../x", "vllm-ascend==0.9.0/../../x", "vllm-ascend==--output=x",
+                                    "other==0.9.0", "vllm-ascend==0.9.0 extra", "vllm-ascend>=0.9.0"])
+def test_a_plugin_release_that_is_not_a_version_is_refused_at_load(tmp_path, plugin):
+    with pytest.raises(OverlayError) as exc:
+        load(write(tmp_path, f'pairings:\n  - name: r\n    plugin: "{plugin}"\n    core: "0.26.0"\n'))
+    assert "is not a commit id nor vllm-ascend==VERSION" in str(exc.value)

@@ -3,8 +3,9 @@ classification (benchmarks/gate_eval.yaml; see tools/overlay/gate/evaluation.py)
 
 Needs a mirror ($OVERLAY_MIRROR or --mirror) holding the vllm-ascend repository and the
 vLLM release source archives `pypi/vllm-<version>.tar.gz`. For each pairing the plugin
-tree is `git archive`d at its commit (no series applied) and gated against the extracted
-release with the project's committed allowlist, as a maintainer runs it from the project
+tree is `git archive`d at its commit (no series applied), or for a plugin release
+(`plugin: vllm-ascend==VERSION`) imported from the mirror's `pypi/vllm_ascend-VERSION.tar.gz`
+as compose imports an archive, and gated against the extracted release with the project's committed allowlist, as a maintainer runs it from the project
 root. Prints the precision/recall table and every unclassified finding; exits 1 when
 some finding is not classified yet (so the classification keeps up), 2 on bad input.
 """
@@ -24,11 +25,13 @@ from overlay import gitcmd, paths
 from overlay.errors import OverlayError
 from overlay.gate import add_checker, evaluation, run_gate
 from overlay.gate.engine import Cache
-from overlay.trees import baseline_trees
+from overlay.series.model import ArchiveSource
+from overlay.trees import baseline_trees, sources
 
 CLASSIFICATION = Path("benchmarks") / "gate_eval.yaml"  # under the project root
 
 PLUGIN_REPO = "vllm-project+vllm-ascend"
+PLUGIN_PACKAGE = "vllm-ascend"
 
 
 def plugin_tree(repo: Path, commit: str, into: Path) -> Path:
@@ -42,6 +45,16 @@ def plugin_tree(repo: Path, commit: str, into: Path) -> Path:
     with tarfile.open(fileobj=io.BytesIO(data.stdout)) as tar:
         tar.extractall(into, filter="data")
     return into
+
+
+def release_plugin_tree(root: Path, mirror: Path, version: str) -> Path:
+    """A plugin release's tree, from the mirror's archive only (the evaluation is reproducible
+    from the mirror; nothing is downloaded): vetted and imported as compose imports archives."""
+    src = ArchiveSource(name=PLUGIN_PACKAGE, version=version, sha256="")
+    if sources.find_archive(mirror / "pypi", src) is None:
+        raise OverlayError(f"the mirror has no {PLUGIN_PACKAGE} {version} source archive", path=str(mirror / "pypi"),
+                           hint=f"put vllm_ascend-{version}.tar.gz (from the package index) in the mirror's pypi/")
+    return sources.release_tree(root, mirror, PLUGIN_PACKAGE, version)
 
 
 def core_tree(mirror: Path, version: str, tmp: Path, cache: dict[str, Path]) -> Path:
@@ -102,10 +115,10 @@ def run(args: argparse.Namespace) -> int:
     if mirror is None:
         raise OverlayError("make gate-eval needs the upstream mirror",
                            hint="set OVERLAY_MIRROR=DIR (or --mirror DIR)")
-    repo = paths.find_mirror_repo(mirror, PLUGIN_REPO)
-    if repo is None:
-        raise OverlayError("the mirror has no vllm-ascend repository", path=str(mirror))
     pairings = [p for p in evaluation.load(args.classification) if not args.only or p.name in args.only]
+    repo = paths.find_mirror_repo(mirror, PLUGIN_REPO)
+    if repo is None and any(p.plugin_release is None for p in pairings):
+        raise OverlayError("the mirror has no vllm-ascend repository", path=str(mirror))
     allowlist = args.root / "gate-allowlist.yaml"
     scores = []
     reports = []
@@ -116,7 +129,11 @@ def run(args: argparse.Namespace) -> int:
             if not args.json:
                 print(f"gate-eval: [{i + 1}/{len(pairings)}] {p.name}", file=sys.stderr, flush=True)
             core = core_tree(mirror, p.core, Path(tmp), cores)
-            plugin = plugin_tree(repo, p.plugin, Path(tmp) / f"plugin-{i}")
+            if p.plugin_release is not None:
+                plugin = release_plugin_tree(args.root, mirror, p.plugin_release)
+            else:
+                assert repo is not None
+                plugin = plugin_tree(repo, p.plugin, Path(tmp) / f"plugin-{i}")
             report = run_gate(core, plugin, allowlist if allowlist.is_file() else None, note_unused=False,
                               cache=shared)
             skipped = ""

@@ -42,6 +42,9 @@ from overlay.gate.engines import QUOTED, last_name
 from overlay.gate.findings import Finding
 
 _COMMIT = re.compile(r"[0-9a-fA-F]{4,64}")
+# A plugin release archive, as a pin set names one (`pypi: "vllm-ascend==0.29.0rc1"`): the
+# evaluation reads `vllm_ascend-<version>.tar.gz` from the mirror's pypi/ folder.
+_PLUGIN_RELEASE = re.compile(r"vllm[-_]ascend==([0-9][0-9A-Za-z.+!_-]{0,40})")
 _VERSION = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,40}")
 PAIRING_KEYS = {"name", "plugin", "core", "findings", "truth", "control", "source"}
 HELD_OUT_KEYS = {"chosen", "rule", "pairings"}
@@ -69,7 +72,7 @@ class Verdict:
 @dataclass(frozen=True)
 class Pairing:
     name: str
-    plugin: str  # plugin commit
+    plugin: str  # plugin commit, or a plugin release: "vllm-ascend==0.29.0rc1"
     core: str  # core release version (its source archive in the mirror)
     verdicts: tuple[Verdict, ...]
     truth: tuple[TruthItem, ...] = ()
@@ -79,6 +82,12 @@ class Pairing:
 
     def verdict(self, key: str) -> Verdict | None:
         return next((v for v in self.verdicts if v.key == key), None)
+
+    @property
+    def plugin_release(self) -> str | None:
+        """The plugin release's version when the pairing gates a release archive, else None."""
+        m = _PLUGIN_RELEASE.fullmatch(self.plugin)
+        return m.group(1) if m else None
 
 
 def is_release_version(text: str) -> bool:
@@ -142,12 +151,14 @@ def _pairing(node: yamldoc.Node, shown: str) -> Pairing:
     plugin = str(fields["plugin"].value) if "plugin" in fields else ""
     core = str(fields["core"].value) if "core" in fields else ""
     if not plugin or not core:
-        raise OverlayError(f"pairing '{name}' needs 'plugin' (a commit) and 'core' (a release)", path=shown,
-                           line=node.line)
-    # Both reach git and a file name: a commit id and a release version, nothing else.
-    if not _COMMIT.fullmatch(plugin):
-        raise OverlayError(f"pairing '{name}': plugin '{plugin[:60]}' is not a commit id", path=shown,
-                           line=fields["plugin"].line, hint="write the plugin commit's hex id")
+        raise OverlayError(f"pairing '{name}' needs 'plugin' (a commit or a release) and 'core' (a release)",
+                           path=shown, line=node.line)
+    # Both reach git and a file name: a commit id or a plugin release, and a release version,
+    # nothing else.
+    if not (_COMMIT.fullmatch(plugin) or _PLUGIN_RELEASE.fullmatch(plugin)):
+        raise OverlayError(f"pairing '{name}': plugin '{plugin[:60]}' is not a commit id nor vllm-ascend==VERSION",
+                           path=shown, line=fields["plugin"].line,
+                           hint="write the plugin commit's hex id, or the release as vllm-ascend==0.29.0rc1")
     if not is_release_version(core):
         raise OverlayError(f"pairing '{name}': core '{core[:60]}' is not a release version", path=shown,
                            line=fields["core"].line, hint="write the vLLM release, as 0.25.0")
