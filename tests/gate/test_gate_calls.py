@@ -19,6 +19,7 @@ from __future__ import annotations
 from overlay.gate import run_gate
 
 import gatekit
+import pytest
 
 UTILS = """
     def vllm_version_is(target):
@@ -819,3 +820,47 @@ def test_a_patch_of_a_function_core_moved_to_another_module_is_an_error_at_start
     report = gate(tmp_path / "two", core, {"vllm_ascend/patches.py": PLUGIN_PATCHES_MOVED},
                   loaded=("vllm_ascend.patches",))
     assert of_kind(report, "patch-target") == []
+
+
+# A keyword passed through a literal `**` dictionary, chosen by a version test (cut from the
+# shape vllm-ascend 0.28.0rc1 used against vLLM 0.29.0: `**({} if vllm_version_is("0.28.0")
+# else {"valid_dummy_state_slots": ...})` into the core runner's execute_model).
+SPREAD_CORE = """
+    class Runner:
+        def execute_model(self, scheduler_output, intermediate_tensors=None):
+            return None
+"""
+
+SPREAD_PLUGIN = """
+    from vllm.v1.worker.runner import Runner
+    from vllm_ascend.utils import vllm_version_is
+
+
+    class NPURunner(Runner):
+        def execute_model(self, scheduler_output, intermediate_tensors=None, valid_slots=False):
+            return super().execute_model(
+                scheduler_output,
+                intermediate_tensors,
+                **({} if vllm_version_is("0.28.0") else {"valid_slots": valid_slots}),
+            )
+
+        def literal(self, out):
+            return super().execute_model(out, **{"intermediate_tensors": None})
+"""
+
+
+@pytest.mark.parametrize("version, broken", [("0.29.0", True), ("0.28.0", False)])
+def test_a_keyword_in_a_literal_spread_chosen_by_a_version_test_is_checked(tmp_path, version, broken):
+    report = gate(tmp_path, {"vllm/v1/worker/runner.py": SPREAD_CORE}, {"vllm_ascend/runner.py": SPREAD_PLUGIN},
+                  version, loaded=("vllm_ascend.runner",))
+    calls = [f for f in of_kind(report, "call") if f.symbol.endswith("Runner.execute_model")]
+    assert len(calls) == (1 if broken else 0), [f.message for f in calls]
+    if broken:
+        assert "valid_slots" in calls[0].message and calls[0].plugin_line == 7, calls[0]
+
+
+def test_a_spread_whose_test_the_gate_cannot_settle_passes_no_keyword(tmp_path):
+    plugin = SPREAD_PLUGIN.replace('vllm_version_is("0.28.0")', "scheduler_output.flag")
+    report = gate(tmp_path, {"vllm/v1/worker/runner.py": SPREAD_CORE}, {"vllm_ascend/runner.py": plugin},
+                  "0.29.0", loaded=("vllm_ascend.runner",))
+    assert not [f for f in of_kind(report, "call") if f.symbol.endswith("Runner.execute_model")]

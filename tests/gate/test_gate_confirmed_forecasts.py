@@ -204,6 +204,7 @@ HEADS = st.one_of(st.text(max_size=60),
                   st.sampled_from(['"A" has no attribute "b"', 'Unexpected keyword argument "x" for "f"',
                                    "Too many arguments for \"f\"", 'Function gets multiple values for keyword argument "a"',
                                    "Cannot instantiate abstract class \"E\"", 'Name "x" is not defined',
+                                   '"_build" undefined in superclass',
                                    'Incompatible types in assignment (expression has type "int")']))
 EVIDENCE = st.one_of(st.none(), st.tuples(st.booleans(), st.text(max_size=30)))
 LINES = st.sampled_from([5, 9, 14])  # in owners, spare, guarded's hasattr branch
@@ -476,3 +477,51 @@ def test_a_plugin_without_entry_points_confirms_no_forecast(run, tmp_path):
     _, doc, marks = _gate_marks(run, tmp_path, old, new, plugin, "vllm_ascend/runner.py")
     assert marks.get("LIVE"), doc["findings"]
     assert all(f["severity"] != "error" and "declares no entry points" in f["reason"] for f in marks["LIVE"])
+
+
+# ------------------------------------------------- a method super() no longer finds
+# (tuned on the sixth held-out set's misses, 2026-12-03: vLLM 0.30.0 removed
+# Speculator._build_draft_attn_metadata, which the plugin's speculators call through super())
+
+SPEC_OLD = """
+    class Speculator:
+        def _build_metadata(self, n: int) -> int:
+            return n
+"""
+
+SPEC_NEW = """
+    class Speculator:
+        def _build_uniform(self, n: int) -> int:
+            return n
+"""
+
+SPEC_PLUGIN = """
+    from vllm.spec import Speculator
+
+
+    class AscendSpeculator(Speculator):
+        def _build_metadata(self, n: int) -> int:
+            return super()._build_metadata(n)  # SUPER: the base no longer has it
+
+
+    def propose() -> int:
+        return AscendSpeculator()._build_metadata(1)
+
+
+    PROPOSED = propose()
+"""
+
+
+@needs_mypy
+def test_a_method_super_no_longer_finds_is_a_confirmed_forecast(run, tmp_path):
+    def core(version: str, spec: str) -> Path:
+        return tree(tmp_path / f"core-{version}", {"vllm/__init__.py": "",
+                                                   "vllm/_version.py": f"__version__ = version = '{version}'\n",
+                                                   "vllm/spec.py": spec})
+    old, new = core("1.0", SPEC_OLD), core("2.0", SPEC_NEW)
+    plugin = tree(tmp_path / "plugin", {"setup.py": ENTRY,
+                                        "vllm_ascend/__init__.py": "def register():\n    import vllm_ascend.spec\n",
+                                        "vllm_ascend/spec.py": SPEC_PLUGIN})
+    _, doc, marks = _gate_marks(run, tmp_path, old, new, plugin, "vllm_ascend/spec.py")
+    supers = [f for f in marks.get("SUPER", []) if "undefined in superclass" in f["message"]]
+    assert supers and supers[0]["severity"] == "error" and "confirmed" in supers[0]["reason"], doc["findings"]

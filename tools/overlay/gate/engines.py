@@ -40,8 +40,9 @@ NO_ATTRIBUTE = re.compile(r'"([A-Za-z_]\w*)"(?: of "[^"]*")? has no attribute "(
 QUOTED = re.compile(r'"([A-Za-z_][\w.]*)"')
 FORECAST = "the checker alone (a forecast)"
 CONFIRMED = "the checker alone, confirmed: it raises whenever the line runs, and the hand gate sees it run"
-# (rule, first line) of the diagnostics that raise whenever their line runs: AttributeError,
-# TypeError for a call's arguments or an abstract class built, ImportError for a module gone.
+# (rule, first line) of the diagnostics that raise whenever their line runs: AttributeError
+# (an attribute, or a method `super()` no longer finds), TypeError for a call's arguments or
+# an abstract class built, ImportError for a module gone.
 # Type mismatches (arg-type, assignment, override, union-attr, ...) may never raise.
 RAISES = (
     ("attr-defined", re.compile(r'has no attribute "')),
@@ -50,6 +51,9 @@ RAISES = (
     ("misc", re.compile(r"^Function gets multiple values for keyword argument\b")),
     ("abstract", re.compile(r"^Cannot instantiate abstract class\b")),
     ("import-not-found", re.compile(r"^Cannot find implementation or library stub for module named\b")),
+    # `super().name` that no base after the class defines: AttributeError (the lookup skips
+    # the instance, so nothing the object holds can answer it)
+    ("misc", re.compile(r'^"[A-Za-z_]\w*" undefined in superclass$')),
     # isinstance(x, f) with a function (a class core turned into a factory): TypeError
     ("arg-type", re.compile(r'^Argument 2 to "(isinstance|issubclass)" has incompatible type "(Callable\[|def |'
                             r'Overload\()')),

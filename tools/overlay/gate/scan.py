@@ -575,6 +575,17 @@ class _Scanner:
                     continue  # the longest chain only: its prefixes are checked with it
             stack.extend(ast.iter_child_nodes(node))
 
+    def spread_keys(self, value: ast.expr, scope: Scope) -> list[str] | None:
+        """The keys a `**value` argument passes, when the gate can tell: a dictionary built
+        here from literal keys, a literal dictionary, or a conditional expression between
+        such whose test is settled for the core under test; else None."""
+        if isinstance(value, ast.Name):
+            return scope.kwdicts.get(value.id)
+        if isinstance(value, ast.IfExp):
+            v = evaluate(value.test, self.mod, scope.local_imports, self.env)
+            return self.spread_keys(value.body if v.value else value.orelse, scope) if v.kind == DECIDED else None
+        return _literal_keys(value)
+
     def track_kwdict(self, targets: list[ast.expr], value: ast.expr, ctx: Context, scope: Scope) -> None:
         if len(targets) != 1:
             return
@@ -616,10 +627,12 @@ class _Scanner:
         if func.split(".")[0] in ("self", "cls") and not in_method:
             return
         shape = call_shape(node)
-        spread = [k.value for k in node.keywords if k.arg is None]
-        if spread and all(isinstance(v, ast.Name) and scope.kwdicts.get(v.id) is not None for v in spread):
-            # `f(**kw)` with `kw` built here from literal keys: those are the keywords
-            extra = tuple(k for v in spread for k in scope.kwdicts[v.id])  # type: ignore[union-attr]
+        spread = [self.spread_keys(k.value, scope) for k in node.keywords if k.arg is None]
+        if spread and all(keys is not None for keys in spread):
+            # `f(**kw)` with `kw` built here from literal keys, `f(**{"a": 1})`, or
+            # `f(**({} if vllm_version_is("X") else {"a": 1}))` with the test settled for this
+            # core: those are the keywords
+            extra = tuple(k for keys in spread for k in keys)  # type: ignore[union-attr]
             shape = dataclasses.replace(shape, keywords=shape.keywords + tuple(
                 k for k in extra if not (shape.launch and k in LAUNCH_OPTIONS)), dstar=False)
         if ctx.probed & set(shape.keywords):  # keywords passed after probing for them are guarded
