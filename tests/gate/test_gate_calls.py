@@ -864,3 +864,51 @@ def test_a_spread_whose_test_the_gate_cannot_settle_passes_no_keyword(tmp_path):
     report = gate(tmp_path, {"vllm/v1/worker/runner.py": SPREAD_CORE}, {"vllm_ascend/runner.py": plugin},
                   "0.29.0", loaded=("vllm_ascend.runner",))
     assert not [f for f in of_kind(report, "call") if f.symbol.endswith("Runner.execute_model")]
+
+
+# A name the plugin adds to a core module itself (cut from vllm-ascend 0.29.0rc1's
+# patch_mamba_utils: `mamba_utils.do_mamba_copy_block_for_layer = ...`, read by connectors).
+MAMBA_CORE = """
+    def preprocess_mamba(x):
+        return x
+"""
+
+MAMBA_PATCH = """
+    from vllm.v1.worker import mamba_utils
+
+
+    def copy_for_layer(bufs, layer):
+        return bufs
+
+
+    mamba_utils.copy_for_layer = copy_for_layer
+"""
+
+MAMBA_READER = """
+    from vllm.v1.worker import mamba_utils
+
+
+    def load(bufs, layer):
+        mamba_utils.copy_for_layer(bufs, layer)
+        return mamba_utils.dropped_helper(bufs)  # nobody sets this one
+"""
+
+
+def test_a_name_the_plugin_sets_on_a_core_module_is_no_missing_name(tmp_path):
+    report = gate(tmp_path, {"vllm/v1/worker/mamba_utils.py": MAMBA_CORE},
+                  {"vllm_ascend/patch_mamba.py": MAMBA_PATCH, "vllm_ascend/connector.py": MAMBA_READER},
+                  "0.30.0", loaded=("vllm_ascend.patch_mamba", "vllm_ascend.connector"))
+    reads = {f.symbol for f in of_kind(report, "attribute")}
+    assert "attribute:vllm.v1.worker.mamba_utils.dropped_helper" in reads, reads
+    assert "attribute:vllm.v1.worker.mamba_utils.copy_for_layer" not in reads, reads
+
+
+def test_a_read_through_a_name_whose_import_fails_is_that_import_s_break_alone(tmp_path):
+    """`from vllm.models.gone import Layout` then `Layout.from_config(...)`: one break, the
+    import (cut from vllm-ascend 0.29.0rc1's engram hash_state against vLLM 0.30.0)."""
+    plugin = {"vllm_ascend/state.py": "from vllm.models.gone import Layout\n\n\n"
+                                      "def build(cfg):\n    return Layout.from_config(cfg)\n"}
+    report = gate(tmp_path, {"vllm/models/__init__.py": "", "vllm/models/kept.py": "X = 1\n"}, plugin, "0.30.0",
+                  loaded=("vllm_ascend.state",))
+    assert [f.kind for f in report.findings if f.plugin_path == "vllm_ascend/state.py"] == ["import"], \
+        [(f.kind, f.symbol, f.plugin_line) for f in report.findings]

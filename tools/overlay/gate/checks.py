@@ -1099,6 +1099,9 @@ def check_typed_reads(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> lis
 def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
     findings: list[Finding] = check_typed_reads(facts, world, ev)
     memo: dict[str, tuple | None] = {}
+    # names the plugin itself sets on a core module or class (`mamba_utils.extra = extra`):
+    # a read of one when a function runs (after start-up's patches) is the plugin's own name
+    supplied = {f"{r.owner}.{r.attr}" for r in facts.replacements if not r.in_class}
     for read in facts.attr_reads:
         if read.ctx.probed and read.expr.split(".")[-1] in read.ctx.probed:
             continue  # read after probing for it (`if hasattr(mod, "x"): mod.x`)
@@ -1117,6 +1120,15 @@ def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list
         owner, path, line, why = missing
         if read.ctx.handles("AttributeError"):
             continue  # `try: ... except (AttributeError|Exception):` handles it
+        if not read.import_time and f"{owner}.{target[len(owner) + 1:].split('.')[0]}" in supplied:
+            continue  # (at import, `orig = mod.x` before the plugin's `mod.x = new` still fails)
+        head = read.expr.split(".")[0]
+        bound = qualify(read.module, head, read.local) if head != read.expr else None
+        if bound is not None and bound != target and ev.is_core(bound):
+            if bound not in memo:
+                memo[bound] = _missing_attribute(world, bound, ev)
+            if memo[bound] is not None:
+                continue  # the import binding `head` fails first, and is that break
         if not read.import_time and line:
             # in a function body, only a module's missing name is certain: a class may
             # get attributes at run time that no static reading sees

@@ -166,6 +166,52 @@ def _constant(test: ast.expr) -> bool | None:
     return None
 
 
+def _dead_bodies(tree: ast.AST) -> list[list[ast.stmt]]:
+    """The bodies of the branches a settled test never takes, outermost first."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.While)):
+            try:
+                value = _constant(node.test)
+            except RecursionError:  # `not not ... True` nested past the limit: not settled
+                value = None
+            body = node.orelse if value is True else node.body if value is False else []
+            if body:
+                out.append(body)
+    return out
+
+
+def stub_dead_branches(text: str) -> str:
+    """The text with each branch a settled test never takes reduced to `pass`, line numbers
+    kept. mypy reads both arms of `if False: def __init__(a) else: def __init__(a, b)` and
+    types the class by the first, so a call fitting the arm that runs was reported."""
+    if "True" not in text and "False" not in text:
+        return text
+    try:
+        tree = ast.parse(text)
+        bodies = _dead_bodies(tree)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return text
+    lines = text.splitlines(keepends=True)
+    done: list[tuple[int, int]] = []
+    for body in bodies:
+        first = body[0]
+        start = min([first.lineno, *(d.lineno for d in getattr(first, "decorator_list", ()))])
+        end = max(stmt.end_lineno or stmt.lineno for stmt in body)
+        if any(a <= start and end <= b for a, b in done):
+            continue  # inside a branch already reduced
+        head = lines[start - 1]
+        indent = head[:first.col_offset]
+        if indent.strip(" \t"):
+            continue  # the body shares its line with the test (`if False: x = 1`): left as is
+        ending = "\r\n" if head.endswith("\r\n") else "\n"
+        lines[start - 1] = indent + "pass" + ending
+        for i in range(start, end):
+            lines[i] = "\r\n" if lines[i].endswith("\r\n") else "\n"
+        done.append((start, end))
+    return "".join(lines)
+
+
 def dead_lines(text: str) -> frozenset[int]:
     """Lines of the branches a settled test never takes (`if False:` bodies, `if True:`
     `else`s). mypy still resolves the imports there (its report on
@@ -198,4 +244,4 @@ def prepare_text(text: str, version: str | None) -> tuple[str, int, bool]:
     """(checkable text, version tests pinned, whether a suppression was removed)."""
     stripped = strip_suppressions(text)
     pinned, n = pin_versions(stripped, version)
-    return pinned, n, stripped != text
+    return (stub_dead_branches(pinned) if n else pinned), n, stripped != text
