@@ -252,6 +252,22 @@ def confirm_sites(checked: Iterable[Finding], shapes: "PluginShapes | None" = No
     return sorted({(c.plugin_path, c.plugin_line) for c in checked if raises(c, shapes)})
 
 
+# `"X" has no attribute "a"`, `"type[X]" has no attribute "a"`, `Module has no attribute "a"`
+# (an nn.Module): the class the checker read, and the name
+OWNER_LACKS = re.compile(r'^(?:"(?:type\[)?([A-Za-z_][\w.]*?)\]?"|(Module)) has no attribute "([A-Za-z_]\w*)"')
+
+
+def missing_on(checked: Iterable[Finding]) -> dict[tuple[str, int], frozenset[tuple[str, str]]]:
+    """Per site, the (class, attribute) pairs its missing-attribute diagnostics name."""
+    out: dict[tuple[str, int], set[tuple[str, str]]] = {}
+    for c in checked:
+        m = OWNER_LACKS.match(first_line(c.message))
+        if m:
+            owner = (m.group(1) or m.group(2)).rsplit(".", 1)[-1]
+            out.setdefault((c.plugin_path, c.plugin_line), set()).add((owner, m.group(3)))
+    return {k: frozenset(v) for k, v in out.items()}
+
+
 def quoted_names(checked: Iterable[Finding]) -> dict[tuple[str, int], frozenset[str]]:
     """Per site, every name its diagnostics quote (dotted names split into their parts)."""
     out: dict[tuple[str, int], set[str]] = {}

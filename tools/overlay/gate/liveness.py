@@ -17,7 +17,8 @@ hand gate *confirms* it (engines.combine). So here only positive evidence counts
 What the name search cannot see (a callback, a registry, a name called in every file,
 the depth limit) is no evidence: the finding stays a forecast, and its reason says why.
 Nor is a diagnostic about a name the plugin replaces in core (`mod.Cls = AscendCls`,
-`Cls.meth = f`): the checker judged core's definition, and what runs is the plugin's.
+`Cls.meth = f`): the checker judged core's definition, and what runs is the plugin's; nor
+a missing attribute of a class some subclass of which defines it (subclasses.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from overlay.gate.callers import COMMON, MAX_DEPTH, Site, function_scopes, inner
 from overlay.gate.engine import Cache, Context, collector_paused, context, top_packages
 from overlay.gate.index import TreeIndex
 from overlay.gate.source import TreeSource
+from overlay.gate.subclasses import Subclasses
 
 Answer = tuple[bool, str]
 
@@ -37,10 +39,14 @@ Answer = tuple[bool, str]
 def judge_sites(core_src: TreeSource, plugin_src: TreeSource, sites: list[tuple[str, int]], *,
                 version: str | None = None, cache: Cache | None = None,
                 progress: Callable[[str], None] | None = None,
-                names: dict[tuple[str, int], frozenset[str]] | None = None) -> dict[tuple[str, int], Answer]:
+                names: dict[tuple[str, int], frozenset[str]] | None = None,
+                missing: dict[tuple[str, int], frozenset[tuple[str, str]]] | None = None
+                ) -> dict[tuple[str, int], Answer]:
     """For each plugin site (path, line): (evidence that the code holding it runs, what).
     `names`: per site, the names its diagnostics quote; one the plugin replaces in core
-    is no evidence (see the module docstring)."""
+    is no evidence (see the module docstring). `missing`: per site, the (class, attribute)
+    its diagnostic says the class lacks; a subclass in either tree that defines it is no
+    evidence either: the object that reaches the line may be that subclass."""
     if not sites:
         return {}
     with collector_paused():
@@ -53,11 +59,18 @@ def judge_sites(core_src: TreeSource, plugin_src: TreeSource, sites: list[tuple[
         say(f"judging {len(sites)} checker site(s): does their code run?")
         judge = Liveness(ctx, plugin_src)
         replaced = {r.attr for r in ctx.facts.replacements if not r.in_class}
+        below = Subclasses((core_src, plugin_src))
         out = {}
         for site in sites:
             mine = sorted((names or {}).get(site, frozenset()) & replaced)
-            out[site] = ((False, f"the plugin replaces {mine[0]} in core: what runs is its own, not the "
-                                 f"definition the checker read") if mine else judge.site(*site))
+            if mine:
+                out[site] = (False, f"the plugin replaces {mine[0]} in core: what runs is its own, not the "
+                                    f"definition the checker read")
+                continue
+            sub = next(((owner, attr, cls) for owner, attr in sorted((missing or {}).get(site, frozenset()))
+                        if (cls := below.defined_below(owner, attr))), None)
+            out[site] = ((False, f"{sub[2]}, a subclass of {sub[0]}, defines {sub[1]}: the object that reaches "
+                                 f"the line may be one") if sub else judge.site(*site))
         return out
 
 
