@@ -21,15 +21,18 @@ _CLASS = re.compile(rb"^[ \t]*class[ \t]+([A-Za-z_]\w*)[ \t]*\(([^)]*)\)", re.M)
 _BASE = re.compile(rb"([A-Za-z_][\w.]*)\s*(?:\[[^\]]*\])?\s*(?:,|$)")
 
 
-def class_graph(sources: Iterable[TreeSource]) -> dict[str, set[str]]:
+def texts(sources: Iterable[TreeSource]) -> list[bytes]:
+    """Every Python file of the trees, read once."""
+    return [src.read(path) or b"" for src in sources for path in src.py_files()]
+
+
+def class_graph(files: Iterable[bytes]) -> dict[str, set[str]]:
     """Class name -> the last names of its bases, over every Python file (a text pass)."""
     graph: dict[str, set[str]] = {}
-    for src in sources:
-        for path in src.py_files():
-            data = src.read(path) or b""
-            for m in _CLASS.finditer(data):
-                bases = {b.rsplit(b".", 1)[-1].decode() for b in _BASE.findall(m.group(2).strip() + b",")}
-                graph.setdefault(m.group(1).decode(), set()).update(bases)
+    for data in files:
+        for m in _CLASS.finditer(data):
+            bases = {b.rsplit(b".", 1)[-1].decode() for b in _BASE.findall(m.group(2).strip() + b",")}
+            graph.setdefault(m.group(1).decode(), set()).update(bases)
     return graph
 
 
@@ -64,20 +67,21 @@ def _defines(cls: ast.ClassDef, attr: str) -> bool:
     return False
 
 
-def definers(sources: Iterable[TreeSource], attr: str) -> set[str]:
-    """Names of the classes that define `attr` (a member, a body binding or `self.attr = ...`)."""
+def definers(files: list[bytes], attr: str, parsed: dict[int, list[ast.ClassDef]] | None = None) -> set[str]:
+    """Names of the classes that define `attr` (a member, a body binding or `self.attr = ...`);
+    `parsed` keeps each file's classes across calls."""
     needle = attr.encode()
+    parsed = {} if parsed is None else parsed
     out: set[str] = set()
-    for src in sources:
-        for path in src.py_files():
-            data = src.read(path) or b""
-            if needle not in data:
-                continue
+    for i, data in enumerate(files):
+        if needle not in data:
+            continue
+        if i not in parsed:
             try:
-                tree = ast.parse(data)
+                parsed[i] = [n for n in ast.walk(ast.parse(data)) if isinstance(n, ast.ClassDef)]
             except (SyntaxError, ValueError, RecursionError, MemoryError):
-                continue
-            out.update(n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and _defines(n, attr))
+                parsed[i] = []
+        out.update(n.name for n in parsed[i] if _defines(n, attr))
     return out
 
 
@@ -86,13 +90,16 @@ class Subclasses:
 
     def __init__(self, sources: tuple[TreeSource, ...]) -> None:
         self.sources = sources
-        self._graph: dict[str, set[str]] | None = None
+        self._files: list[bytes] | None = None
+        self._graph: dict[str, set[str]] = {}
         self._definers: dict[str, set[str]] = {}
+        self._parsed: dict[int, list[ast.ClassDef]] = {}
 
     def defined_below(self, owner: str, attr: str) -> str | None:
-        if self._graph is None:
-            self._graph = class_graph(self.sources)
+        if self._files is None:
+            self._files = texts(self.sources)
+            self._graph = class_graph(self._files)
         if attr not in self._definers:
-            self._definers[attr] = definers(self.sources, attr)
+            self._definers[attr] = definers(self._files, attr, self._parsed)
         found = sorted(descendants(self._graph, owner) & self._definers[attr])
         return found[0] if found else None
