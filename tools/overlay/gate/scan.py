@@ -579,11 +579,13 @@ class _Scanner:
         """The keys a `**value` argument passes, when the gate can tell: a dictionary built
         here from literal keys, a literal dictionary, or a conditional expression between
         such whose test is settled for the core under test; else None."""
+        while isinstance(value, ast.IfExp):  # a loop: a chain of them is upstream data
+            v = evaluate(value.test, self.mod, scope.local_imports, self.env)
+            if v.kind != DECIDED:
+                return None
+            value = value.body if v.value else value.orelse
         if isinstance(value, ast.Name):
             return scope.kwdicts.get(value.id)
-        if isinstance(value, ast.IfExp):
-            v = evaluate(value.test, self.mod, scope.local_imports, self.env)
-            return self.spread_keys(value.body if v.value else value.orelse, scope) if v.kind == DECIDED else None
         return _literal_keys(value)
 
     def track_kwdict(self, targets: list[ast.expr], value: ast.expr, ctx: Context, scope: Scope) -> None:
