@@ -894,13 +894,27 @@ MAMBA_READER = """
 """
 
 
+# ... but a store in a function may come after the read (cut from vllm-ascend 97163123c9's
+# eagle speculator: `original = mod.build_attn_metadata; mod.build_attn_metadata = ...`).
+MAMBA_WRAPPER = """
+    from vllm.v1.worker import mamba_utils
+
+
+    def wrapped():
+        original = mamba_utils.wrapped_helper
+        mamba_utils.wrapped_helper = original
+"""
+
+
 def test_a_name_the_plugin_sets_on_a_core_module_is_no_missing_name(tmp_path):
     report = gate(tmp_path, {"vllm/v1/worker/mamba_utils.py": MAMBA_CORE},
-                  {"vllm_ascend/patch_mamba.py": MAMBA_PATCH, "vllm_ascend/connector.py": MAMBA_READER},
-                  "0.30.0", loaded=("vllm_ascend.patch_mamba", "vllm_ascend.connector"))
+                  {"vllm_ascend/patch_mamba.py": MAMBA_PATCH, "vllm_ascend/connector.py": MAMBA_READER,
+                   "vllm_ascend/wrapper.py": MAMBA_WRAPPER},
+                  "0.30.0", loaded=("vllm_ascend.patch_mamba", "vllm_ascend.connector", "vllm_ascend.wrapper"))
     reads = {f.symbol for f in of_kind(report, "attribute")}
     assert "attribute:vllm.v1.worker.mamba_utils.dropped_helper" in reads, reads
     assert "attribute:vllm.v1.worker.mamba_utils.copy_for_layer" not in reads, reads
+    assert "attribute:vllm.v1.worker.mamba_utils.wrapped_helper" in reads, reads  # read before its store
 
 
 def test_a_read_through_a_name_whose_import_fails_is_that_import_s_break_alone(tmp_path):

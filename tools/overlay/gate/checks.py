@@ -1099,9 +1099,11 @@ def check_typed_reads(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> lis
 def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
     findings: list[Finding] = check_typed_reads(facts, world, ev)
     memo: dict[str, tuple | None] = {}
-    # names the plugin itself sets on a core module or class (`mamba_utils.extra = extra`):
-    # a read of one when a function runs (after start-up's patches) is the plugin's own name
-    supplied = {f"{r.owner}.{r.attr}" for r in facts.replacements if not r.in_class}
+    # names the plugin itself sets on a core module or class when its module is imported
+    # (`mamba_utils.extra = extra`): a read of one when a function runs (after start-up's
+    # patches) is the plugin's own name. A store in a function does not count: it may come
+    # after the read (`orig = mod.x; mod.x = wrapper`).
+    supplied = {f"{r.owner}.{r.attr}" for r in facts.replacements if not r.in_class and r.at_import}
     for read in facts.attr_reads:
         if read.ctx.probed and read.expr.split(".")[-1] in read.ctx.probed:
             continue  # read after probing for it (`if hasattr(mod, "x"): mod.x`)
