@@ -147,6 +147,20 @@ def _checker(rule: str, head: str, line: int = 5, path: str = "vllm_ascend/runne
 LOADED = frozenset({"vllm_ascend", "vllm_ascend.runner"})
 
 
+def _release(tmp_path: Path, version: str, files: dict[str, str] | None = None) -> Path:
+    """A synthetic core release `version` under tmp_path/core-<version>: vllm, its version, `files`."""
+    return tree(tmp_path / f"core-{version}", {"vllm/__init__.py": "",
+                                               "vllm/_version.py": f"__version__ = version = '{version}'\n",
+                                               **(files or {})})
+
+
+def _loaded_plugin(tmp_path: Path, module: str, text: str) -> Path:
+    """A plugin with entry points whose register() imports vllm_ascend.<module> (`text`)."""
+    return tree(tmp_path / "plugin", {"setup.py": ENTRY,
+                                      "vllm_ascend/__init__.py": f"def register():\n    import vllm_ascend.{module}\n",
+                                      f"vllm_ascend/{module}.py": text})
+
+
 def _gate_marks(run, tmp_path: Path, old: Path, new: Path, plugin: Path, rel: str,
                 engine: str = "both") -> tuple[int, dict, dict[str, list[dict]]]:
     """Gate with both engines; the findings on `rel` by the `# MARK:` comment of their line."""
@@ -449,11 +463,8 @@ MODULE_PLUGIN = """
 
 
 def test_a_torch_module_attribute_core_stopped_setting_is_seen_by_the_checker(run, tmp_path):
-    def core(version: str, runner: str) -> Path:
-        return tree(tmp_path / f"core-{version}", {"vllm/__init__.py": "",
-                                                   "vllm/_version.py": f"__version__ = version = '{version}'\n",
-                                                   "vllm/runner.py": runner})
-    old, new = core("1.0", RUNNER_OLD), core("2.0", RUNNER_NEW)
+    old = _release(tmp_path, "1.0", {"vllm/runner.py": RUNNER_OLD})
+    new = _release(tmp_path, "2.0", {"vllm/runner.py": RUNNER_NEW})
     plugin = tree(tmp_path / "plugin", {"vllm_ascend/__init__.py": "", "vllm_ascend/runner.py": MODULE_PLUGIN})
     _, doc, said = _gate_marks(run, tmp_path, old, new, plugin, "vllm_ascend/runner.py", engine="checker")
     assert "DROPPED" in said and any('has no attribute "weight_loader"' in f["message"] for f in said["DROPPED"]), \
@@ -514,14 +525,9 @@ SPEC_PLUGIN = """
 
 @needs_mypy
 def test_a_method_super_no_longer_finds_is_a_confirmed_forecast(run, tmp_path):
-    def core(version: str, spec: str) -> Path:
-        return tree(tmp_path / f"core-{version}", {"vllm/__init__.py": "",
-                                                   "vllm/_version.py": f"__version__ = version = '{version}'\n",
-                                                   "vllm/spec.py": spec})
-    old, new = core("1.0", SPEC_OLD), core("2.0", SPEC_NEW)
-    plugin = tree(tmp_path / "plugin", {"setup.py": ENTRY,
-                                        "vllm_ascend/__init__.py": "def register():\n    import vllm_ascend.spec\n",
-                                        "vllm_ascend/spec.py": SPEC_PLUGIN})
+    old = _release(tmp_path, "1.0", {"vllm/spec.py": SPEC_OLD})
+    new = _release(tmp_path, "2.0", {"vllm/spec.py": SPEC_NEW})
+    plugin = _loaded_plugin(tmp_path, "spec", SPEC_PLUGIN)
     _, doc, marks = _gate_marks(run, tmp_path, old, new, plugin, "vllm_ascend/spec.py")
     supers = [f for f in marks.get("SUPER", []) if "undefined in superclass" in f["message"]]
     assert supers and supers[0]["severity"] == "error" and "confirmed" in supers[0]["reason"], doc["findings"]
@@ -554,14 +560,11 @@ VERSIONED_PLUGIN = """
 
 
 def test_a_method_defined_per_version_is_typed_by_the_arm_that_runs(run, tmp_path):
-    def core(version: str) -> Path:
-        return tree(tmp_path / f"core-{version}", {"vllm/__init__.py": "",
-                                                   "vllm/_version.py": f"__version__ = version = '{version}'\n"})
     plugin = tree(tmp_path / "plugin", {
         "vllm_ascend/__init__.py": "",
         "vllm_ascend/utils.py": "def vllm_version_is(v: str) -> bool:\n    import vllm\n    return vllm.__version__ == v\n",
         "vllm_ascend/proposer.py": VERSIONED_PLUGIN})
-    _, doc, marks = _gate_marks(run, tmp_path, core("1.0"), core("2.0"), plugin, "vllm_ascend/proposer.py",
+    _, doc, marks = _gate_marks(run, tmp_path, _release(tmp_path, "1.0"), _release(tmp_path, "2.0"), plugin, "vllm_ascend/proposer.py",
                                 engine="checker")
     assert "FITS" not in marks, marks["FITS"]
 
@@ -634,14 +637,9 @@ SPECS_PLUGIN = """
 
 @needs_mypy
 def test_a_missing_attribute_some_subclass_defines_is_no_confirmed_forecast(run, tmp_path):
-    def core(version: str, specs: str) -> Path:
-        return tree(tmp_path / f"core-{version}", {"vllm/__init__.py": "",
-                                                   "vllm/_version.py": f"__version__ = version = '{version}'\n",
-                                                   "vllm/specs.py": specs})
-    old, new = core("1.0", SPECS_OLD), core("2.0", SPECS_NEW)
-    plugin = tree(tmp_path / "plugin", {"setup.py": ENTRY,
-                                        "vllm_ascend/__init__.py": "def register():\n    import vllm_ascend.use\n",
-                                        "vllm_ascend/use.py": SPECS_PLUGIN})
+    old = _release(tmp_path, "1.0", {"vllm/specs.py": SPECS_OLD})
+    new = _release(tmp_path, "2.0", {"vllm/specs.py": SPECS_NEW})
+    plugin = _loaded_plugin(tmp_path, "use", SPECS_PLUGIN)
     _, doc, marks = _gate_marks(run, tmp_path, old, new, plugin, "vllm_ascend/use.py")
     [sub] = [f for f in marks.get("SUB", []) if f["engine"] == "checker"]
     assert sub["severity"] == "warning" and "AttentionSpec, a subclass of Spec" in sub["reason"], sub

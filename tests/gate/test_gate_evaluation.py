@@ -578,3 +578,30 @@ def test_a_plugin_release_that_is_not_a_version_is_refused_at_load(tmp_path, plu
     with pytest.raises(OverlayError) as exc:
         load(write(tmp_path, f'pairings:\n  - name: r\n    plugin: "{plugin}"\n    core: "0.26.0"\n'))
     assert "is not a commit id nor vllm-ascend==VERSION" in str(exc.value)
+
+
+@pytest.mark.parametrize("member", ["vllm_ascend-0.9.0rc1/../../escaped.py", "/tmp/absolute-escape.py"])
+def test_a_hostile_plugin_archive_is_one_line_and_writes_nothing_outside(tmp_path, capsys, member):
+    """The plugin release archive is upstream data: a member that climbs out of the tree (or is
+    absolute) stops gate-eval with one line naming the archive, and nothing lands outside."""
+    import io
+    import tarfile
+
+    from overlay.cli import main
+
+    mirror = tmp_path / "mirror"
+    (mirror / "pypi").mkdir(parents=True)
+    _sdist(mirror / "pypi", "0.26.0", {})
+    with tarfile.open(mirror / "pypi" / "vllm_ascend-0.9.0rc1.tar.gz", "w:gz") as tar:
+        for name in ("vllm_ascend-0.9.0rc1/vllm_ascend/__init__.py", member):
+            info = tarfile.TarInfo(name)
+            info.size = 2
+            tar.addfile(info, io.BytesIO(b"x\n"))
+    before = set(tmp_path.parent.iterdir())
+    body = 'pairings:\n  - name: r\n    plugin: "vllm-ascend==0.9.0rc1"\n    core: "0.26.0"\n'
+    rc = main(["--root", str(tmp_path), "gate-eval", "--mirror", str(mirror),
+               "--classification", str(write(tmp_path, body))])
+    out, err = capsys.readouterr()
+    assert rc == 2 and "Traceback" not in err and err.count("\n") <= 2, err
+    assert "vllm_ascend-0.9.0rc1.tar.gz" in err and "nothing was imported" in err, err
+    assert set(tmp_path.parent.iterdir()) == before and not Path("/tmp/absolute-escape.py").exists()

@@ -224,15 +224,9 @@ def dead_lines(text: str) -> frozenset[int]:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return frozenset()
     dead: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.If, ast.While)):
-            try:
-                value = _constant(node.test)
-            except RecursionError:  # `not not ... True` nested past the limit: not settled
-                value = None
-            body = node.orelse if value is True else node.body if value is False else []
-            for stmt in body:
-                dead.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
+    for body in _dead_bodies(tree):
+        for stmt in body:
+            dead.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
     return frozenset(dead)
 
 
