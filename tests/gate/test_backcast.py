@@ -39,3 +39,53 @@ def test_the_declared_release_is_read_as_data(tmp_path):
     outside.write_text("v9.9.9\n")
     os.symlink(outside, tag)
     assert declared_release(tmp_path) is None
+
+
+def test_a_release_older_than_the_tag_file_declares_its_core_in_the_dockerfile(tmp_path):
+    """vllm-ascend 0.20.2rc1 and older have no `.github/vllm-release-tag.commit`; their
+    Dockerfile clones core at `ARG VLLM_TAG=v0.20.2`. The tag file wins where both exist."""
+    from overlay.trees.baseline_trees import declared_release
+
+    docker = tmp_path / "Dockerfile"
+    docker.write_text("FROM base\nARG VLLM_REPO=https://example.invalid/vllm.git\n"
+                      "ARG VLLM_TAG=v0.20.2\nRUN git clone -b $VLLM_TAG $VLLM_REPO\n")
+    assert declared_release(tmp_path) == "0.20.2"
+    (tmp_path / ".github").mkdir()
+    (tmp_path / ".github" / "vllm-release-tag.commit").write_text("v0.22.1\n")
+    assert declared_release(tmp_path) == "0.22.1"
+
+
+def test_a_dockerfile_declares_only_a_release_and_only_from_inside_the_tree(tmp_path):
+    import os
+
+    from overlay.trees.baseline_trees import declared_release
+
+    docker = tmp_path / "Dockerfile"
+    for text in ("ARG VLLM_TAG=main\n", "ARG VLLM_TAG=$TAG\n", "ARG VLLM_TAG=v0.20.2; rm -rf /\n",
+                 "# ARG VLLM_TAG=v0.20.2\n", "ARG VLLM_TAG=../../0.20.2\n", ""):
+        docker.write_text(text)
+        assert declared_release(tmp_path) is None, text
+    docker.write_text("ARG VLLM_TAG=v0.20.2\n" + "#" * (300 * 1024))  # over the cap: not read
+    assert declared_release(tmp_path) is None
+    docker.unlink()
+    outside = tmp_path.parent / "outside-dockerfile"
+    outside.write_text("ARG VLLM_TAG=v9.9.9\n")
+    os.symlink(outside, docker)
+    assert declared_release(tmp_path) is None
+
+
+def test_whatever_a_dockerfile_holds_the_declared_core_is_a_release_version_or_nothing(tmp_path_factory):
+    from hypothesis import given, settings, strategies as st
+
+    from overlay.gate.evaluation import is_release_version
+    from overlay.trees.baseline_trees import declared_release
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.text(max_size=200), st.text(alphabet="0123456789.vrcpost/$;_- ", max_size=20))
+    def check(noise, tag):
+        tree = tmp_path_factory.mktemp("docker")
+        (tree / "Dockerfile").write_text(f"{noise}\nARG VLLM_TAG={tag}\n{noise}", errors="surrogatepass")
+        got = declared_release(tree)
+        assert got is None or is_release_version(got)
+
+    check()

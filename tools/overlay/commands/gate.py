@@ -214,7 +214,7 @@ def _with_checker(args: argparse.Namespace, report, core: Path, plugin: Path):
     else:
         declared = baseline_trees.declared_release(Path(plugin))
         if declared is None:
-            raise OverlayError("the plugin declares no core release (.github/vllm-release-tag.commit)",
+            raise OverlayError("the plugin declares no core release (.github/vllm-release-tag.commit, Dockerfile VLLM_TAG)",
                                path=str(plugin), hint="name the declared core with --declared-core DIR")
         from overlay.trees import sources
         declared_dir = sources.release_tree(Path(args.root), paths.mirror_root(args.mirror), "vllm", declared,

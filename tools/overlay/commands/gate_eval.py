@@ -102,7 +102,7 @@ def register(sub) -> None:
     ap.add_argument("--only", action="append", default=[], metavar="NAME", help="run only this pairing")
     ap.add_argument("--engine", choices=("hand", "both"), default="hand",
                     help="both: add the type checker (differential, mypy) and score its forecasts too; the "
-                         "declared core is the plugin's .github/vllm-release-tag.commit, else the mirror's "
+                         "declared core is the plugin's .github/vllm-release-tag.commit (or its Dockerfile's VLLM_TAG), else the mirror's "
                          "release before the pairing's")
     ap.add_argument("--json", action="store_true", help="scores and unclassified findings as JSON")
     ap.set_defaults(func=run)

@@ -1,9 +1,11 @@
 """The trees of upstream's own pairing for a pin set: its plugin without the series, and
-the core release that plugin declares (`.github/vllm-release-tag.commit`). The gate's
-baseline (`overlay gate --baseline declared`): what upstream ships is not the series'."""
+the core release that plugin declares (`.github/vllm-release-tag.commit`, or in releases
+before 0.21 the Dockerfile's `ARG VLLM_TAG=`). The gate's baseline (`overlay gate
+--baseline declared`): what upstream ships is not the series'."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -18,18 +20,31 @@ from overlay.trees import sources
 
 
 DECLARED_MAX = 4096  # a release tag file holds one tag
+DOCKERFILE_MAX = 256 * 1024  # the plugin's Dockerfile is a few KiB
+# The tag the plugin's image clones core at; only a release version counts (a branch or a
+# build argument declares no release).
+_DOCKER_TAG = re.compile(r"^[ \t]*ARG[ \t]+VLLM_TAG[ \t]*=[ \t]*v?([0-9]+(?:\.[0-9]+){1,3}(?:(?:rc|\.post)[0-9]+)?)[ \t]*$",
+                         re.MULTILINE)
+
+
+def _read_in_tree(plugin_tree: Path, relative: str, limit: int) -> str | None:
+    try:
+        raw = paths.read_capped(plugin_tree / relative, limit, within=plugin_tree)
+    except (OSError, paths.NotARegularFile, paths.OutsideTree):
+        return None
+    return None if len(raw) > limit else raw.decode("utf-8", "replace")
 
 
 def declared_release(plugin_tree: Path) -> str | None:
-    """The core release the plugin tree declares (its `.github/vllm-release-tag.commit`),
-    read as data: a regular file inside the tree, capped; None when absent or unreadable."""
-    try:
-        raw = paths.read_capped(plugin_tree / ".github" / "vllm-release-tag.commit", DECLARED_MAX,
-                                within=plugin_tree)
-    except (OSError, paths.NotARegularFile, paths.OutsideTree):
-        return None
-    text = raw[:DECLARED_MAX].decode("utf-8", "replace").strip()
-    return text.split()[0].lstrip("v") if text else None
+    """The core release the plugin tree declares, read as data (regular files inside the
+    tree, capped): its `.github/vllm-release-tag.commit`, else, for releases older than that
+    file, the Dockerfile's `ARG VLLM_TAG=vX.Y.Z`. None when neither declares one."""
+    text = _read_in_tree(plugin_tree, ".github/vllm-release-tag.commit", DECLARED_MAX)
+    if text is not None and text.strip():
+        return text.split()[0].lstrip("v")
+    docker = _read_in_tree(plugin_tree, "Dockerfile", DOCKERFILE_MAX)
+    match = _DOCKER_TAG.search(docker) if docker else None
+    return match.group(1) if match else None
 
 
 @contextmanager
@@ -48,7 +63,7 @@ def declared_pairing(root: Path, pin_name: str, composed_core: Path, mirror: Pat
         version = declared_release(scratch / "plugin")
         if version is None:
             raise OverlayError(f"pin set {pin_name}'s plugin declares no core release "
-                               "(.github/vllm-release-tag.commit): there is no declared pairing to compare with",
+                               "(.github/vllm-release-tag.commit or the Dockerfile's VLLM_TAG): there is no declared pairing to compare with",
                                hint="drop --baseline, or gate against that release with --against")
         core_src = pin.target("core").source if "core" in pin.target_names else None
         core_name = core_src.name if isinstance(core_src, ArchiveSource) else "vllm"
