@@ -77,3 +77,28 @@ def test_one_python_version_story():
     assert mentions == {minimum, "3.11"}, mentions
     assert "Verified on Python 3.11" in (ROOT / "requirements" / "composed-test.txt").read_text()
     assert "Python 3.11" in (ROOT / "docs" / "series.md").read_text()
+
+
+# A path of someone's machine or a registry's host in a committed file: the project's rule is
+# that neither is ever committed (benchmarks' provenance comments name `<trees>/...` instead).
+_MACHINE_OR_REGISTRY = r"(?<![\w.<])/(?:work|home/[\w.-]+|Users/[\w.-]+|root)/|pypi\.org|pythonhosted\.org"
+
+
+def test_no_committed_file_names_a_machine_path_or_a_registry_host():
+    import re
+    import subprocess
+
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    pattern = re.compile(_MACHINE_OR_REGISTRY)
+    found = []
+    for rel in filter(None, files.decode().split("\0")):
+        path = ROOT / rel
+        if not path.is_file() or path.is_symlink():
+            continue
+        data = path.read_bytes()
+        if b"\0" in data[:4096]:
+            continue  # binary
+        for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+            if pattern.search(line) and rel != "tests/test_repository.py":
+                found.append(f"{rel}:{n}: {line.strip()[:100]}")
+    assert not found, "\n".join(found[:20])
