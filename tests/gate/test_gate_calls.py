@@ -926,3 +926,44 @@ def test_a_read_through_a_name_whose_import_fails_is_that_import_s_break_alone(t
                   loaded=("vllm_ascend.state",))
     assert [f.kind for f in report.findings if f.plugin_path == "vllm_ascend/state.py"] == ["import"], \
         [(f.kind, f.symbol, f.plugin_line) for f in report.findings]
+
+
+INTERMEDIATE = """
+    from dataclasses import dataclass
+
+
+    @dataclass
+    class IntermediateTensors:
+        tensors: dict
+        kv_connector_output: object | None
+
+        def __init__(self, tensors, kv_connector_output=None):
+            self.tensors = tensors
+            self.kv_connector_output = kv_connector_output
+
+
+    @dataclass
+    class Generated:
+        tensors: dict
+        kv_connector_output: object | None
+"""
+
+PLUGIN_INTERMEDIATE = """
+    from vllm.sequence import Generated, IntermediateTensors
+
+
+    def pack(hidden):
+        a = IntermediateTensors({"hidden_states": hidden})
+        b = Generated({"hidden_states": hidden})
+        return a, b
+"""
+
+
+def test_a_dataclass_that_writes_its_own_init_is_built_by_that_init(tmp_path):
+    """@dataclass leaves an `__init__` of the class body in place: its default counts, not
+    the field without one. A generated `__init__` (the second class) still needs both."""
+    report = gate(tmp_path, {"vllm/sequence.py": INTERMEDIATE}, {"vllm_ascend/pack.py": PLUGIN_INTERMEDIATE},
+                  "0.18.0", loaded=("vllm_ascend.pack",))
+    built = of_kind(report, "constructor")
+    assert [f.symbol.rsplit(".", 1)[-1] for f in built] == ["Generated"], [f.message for f in built]
+    assert "missing required argument(s) 'kv_connector_output'" in built[0].message

@@ -845,7 +845,9 @@ def constructor_signature(world: TreeIndex, mod: ModuleInfo, cls: ClassInfo, is_
     dataclasses: list[tuple[ModuleInfo, ClassInfo, dict[str, bool]]] = []
     for m, c in chain:
         opts = _dataclass_options(c)
-        if opts is not None:
+        # @dataclass never replaces an __init__ its class body defines (vllm.sequence's
+        # IntermediateTensors writes its own, with a default the fields do not show)
+        if opts is not None and "__init__" not in c.methods:
             if opts.get("init") is False:
                 return None
             dataclasses.append((m, c, opts))
