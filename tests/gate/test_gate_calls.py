@@ -967,3 +967,49 @@ def test_a_dataclass_that_writes_its_own_init_is_built_by_that_init(tmp_path):
     built = of_kind(report, "constructor")
     assert [f.symbol.rsplit(".", 1)[-1] for f in built] == ["Generated"], [f.message for f in built]
     assert "missing required argument(s) 'kv_connector_output'" in built[0].message
+
+
+FLA_CHUNK = """
+    def chunk_gated_delta_rule(q, k, v, g, beta, scale=None):
+        return q
+"""
+
+PLUGIN_FLA_PATCH = """
+    import vllm.model_executor.layers.fla.ops
+
+    from vllm_ascend.ops.chunk import chunk_gated_delta_rule
+
+    vllm.model_executor.layers.fla.ops.chunk_gated_delta_rule = chunk_gated_delta_rule
+"""
+
+PLUGIN_FLA_OWN = """
+    def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, prebuilt_meta=None):
+        return q
+"""
+
+PLUGIN_FLA_USER = """
+    from vllm.model_executor.layers.fla.ops import chunk_gated_delta_rule
+    from vllm.model_executor.layers.fla.ops.chunk import chunk_gated_delta_rule as core_rule
+
+
+    def attend(q, k, v, g, beta, meta):
+        chunk_gated_delta_rule(q, k, v, g, beta, prebuilt_meta=meta)
+        core_rule(q, k, v, g, beta, prebuilt_meta=meta)
+"""
+
+
+def test_a_call_of_a_name_read_from_where_the_plugin_installs_its_own_is_not_a_core_call(tmp_path):
+    """The plugin replaces the package's re-export (`fla.ops.chunk_gated_delta_rule = ours`)
+    and a module imports the name from there: which function it binds depends on import
+    order, so no call of core's is proven. The same function read from its defining
+    module, which the plugin does not patch, is core's."""
+    core = {"vllm/model_executor/__init__.py": "", "vllm/model_executor/layers/__init__.py": "",
+            "vllm/model_executor/layers/fla/__init__.py": "",
+            "vllm/model_executor/layers/fla/ops/__init__.py": "from .chunk import chunk_gated_delta_rule\n",
+            "vllm/model_executor/layers/fla/ops/chunk.py": FLA_CHUNK}
+    plugin = {"vllm_ascend/ops/__init__.py": "", "vllm_ascend/ops/chunk.py": PLUGIN_FLA_OWN,
+              "vllm_ascend/patch_triton.py": PLUGIN_FLA_PATCH, "vllm_ascend/user.py": PLUGIN_FLA_USER}
+    report = gate(tmp_path, core, plugin, "0.18.0", loaded=("vllm_ascend.patch_triton", "vllm_ascend.user"))
+    calls = of_kind(report, "call")
+    assert [(f.symbol, f.plugin_line) for f in calls] == [
+        ("call:vllm.model_executor.layers.fla.ops.chunk.chunk_gated_delta_rule", 7)], [f.message for f in calls]

@@ -415,6 +415,12 @@ class _Resolver:
         if key in self.memo:
             return self.memo[key]
         self.memo[key] = None
+        owner, _, attr = target.rpartition(".")
+        if not captured and owner and self.replaced(owner, attr):
+            # the name is read from a module where the plugin installs its own object
+            # (`fla.ops.chunk_gated_delta_rule = ours`, then `from fla.ops import ...`):
+            # which one a call gets depends on import order, so no call of core's is proven
+            return None
         obj = self.world.resolve_dotted(target)
         if obj is None:
             return None
