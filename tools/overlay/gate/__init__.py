@@ -101,7 +101,8 @@ def add_checker(report: GateReport, core_dir: Path, plugin_dir: Path, declared_d
     shapes = engines.PluginShapes(plugin, checker.plugin_files(plugin, packages))
     runs = judge_sites(DirSource(Path(core_dir).resolve()), plugin, engines.confirm_sites(found, shapes),
                        version=report.core_version, cache=cache, progress=progress,
-                       names=engines.quoted_names(found), missing=engines.missing_on(found))
+                       names=engines.quoted_names(found), missing=engines.missing_on(found),
+                       called=engines.called_on(found))
     combined = engines.combine(report.findings, found, shapes, report.loaded, keep_hand_only=engine == "both",
                                runs=runs)
     stats = dict(report.stats, checker=f"{checker.CHECKER} {version}", checker_seconds=round(new.seconds + old.seconds, 3),

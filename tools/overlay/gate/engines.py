@@ -257,6 +257,10 @@ def confirm_sites(checked: Iterable[Finding], shapes: "PluginShapes | None" = No
 OWNER_LACKS = re.compile(r'^(?:"(?:type\[)?([A-Za-z_][\w.]*?)\]?"|(Module)) has no attribute "([A-Za-z_]\w*)"')
 
 
+# `... in call to "f" of "X"`, `... for "f" of "X"`: the method and the class the checker read
+CALL_OF = re.compile(r'(?:in call to|for) "([A-Za-z_]\w*)" of "(?:type\[)?([A-Za-z_][\w.]*?)\]?"')
+
+
 def missing_on(checked: Iterable[Finding]) -> dict[tuple[str, int], frozenset[tuple[str, str]]]:
     """Per site, the (class, attribute) pairs its missing-attribute diagnostics name."""
     out: dict[tuple[str, int], set[tuple[str, str]]] = {}
@@ -265,6 +269,17 @@ def missing_on(checked: Iterable[Finding]) -> dict[tuple[str, int], frozenset[tu
         if m:
             owner = (m.group(1) or m.group(2)).rsplit(".", 1)[-1]
             out.setdefault((c.plugin_path, c.plugin_line), set()).add((owner, m.group(3)))
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+def called_on(checked: Iterable[Finding]) -> dict[tuple[str, int], frozenset[tuple[str, str]]]:
+    """Per site, the (class, method) pairs its call diagnostics name (arguments that do not
+    fit a method of that class)."""
+    out: dict[tuple[str, int], set[tuple[str, str]]] = {}
+    for c in checked:
+        m = CALL_OF.search(first_line(c.message))
+        if m:
+            out.setdefault((c.plugin_path, c.plugin_line), set()).add((m.group(2).rsplit(".", 1)[-1], m.group(1)))
     return {k: frozenset(v) for k, v in out.items()}
 
 

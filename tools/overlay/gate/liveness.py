@@ -40,13 +40,17 @@ def judge_sites(core_src: TreeSource, plugin_src: TreeSource, sites: list[tuple[
                 version: str | None = None, cache: Cache | None = None,
                 progress: Callable[[str], None] | None = None,
                 names: dict[tuple[str, int], frozenset[str]] | None = None,
-                missing: dict[tuple[str, int], frozenset[tuple[str, str]]] | None = None
+                missing: dict[tuple[str, int], frozenset[tuple[str, str]]] | None = None,
+                called: dict[tuple[str, int], frozenset[tuple[str, str]]] | None = None
                 ) -> dict[tuple[str, int], Answer]:
     """For each plugin site (path, line): (evidence that the code holding it runs, what).
     `names`: per site, the names its diagnostics quote; one the plugin replaces in core
     is no evidence (see the module docstring). `missing`: per site, the (class, attribute)
     its diagnostic says the class lacks; a subclass in either tree that defines it is no
-    evidence either: the object that reaches the line may be that subclass."""
+    evidence either: the object that reaches the line may be that subclass. `called`: per
+    site, the (class, method) whose arguments its diagnostic says do not fit; the plugin's
+    own class of that name (a stand-in) or a subclass of the plugin's that defines the
+    method is no evidence: the method that runs may be that one."""
     if not sites:
         return {}
     with collector_paused():
@@ -69,8 +73,21 @@ def judge_sites(core_src: TreeSource, plugin_src: TreeSource, sites: list[tuple[
                 continue
             sub = next(((owner, attr, cls) for owner, attr in sorted((missing or {}).get(site, frozenset()))
                         if (cls := below.defined_below(owner, attr))), None)
-            out[site] = ((False, f"{sub[2]}, a subclass of {sub[0]}, defines {sub[1]}: the object that reaches "
-                                 f"the line may be one") if sub else judge.site(*site))
+            if sub:
+                out[site] = (False, f"{sub[2]}, a subclass of {sub[0]}, defines {sub[1]}: the object that "
+                                    f"reaches the line may be one")
+                continue
+            own = next(((owner, attr) for owner, attr in sorted((missing or {}).get(site, frozenset())
+                                                                | (called or {}).get(site, frozenset()))
+                        if below.stand_in(owner, attr)), None)
+            if own:
+                out[site] = (False, f"the plugin's own class {own[0]} defines {own[1]}: the object that reaches "
+                                    f"the line may be the plugin's, not core's")
+                continue
+            sub = next(((owner, meth, cls) for owner, meth in sorted((called or {}).get(site, frozenset()))
+                        if (cls := below.defined_below(owner, meth, plugin_only=True))), None)
+            out[site] = ((False, f"{sub[2]}, the plugin's subclass of {sub[0]}, defines {sub[1]}: the method "
+                                 f"that runs may be that one") if sub else judge.site(*site))
         return out
 
 

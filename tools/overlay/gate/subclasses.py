@@ -7,6 +7,11 @@ diagnostic raises only if no subclass defines the name, so it is no confirmed fo
 when one does. Classes are matched by name over both trees (a text pass, then a parse of
 the files that can define the name): a name clash can only withhold a confirmation, never
 make one.
+
+The same holds for a class of the plugin's own that stands in for core's under core's name
+(vllm-ascend's `MultiGroupBlockTable`, which its input batch builds instead of core's): a
+diagnostic about core's class, missing attribute or call of a method, says nothing of the
+plugin's class when that one defines the member.
 """
 
 from __future__ import annotations
@@ -86,20 +91,41 @@ def definers(files: list[bytes], attr: str, parsed: dict[int, list[ast.ClassDef]
 
 
 class Subclasses:
-    """`defined_below(owner, attr)`: a subclass of `owner` that defines `attr`, if any."""
+    """`defined_below(owner, attr)`: a subclass of `owner` that defines `attr`, if any;
+    `stand_in(owner, attr)`: the plugin's own class named `owner` when it defines `attr`.
+    `sources`: core's tree first, then the plugin's."""
 
     def __init__(self, sources: tuple[TreeSource, ...]) -> None:
         self.sources = sources
         self._files: list[bytes] | None = None
+        self._plugin_files: list[bytes] | None = None
         self._graph: dict[str, set[str]] = {}
         self._definers: dict[str, set[str]] = {}
+        self._plugin_definers: dict[str, set[str]] = {}
         self._parsed: dict[int, list[ast.ClassDef]] = {}
+        self._plugin_parsed: dict[int, list[ast.ClassDef]] = {}
 
-    def defined_below(self, owner: str, attr: str) -> str | None:
+    def defined_below(self, owner: str, attr: str, plugin_only: bool = False) -> str | None:
+        """`plugin_only`: only a subclass of the plugin's own counts."""
+        if self._files is None:
+            self._files = texts(self.sources)
+            self._graph = class_graph(self._files)
+        found = sorted(descendants(self._graph, owner) & self._defining(attr, plugin_only))
+        return found[0] if found else None
+
+    def stand_in(self, owner: str, attr: str) -> str | None:
+        return owner if owner in self._defining(attr, plugin_only=True) else None
+
+    def _defining(self, attr: str, plugin_only: bool) -> set[str]:
+        if plugin_only:
+            if self._plugin_files is None:
+                self._plugin_files = texts(self.sources[1:])
+            if attr not in self._plugin_definers:
+                self._plugin_definers[attr] = definers(self._plugin_files, attr, self._plugin_parsed)
+            return self._plugin_definers[attr]
         if self._files is None:
             self._files = texts(self.sources)
             self._graph = class_graph(self._files)
         if attr not in self._definers:
             self._definers[attr] = definers(self._files, attr, self._parsed)
-        found = sorted(descendants(self._graph, owner) & self._definers[attr])
-        return found[0] if found else None
+        return self._definers[attr]
