@@ -1013,3 +1013,52 @@ def test_a_call_of_a_name_read_from_where_the_plugin_installs_its_own_is_not_a_c
     calls = of_kind(report, "call")
     assert [(f.symbol, f.plugin_line) for f in calls] == [
         ("call:vllm.model_executor.layers.fla.ops.chunk.chunk_gated_delta_rule", 7)], [f.message for f in calls]
+
+
+CAPTURING_RUNNER = """
+    class GPUModelRunner:
+        def capture_model(self):
+            self._capture_graphs([1, 2])
+
+        def _capture_graphs(self, sizes):
+            for n in sizes:
+                self._warmup_and_capture(n)
+
+        def _warmup_and_capture(self, n):
+            self._dummy_run(n, profile_seq_lens=n)
+
+        def _dummy_run(self, num_tokens, profile_seq_lens=None):
+            pass
+"""
+
+PLUGIN_CAPTURING_RUNNER = """
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+
+    class NPUModelRunner(GPUModelRunner):
+        def capture_model(self):
+            GPUModelRunner.capture_model(self)
+
+        def _dummy_run(self, num_tokens):
+            pass
+
+
+    class Worker:
+        def __init__(self, runner):
+            self.model_runner = runner  # untyped: the worker's runner is built elsewhere
+
+        def compile(self):
+            self.model_runner.capture_model()
+"""
+
+
+def test_an_override_that_calls_the_base_method_by_its_class_keeps_cores_calls_live(tmp_path):
+    """`GPUModelRunner.capture_model(self)` in the plugin's override is `super()` spelled
+    out: core's capture path runs and passes `profile_seq_lens` to the plugin's
+    `_dummy_run`, an error, as when the override calls `super().capture_model()`."""
+    core = {"vllm/v1/worker/gpu_model_runner.py": CAPTURING_RUNNER}
+    for spelled in ("GPUModelRunner.capture_model(self)", "super().capture_model()"):
+        plugin = {"vllm_ascend/runner.py": PLUGIN_CAPTURING_RUNNER.replace("GPUModelRunner.capture_model(self)", spelled)}
+        report = gate(tmp_path / spelled[:5], core, plugin, "0.18.0", loaded=("vllm_ascend.runner",))
+        [f] = of_kind(report, "override")
+        assert f.symbol.endswith("NPUModelRunner._dummy_run") and f.severity == "error", (spelled, f.summary, f.reason)

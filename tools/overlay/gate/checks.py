@@ -344,7 +344,9 @@ class _PluginObject:
         for s in sites:
             if s.narrowed and not (s.narrowed & self.names):
                 continue  # under `isinstance(receiver, Other)`: not this class
-            if s.receiver in ("self", "cls", "super"):
+            # `Base.meth(self, ...)` in a method of the hierarchy is `super().meth(...)` spelled out
+            explicit_base = s.receiver in self.names and s.cls in self.names
+            if s.receiver in ("self", "cls", "super") or explicit_base:
                 if s.plugin and s.cls in self.names and callers.reachable(s)[0]:
                     return True, f"called at {s.where()}", True
                 continue  # another class's own method of that name (the hierarchy is above)
