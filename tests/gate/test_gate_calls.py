@@ -1062,3 +1062,46 @@ def test_an_override_that_calls_the_base_method_by_its_class_keeps_cores_calls_l
         report = gate(tmp_path / spelled[:5], core, plugin, "0.18.0", loaded=("vllm_ascend.runner",))
         [f] = of_kind(report, "override")
         assert f.symbol.endswith("NPUModelRunner._dummy_run") and f.severity == "error", (spelled, f.summary, f.reason)
+
+
+MM_ENCODER = """
+    import torch
+
+
+    class CustomOp(torch.nn.Module):
+        @classmethod
+        def register(cls, name):
+            def decorator(op_cls):
+                return op_cls
+            return decorator
+
+
+    @CustomOp.register("mm_encoder_attn")
+    class MMEncoderAttention(CustomOp):
+        def __init__(self, num_heads, head_size, scale=None, prefix=""):
+            super().__init__()
+"""
+
+PLUGIN_MM_ENCODER = """
+    from vllm.model_executor.layers.attention.mm_encoder_attention import MMEncoderAttention
+
+
+    class AscendMMEncoderAttention(MMEncoderAttention):
+        def __init__(self, num_heads, head_size, scale=None, prefix="", multimodal_config=None):
+            super().__init__(num_heads=num_heads, head_size=head_size, scale=scale, prefix=prefix,
+                             multimodal_config=multimodal_config)
+"""
+
+
+def test_super_init_of_a_core_class_that_writes_its_own_init_over_an_unread_base(tmp_path):
+    """MMEncoderAttention(CustomOp(torch.nn.Module)) defines __init__: its signature is the
+    contract, whatever torch's base (outside the trees) does."""
+    core = {"vllm/model_executor/__init__.py": "", "vllm/model_executor/layers/__init__.py": "",
+            "vllm/model_executor/layers/attention/__init__.py": "",
+            "vllm/model_executor/layers/attention/mm_encoder_attention.py": MM_ENCODER}
+    report = gate(tmp_path, core, {"vllm_ascend/mm.py": PLUGIN_MM_ENCODER}, "0.15.0", loaded=("vllm_ascend.mm",))
+    calls = of_kind(report, "call")
+    assert [f.symbol for f in calls] == [
+        "call:vllm.model_executor.layers.attention.mm_encoder_attention.MMEncoderAttention.__init__"], \
+        [f.message for f in report.findings]
+    assert "unexpected keyword argument 'multimodal_config'" in calls[0].message

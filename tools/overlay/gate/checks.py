@@ -839,13 +839,14 @@ def constructor_signature(world: TreeIndex, mod: ModuleInfo, cls: ClassInfo, is_
     """How calling the class binds its arguments, and whether core defines that
     binding (a core `__init__`, or dataclass fields core declares). None when the gate
     cannot tell (an unknown base, `__new__`, a dataclass without a generated `__init__`)."""
-    chain: list[tuple[ModuleInfo, ClassInfo]] = [(mod, cls)]
-    for base in _linearize(world, mod, cls, local):
-        if base is None:
-            return None
-        chain.append(base)
+    # an unreadable base (torch.nn.Module) matters only if the walk reaches it: a class
+    # that writes its own __init__ before it is built by that __init__
+    chain: list[tuple[ModuleInfo, ClassInfo] | None] = [(mod, cls), *_linearize(world, mod, cls, local)]
     dataclasses: list[tuple[ModuleInfo, ClassInfo, dict[str, bool]]] = []
-    for m, c in chain:
+    for link in chain:
+        if link is None:
+            return None
+        m, c = link
         opts = _dataclass_options(c)
         # @dataclass never replaces an __init__ its class body defines (vllm.sequence's
         # IntermediateTensors writes its own, with a default the fields do not show)
