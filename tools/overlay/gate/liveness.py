@@ -29,7 +29,7 @@ from typing import Callable
 from overlay.gate import checks
 from overlay.gate.callers import COMMON, MAX_DEPTH, Site, function_scopes, innermost, module_name
 from overlay.gate.engine import Cache, Context, collector_paused, context, top_packages
-from overlay.gate.index import TreeIndex
+from overlay.gate.index import TreeIndex, dotted
 from overlay.gate.source import TreeSource
 from overlay.gate.subclasses import Subclasses
 
@@ -98,6 +98,7 @@ class Liveness:
         self.callers = ctx.ev.callers
         self.startup = ctx.ev.startup
         self._scopes: dict[str, list | None] = {}
+        self._type_checking: dict[str, frozenset[int]] = {}
         self._memo: dict[tuple, Answer] = {}
         self._classes = {(pc.module.name, pc.node.name): pc for pc in ctx.facts.classes}
 
@@ -110,11 +111,29 @@ class Liveness:
         scopes = self._scopes_of(path)
         if scopes is None:
             return False, "the file does not parse"
+        if line in self._type_checking_lines(path):
+            return False, "under `if TYPE_CHECKING:`: a type checker reads it, nothing runs it"
         where = innermost(scopes, line)
         if where is None:
             return True, f"module or class level of {module}, which start-up imports"
         _, _, cls, node = where
         return self.function(module, cls, node.name, 0)
+
+    def _type_checking_lines(self, path: str) -> frozenset[int]:
+        """Lines of the bodies of `if TYPE_CHECKING:` (and `typing.TYPE_CHECKING`); the
+        checker reads them as running, Python never runs them."""
+        if path not in self._type_checking:
+            lines: set[int] = set()
+            try:
+                tree = ast.parse(self.plugin_src.read(path) or b"")
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                tree = None
+            for node in ast.walk(tree) if tree is not None else ():
+                if isinstance(node, ast.If) and dotted(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+                    for stmt in node.body:
+                        lines.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
+            self._type_checking[path] = frozenset(lines)
+        return self._type_checking[path]
 
     def _scopes_of(self, path: str) -> list | None:
         if path not in self._scopes:
