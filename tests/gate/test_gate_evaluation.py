@@ -615,3 +615,22 @@ def test_a_hostile_plugin_archive_is_one_line_and_writes_nothing_outside(tmp_pat
     assert rc == 2 and "Traceback" not in err and err.count("\n") <= 2, err
     assert "vllm_ascend-0.9.0rc1.tar.gz" in err and "nothing was imported" in err, err
     assert set(tmp_path.parent.iterdir()) == before and not Path("/tmp/absolute-escape.py").exists()
+
+
+def test_the_classification_may_outgrow_the_project_yaml_cap_but_not_its_own(tmp_path):
+    """The committed classification passed 1 MiB (2026-12-03, the ninth held-out set); its
+    own cap is 8 MiB, and a file past that is still one line naming it."""
+    from overlay.gate.evaluation import EVALUATION_MAX_BYTES
+    from overlay.series.yamldoc import MAX_BYTES
+
+    pad = "# " + "x" * 1000 + "\n"
+    body = "pairings:\n  - name: x\n    plugin: abcd\n    core: \"0.1\"\n"
+    big = tmp_path / "big" / "eval.yaml"
+    big.parent.mkdir()
+    big.write_text(pad * (MAX_BYTES // len(pad) + 10) + body)
+    assert [p.name for p in load(big)] == ["x"]
+    huge = tmp_path / "eval.yaml"
+    huge.write_text(pad * (EVALUATION_MAX_BYTES // len(pad) + 10) + body)
+    with pytest.raises(OverlayError) as exc:
+        load(huge)
+    assert "larger than" in str(exc.value) and exc.value.path.endswith("eval.yaml")

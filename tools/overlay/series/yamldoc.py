@@ -87,10 +87,11 @@ def _convert(node: yaml.Node, path: str) -> Node:
     return Node(value, line)
 
 
-def load(path: Path, display: str | None = None) -> Node:
-    """Parse `path`; a syntax error becomes one OverlayError line with its position."""
+def load(path: Path, display: str | None = None, limit: int | None = None) -> Node:
+    """Parse `path`; a syntax error becomes one OverlayError line with its position.
+    `limit`: a larger cap for a file known to be large (never below OVERLAY_YAML_MAX_BYTES)."""
     shown = display or str(path)
-    limit = max_bytes()
+    limit = max_bytes() if limit is None else max(limit, max_bytes())
     try:
         try:
             raw = paths.read_capped(path, limit)
