@@ -1105,3 +1105,73 @@ def test_super_init_of_a_core_class_that_writes_its_own_init_over_an_unread_base
         "call:vllm.model_executor.layers.attention.mm_encoder_attention.MMEncoderAttention.__init__"], \
         [f.message for f in report.findings]
     assert "unexpected keyword argument 'multimodal_config'" in calls[0].message
+
+
+PLATFORMS = """
+    class Platform:
+        @classmethod
+        def get_attn_backend_cls(cls, selected_backend, head_size, dtype, kv_cache_dtype, block_size,
+                                 use_mla, has_sink, use_sparse):
+            return ""
+
+
+    _current_platform = None
+
+
+    def __getattr__(name):
+        if name == "current_platform":
+            return _current_platform
+        raise AttributeError(name)
+"""
+
+SELECTOR = """
+    def get_attn_backend(head_size, dtype, kv_cache_dtype, block_size, use_mla=False, has_sink=False,
+                         use_sparse=False):
+        from vllm.platforms import current_platform
+
+        return current_platform.get_attn_backend_cls(None, head_size, dtype, kv_cache_dtype, block_size,
+                                                     use_mla, has_sink, use_sparse)
+"""
+
+RUNNER_USING_SELECTOR = """
+    from vllm.attention.selector import get_attn_backend
+
+
+    class GPUModelRunner:
+        def __init__(self):
+            self.backend = get_attn_backend(64, None, None, 16)
+"""
+
+PLUGIN_PLATFORM = """
+    from vllm.platforms import Platform
+
+
+    class NPUPlatform(Platform):
+        @classmethod
+        def get_attn_backend_cls(cls, selected_backend, head_size, dtype, kv_cache_dtype, block_size,
+                                 use_mla, has_sink=False):
+            return "vllm_ascend.attention.AscendBackend"
+"""
+
+
+@pytest.mark.parametrize("returns, found", [("vllm_ascend.platform.NPUPlatform", True),
+                                            ("vllm_ascend.platform.OtherPlatform", False)])
+def test_core_calls_through_current_platform_reach_the_plugins_platform_class(tmp_path, returns, found):
+    """The class the platform entry point names is vLLM's `current_platform`: core's
+    `current_platform.get_attn_backend_cls(...)` calls its override, here with one more
+    positional than it takes. A class the entry point does not name gets no such call."""
+    core = {"vllm/platforms/__init__.py": PLATFORMS, "vllm/attention/__init__.py": "",
+            "vllm/attention/selector.py": SELECTOR, "vllm/v1/worker/gpu_model_runner.py": RUNNER_USING_SELECTOR}
+    files = {**PKGS, **core, "vllm/_version.py": "__version__ = version = '0.11.0'\n"}
+    core_dir = gatekit.tree(tmp_path / "core", files)
+    init = f'def register():\n    import vllm_ascend.platform  # noqa\n    return "{returns}"\n'
+    plugin_dir = gatekit.tree(tmp_path / "plugin", {"setup.py": ENTRY, "vllm_ascend/__init__.py": init,
+                                                    "vllm_ascend/utils.py": UTILS,
+                                                    "vllm_ascend/platform.py": PLUGIN_PLATFORM})
+    report = run_gate(core_dir, plugin_dir)
+    overrides = [f for f in of_kind(report, "override") if f.symbol.endswith("NPUPlatform.get_attn_backend_cls")]
+    if found:
+        [f] = overrides
+        assert f.severity == "error" and "current_platform.get_attn_backend_cls" in f.message, (f.summary, f.reason)
+    else:
+        assert all(f.severity != "error" for f in overrides), [f.summary for f in overrides]

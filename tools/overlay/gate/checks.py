@@ -42,6 +42,9 @@ class Evidence:
     is_core: Callable[[str], bool]
     replaced: dict  # core module -> names the plugin replaces there (module attributes)
     env: object = None  # conditions.Env
+    # names of the plugin's platform classes (what its vllm.platform_plugins entry point
+    # returns): core's `current_platform` is an instance of one of them
+    platform: frozenset = frozenset()
 
 
 def _severity(ctx: Context, ev: Evidence, module: str, error: bool = True) -> str:
@@ -414,6 +417,20 @@ def _contract(plugin_sig: Signature, core_sig: Signature, core_classes: list[tup
                                    f" ({enclosing}: {why})", certain))
     if live_call:
         return out
+    if plugin_names & ev.platform:
+        # core calls its platform through `current_platform` (vllm.platforms), which is the
+        # plugin's platform class once the plugin is loaded
+        for s in ev.callers.sites(meth, limit=COMMON) or []:
+            if s.plugin or s.receiver != "current_platform" or not ev.callers.reachable(s)[0]:
+                continue
+            if not accepts_call(declared, s.shape):  # core's own signature takes it: meant for a platform
+                live_call = True
+                problems = _call_problems(bound, declared, s.shape)
+                if problems:
+                    out.append(Problem(s.path, s.shape.line, tuple(problems),
+                                       f"core calls it as current_platform.{meth}(...) at {s.where()}", True))
+        if live_call:
+            return out
     for s in _foreign_sites(meth, {c.name for _, c in core_classes}, ev):
         if accepts_call(declared, s.shape):
             continue  # core's own method fails it too: the call is meant for another class
