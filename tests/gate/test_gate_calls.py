@@ -1175,3 +1175,100 @@ def test_core_calls_through_current_platform_reach_the_plugins_platform_class(tm
         assert f.severity == "error" and "current_platform.get_attn_backend_cls" in f.message, (f.summary, f.reason)
     else:
         assert all(f.severity != "error" for f in overrides), [f.summary for f in overrides]
+
+
+CUSTOM_OP = """
+    import torch
+
+
+    class CustomOp(torch.nn.Module):
+        op_registry_oot = {}
+
+        def __new__(cls, *args, **kwargs):
+            op_cls = CustomOp.op_registry_oot.get(cls.__name__, cls)
+            return super().__new__(op_cls)
+
+        @classmethod
+        def register_oot(cls, _decorated_op_cls=None, name=None):
+            CustomOp.op_registry_oot[name] = _decorated_op_cls
+"""
+
+FUSED_MOE = """
+    from vllm.model_executor.custom_op import CustomOp
+
+
+    class FusedMoE(CustomOp):
+        def __init__(self, num_experts, top_k, hidden_size, routed_scaling_factor=1.0):
+            super().__init__()
+"""
+
+MOE_MODEL = """
+    from vllm.model_executor.layers.fused_moe import FusedMoE
+
+
+    class Glm4MoE:
+        def __init__(self, config):
+            self.experts = FusedMoE(num_experts=8, top_k=2, hidden_size=64, routed_scaling_factor=1.0)
+
+
+    class Glm4Model:
+        def __init__(self, config):
+            self.layers = [Glm4MoE(config)]
+"""
+
+PLUGIN_FUSED_MOE = """
+    from vllm.model_executor.layers.fused_moe import FusedMoE
+
+
+    class AscendFusedMoE(FusedMoE):
+        def __init__(self, num_experts, top_k, hidden_size, routed_scaling_fator=1.0):
+            super().__init__(num_experts, top_k, hidden_size)
+"""
+
+PLUGIN_REGISTER_DIRECT = """
+    def register_ascend_customop():
+        from vllm.model_executor.custom_op import CustomOp
+
+        from vllm_ascend.ops.fused_moe import AscendFusedMoE
+        CustomOp.register_oot(_decorated_op_cls=AscendFusedMoE, name="FusedMoE")
+
+
+    register_ascend_customop()
+"""
+
+PLUGIN_REGISTER_TABLE = """
+    from vllm.model_executor.custom_op import CustomOp
+
+    from vllm_ascend.ops.fused_moe import AscendFusedMoE
+
+    REGISTERED_ASCEND_OPS = {}
+
+
+    def register_ascend_customop():
+        global REGISTERED_ASCEND_OPS
+        REGISTERED_ASCEND_OPS = {"FusedMoE": AscendFusedMoE}
+        for name, op_cls in REGISTERED_ASCEND_OPS.items():
+            CustomOp.register_oot(_decorated_op_cls=op_cls, name=name)
+
+
+    register_ascend_customop()
+"""
+
+
+@pytest.mark.parametrize("register", [PLUGIN_REGISTER_DIRECT, PLUGIN_REGISTER_TABLE])
+def test_a_class_registered_for_a_core_op_must_take_what_core_builds_the_op_with(tmp_path, register):
+    """`CustomOp.register_oot(_decorated_op_cls=AscendFusedMoE, name="FusedMoE")` (or a
+    table of them) makes core's `FusedMoE(...)` build the plugin's class: its __init__
+    (with vllm-ascend 0.10.1rc1's `routed_scaling_fator` typo) meets core's keywords."""
+    core = {"vllm/model_executor/custom_op.py": CUSTOM_OP, "vllm/model_executor/layers/__init__.py": "",
+            "vllm/model_executor/layers/fused_moe.py": FUSED_MOE, "vllm/model_executor/models/glm4_moe.py": MOE_MODEL}
+    plugin = {"vllm_ascend/ops/__init__.py": "", "vllm_ascend/ops/fused_moe.py": PLUGIN_FUSED_MOE,
+              "vllm_ascend/register.py": register}
+    report = gate(tmp_path, core, plugin, "0.10.2", loaded=("vllm_ascend.register",))
+    found = [f for f in of_kind(report, "override") if f.symbol.endswith("AscendFusedMoE.__init__")]
+    assert len(found) == 1, [f.message for f in report.findings]
+    assert "unexpected keyword argument 'routed_scaling_factor'" in found[0].message
+    assert found[0].core_path == "vllm/model_executor/models/glm4_moe.py"
+    fixed = {**plugin, "vllm_ascend/ops/fused_moe.py": PLUGIN_FUSED_MOE.replace("fator", "factor")}
+    report = gate(tmp_path / "fixed", core, fixed, "0.10.2", loaded=("vllm_ascend.register",))
+    assert not [f for f in of_kind(report, "override") if f.symbol.endswith("AscendFusedMoE.__init__")]

@@ -27,6 +27,7 @@ from overlay.gate.callers import Callers, TextCache
 from overlay.gate.calls import check_calls
 from overlay.gate.conditions import Env, core_version, decide_branch
 from overlay.gate.fieldorder import check_field_order
+from overlay.gate.oot import check_oot_ops
 from overlay.gate.findings import Finding, merge_sites
 from overlay.gate.index import ModuleInfo, TreeIndex
 from overlay.gate.scan import PluginFacts, scan_module
@@ -160,7 +161,7 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
              + checks.check_version_guards(facts, ev) + check_bindings(facts, world, ev)
              + check_replaced_globals(facts, world, ev)
              + check_field_order(facts, world, ev) + selfstate.check_self_state(facts, world, ev)
-             + check_abstract_methods(facts, world, ev))
+             + check_abstract_methods(facts, world, ev) + check_oot_ops(facts, world, ev))
     found = checks.fold_dead_patches(found, facts, world, ev)
     unique = merge_sites(sorted(set(found), key=Finding.sort_key))
     notes += skipped_notes(core_src, plugin_src)
