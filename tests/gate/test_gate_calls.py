@@ -1269,6 +1269,11 @@ def test_a_class_registered_for_a_core_op_must_take_what_core_builds_the_op_with
     assert len(found) == 1, [f.message for f in report.findings]
     assert "unexpected keyword argument 'routed_scaling_factor'" in found[0].message
     assert found[0].core_path == "vllm/model_executor/models/glm4_moe.py"
+    # the plugin's own FusedMoE(...) builds its class too: no call of core's constructor
+    user = {**plugin, "vllm_ascend/model.py": "from vllm.model_executor.layers.fused_moe import FusedMoE\n\n\n"
+                                              "def build():\n    return FusedMoE(8, 2, 64, routed_scaling_fator=1.0)\n"}
+    report = gate(tmp_path / "user", core, user, "0.10.2", loaded=("vllm_ascend.register", "vllm_ascend.model"))
+    assert of_kind(report, "constructor") == [], [f.message for f in of_kind(report, "constructor")]
     fixed = {**plugin, "vllm_ascend/ops/fused_moe.py": PLUGIN_FUSED_MOE.replace("fator", "factor")}
     report = gate(tmp_path / "fixed", core, fixed, "0.10.2", loaded=("vllm_ascend.register",))
     assert not [f for f in of_kind(report, "override") if f.symbol.endswith("AscendFusedMoE.__init__")]

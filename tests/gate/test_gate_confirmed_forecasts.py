@@ -742,6 +742,26 @@ TABLE_PLUGIN = """
 
 
     Runner().run()
+
+
+    class Method(InputBatch):
+        pass
+
+
+    class AscendMethod(Method):
+        def prepare(self, n: int) -> None:  # the plugin's own method class takes one
+            pass
+
+
+    class Layer:
+        def __init__(self, method: InputBatch) -> None:
+            self.method = method
+
+        def forward(self) -> None:
+            self.method.prepare(3)  # THROUGH: the object may be the plugin's AscendMethod
+
+
+    Layer(AscendMethod()).forward()
 """
 
 
@@ -760,6 +780,10 @@ def test_a_diagnostic_about_a_core_class_the_plugin_stands_in_for_is_no_confirme
     # still runs core's method with the call's arguments
     [inherited] = [f for f in marks.get("INHERITED", []) if f["engine"] in ("checker", "both")]
     assert inherited["severity"] == "error", (inherited["message"], inherited["reason"])
+    # through another object typed by core's base, the plugin's subclass may be what runs
+    [through] = [f for f in marks.get("THROUGH", []) if f["engine"] in ("checker", "both")]
+    assert through["severity"] == "warning" and "AscendMethod" in through["reason"], (through["message"],
+                                                                                     through["reason"])
 
 
 def test_called_on_reads_the_class_and_method_of_a_call_diagnostic():

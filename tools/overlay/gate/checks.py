@@ -45,6 +45,9 @@ class Evidence:
     # names of the plugin's platform classes (what its vllm.platform_plugins entry point
     # returns): core's `current_platform` is an instance of one of them
     platform: frozenset = frozenset()
+    # core ops ("module.Class") the plugin registers a class of its own for (oot.py): what
+    # building one makes is the plugin's class
+    oot: frozenset = frozenset()
 
 
 def _severity(ctx: Context, ev: Evidence, module: str, error: bool = True) -> str:
@@ -921,6 +924,8 @@ def check_constructors(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> li
                 chain = [(cmod, ccls)] + [b for b in _linearize(world, cmod, ccls) if b is not None]
                 if any("__init__" in ev.replaced.get(f"{m.name}.{c.name}", ()) for m, c in chain):
                     continue  # the plugin installs its own __init__ (checked as a replacement)
+                if f"{cmod.name}.{ccls.name}" in ev.oot:
+                    continue  # a core op the plugin registers its own class for: that class is built
                 found = constructor_signature(world, cmod, ccls, ev.is_core)
                 if found is not None and found[1]:
                     memo[target] = (found[0], found[1], f"{cmod.name}.{ccls.name}", cmod.path, ccls.line)

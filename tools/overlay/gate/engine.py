@@ -27,7 +27,7 @@ from overlay.gate.callers import Callers, TextCache
 from overlay.gate.calls import check_calls
 from overlay.gate.conditions import Env, core_version, decide_branch
 from overlay.gate.fieldorder import check_field_order
-from overlay.gate.oot import check_oot_ops
+from overlay.gate.oot import check_oot_ops, registered_ops
 from overlay.gate.findings import Finding, merge_sites
 from overlay.gate.index import ModuleInfo, TreeIndex
 from overlay.gate.scan import PluginFacts, scan_module
@@ -238,6 +238,7 @@ def context(core_src: TreeSource, plugin_src: TreeSource, core: TreeIndex, versi
         replaced.setdefault(r.owner, set()).add(r.attr)
     ev = checks.Evidence(startup, callers, is_core, replaced, env,
                          platform=platform_classes(entry_points(plugin_src), world))
+    ev = dataclasses.replace(ev, oot=registered_ops(facts, world, ev))
     return Context(facts, world, ev, notes, version)
 
 

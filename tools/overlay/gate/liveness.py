@@ -24,6 +24,7 @@ a missing attribute of a class some subclass of which defines it (subclasses.py)
 from __future__ import annotations
 
 import ast
+import re
 from typing import Callable
 
 from overlay.gate import checks
@@ -84,10 +85,15 @@ def judge_sites(core_src: TreeSource, plugin_src: TreeSource, sites: list[tuple[
                 out[site] = (False, f"the plugin's own class {own[0]} defines {own[1]}: the object that reaches "
                                     f"the line may be the plugin's, not core's")
                 continue
-            # a subclass overriding the called method is no such evidence: objects of the class
-            # itself still run core's method (the 310P runner's own _prepare_input_ids left
-            # NPUModelRunner's call of core's a real break)
-            out[site] = judge.site(*site)
+            # a subclass of the plugin's that overrides the called method: through another
+            # object (`self.quant_method.apply(...)`, typed by core's base) the object may be
+            # that subclass; through `self` the plugin's own class still runs core's method
+            # (the 310P runner's own _prepare_input_ids left NPUModelRunner's call a real break)
+            sub = None if judge.self_call(*site) else next(
+                ((owner, meth, cls) for owner, meth in sorted((called or {}).get(site, frozenset()))
+                 if (cls := below.defined_below(owner, meth, plugin_only=True))), None)
+            out[site] = ((False, f"{sub[2]}, the plugin's subclass of {sub[0]}, defines {sub[1]}: the object "
+                                 f"that reaches the line may be one") if sub else judge.site(*site))
         return out
 
 
@@ -118,6 +124,12 @@ class Liveness:
             return True, f"module or class level of {module}, which start-up imports"
         _, _, cls, node = where
         return self.function(module, cls, node.name, 0)
+
+    def self_call(self, path: str, line: int) -> bool:
+        """Whether the line calls a method through `self`/`cls`/`super()` (the receiver is
+        the running object's own class) rather than through another object."""
+        text = (self.plugin_src.read(path) or b"").decode("utf-8", "replace").splitlines()
+        return 0 < line <= len(text) and re.search(r"\b(?:self|cls|super\(\))\.\w+\s*\(", text[line - 1]) is not None
 
     def _type_checking_lines(self, path: str) -> frozenset[int]:
         """Lines of the bodies of `if TYPE_CHECKING:` (and `typing.TYPE_CHECKING`); the

@@ -81,9 +81,10 @@ def _local_imports(mod: ModuleInfo, line: int) -> dict[str, str]:
     return out
 
 
-def check_oot_ops(facts, world, ev) -> list[Finding]:
-    from overlay.gate.checks import _call_problems, _kind, _reason, _severity, _why, constructor_signature
-    out: list[Finding] = []
+def registered(facts, world, ev) -> list[tuple[Registration, ModuleInfo, object]]:
+    """(registration, plugin module, plugin class) for each op registration whose class
+    resolves to a class of the plugin's own; one per (op, class)."""
+    out = []
     seen: set[tuple[str, str]] = set()
     names = set(facts.refs) | {pc.module.name for pc in facts.classes}
     for mod in filter(None, (world.module(n) for n in sorted(names))):
@@ -91,48 +92,62 @@ def check_oot_ops(facts, world, ev) -> list[Finding]:
             continue
         for reg in registrations(mod):
             local = _local_imports(mod, reg.line)
-            target = local.get(reg.cls.split(".")[0])
-            target = (target + reg.cls[len(reg.cls.split(".")[0]):]) if target else qualify(mod, reg.cls, local)
+            head = reg.cls.split(".")[0]
+            target = (local[head] + reg.cls[len(head):]) if head in local else qualify(mod, reg.cls, local)
             found = world.resolve_dotted(target) if target else None
             if found is None or found[0] != "class" or ev.is_core(found[1][0].name):
                 continue
             pmod, pcls = found[1]
-            if (reg.op, f"{pmod.name}.{pcls.name}") in seen:
-                continue
-            seen.add((reg.op, f"{pmod.name}.{pcls.name}"))
-            plugin_sig = constructor_signature(world, pmod, pcls, ev.is_core)
-            if plugin_sig is None:
-                continue
-            for cmod, ccls in _core_ops(world, ev, reg.op):
-                core_sig = constructor_signature(world, cmod, ccls, ev.is_core)
-                sites = _builds(world, ev, cmod, reg.op)
-                problems = []
-                for s in sites:
-                    if not ev.callers.reachable(s)[0]:
-                        continue
-                    if core_sig is not None and accepts_call(core_sig[0], s.shape):
-                        continue  # core's own op does not take it either: not this op's call
-                    found_problems = _call_problems(plugin_sig[0], core_sig[0] if core_sig else plugin_sig[0], s.shape)
-                    if found_problems:
-                        problems.append((s, found_problems))
-                if not problems:
+            if (reg.op, f"{pmod.name}.{pcls.name}") not in seen:
+                seen.add((reg.op, f"{pmod.name}.{pcls.name}"))
+                out.append((reg, pmod, pcls))
+    return out
+
+
+def registered_ops(facts, world, ev) -> frozenset[str]:
+    """The core ops ("module.Class") the plugin registers a class of its own for."""
+    return frozenset(f"{cmod.name}.{reg.op}" for reg, _, _ in registered(facts, world, ev)
+                     for cmod, _ in _core_ops(world, ev, reg.op))
+
+
+def check_oot_ops(facts, world, ev) -> list[Finding]:
+    from overlay.gate.checks import _call_problems, _kind, _reason, _severity, _why, constructor_signature
+    out: list[Finding] = []
+    for reg, pmod, pcls in registered(facts, world, ev):
+        mod = reg.module
+        plugin_sig = constructor_signature(world, pmod, pcls, ev.is_core)
+        if plugin_sig is None:
+            continue
+        for cmod, ccls in _core_ops(world, ev, reg.op):
+            core_sig = constructor_signature(world, cmod, ccls, ev.is_core)
+            sites = _builds(world, ev, cmod, reg.op)
+            problems = []
+            for s in sites:
+                if not ev.callers.reachable(s)[0]:
                     continue
-                s, first = problems[0]
-                init = pcls.methods.get("__init__")
-                more = f" (and {len(problems) - 1} more core call(s))" if len(problems) > 1 else ""
-                message = (f"{pcls.name} is registered for core's op {reg.op} ({cmod.name}), so core's "
-                           f"{reg.op}(...) at {s.where()} builds it, and its __init__ " + "; ".join(first) + more)
-                ctx = next((c.ctx for c in facts.classes if c.module is pmod and c.node.name == pcls.name), None)
-                if ctx is None:
-                    continue
-                out.append(Finding(
-                    _kind(ctx, "override"), f"override:{pmod.name}.{pcls.name}.__init__", pmod.path,
-                    init.line if init else pcls.line, s.path, s.shape.line, _why(ctx, message),
-                    severity=_severity(ctx, ev, pmod.name, True),
-                    reason=_reason(ctx, ev, pmod.name, f"registered at {mod.path}:{reg.line}; core builds "
-                                                        f"{reg.op} at {s.where()}"),
-                    summary=f"{pcls.name}.__init__ (registered for {reg.op}) {first[0]}"
-                            + (f" (+{len(first) - 1} more)" if len(first) > 1 else "")))
+                if core_sig is not None and accepts_call(core_sig[0], s.shape):
+                    continue  # core's own op does not take it either: not this op's call
+                found_problems = _call_problems(plugin_sig[0], core_sig[0] if core_sig else plugin_sig[0], s.shape)
+                if found_problems:
+                    problems.append((s, found_problems))
+            if not problems:
+                continue
+            s, first = problems[0]
+            init = pcls.methods.get("__init__")
+            more = f" (and {len(problems) - 1} more core call(s))" if len(problems) > 1 else ""
+            message = (f"{pcls.name} is registered for core's op {reg.op} ({cmod.name}), so core's "
+                       f"{reg.op}(...) at {s.where()} builds it, and its __init__ " + "; ".join(first) + more)
+            ctx = next((c.ctx for c in facts.classes if c.module is pmod and c.node.name == pcls.name), None)
+            if ctx is None:
+                continue
+            out.append(Finding(
+                _kind(ctx, "override"), f"override:{pmod.name}.{pcls.name}.__init__", pmod.path,
+                init.line if init else pcls.line, s.path, s.shape.line, _why(ctx, message),
+                severity=_severity(ctx, ev, pmod.name, True),
+                reason=_reason(ctx, ev, pmod.name, f"registered at {mod.path}:{reg.line}; core builds "
+                                                    f"{reg.op} at {s.where()}"),
+                summary=f"{pcls.name}.__init__ (registered for {reg.op}) {first[0]}"
+                        + (f" (+{len(first) - 1} more)" if len(first) > 1 else "")))
     return out
 
 

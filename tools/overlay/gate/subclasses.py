@@ -105,11 +105,12 @@ class Subclasses:
         self._parsed: dict[int, list[ast.ClassDef]] = {}
         self._plugin_parsed: dict[int, list[ast.ClassDef]] = {}
 
-    def defined_below(self, owner: str, attr: str) -> str | None:
+    def defined_below(self, owner: str, attr: str, plugin_only: bool = False) -> str | None:
+        """`plugin_only`: only a subclass of the plugin's own counts."""
         if self._files is None:
             self._files = texts(self.sources)
             self._graph = class_graph(self._files)
-        found = sorted(descendants(self._graph, owner) & self._defining(attr, plugin_only=False))
+        found = sorted(descendants(self._graph, owner) & self._defining(attr, plugin_only))
         return found[0] if found else None
 
     def stand_in(self, owner: str, attr: str) -> str | None:
