@@ -1277,3 +1277,18 @@ def test_a_class_registered_for_a_core_op_must_take_what_core_builds_the_op_with
     fixed = {**plugin, "vllm_ascend/ops/fused_moe.py": PLUGIN_FUSED_MOE.replace("fator", "factor")}
     report = gate(tmp_path / "fixed", core, fixed, "0.10.2", loaded=("vllm_ascend.register",))
     assert not [f for f in of_kind(report, "override") if f.symbol.endswith("AscendFusedMoE.__init__")]
+
+
+def test_a_core_op_built_from_a_keyword_dictionary_proves_nothing_about_the_registered_class(tmp_path):
+    """`YaRNScalingRotaryEmbedding(..., **extra_kwargs)`: what the dictionary holds is not
+    read, so the registered class's __init__ is not judged against it."""
+    core = {"vllm/model_executor/custom_op.py": CUSTOM_OP, "vllm/model_executor/layers/__init__.py": "",
+            "vllm/model_executor/layers/fused_moe.py": FUSED_MOE,
+            "vllm/model_executor/models/glm4_moe.py": MOE_MODEL.replace(
+                "FusedMoE(num_experts=8, top_k=2, hidden_size=64, routed_scaling_factor=1.0)",
+                "FusedMoE(num_experts=8, top_k=2, hidden_size=64, **config.extra)")}
+    plugin = {"vllm_ascend/ops/__init__.py": "", "vllm_ascend/ops/fused_moe.py": PLUGIN_FUSED_MOE,
+              "vllm_ascend/register.py": PLUGIN_REGISTER_DIRECT}
+    report = gate(tmp_path, core, plugin, "0.10.2", loaded=("vllm_ascend.register",))
+    assert not [f for f in of_kind(report, "override") if f.symbol.endswith("AscendFusedMoE.__init__")], \
+        [f.message for f in report.findings]
