@@ -36,7 +36,6 @@ class Registration:
     cls: str  # the plugin class as written where it is registered
     module: ModuleInfo
     line: int
-    local: dict | None = None
 
 
 def _str(node: ast.expr | None) -> str | None:
