@@ -24,10 +24,21 @@ def test_grades():
     assert grade(UNCHANGED, True) == "upstream-bug" and grade(UNCHANGED, False) == "not-borne-out"
 
 
-def test_the_declared_release_is_read_as_data(tmp_path):
-    """A tag file that is a link out of the tree, or huge, declares nothing."""
+def _declares_nothing_through_a_link_out(tree, link, text: str) -> bool:
+    """`link` (a file the tree declares its core in) made a link to a file outside the
+    tree that would declare one: nothing is declared."""
     import os
 
+    from overlay.trees.baseline_trees import declared_release
+
+    outside = tree.parent / f"outside-{link.name}"
+    outside.write_text(text)
+    os.symlink(outside, link)
+    return declared_release(tree) is None
+
+
+def test_the_declared_release_is_read_as_data(tmp_path):
+    """A tag file that is a link out of the tree, or huge, declares nothing."""
     from overlay.trees.baseline_trees import declared_release
 
     (tmp_path / ".github").mkdir()
@@ -35,10 +46,7 @@ def test_the_declared_release_is_read_as_data(tmp_path):
     tag.write_text("v0.30.0\n")
     assert declared_release(tmp_path) == "0.30.0"
     tag.unlink()
-    outside = tmp_path.parent / "outside-tag"
-    outside.write_text("v9.9.9\n")
-    os.symlink(outside, tag)
-    assert declared_release(tmp_path) is None
+    assert _declares_nothing_through_a_link_out(tmp_path, tag, "v9.9.9\n")
 
 
 def test_a_release_older_than_the_tag_file_declares_its_core_in_the_dockerfile(tmp_path):
@@ -56,8 +64,6 @@ def test_a_release_older_than_the_tag_file_declares_its_core_in_the_dockerfile(t
 
 
 def test_a_dockerfile_declares_only_a_release_and_only_from_inside_the_tree(tmp_path):
-    import os
-
     from overlay.trees.baseline_trees import declared_release
 
     docker = tmp_path / "Dockerfile"
@@ -68,10 +74,7 @@ def test_a_dockerfile_declares_only_a_release_and_only_from_inside_the_tree(tmp_
     docker.write_text("ARG VLLM_TAG=v0.20.2\n" + "#" * (300 * 1024))  # over the cap: not read
     assert declared_release(tmp_path) is None
     docker.unlink()
-    outside = tmp_path.parent / "outside-dockerfile"
-    outside.write_text("ARG VLLM_TAG=v9.9.9\n")
-    os.symlink(outside, docker)
-    assert declared_release(tmp_path) is None
+    assert _declares_nothing_through_a_link_out(tmp_path, docker, "ARG VLLM_TAG=v9.9.9\n")
 
 
 def test_whatever_a_dockerfile_holds_the_declared_core_is_a_release_version_or_nothing(tmp_path_factory):

@@ -125,10 +125,13 @@ def module_alias_calls(callers: Callers, mod: ModuleInfo, attr: str) -> list[Sit
     return alias_calls(mod, f"{mod.name}.{attr}", False, _resolver(callers))
 
 
-def constructor_calls(callers: Callers, mod: ModuleInfo, cls_name: str, limit: int) -> list[Site] | None:
+def constructor_calls(callers: Callers, mod: ModuleInfo, cls_name: str, limit: int, *,
+                      world=None, aliases: bool = True) -> list[Site] | None:
     """Core calls that build core class `mod.cls_name`: `Cls(...)`, `m.Cls(...)` where the
     name resolves to it, and calls through local aliases of it, in the core files naming the
-    class. None when more than `limit` core files name it (too common to search)."""
+    class. None when more than `limit` core files name it (too common to search). With
+    `world`, a name reaching the class through re-exports (`from ...layers.fused_moe import
+    FusedMoE`) counts too; `aliases=False` leaves out the calls through local aliases."""
     qualname = f"{mod.name}.{cls_name}"
     files = callers.mentions(cls_name)
     if len(files) > limit:
@@ -142,9 +145,17 @@ def constructor_calls(callers: Callers, mod: ModuleInfo, cls_name: str, limit: i
             continue
         for s in callers.core_sites(path, cls_name):
             spelled = f"{s.receiver}.{cls_name}" if s.receiver else cls_name
-            if s.receiver in ("self", "cls", "super", "?") or qualify(fmod, spelled) != qualname:
+            if s.receiver in ("self", "cls", "super", "?"):
+                continue
+            target = qualify(fmod, spelled)
+            if target != qualname and not (world is not None and target is not None
+                                           and _is_class(world.resolve_dotted(target), mod.name, cls_name)):
                 continue
             out.append(s)
-        if _may_alias(callers.text(path, 0), cls_name):
+        if aliases and _may_alias(callers.text(path, 0), cls_name):
             out += alias_calls(fmod, qualname, False, resolves)
     return out
+
+
+def _is_class(found, module: str, name: str) -> bool:
+    return found is not None and found[0] == "class" and found[1][0].name == module and found[1][1].name == name

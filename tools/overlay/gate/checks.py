@@ -45,9 +45,9 @@ class Evidence:
     # names of the plugin's platform classes (what its vllm.platform_plugins entry point
     # returns): core's `current_platform` is an instance of one of them
     platform: frozenset = frozenset()
-    # core ops ("module.Class") the plugin registers a class of its own for (oot.py): what
-    # building one makes is the plugin's class
-    oot: frozenset = frozenset()
+    # the plugin's classes registered for core ops (oot.RegisteredOp): building such an op
+    # makes the plugin's class
+    oot: tuple = ()
 
 
 def _severity(ctx: Context, ev: Evidence, module: str, error: bool = True) -> str:
@@ -297,6 +297,15 @@ def _foreign_sites(meth: str, class_names: set[str], ev: Evidence) -> list[Site]
     return [s for s in ev.callers.typed_sites(meth, class_names, COMMON) if ev.callers.reachable(s)[0]]
 
 
+def _platform_sites(meth: str, declared: Signature, ev: Evidence) -> list[Site]:
+    """Core calls `current_platform.meth(...)` (vllm.platforms) that core's own signature
+    takes, in code that can run: `current_platform` is the plugin's platform class once the
+    plugin is loaded."""
+    return [s for s in ev.callers.sites(meth, limit=COMMON) or []
+            if not s.plugin and s.receiver == "current_platform" and not accepts_call(declared, s.shape)
+            and ev.callers.reachable(s)[0]]
+
+
 NOT_TYPES = frozenset({"None", "Optional", "Union", "Any", "Callable", "ClassVar", "Final"})
 
 
@@ -420,21 +429,9 @@ def _contract(plugin_sig: Signature, core_sig: Signature, core_classes: list[tup
                                    f" ({enclosing}: {why})", certain))
     if live_call:
         return out
-    if plugin_names & ev.platform:
-        # core calls its platform through `current_platform` (vllm.platforms), which is the
-        # plugin's platform class once the plugin is loaded
-        for s in ev.callers.sites(meth, limit=COMMON) or []:
-            if s.plugin or s.receiver != "current_platform" or not ev.callers.reachable(s)[0]:
-                continue
-            if not accepts_call(declared, s.shape):  # core's own signature takes it: meant for a platform
-                live_call = True
-                problems = _call_problems(bound, declared, s.shape)
-                if problems:
-                    out.append(Problem(s.path, s.shape.line, tuple(problems),
-                                       f"core calls it as current_platform.{meth}(...) at {s.where()}", True))
-        if live_call:
-            return out
-    for s in _foreign_sites(meth, {c.name for _, c in core_classes}, ev):
+    sites = (_platform_sites(meth, declared, ev) if plugin_names & ev.platform else []) \
+        or _foreign_sites(meth, {c.name for _, c in core_classes}, ev)
+    for s in sites:
         if accepts_call(declared, s.shape):
             continue  # core's own method fails it too: the call is meant for another class
         live_call = True
@@ -910,6 +907,7 @@ def check_constructors(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> li
     subclass that inherits core's `__init__` or extends core's dataclass fields)."""
     findings: list[Finding] = []
     memo: dict[str, tuple[Signature, bool, str, str, int] | None] = {}
+    built_as_plugin = {name for op in ev.oot for name in op.core_names}  # oot.RegisteredOp
     for use in facts.calls:
         target = qualify(use.module, aliased(use)[0], use.local)  # `_Orig = mod.Cls`: core's class
         if target is None:
@@ -924,7 +922,7 @@ def check_constructors(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> li
                 chain = [(cmod, ccls)] + [b for b in _linearize(world, cmod, ccls) if b is not None]
                 if any("__init__" in ev.replaced.get(f"{m.name}.{c.name}", ()) for m, c in chain):
                     continue  # the plugin installs its own __init__ (checked as a replacement)
-                if f"{cmod.name}.{ccls.name}" in ev.oot:
+                if f"{cmod.name}.{ccls.name}" in built_as_plugin:
                     continue  # a core op the plugin registers its own class for: that class is built
                 found = constructor_signature(world, cmod, ccls, ev.is_core)
                 if found is not None and found[1]:

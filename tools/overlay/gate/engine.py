@@ -7,11 +7,9 @@ directories and applies the allowlist.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import dataclasses
 import gc
-import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -27,12 +25,12 @@ from overlay.gate.callers import Callers, TextCache
 from overlay.gate.calls import check_calls
 from overlay.gate.conditions import Env, core_version, decide_branch
 from overlay.gate.fieldorder import check_field_order
-from overlay.gate.oot import check_oot_ops, registered_ops
+from overlay.gate.oot import check_oot_ops, registered
 from overlay.gate.findings import Finding, merge_sites
 from overlay.gate.index import ModuleInfo, TreeIndex
 from overlay.gate.scan import PluginFacts, scan_module
 from overlay.gate.source import TreeSource, file_limit
-from overlay.gate.startup import entry_points, reach
+from overlay.gate.startup import entry_points, platform_classes, reach
 from overlay.gate.supercalls import super_calls
 
 # Top-level directories that are never the importable package of a tree.
@@ -237,26 +235,9 @@ def context(core_src: TreeSource, plugin_src: TreeSource, core: TreeIndex, versi
     for r in facts.replacements:
         replaced.setdefault(r.owner, set()).add(r.attr)
     ev = checks.Evidence(startup, callers, is_core, replaced, env,
-                         platform=platform_classes(entry_points(plugin_src), world))
-    ev = dataclasses.replace(ev, oot=registered_ops(facts, world, ev))
+                         platform=platform_classes(entry_points(plugin_src), world.module))
+    ev = dataclasses.replace(ev, oot=registered(facts, world, ev))
     return Context(facts, world, ev, notes, version)
-
-
-def platform_classes(points, world: TreeIndex) -> frozenset[str]:
-    """Names of the classes the plugin's `vllm.platform_plugins` entry points return (as
-    vLLM reads them: a function returning the class's dotted name as a string constant)."""
-    out: set[str] = set()
-    for p in points:
-        if p.group != "vllm.platform_plugins" or not p.attr:
-            continue
-        mod = world.module(p.module)
-        fn = next((n for n in (mod.tree.body if mod is not None and mod.tree is not None else ())
-                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == p.attr), None)
-        for node in ast.walk(fn) if fn is not None else ():
-            if isinstance(node, ast.Return) and isinstance(node.value, ast.Constant) \
-                    and isinstance(node.value.value, str) and re.fullmatch(r"[\w.]+", node.value.value):
-                out.add(node.value.value.rsplit(".", 1)[-1])
-    return frozenset(out)
 
 
 def skipped_notes(core_src: TreeSource, plugin_src: TreeSource) -> list[str]:

@@ -89,8 +89,9 @@ def judge_sites(core_src: TreeSource, plugin_src: TreeSource, sites: list[tuple[
             # object (`self.quant_method.apply(...)`, typed by core's base) the object may be
             # that subclass; through `self` the plugin's own class still runs core's method
             # (the 310P runner's own _prepare_input_ids left NPUModelRunner's call a real break)
-            sub = None if judge.self_call(*site) else next(
-                ((owner, meth, cls) for owner, meth in sorted((called or {}).get(site, frozenset()))
+            pairs = sorted((called or {}).get(site, frozenset()))
+            sub = None if not pairs or judge.self_call(*site) else next(
+                ((owner, meth, cls) for owner, meth in pairs
                  if (cls := below.defined_below(owner, meth, plugin_only=True))), None)
             out[site] = ((False, f"{sub[2]}, the plugin's subclass of {sub[0]}, defines {sub[1]}: the object "
                                  f"that reaches the line may be one") if sub else judge.site(*site))
@@ -105,6 +106,7 @@ class Liveness:
         self.startup = ctx.ev.startup
         self._scopes: dict[str, list | None] = {}
         self._type_checking: dict[str, frozenset[int]] = {}
+        self._lines: dict[str, list[str]] = {}
         self._memo: dict[tuple, Answer] = {}
         self._classes = {(pc.module.name, pc.node.name): pc for pc in ctx.facts.classes}
 
@@ -128,7 +130,9 @@ class Liveness:
     def self_call(self, path: str, line: int) -> bool:
         """Whether the line calls a method through `self`/`cls`/`super()` (the receiver is
         the running object's own class) rather than through another object."""
-        text = (self.plugin_src.read(path) or b"").decode("utf-8", "replace").splitlines()
+        if path not in self._lines:
+            self._lines[path] = (self.plugin_src.read(path) or b"").decode("utf-8", "replace").splitlines()
+        text = self._lines[path]
         return 0 < line <= len(text) and re.search(r"\b(?:self|cls|super\(\))\.\w+\s*\(", text[line - 1]) is not None
 
     def _type_checking_lines(self, path: str) -> frozenset[int]:

@@ -20,9 +20,10 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from overlay.gate.aliascalls import constructor_calls
 from overlay.gate.callers import module_name
 from overlay.gate.findings import Finding
-from overlay.gate.index import ModuleInfo, dotted, qualify
+from overlay.gate.index import ClassInfo, ModuleInfo, dotted, qualify
 from overlay.gate.signature import accepts_call
 
 # Ops are named in many core files (FusedMoE in 59 of vLLM 0.10.2's): the search is over the
@@ -38,59 +39,83 @@ class Registration:
     line: int
 
 
+@dataclass(frozen=True)
+class RegisteredOp:
+    """A plugin class registered for a core op, with the core classes of that name."""
+
+    reg: Registration
+    plugin: tuple[ModuleInfo, ClassInfo]
+    core: tuple[tuple[ModuleInfo, ClassInfo], ...]
+
+    @property
+    def core_names(self) -> frozenset[str]:
+        """The core ops ("module.Class") building which makes the plugin's class."""
+        return frozenset(f"{m.name}.{self.reg.op}" for m, _ in self.core)
+
+
 def _str(node: ast.expr | None) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
+def _named(node: ast.expr) -> str | None:
+    return dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+
+
 def registrations(mod: ModuleInfo) -> list[Registration]:
     """The op registrations a plugin module writes (see the module docstring)."""
-    if mod.tree is None or not any(isinstance(n, ast.Call) and (dotted(n.func) or "").endswith("register_oot")
-                                   for n in ast.walk(mod.tree)):
-        return []
-    out: list[Registration] = []
-    for node in ast.walk(mod.tree):
+    calls: list[Registration] = []
+    tables: list[Registration] = []  # count only in a module that calls register_oot
+    seen_call = False
+    for node in ast.walk(mod.tree) if mod.tree is not None else ():
         if isinstance(node, ast.Call) and (dotted(node.func) or "").split(".")[-1] == "register_oot":
+            seen_call = True
             kw = {k.arg: k.value for k in node.keywords if k.arg}
             cls = kw.get("_decorated_op_cls") or (node.args[0] if node.args else None)
             name = _str(kw.get("name")) or (_str(node.args[1]) if len(node.args) > 1 else None)
-            if name and isinstance(cls, (ast.Name, ast.Attribute)) and dotted(cls):
-                out.append(Registration(name, dotted(cls) or "", mod, node.lineno))
+            written = _named(cls) if cls is not None else None
+            if name and written:
+                calls.append(Registration(name, written, mod, node.lineno))
         elif isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values):
-                name = _str(key)
-                if name and isinstance(value, (ast.Name, ast.Attribute)) and dotted(value):
-                    out.append(Registration(name, dotted(value) or "", mod, value.lineno))
+                name, written = _str(key), _named(value)
+                if name and written:
+                    tables.append(Registration(name, written, mod, value.lineno))
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
-            name = _str(node.targets[0].slice)
-            if name and isinstance(node.value, (ast.Name, ast.Attribute)) and dotted(node.value):
-                out.append(Registration(name, dotted(node.value) or "", mod, node.lineno))
-    return out
+            name, written = _str(node.targets[0].slice), _named(node.value)
+            if name and written:
+                tables.append(Registration(name, written, mod, node.lineno))
+    return calls + tables if seen_call else []
 
 
-def _local_imports(mod: ModuleInfo, line: int) -> dict[str, str]:
-    """Imports inside the function that holds `line` (registrations import their classes
-    where they register them)."""
-    out: dict[str, str] = {}
+def _local_imports(mod: ModuleInfo) -> list[tuple[int, int, dict[str, str]]]:
+    """(first line, last line, imports) of each function of the module that imports
+    (registrations import their classes where they register them)."""
+    out = []
     for fn in ast.walk(mod.tree) if mod.tree is not None else ():
-        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.lineno <= line <= (fn.end_lineno or fn.lineno):
-            for node in ast.walk(fn):
-                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                    for a in node.names:
-                        out[a.asname or a.name] = f"{node.module}.{a.name}"
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names = {a.asname or a.name: f"{node.module}.{a.name}" for node in ast.walk(fn)
+                     if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 for a in node.names}
+            if names:
+                out.append((fn.lineno, fn.end_lineno or fn.lineno, names))
     return out
 
 
-def registered(facts, world, ev) -> list[tuple[Registration, ModuleInfo, object]]:
-    """(registration, plugin module, plugin class) for each op registration whose class
-    resolves to a class of the plugin's own; one per (op, class)."""
+def registered(facts, world, ev) -> tuple[RegisteredOp, ...]:
+    """Each op registration whose class resolves to a class of the plugin's own, once per
+    (op, class), with the core classes of the op's name."""
     out = []
     seen: set[tuple[str, str]] = set()
     names = set(facts.refs) | {pc.module.name for pc in facts.classes}
     for mod in filter(None, (world.module(n) for n in sorted(names))):
         if ev.is_core(mod.name):
             continue
-        for reg in registrations(mod):
-            local = _local_imports(mod, reg.line)
+        regs = registrations(mod)
+        scopes = _local_imports(mod) if regs else []
+        for reg in regs:
+            local: dict[str, str] = {}
+            for first, last, imports in scopes:
+                if first <= reg.line <= last:
+                    local.update(imports)
             head = reg.cls.split(".")[0]
             target = (local[head] + reg.cls[len(head):]) if head in local else qualify(mod, reg.cls, local)
             found = world.resolve_dotted(target) if target else None
@@ -99,36 +124,31 @@ def registered(facts, world, ev) -> list[tuple[Registration, ModuleInfo, object]
             pmod, pcls = found[1]
             if (reg.op, f"{pmod.name}.{pcls.name}") not in seen:
                 seen.add((reg.op, f"{pmod.name}.{pcls.name}"))
-                out.append((reg, pmod, pcls))
-    return out
-
-
-def registered_ops(facts, world, ev) -> frozenset[str]:
-    """The core ops ("module.Class") the plugin registers a class of its own for."""
-    return frozenset(f"{cmod.name}.{reg.op}" for reg, _, _ in registered(facts, world, ev)
-                     for cmod, _ in _core_ops(world, ev, reg.op))
+                out.append(RegisteredOp(reg, (pmod, pcls), tuple(_core_ops(ev, reg.op))))
+    return tuple(out)
 
 
 def check_oot_ops(facts, world, ev) -> list[Finding]:
+    """`ev.oot`: the registrations (`registered`), read once per run."""
     from overlay.gate.checks import _call_problems, _kind, _reason, _severity, _why, constructor_signature
     out: list[Finding] = []
-    for reg, pmod, pcls in registered(facts, world, ev):
-        mod = reg.module
+    for op in ev.oot:
+        reg, (pmod, pcls) = op.reg, op.plugin
         plugin_sig = constructor_signature(world, pmod, pcls, ev.is_core)
-        if plugin_sig is None:
+        ctx = next((c.ctx for c in facts.classes if c.module is pmod and c.node.name == pcls.name), None)
+        if plugin_sig is None or ctx is None:
             continue
-        for cmod, ccls in _core_ops(world, ev, reg.op):
+        for cmod, ccls in op.core:
             core_sig = constructor_signature(world, cmod, ccls, ev.is_core)
-            sites = _builds(world, ev, cmod, reg.op)
             problems = []
-            for s in sites:
+            for s in constructor_calls(ev.callers, cmod, reg.op, OP_FILES_LIMIT, world=world, aliases=False) or []:
                 if s.shape.star or s.shape.dstar or not ev.callers.reachable(s)[0]:
                     continue  # what `*args`/`**kwargs` carry is not read: nothing is proven
                 if core_sig is not None and accepts_call(core_sig[0], s.shape):
                     continue  # core's own op does not take it either: not this op's call
-                found_problems = _call_problems(plugin_sig[0], core_sig[0] if core_sig else plugin_sig[0], s.shape)
-                if found_problems:
-                    problems.append((s, found_problems))
+                found = _call_problems(plugin_sig[0], core_sig[0] if core_sig else plugin_sig[0], s.shape)
+                if found:
+                    problems.append((s, found))
             if not problems:
                 continue
             s, first = problems[0]
@@ -136,49 +156,23 @@ def check_oot_ops(facts, world, ev) -> list[Finding]:
             more = f" (and {len(problems) - 1} more core call(s))" if len(problems) > 1 else ""
             message = (f"{pcls.name} is registered for core's op {reg.op} ({cmod.name}), so core's "
                        f"{reg.op}(...) at {s.where()} builds it, and its __init__ " + "; ".join(first) + more)
-            ctx = next((c.ctx for c in facts.classes if c.module is pmod and c.node.name == pcls.name), None)
-            if ctx is None:
-                continue
             out.append(Finding(
                 _kind(ctx, "override"), f"override:{pmod.name}.{pcls.name}.__init__", pmod.path,
                 init.line if init else pcls.line, s.path, s.shape.line, _why(ctx, message),
                 severity=_severity(ctx, ev, pmod.name, True),
-                reason=_reason(ctx, ev, pmod.name, f"registered at {mod.path}:{reg.line}; core builds "
+                reason=_reason(ctx, ev, pmod.name, f"registered at {reg.module.path}:{reg.line}; core builds "
                                                     f"{reg.op} at {s.where()}"),
                 summary=f"{pcls.name}.__init__ (registered for {reg.op}) {first[0]}"
                         + (f" (+{len(first) - 1} more)" if len(first) > 1 else "")))
     return out
 
 
-def _builds(world, ev, mod: ModuleInfo, name: str) -> list:
-    """Core calls `Op(...)` / `m.Op(...)` whose name resolves, through any re-export
-    (`from ...layers.fused_moe import FusedMoE`), to core's op `mod.name`."""
-    files = ev.callers.mentions(name)
-    if len(files) > OP_FILES_LIMIT:
-        return []
-    index = ev.callers.trees[0][2]
-    out = []
-    for path in files:
-        fmod = index.module(module_name(path))
-        if fmod is None or fmod.path != path:
-            continue
-        for s in ev.callers.core_sites(path, name):
-            if s.receiver in ("self", "cls", "super", "?"):
-                continue
-            target = qualify(fmod, f"{s.receiver}.{name}" if s.receiver else name)
-            found = world.resolve_dotted(target) if target else None
-            if found and found[0] == "class" and found[1][0].name == mod.name and found[1][1].name == name:
-                out.append(s)
-    return out
-
-
-def _core_ops(world, ev, name: str) -> list[tuple[ModuleInfo, object]]:
+def _core_ops(ev, name: str) -> list[tuple[ModuleInfo, ClassInfo]]:
     """Core classes named `name`, in the core files that name it."""
     out = []
     index = ev.callers.trees[0][2]
     for path in ev.callers.mentions(name):
         mod = index.module(module_name(path))
-        if mod is None or mod.path != path or name not in mod.classes:
-            continue
-        out.append((mod, mod.classes[name]))
+        if mod is not None and mod.path == path and name in mod.classes:
+            out.append((mod, mod.classes[name]))
     return out

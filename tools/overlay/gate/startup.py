@@ -152,3 +152,20 @@ def reach(points: tuple[EntryPoint, ...], refs: dict[str, set[str]], plugin_pack
         if parent[mod] is None and mod not in roots:
             roots[mod] = "?"
     return Startup(True, parent, roots)
+
+
+def platform_classes(points: tuple[EntryPoint, ...], module) -> frozenset[str]:
+    """Names of the classes the plugin's `vllm.platform_plugins` entry points return, as
+    vLLM reads them: a function returning the class's dotted name as a string constant.
+    `module(name)`: the plugin's index of that module (None when absent)."""
+    out: set[str] = set()
+    for p in points:
+        mod = module(p.module) if p.group == "vllm.platform_plugins" and p.attr else None
+        tree = mod.tree if mod is not None else None
+        fn = next((n for n in (tree.body if tree is not None else ())
+                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == p.attr), None)
+        for node in ast.walk(fn) if fn is not None else ():
+            if isinstance(node, ast.Return) and isinstance(node.value, ast.Constant) \
+                    and isinstance(node.value.value, str) and re.fullmatch(r"[\w.]+", node.value.value):
+                out.add(node.value.value.rsplit(".", 1)[-1])
+    return frozenset(out)
