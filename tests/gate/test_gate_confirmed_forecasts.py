@@ -825,3 +825,32 @@ def test_a_checker_diagnostic_under_type_checking_is_no_confirmed_forecast(run, 
     _, doc, marks = _gate_marks(run, tmp_path, old, new, plugin, "vllm_ascend/use.py")
     [hint] = [f for f in marks.get("HINT", []) if f["engine"] == "checker"]
     assert hint["severity"] == "warning" and "TYPE_CHECKING" in hint["reason"], (hint["message"], hint["reason"])
+
+
+@needs_mypy
+def test_gate_both_engines_start_from_the_core_a_dockerfile_declares(run, tmp_path, monkeypatch):
+    """`overlay gate --engine both` without --declared-core: a plugin release older than
+    `.github/vllm-release-tag.commit` declares its core in the Dockerfile, and the checker's
+    differential starts from that release, taken from the mirror's pypi/ on a fresh cache."""
+    import textwrap
+
+    from fixtures import make_sdist
+
+    mirror = tmp_path / "mirror"
+    make_sdist(mirror / "pypi", "vllm-1.0", {"vllm/__init__.py": "", "vllm/_version.py": "__version__ = '1.0'\n",
+                                             "vllm/specs.py": textwrap.dedent(SPECS_OLD)})
+    new = _release(tmp_path, "2.0", {"vllm/specs.py": SPECS_NEW})
+    plugin = _loaded_plugin(tmp_path, "use", SPECS_PLUGIN)
+    (plugin / "Dockerfile").write_text("FROM base\nARG VLLM_TAG=v1.0\n")
+    monkeypatch.setenv("OVERLAY_CACHE", str(tmp_path / "cache"))  # a fresh cache
+    code, out, err = run("gate", "--core", new, "--plugin", plugin, "--engine", "both", "--mirror", mirror,
+                         "--json", root=tmp_path)
+    assert code in (0, 1), err
+    doc = json.loads(out)
+    assert doc["stats"]["checker_declared"] == "1.0", doc["stats"]
+    [gone] = [f for f in doc["findings"] if f["engine"] in ("checker", "both") and "gone" in f["message"]]
+    assert gone["severity"] == "error", gone  # new against 1.0: the differential started there
+    (plugin / "Dockerfile").unlink()
+    code, out, err = run("gate", "--core", new, "--plugin", plugin, "--engine", "both", "--mirror", mirror,
+                         "--json", root=tmp_path)
+    assert code == 2 and "declares no core release" in err and "Dockerfile" in err, err
