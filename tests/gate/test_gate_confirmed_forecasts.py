@@ -422,6 +422,65 @@ def test_dead_lines_are_the_branches_a_settled_test_never_takes():
     assert dead_lines(text) == {2, 3, 9, 11}
 
 
+# (tuned on the eleventh held-out set's false alarms, 2026-12-03: vllm-ascend 0.10.0rc1's
+# worker_v1.py binds `is_legacy = vllm_version_is("0.10.0")` and reads the old
+# IntermediateTensors fields under `if is_legacy:`; against 0.10.1.1 that arm never runs.)
+SETTLED_FLAGS = """from vllm_ascend.utils import vllm_version_is
+OLD_CORE = vllm_version_is("0.10.0")
+
+
+def send(output):
+    is_legacy = vllm_version_is("0.10.0")
+    if is_legacy:
+        sending = output.finished_sending
+    else:
+        sending = output.kv_connector_output.finished_sending
+    if not OLD_CORE:
+        more = 1
+    return sending
+
+
+def rebound(output, x):
+    legacy = vllm_version_is("0.10.0")
+    legacy = legacy or x
+    if legacy:
+        sending = output.finished_sending
+
+
+def shadowed(OLD_CORE):
+    if OLD_CORE:
+        sending = 1
+
+
+def nested():
+    flag = vllm_version_is("0.10.0")
+
+    def inner():
+        nonlocal flag
+        flag = True
+    if flag:
+        sending = 2
+"""
+
+
+def test_a_flag_bound_once_from_a_settled_test_settles_its_branches():
+    from overlay.gate.prepare import dead_lines, prepare_text
+    text, pinned, _ = prepare_text(SETTLED_FLAGS, "0.10.1.1")
+    assert pinned == 4
+    lines = text.splitlines()
+    assert lines[7].strip() == "pass" and "finished_sending" in lines[9]  # the legacy arm reduced
+    assert dead_lines(text) == {8}
+    # rebound, shadowed by a parameter, or rebound in an inner scope: not settled
+    for word in ("legacy", "OLD_CORE:", "flag:"):
+        at = next(i for i, line in enumerate(lines) if line.strip() == f"if {word}" or line.strip() == f"if {word}:"
+                  or line.strip().startswith(f"if {word}"))
+        assert lines[at + 1].strip() != "pass", (word, lines[at + 1])
+    # on the old core the legacy arm runs and the other is reduced
+    text, _, _ = prepare_text(SETTLED_FLAGS, "0.10.0")
+    assert text.splitlines()[7].strip().startswith("sending = output.finished_sending")
+    assert text.splitlines()[9].strip() == "pass"
+
+
 # ------------------------------------------------------ a torch module's attribute core dropped
 # (tuned on the fifth held-out set's misses, 2026-12-03: vLLM 0.24.0's MoERunner, a torch
 # module, no longer carries weight_loader; the plugin's subclass read it through self. With

@@ -19,6 +19,7 @@ import ast
 import io
 import re
 import tokenize
+from collections import Counter
 from typing import Callable
 
 from overlay.gate.conditions import normalize_version
@@ -151,33 +152,102 @@ def pin_versions(text: str, version: str | None) -> tuple[str, int]:
     return b"".join(lines).decode("utf-8"), done
 
 
-def _constant(test: ast.expr) -> bool | None:
-    """The truth of a test made of True/False alone (as pin_versions leaves them), else None."""
+def _constant(test: ast.expr, flags: dict[str, bool] | None = None) -> bool | None:
+    """The truth of a test made of True/False alone (as pin_versions leaves them), or of
+    names `flags` holds settled, else None."""
     if isinstance(test, ast.Constant) and isinstance(test.value, bool):
         return test.value
+    if flags and isinstance(test, ast.Name) and test.id in flags:
+        return flags[test.id]
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = _constant(test.operand)
+        inner = _constant(test.operand, flags)
         return None if inner is None else not inner
     if isinstance(test, ast.BoolOp):
-        values = [_constant(v) for v in test.values]
+        values = [_constant(v, flags) for v in test.values]
         if isinstance(test.op, ast.And):
             return False if False in values else (True if all(v is True for v in values) else None)
         return True if True in values else (False if all(v is False for v in values) else None)
     return None
 
 
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _bindings(scope: ast.AST) -> Counter:
+    """How often each name is bound anywhere under `scope` (nested scopes included: a name
+    rebound there is not settled either). A `global`/`nonlocal` counts as a second binding."""
+    counts: Counter = Counter()
+    for node in ast.walk(scope):
+        if node is scope:
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            counts[node.id] += 1
+        elif isinstance(node, ast.arg):
+            counts[node.arg] += 1
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            counts[node.name] += 1
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                counts[(alias.asname or alias.name).split(".")[0]] += 1
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            for name in node.names:
+                counts[name] += 2
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            counts[node.name] += 1
+        elif type(node).__name__ in ("MatchAs", "MatchStar") and getattr(node, "name", None):
+            counts[node.name] += 1  # type: ignore[attr-defined]
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        for arg in ast.walk(scope.args):
+            if isinstance(arg, ast.arg):
+                counts[arg.arg] += 1
+    return counts
+
+
+def _settled_flags(scope: ast.AST, outer: dict[str, bool]) -> dict[str, bool]:
+    """The names a test can read as settled in `scope`: its own names bound exactly once,
+    to a settled value (`is_legacy = False`, as pin_versions leaves
+    `is_legacy = vllm_version_is("0.10.0")`), and the enclosing scope's that it does not bind."""
+    counts = _bindings(scope)
+    flags = {name: value for name, value in outer.items() if not counts[name]}
+    body = scope.body if isinstance(getattr(scope, "body", None), list) else []
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if isinstance(node, _SCOPES):
+                continue
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if len(targets) == 1 and isinstance(targets[0], ast.Name) and counts[targets[0].id] == 1:
+                    value = _constant(node.value, flags)
+                    if value is not None:
+                        flags[targets[0].id] = value
+    return flags
+
+
 def _dead_bodies(tree: ast.AST) -> list[list[ast.stmt]]:
-    """The bodies of the branches a settled test never takes, outermost first."""
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.If, ast.While)):
-            try:
-                value = _constant(node.test)
-            except RecursionError:  # `not not ... True` nested past the limit: not settled
-                value = None
-            body = node.orelse if value is True else node.body if value is False else []
-            if body:
-                out.append(body)
+    """The bodies of the branches a settled test never takes, outermost first. A test may
+    read a flag bound once from a settled test (`is_legacy = False; if is_legacy:`)."""
+    out: list[list[ast.stmt]] = []
+
+    def visit(node: ast.AST, flags: dict[str, bool]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, _SCOPES):
+                visit(child, _settled_flags(child, flags) if not isinstance(child, ast.ClassDef)
+                      else {k: v for k, v in flags.items() if not _bindings(child)[k]})
+                continue
+            if isinstance(child, (ast.If, ast.While)):
+                try:
+                    value = _constant(child.test, flags)
+                except RecursionError:  # `not not ... True` nested past the limit: not settled
+                    value = None
+                body = child.orelse if value is True else child.body if value is False else []
+                if body:
+                    out.append(body)
+            visit(child, flags)
+
+    try:
+        visit(tree, _settled_flags(tree, {}))
+    except RecursionError:  # nested past the limit: nothing is settled
+        return []
     return out
 
 
