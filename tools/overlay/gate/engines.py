@@ -54,6 +54,9 @@ RAISES = (
     # `super().name` that no base after the class defines: AttributeError (the lookup skips
     # the instance, so nothing the object holds can answer it)
     ("misc", re.compile(r'^"[A-Za-z_]\w*" undefined in superclass$')),
+    # an assignment to a property without a setter (`self.ep_size = n` once core turned the
+    # field into a read-only property): AttributeError, nn.Module's __setattr__ included
+    ("misc", re.compile(r'^Property "[A-Za-z_]\w*" defined in "[^"]+" is read-only$')),
     # isinstance(x, f) with a function (a class core turned into a factory): TypeError
     ("arg-type", re.compile(r'^Argument 2 to "(isinstance|issubclass)" has incompatible type "(Callable\[|def |'
                             r'Overload\()')),

@@ -14,8 +14,11 @@ hand gate *confirms* it (engines.combine). So here only positive evidence counts
 - a method of such a built class that overrides a method of its core base which core
   calls by name: core calls it through the base (`model.load_weights(...)`), however
   common the name.
-What the name search cannot see (a callback, a registry, a name called in every file,
-the depth limit) is no evidence: the finding stays a forecast, and its reason says why.
+- a method whose name is too common to follow (called in more than COMMON files), when
+  the plugin calls it on its own object: through `self` in that class, or through a
+  receiver its file only ever builds as that class (`self.model_runner = Runner(...)`).
+What the name search cannot see (a callback, a registry, a name called in every file on
+objects of unknown class, the depth limit) is no evidence: the finding stays a forecast, and its reason says why.
 Nor is a diagnostic about a name the plugin replaces in core (`mod.Cls = AscendCls`,
 `Cls.meth = f`): the checker judged core's definition, and what runs is the plugin's; nor
 a missing attribute of a class some subclass of which defines it (subclasses.py).
@@ -173,6 +176,8 @@ class Liveness:
         files = self.callers.files_calling(func)
         if len(files) > COMMON:
             answer = (False, f"{func} is called in {len(files)} files: too common a name to tell which")
+            if cls is not None:
+                answer = self._any_live(self._typed_plugin_sites(files, cls, func), depth, answer[1])
         else:
             names = [func, *self.callers.import_aliases(func)]
             sites = [s for n in names for s in self.callers.sites(n) or [] if s.func != func or s.cls != cls]
@@ -181,6 +186,24 @@ class Liveness:
             answer = self._through_core_base(module, cls, func, depth) or answer
         self._memo[key] = answer
         return answer
+
+    def _typed_plugin_sites(self, files: list[tuple[str, int]], cls: str, func: str) -> list[Site]:
+        """For a name too common to follow: the plugin's own calls of it on an object of
+        `cls` alone: through `self`/`cls` in that class, or through a receiver every
+        assignment of which in its file builds `cls` (`self.model_runner = NPUModelRunner(...)`,
+        then `self.model_runner.execute_model(...)`)."""
+        out: list[Site] = []
+        for path, tree in files:
+            if not self.callers.trees[tree][3]:
+                continue
+            builds = self.callers.receiver_builds(path, tree)
+            for s in self.callers.sites_in(path, tree, func):
+                if s.receiver in ("self", "cls"):
+                    if s.cls == cls and s.func != func:
+                        out.append(s)
+                elif s.receiver not in ("", "?", "super") and builds.get(s.receiver) == {cls}:
+                    out.append(s)
+        return out
 
     def _through_core_base(self, module: str, cls: str, func: str, depth: int) -> Answer | None:
         """Evidence that core calls the plugin's `cls.func` through a core base class that
