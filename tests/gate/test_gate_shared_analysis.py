@@ -162,9 +162,10 @@ def _text_callers(core: Path, plugin: Path, cache):
 
 
 def test_the_class_used_otherwise_search_reads_only_the_changed_files(tmp_path, monkeypatch):
-    """instances._used_otherwise (a class subclassed, read as `Cls.x`, or passed as a
-    value anywhere) is a search over every file: a later release shares its answers for
-    the files it holds unchanged, and answers as a run that shares nothing."""
+    """instances._used_otherwise (a class read as `Cls.x` or passed as a value anywhere)
+    and instances._subclasses (the classes deriving from it) are searches over every
+    file: a later release shares their answers for the files it holds unchanged, and
+    answers as a run that shares nothing."""
     from overlay.gate import instances
     from overlay.gate.callers import Callers, TextCache
 
@@ -185,12 +186,15 @@ def test_the_class_used_otherwise_search_reads_only_the_changed_files(tmp_path, 
     monkeypatch.setattr(Callers, "text", text)
     shared = TextCache()
     answers = []
+    def answer(callers):
+        return instances._used_otherwise(callers, "Runner"), instances._subclasses(callers, "Runner")
+
     for r, core in enumerate(cores):
-        alone = instances._used_otherwise(_text_callers(core, plugin, TextCache()), "Runner")
+        alone = answer(_text_callers(core, plugin, TextCache()))
         del read[:]
-        together = instances._used_otherwise(_text_callers(core, plugin, shared), "Runner")
+        together = answer(_text_callers(core, plugin, shared))
         assert together == alone, core.name
         answers.append(together)
         if r:
             assert set(read) <= {"vllm/b.py"}, (core.name, read)
-    assert answers == [False, True, False]
+    assert answers == [(False, []), (False, [("vllm.b", "Other")]), (False, [])]

@@ -31,6 +31,9 @@ MAX_DEPTH = 3
 _NEWLINE = re.compile(rb"\n")
 
 
+# `class X(Base, Other):` (its bases), and the opening quote of a string annotation
+_CLASS_HEADER = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\([^)]*\)", re.M)
+_QUOTED_ANNOTATION = re.compile(rb"(\w[ \t]*:[ \t]*|->[ \t]*)[\"']")
 # an import statement: one line, or a parenthesised list over several
 _IMPORT_STATEMENT = re.compile(rb"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)", re.M)
 
@@ -676,8 +679,19 @@ class Callers:
         word = name.encode()
         loose = re.compile(rb"""(\.%s\b(?!\s*[(\[])|["']%s["']|[=,(]\s*%s\b(?!\s*[(\[.]))"""
                            % ((re.escape(word),) * 3))
-        return bool(self._positives("value", name, lambda path, tree: word in self.text(path, tree)
-                                    and loose.search(self._code(path, tree)) is not None, first=True))
+
+        def value(path: str, tree: int) -> bool:
+            if word not in self.text(path, tree):
+                return False
+            code = self._code(path, tree)
+            if loose.search(code) is None:
+                return False
+            # a class statement's bases and a quoted annotation (`runner: "GPUModelRunner"`,
+            # `-> "Cls"`) name the class, they pass nothing anywhere
+            code = _QUOTED_ANNOTATION.sub(rb"\1#", _CLASS_HEADER.sub(b"", code))
+            return loose.search(code) is not None
+
+        return bool(self._positives("value", name, value, first=True))
 
     # -- reachability
 

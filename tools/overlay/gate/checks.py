@@ -957,8 +957,9 @@ def platform_alternatives(facts: PluginFacts, world: TreeIndex, is_core: Callabl
     Computed, never listed: the class derives directly from a core base that a plugin
     class also derives from directly; no plugin class has it in its bases; the plugin
     imports it nowhere; and no file of either tree calls it by name (nothing constructs it
-    directly). Code in such a class does not run with the plugin, so core's call sites
-    there are no evidence against it."""
+    directly). A core class deriving from such a class on the same terms (`XPUWorker(Worker)`)
+    is another platform's too. Code in such a class does not run with the plugin, so core's
+    call sites there are no evidence against it."""
     direct: dict[tuple[str, str], list[str]] = {}  # core base -> plugin classes right below it
     in_mro: set[tuple[str, str]] = set()
     for pc in facts.classes:
@@ -992,6 +993,11 @@ def platform_alternatives(facts: PluginFacts, world: TreeIndex, is_core: Callabl
                 if base in direct:
                     memo[key] = (f"{cls} is core's own {base[1]} for another platform: the plugin runs its "
                                  f"{', '.join(sorted(set(direct[base])))} instead")
+                    break
+                # a specialisation of another platform's class (`XPUWorker(Worker)` below
+                # the GPU worker) is another platform's too
+                if is_core(base[0]) and why(*base):
+                    memo[key] = f"{cls} specialises {base[1]}, which does not run with the plugin: {why(*base)}"
                     break
         return memo[key]
 

@@ -13,8 +13,12 @@ chained after the platform answer as `Callers.alternative`. A class counts as bu
 - core builds it somewhere by name (`Cls(...)`): a class nothing builds by name may be
   made by reflection or a registry;
 - every such construction sits in code that cannot run (`Callers.reachable`);
-- nothing derives from it, the plugin does not import it, and no code uses it other than
-  by calling it (a value, a string, `Cls.attr`: a classmethod runs without an instance).
+- the plugin does not import it, and no code uses it other than by calling it (a value,
+  a string, `Cls.attr`: a classmethod runs without an instance; a quoted annotation
+  `runner: "Cls"` and a class statement's bases pass nothing);
+- each class deriving from it has no instance either, by the same rules (another
+  platform's `XPUModelRunner(GPUModelRunner)`, built only by `XPUWorker(Worker)`, a
+  specialisation of the GPU worker: `checks.platform_alternatives`).
 
 `plugin_function_reachable(...)` follows the same graph upwards from a plugin function:
 a call in plugin code can only break when something can call the function around it.
@@ -25,7 +29,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from overlay.gate.callers import COMMON, MAX_DEPTH, Callers, Site
+from overlay.gate.callers import COMMON, MAX_DEPTH, Callers, Site, module_name
 
 
 def never_built(callers: Callers, plugin_imports: set[tuple[str, str]],
@@ -42,38 +46,60 @@ def never_built(callers: Callers, plugin_imports: set[tuple[str, str]],
         if key in memo:
             return memo[key]
         memo[key] = None  # while deciding: built (a cycle proves nothing)
-        memo[key] = _no_instance(callers, plugin_imports, module, cls)
+        memo[key] = _no_instance(callers, plugin_imports, module, cls, why)
         return memo[key]
 
     return why
 
 
-def _no_instance(callers: Callers, plugin_imports: set[tuple[str, str]], module: str, cls: str) -> str | None:
+def _no_instance(callers: Callers, plugin_imports: set[tuple[str, str]], module: str, cls: str,
+                 why: Callable[[str, str], str | None]) -> str | None:
     if (module, cls) in plugin_imports or len(callers.files_calling(cls)) > COMMON:
         return None
     sites = callers.sites(cls) or []
     if not sites or any(s.plugin for s in sites) or _used_otherwise(callers, cls):
         return None
+    # a subclass's instance runs the class's methods: each must have no instance either
+    # (`XPUModelRunner(GPUModelRunner)`, built only by another platform's worker)
+    for sub_module, sub in _subclasses(callers, cls):
+        if sub_module is None or not why(sub_module, sub):
+            return None
     dead = []
     for s in sites:
-        ok, why = callers.reachable(s)
+        ok, reason = callers.reachable(s)
         if ok:
             return None
-        dead.append(f"{s.where()} ({why})")
+        dead.append(f"{s.where()} ({reason})")
     return f"{cls} is built only at {'; '.join(dead[:2])}: no instance exists with the plugin, so its methods never run"
 
 
+_CLASS_STATEMENT = rb"^[ \t]*class[ \t]+(\w+)[ \t]*\([^)]*\b%s\b"
+
+
+def _subclasses(callers: Callers, cls: str) -> list[tuple[str | None, str]]:
+    """(module, name) of every class statement deriving from `cls` by name in either tree;
+    module None for one in the plugin (its instances are the plugin's to make)."""
+    derived = re.compile(_CLASS_STATEMENT % re.escape(cls.encode()), re.M)
+    raw = cls.encode()
+    out: list[tuple[str | None, str]] = []
+    found = callers._positives("derived", cls, lambda path, tree: raw in callers.text(path, tree)
+                               and derived.search(callers.text(path, tree)) is not None)
+    for path, tree in sorted(found):
+        for m in derived.finditer(callers.text(path, tree)):
+            out.append((None if callers.trees[tree][3] else module_name(path), m.group(1).decode()))
+    return out
+
+
 def _used_otherwise(callers: Callers, cls: str) -> bool:
-    """A subclass (`class X(..., Cls, ...)`), an attribute of the class itself (`Cls.m`),
-    or the class as a value or a string anywhere in either tree."""
+    """An attribute of the class itself (`Cls.m`), or the class as a value or a string
+    anywhere in either tree."""
     word = re.escape(cls.encode())
-    derived = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\([^)]*\b%s\b" % word, re.M)
     attribute = re.compile(rb"\b%s[ \t]*\.[ \t]*[A-Za-z_]" % word)
     raw = cls.encode()
 
     def used(path: str, tree: int) -> bool:
         data = callers.text(path, tree)
-        return raw in data and (derived.search(data) is not None or attribute.search(data) is not None)
+        return raw in data and attribute.search(data) is not None
 
     return callers.any_file("used otherwise", cls, used) or callers.passed_as_value(cls)
 
