@@ -720,6 +720,56 @@ def test_subclasses_are_found_by_name_through_the_chain_and_a_name_clash_only_wi
     assert below.defined_below("Base", "tails") is None
 
 
+# (tuned on the eleventh held-out set's false alarms, 2026-12-03: vLLM 0.9.2 types the
+# scheduler's waiting queue by its abstract RequestQueue; the queue that runs is
+# FCFSRequestQueue(deque[Request], RequestQueue), whose popleft comes from deque)
+QUEUES = """from abc import ABC
+from collections import deque
+
+
+class RequestQueue(ABC):
+    def add_request(self, request):
+        raise NotImplementedError
+
+
+class FCFSRequestQueue(deque[int], RequestQueue):
+    pass
+
+
+class PriorityRequestQueue(RequestQueue):
+    def __init__(self):
+        self._heap = []
+
+
+class Config:
+    pass
+
+
+class ModelConfig(Config, PretrainedConfig):
+    pass
+"""
+
+
+def test_a_subclass_s_base_outside_both_trees_may_define_the_name():
+    import tempfile
+
+    from overlay.gate.subclasses import Subclasses, foreign_may_define
+
+    with tempfile.TemporaryDirectory() as d:
+        src = tree(Path(d), {"q.py": QUEUES})
+        below = Subclasses((DirSource(src),))
+        # deque, a class of the standard library, defines popleft: read by introspection
+        assert below.defined_below("RequestQueue", "popleft") == "FCFSRequestQueue"
+        # ... and not frobnicate: no subclass may have it, the diagnostic stands
+        assert below.defined_below("RequestQueue", "frobnicate") is None
+        # only the plugin's own subclasses are asked: a foreign base of core's proves nothing
+        assert below.defined_below("RequestQueue", "popleft", plugin_only=True) is None
+        # a third-party base (transformers' PretrainedConfig) may define anything
+        assert below.defined_below("Config", "frobnicate") == "ModelConfig"
+    assert foreign_may_define("dict", "items") and not foreign_may_define("dict", "popleft")
+    assert not foreign_may_define("object", "popleft") and not foreign_may_define("Generic", "x")
+
+
 # ------------------------------------------------- the runtime object is the plugin's stand-in
 # (tuned on the eighth held-out set's false confirmed forecasts, 2026-12-03: "MultiGroupBlockTable"
 # has no attribute "commit_slot_mapping", and a missing argument in a call of its

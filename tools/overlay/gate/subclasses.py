@@ -23,6 +23,7 @@ from typing import Iterable
 from overlay.gate.source import TreeSource
 
 _CLASS = re.compile(rb"^[ \t]*class[ \t]+([A-Za-z_]\w*)[ \t]*\(([^)]*)\)", re.M)
+_ANY_CLASS = re.compile(rb"^[ \t]*class[ \t]+([A-Za-z_]\w*)", re.M)
 _BASE = re.compile(rb"([A-Za-z_][\w.]*)\s*(?:\[[^\]]*\])?\s*(?:,|$)")
 
 
@@ -39,6 +40,11 @@ def class_graph(files: Iterable[bytes]) -> dict[str, set[str]]:
             bases = {b.rsplit(b".", 1)[-1].decode() for b in _BASE.findall(m.group(2).strip() + b",")}
             graph.setdefault(m.group(1).decode(), set()).update(bases)
     return graph
+
+
+def class_names(files: Iterable[bytes]) -> set[str]:
+    """Every name a class statement defines, with bases or without."""
+    return {m.group(1).decode() for data in files for m in _ANY_CLASS.finditer(data)}
 
 
 def descendants(graph: dict[str, set[str]], name: str) -> set[str]:
@@ -90,6 +96,27 @@ def definers(files: list[bytes], attr: str, parsed: dict[int, list[ast.ClassDef]
     return out
 
 
+# bases that define nothing a diagnostic could name
+_EMPTY_BASES = frozenset({"object", "ABC", "Generic", "Protocol", "NamedTuple", "TypedDict", "ABCMeta"})
+# where a base named by its last name alone is looked up: the standard library's own
+# classes, read by introspection (never the trees' code)
+_STDLIB = ("builtins", "collections", "collections.abc", "enum", "typing", "abc", "queue", "threading")
+
+
+def foreign_may_define(base: str, attr: str) -> bool:
+    """May a base class outside both trees, known by its last name, define `attr`? A
+    standard-library class answers by introspection; any other (a third-party class the
+    trees import) may define anything, so it may."""
+    if base in _EMPTY_BASES:
+        return False
+    import importlib
+    for name in _STDLIB:
+        cls = getattr(importlib.import_module(name), base, None)
+        if isinstance(cls, type):
+            return hasattr(cls, attr)
+    return True
+
+
 class Subclasses:
     """`defined_below(owner, attr)`: a subclass of `owner` that defines `attr`, if any;
     `stand_in(owner, attr)`: the plugin's own class named `owner` when it defines `attr`.
@@ -100,18 +127,30 @@ class Subclasses:
         self._files: list[bytes] | None = None
         self._plugin_files: list[bytes] | None = None
         self._graph: dict[str, set[str]] = {}
+        self._names: set[str] = set()
         self._definers: dict[str, set[str]] = {}
         self._plugin_definers: dict[str, set[str]] = {}
         self._parsed: dict[int, list[ast.ClassDef]] = {}
         self._plugin_parsed: dict[int, list[ast.ClassDef]] = {}
 
     def defined_below(self, owner: str, attr: str, plugin_only: bool = False) -> str | None:
-        """`plugin_only`: only a subclass of the plugin's own counts."""
+        """`plugin_only`: only a subclass of the plugin's own counts. Without it, a
+        subclass whose base lies outside both trees counts when that base may define
+        `attr` (core's `FCFSRequestQueue(deque, RequestQueue)` has deque's `popleft`)."""
         if self._files is None:
             self._files = texts(self.sources)
             self._graph = class_graph(self._files)
-        found = sorted(descendants(self._graph, owner) & self._defining(attr, plugin_only))
-        return found[0] if found else None
+        if not self._names:
+            self._names = class_names(self._files)
+        below = descendants(self._graph, owner)
+        found = sorted(below & self._defining(attr, plugin_only))
+        if found:
+            return found[0]
+        if plugin_only:
+            return None
+        foreign = sorted(sub for sub in below if any(foreign_may_define(base, attr)
+                                                     for base in self._graph.get(sub, ()) if base not in self._names))
+        return foreign[0] if foreign else None
 
     def stand_in(self, owner: str, attr: str) -> str | None:
         return owner if owner in self._defining(attr, plugin_only=True) else None
