@@ -235,6 +235,24 @@ def test_a_subclass_built_only_by_a_specialisation_of_another_platform_s_worker_
     assert severities(report, SETUP) == ["error"]
 
 
+def test_another_module_s_class_of_the_same_name_used_as_a_value_keeps_nothing_live(tmp_path):
+    # V0's vllm.worker.cpu_model_runner.CPUModelRunner, passed as a value, beside V1's class of
+    # that name: the value is the other class
+    core = dict(CORE)
+    core["vllm/v0/__init__.py"] = ""
+    core["vllm/v0/elastic.py"] = "class ElasticEPScalingExecutor:\n    pass\n\n\nDEFAULT = ElasticEPScalingExecutor\n"
+    core["vllm/v0/worker.py"] = ("from vllm.v0.elastic import ElasticEPScalingExecutor\n\n\n"
+                                 "DEFAULT = ElasticEPScalingExecutor\n")
+    report = gate(tmp_path / "i", NPU, core)
+    found = [f for f in report.findings if f.symbol.endswith(SETUP)]
+    assert found and all(f.severity != "error" for f in found), [(f.severity, f.message) for f in found]
+    # the same value use of the class itself keeps it live
+    core["vllm/v0/worker.py"] = ("from vllm.distributed.elastic_ep.elastic_execute import ElasticEPScalingExecutor\n\n\n"
+                                 "DEFAULT = ElasticEPScalingExecutor\n")
+    report = gate(tmp_path / "j", NPU, core)
+    assert severities(report, SETUP) == ["error"]
+
+
 # ----------------------------------------------------------------------------- on the mirror
 
 ELASTIC_EP = {"call:vllm.distributed.eplb.eplb_state.EplbState.from_mapping @ vllm_ascend/distributed/eplb_state.py",

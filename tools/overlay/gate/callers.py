@@ -676,6 +676,13 @@ class Callers:
         """`x.name`, `= name` or "name" used other than as a call, in either tree: a
         callback, a getattr, a registry entry. Name search cannot follow it, so it
         counts as called."""
+        return bool(self._positives("value", name, self._value_test(name), first=True))
+
+    def value_uses(self, name: str) -> set[tuple[str, int]]:
+        """Every file where `passed_as_value(name)` holds."""
+        return self._positives("value", name, self._value_test(name))
+
+    def _value_test(self, name: str):
         word = name.encode()
         loose = re.compile(rb"""(\.%s\b(?!\s*[(\[])|["']%s["']|[=,(]\s*%s\b(?!\s*[(\[.]))"""
                            % ((re.escape(word),) * 3))
@@ -691,7 +698,7 @@ class Callers:
             code = _QUOTED_ANNOTATION.sub(rb"\1#", _CLASS_HEADER.sub(b"", code))
             return loose.search(code) is not None
 
-        return bool(self._positives("value", name, value, first=True))
+        return value
 
     # -- reachability
 

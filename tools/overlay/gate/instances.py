@@ -57,7 +57,7 @@ def _no_instance(callers: Callers, plugin_imports: set[tuple[str, str]], module:
     if (module, cls) in plugin_imports or len(callers.files_calling(cls)) > COMMON:
         return None
     sites = callers.sites(cls) or []
-    if not sites or any(s.plugin for s in sites) or _used_otherwise(callers, cls):
+    if not sites or any(s.plugin for s in sites) or _used_otherwise(callers, cls, module):
         return None
     # a subclass's instance runs the class's methods: each must have no instance either
     # (`XPUModelRunner(GPUModelRunner)`, built only by another platform's worker)
@@ -90,9 +90,11 @@ def _subclasses(callers: Callers, cls: str) -> list[tuple[str | None, str]]:
     return out
 
 
-def _used_otherwise(callers: Callers, cls: str) -> bool:
+def _used_otherwise(callers: Callers, cls: str, module: str | None = None) -> bool:
     """An attribute of the class itself (`Cls.m`), or the class as a value or a string
-    anywhere in either tree."""
+    anywhere in either tree. With `module`, a core file whose name `cls` is another class
+    (its own class statement, or an import from a module where the name is another class:
+    V0's `vllm.worker.cpu_model_runner.CPUModelRunner` beside V1's) does not count."""
     word = re.escape(cls.encode())
     attribute = re.compile(rb"\b%s[ \t]*\.[ \t]*[A-Za-z_]" % word)
     raw = cls.encode()
@@ -101,7 +103,33 @@ def _used_otherwise(callers: Callers, cls: str) -> bool:
         data = callers.text(path, tree)
         return raw in data and attribute.search(data) is not None
 
-    return callers.any_file("used otherwise", cls, used) or callers.passed_as_value(cls)
+    if module is None:
+        return callers.any_file("used otherwise", cls, used) or callers.passed_as_value(cls)
+    if not callers.any_file("used otherwise", cls, used) and not callers.passed_as_value(cls):
+        return False
+    files = callers._positives("used otherwise", cls, used) | callers.value_uses(cls)
+    return any(_names_the_class(callers, path, tree, module, cls) for path, tree in sorted(files))
+
+
+def _names_the_class(callers: Callers, path: str, tree: int, module: str, cls: str) -> bool:
+    """Whether `cls` in this file may be `module`'s class (anything the gate cannot rule out)."""
+    index = callers.trees[tree][2]
+    here = module_name(path)
+    if callers.trees[tree][3] or here == module:
+        return True
+    mod = index.module(here)
+    bindings = mod.bindings.get(cls, []) if mod is not None and mod.path == path else []
+    if not bindings:
+        return True
+    for b in bindings:
+        if b.kind == "class":
+            continue  # a class of that name of this module's own
+        if b.kind == "from" and b.target and b.attr:
+            found = index.resolve_dotted(f"{b.target}.{b.attr}")
+            if found is not None and found[0] == "class" and found[1][0].name != module:  # type: ignore[index]
+                continue  # another module's class of that name
+        return True
+    return False
 
 
 def plugin_function_reachable(callers: Callers, module: str, cls: str | None, func: str,

@@ -109,9 +109,17 @@ def _registered(cls: ClassInfo) -> set[str]:
 
 
 def _members(cls: ClassInfo) -> set[str]:
-    """What the class statement itself binds: methods, class attributes, fields."""
+    """What the class statement itself binds: methods, class attributes, fields. A
+    Protocol's bare annotations (`num_redundant_experts: int` in core's MixtureOfExperts)
+    declare what implementers set; they bind nothing."""
     names = set(cls.methods) | set(cls.attrs)
     names |= {f.target.id for f in cls.fields if isinstance(f.target, ast.Name)}
+    if any(b is not None and b.split(".")[-1] == "Protocol" for b in cls.bases):
+        bare = {f.target.id for f in cls.fields
+                if isinstance(f, ast.AnnAssign) and f.value is None and isinstance(f.target, ast.Name)}
+        bound = {t.id for stmt in (cls.node.body if cls.node is not None else ())
+                 if isinstance(stmt, ast.Assign) for t in stmt.targets if isinstance(t, ast.Name)}
+        names -= bare - bound - set(cls.methods)
     return names
 
 
@@ -187,6 +195,18 @@ def _calls_base_init(cls: ClassInfo) -> bool:
     return False
 
 
+_TORCH_MODULE_NAMES = frozenset({"nn.Module", "torch.nn.Module", "Module"})
+
+
+def _inits_only_torch_module(cls: ClassInfo) -> bool:
+    """Every base `__init__` the class's `__init__` calls is torch's `nn.Module.__init__(self)`
+    named outright: the core classes between are skipped (vllm-ascend's
+    CustomDeepseekV2ForCausalLM below core's DeepseekV2ForCausalLM)."""
+    calls = [n for n in ast.walk(cls.node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+             and n.func.attr == "__init__"] if cls.node is not None else []
+    return bool(calls) and all(dotted(c.func.value) in _TORCH_MODULE_NAMES for c in calls)  # type: ignore[attr-defined]
+
+
 def _skipped_core(chain, is_core) -> tuple[ClassInfo, list] | None:
     """(the plugin class whose `__init__` stops the chain, the core classes after it whose
     `__init__` therefore never runs); None when core's `__init__` runs."""
@@ -195,7 +215,7 @@ def _skipped_core(chain, is_core) -> tuple[ClassInfo, list] | None:
             continue
         if is_core(mod.name):
             return None
-        if _calls_base_init(cls):
+        if _calls_base_init(cls) and not _inits_only_torch_module(cls):
             continue
         rest = [(m, c) for m, c in chain[i + 1:] if is_core(m.name)]
         return (cls, rest) if rest else None
