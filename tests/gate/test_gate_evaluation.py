@@ -636,3 +636,46 @@ def test_the_classification_may_outgrow_the_project_yaml_cap_but_not_its_own(tmp
     with pytest.raises(OverlayError) as exc:
         load(huge)
     assert "larger than" in str(exc.value) and exc.value.path.endswith("eval.yaml")
+
+
+# ------------------------------------------- truth keys in the gate's own forms (eleventh held-out set)
+# A truth key the gate can never emit is never caught: the eleventh set's blind truth wrote the
+# InputBatch constructor as `constructor:<class> @ <path>`; the gate names the calling module too.
+
+KEYED = """
+pairings:
+  - name: k-vs-1
+    plugin: "abc123"
+    core: "0.28.0"
+    truth:
+      - item: "InputBatch lost a parameter"
+        keys: ["constructor:vllm.v1.worker.gpu_input_batch.InputBatch @ vllm_ascend/worker/model_runner_v1.py"]
+        reach: true
+        reason: "r"
+"""
+
+
+def test_a_constructor_key_without_the_calling_module_is_the_module_of_its_path(tmp_path):
+    from overlay.gate.evaluation import canonical_key
+    [p] = load(write(tmp_path, KEYED))
+    assert p.truth[0].keys == ("constructor:vllm_ascend.worker.model_runner_v1:vllm.v1.worker.gpu_input_batch.InputBatch"
+                               " @ vllm_ascend/worker/model_runner_v1.py",)
+    s = score(p, (finding("constructor:vllm_ascend.worker.model_runner_v1:vllm.v1.worker.gpu_input_batch.InputBatch",
+                          "vllm_ascend/worker/model_runner_v1.py"),))
+    assert s.truth_caught == 1
+    assert canonical_key("constructor:a.B @ pkg/__init__.py") == "constructor:pkg:a.B @ pkg/__init__.py"
+    assert canonical_key("call:a.b @ p.py") == "call:a.b @ p.py"
+
+
+@pytest.mark.parametrize("key, message", [
+    ("calls:vllm.x.f @ p.py", "no finding kind 'calls'"),
+    ("call:vllm.x.f", "not '<symbol> @ <plugin path>.py'"),
+    ("attribute:KVCacheBlocks? has no attribute @ p.py", "not the gate's form for attribute"),
+    ("import:vllm.x:y:z @ p.py", "not the gate's form for import"),
+])
+def test_a_truth_key_in_no_form_the_gate_emits_is_one_error(tmp_path, key, message):
+    body = KEYED.replace("constructor:vllm.v1.worker.gpu_input_batch.InputBatch @ vllm_ascend/worker/model_runner_v1.py",
+                         key)
+    with pytest.raises(OverlayError) as exc:
+        load(write(tmp_path, body))
+    assert message in str(exc.value) and exc.value.path.endswith("eval.yaml")

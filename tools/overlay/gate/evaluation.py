@@ -101,6 +101,44 @@ def finding_key(f: Finding) -> str:
     return f"{f.symbol} @ {f.plugin_path}"
 
 
+# The symbol forms the gate emits, one per kind (checks.py, calls.py, engines.py, ...).
+KEY_FORMS = {
+    "import": re.compile(r"import:[\w.]+(?::\w+)?"),
+    "call": re.compile(r"call:[\w.]+"),
+    "constructor": re.compile(r"constructor:[\w.]+:[\w.]+"),
+    "attribute": re.compile(r"attribute:[\w.]+"),
+    "override": re.compile(r"override:[\w.]+"),
+    "replacement": re.compile(r"replacement:[\w.]+(?:@[\w.]+)?"),
+    "patch-target": re.compile(r"patch-target:[\w.]+"),
+    "version-guard": re.compile(r"version-guard:\S+"),
+    "type": re.compile(r"type:[a-z-]+:.+"),
+}
+
+
+def canonical_key(key: str) -> str:
+    """A truth key as the gate would spell it. A constructor key names the calling module
+    before the class (`constructor:<module>:<class>`); written without it, the module is the
+    one of the key's plugin path, which says the same."""
+    symbol, sep, path = key.partition(" @ ")
+    if sep and symbol.startswith("constructor:") and symbol.count(":") == 1 and path.endswith(".py"):
+        module = path[:-3].replace("/", ".").removesuffix(".__init__")
+        return f"constructor:{module}:{symbol.split(':', 1)[1]} @ {path}"
+    return key
+
+
+def key_problem(key: str) -> str | None:
+    """Why the gate can never emit this (canonical) truth key, or None."""
+    symbol, sep, path = key.partition(" @ ")
+    if not sep or not path.endswith(".py"):
+        return "not '<symbol> @ <plugin path>.py'"
+    form = KEY_FORMS.get(symbol.split(":", 1)[0])
+    if form is None:
+        return f"no finding kind '{symbol.split(':', 1)[0]}' (kinds: {', '.join(KEY_FORMS)})"
+    if not form.fullmatch(symbol):
+        return f"not the gate's form for {symbol.split(':', 1)[0]} ({form.pattern})"
+    return None
+
+
 # The classification grows by about 100 KiB per held-out set (every finding's reason, each
 # truth item's file:line evidence): past the 1 MiB cap for the project's own YAML in 2026-12.
 EVALUATION_MAX_BYTES = 8 << 20
@@ -202,7 +240,12 @@ def _pairing(node: yamldoc.Node, shown: str) -> Pairing:
         if reach.value and not found:
             raise OverlayError(f"truth item '{what}' is in reach but names no finding key", path=shown,
                                line=item.line)
-        truth.append(TruthItem(what, tuple(str(k) for k in found), reach.value,
+        for k in found:
+            problem = key_problem(canonical_key(str(k)))
+            if problem is not None:  # a key the gate never emits could never be caught
+                raise OverlayError(f"truth item '{what}': key '{k}' is {problem}", path=shown, line=item.line,
+                                   hint="write it as the gate spells findings (see the file's other keys)")
+        truth.append(TruthItem(what, tuple(canonical_key(str(k)) for k in found), reach.value,
                                _text(t, "reason", shown, item.line), item.line))
     control = fields.get("control")
     source = fields.get("source")
