@@ -1292,3 +1292,38 @@ def test_a_core_op_built_from_a_keyword_dictionary_proves_nothing_about_the_regi
     report = gate(tmp_path, core, plugin, "0.10.2", loaded=("vllm_ascend.register",))
     assert not [f for f in of_kind(report, "override") if f.symbol.endswith("AscendFusedMoE.__init__")], \
         [f.message for f in report.findings]
+
+
+def test_a_core_class_of_the_op_s_name_that_the_registry_does_not_swap_is_built_as_written(tmp_path):
+    """(Tuned on the sixth set's false alarms, 2026-12-03: vLLM 0.28.0 defines a local
+    `class RotaryEmbedding(nn.Module)` in an audio encoder and builds it there; only a class
+    under CustomOp's `__new__` is swapped for the plugin's registered one.)"""
+    local = """
+    import torch
+
+
+    class FusedMoE(torch.nn.Module):
+        def __init__(self, width):
+            super().__init__()
+
+
+    class Encoder:
+        def __init__(self, config):
+            self.moe = FusedMoE(width=4)
+    """
+    core = {"vllm/model_executor/custom_op.py": CUSTOM_OP, "vllm/model_executor/layers/__init__.py": "",
+            "vllm/model_executor/layers/fused_moe.py": FUSED_MOE,
+            "vllm/model_executor/models/glm4_moe.py": MOE_MODEL.replace("routed_scaling_factor=1.0", "routed_scaling_fator=1.0"),
+            "vllm/model_executor/models/encoder.py": local}
+    plugin = {"vllm_ascend/ops/__init__.py": "", "vllm_ascend/ops/fused_moe.py": PLUGIN_FUSED_MOE,
+              "vllm_ascend/register.py": PLUGIN_REGISTER_DIRECT}
+    report = gate(tmp_path, core, plugin, "0.10.2", loaded=("vllm_ascend.register",))
+    found = [f for f in of_kind(report, "override") if f.symbol.endswith("AscendFusedMoE.__init__")]
+    assert found == [], [f.message for f in found]
+    # the op itself, built with what the plugin's class lacks, still is one
+    core["vllm/model_executor/models/glm4_moe.py"] = MOE_MODEL.replace("routed_scaling_factor=1.0", "width=4")
+    core["vllm/model_executor/layers/fused_moe.py"] = FUSED_MOE.replace("routed_scaling_factor=1.0", "routed_scaling_factor=1.0, width=0")
+    report = gate(tmp_path / "op", core, plugin, "0.10.2", loaded=("vllm_ascend.register",))
+    found = [f for f in of_kind(report, "override") if f.symbol.endswith("AscendFusedMoE.__init__")]
+    assert len(found) == 1 and found[0].core_path == "vllm/model_executor/models/glm4_moe.py", \
+        [(f.core_path, f.message) for f in found]

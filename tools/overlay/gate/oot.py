@@ -124,7 +124,7 @@ def registered(facts, world, ev) -> tuple[RegisteredOp, ...]:
             pmod, pcls = found[1]
             if (reg.op, f"{pmod.name}.{pcls.name}") not in seen:
                 seen.add((reg.op, f"{pmod.name}.{pcls.name}"))
-                out.append(RegisteredOp(reg, (pmod, pcls), tuple(_core_ops(ev, reg.op))))
+                out.append(RegisteredOp(reg, (pmod, pcls), tuple(_core_ops(ev, world, reg.op))))
     return tuple(out)
 
 
@@ -167,12 +167,19 @@ def check_oot_ops(facts, world, ev) -> list[Finding]:
     return out
 
 
-def _core_ops(ev, name: str) -> list[tuple[ModuleInfo, ClassInfo]]:
-    """Core classes named `name`, in the core files that name it."""
+def _core_ops(ev, world, name: str) -> list[tuple[ModuleInfo, ClassInfo]]:
+    """Core classes named `name`, in the core files that name it, that the registry swaps:
+    the class or a base the gate reads defines both `__new__` and `register_oot` (CustomOp,
+    PluggableLayer). A class of the same name that derives from neither (vLLM 0.28.0's
+    `class RotaryEmbedding(nn.Module)` inside an audio encoder) is built as written."""
+    from overlay.gate.checks import _linearize
     out = []
     index = ev.callers.trees[0][2]
     for path in ev.callers.mentions(name):
         mod = index.module(module_name(path))
         if mod is not None and mod.path == path and name in mod.classes:
-            out.append((mod, mod.classes[name]))
+            cls = mod.classes[name]
+            chain = [(mod, cls)] + [b for b in _linearize(world, mod, cls) if b is not None]
+            if any({"__new__", "register_oot"} <= set(c.methods) for _, c in chain):
+                out.append((mod, cls))
     return out
