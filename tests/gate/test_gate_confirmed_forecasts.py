@@ -756,7 +756,9 @@ def test_a_subclass_s_base_outside_both_trees_may_define_the_name():
     from overlay.gate.subclasses import Subclasses, foreign_may_define
 
     with tempfile.TemporaryDirectory() as d:
-        src = tree(Path(d), {"q.py": QUEUES})
+        gone = ("from pkg.shared_queue import SharedQueue\n\n\nclass AscendQueue(SharedQueue, RequestQueue):\n"
+                "    pass\n\n\nAlias = RequestQueue\n\n\nclass Aliased(Alias, RequestQueue):\n    pass\n")
+        src = tree(Path(d), {"pkg/__init__.py": "", "pkg/q.py": QUEUES + gone})
         below = Subclasses((DirSource(src),))
         # deque, a class of the standard library, defines popleft: read by introspection
         assert below.defined_below("RequestQueue", "popleft") == "FCFSRequestQueue"
@@ -764,7 +766,9 @@ def test_a_subclass_s_base_outside_both_trees_may_define_the_name():
         assert below.defined_below("RequestQueue", "frobnicate") is None
         # only the plugin's own subclasses are asked: a foreign base of core's proves nothing
         assert below.defined_below("RequestQueue", "popleft", plugin_only=True) is None
-        # a third-party base (transformers' PretrainedConfig) may define anything
+        # a third-party base (transformers' PretrainedConfig) may define anything; a base the
+        # trees bind themselves (an alias) or import from their own packages (a module core
+        # no longer has: the import fails) is no foreign class
         assert below.defined_below("Config", "frobnicate") == "ModelConfig"
     assert foreign_may_define("dict", "items") and not foreign_may_define("dict", "popleft")
     assert not foreign_may_define("object", "popleft") and not foreign_may_define("Generic", "x")

@@ -24,6 +24,9 @@ from overlay.gate.source import TreeSource
 
 _CLASS = re.compile(rb"^[ \t]*class[ \t]+([A-Za-z_]\w*)[ \t]*\(([^)]*)\)", re.M)
 _ANY_CLASS = re.compile(rb"^[ \t]*class[ \t]+([A-Za-z_]\w*)", re.M)
+# a name the trees bind otherwise: `def Name`, `Name = ...`, `Name: T = ...` (an alias or a
+# factory such as vLLM 0.20.2's SharedFusedMoE): the trees' own, not a foreign base
+_ANY_BINDING = re.compile(rb"^[ \t]*(?:def[ \t]+([A-Za-z_]\w*)|([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=(?!=))", re.M)
 _BASE = re.compile(rb"([A-Za-z_][\w.]*)\s*(?:\[[^\]]*\])?\s*(?:,|$)")
 
 
@@ -43,8 +46,11 @@ def class_graph(files: Iterable[bytes]) -> dict[str, set[str]]:
 
 
 def class_names(files: Iterable[bytes]) -> set[str]:
-    """Every name a class statement defines, with bases or without."""
-    return {m.group(1).decode() for data in files for m in _ANY_CLASS.finditer(data)}
+    """Every name a class statement defines, with bases or without, and every name bound by
+    a `def` or an assignment at the start of a line."""
+    names = {m.group(1).decode() for data in files for m in _ANY_CLASS.finditer(data)}
+    names |= {(m.group(1) or m.group(2)).decode() for data in files for m in _ANY_BINDING.finditer(data)}
+    return names
 
 
 def descendants(graph: dict[str, set[str]], name: str) -> set[str]:
@@ -128,6 +134,7 @@ class Subclasses:
         self._plugin_files: list[bytes] | None = None
         self._graph: dict[str, set[str]] = {}
         self._names: set[str] = set()
+        self._packages: set[str] | None = None
         self._definers: dict[str, set[str]] = {}
         self._plugin_definers: dict[str, set[str]] = {}
         self._parsed: dict[int, list[ast.ClassDef]] = {}
@@ -149,8 +156,21 @@ class Subclasses:
         if plugin_only:
             return None
         foreign = sorted(sub for sub in below if any(foreign_may_define(base, attr)
-                                                     for base in self._graph.get(sub, ()) if base not in self._names))
+                                                     for base in self._graph.get(sub, ())
+                                                     if base not in self._names and not self._from_trees(base)))
         return foreign[0] if foreign else None
+
+    def _from_trees(self, name: str) -> bool:
+        """Whether some file imports `name` from the trees' own packages (`from vllm.x import
+        SharedFusedMoE` where core no longer has it): not a foreign class, a failing import."""
+        if self._packages is None:
+            self._packages = {path.split("/")[0] for src in self.sources for path in src.py_files() if "/" in path}
+        if not self._packages:
+            return False
+        pkgs = b"|".join(re.escape(p.encode()) for p in sorted(self._packages))
+        pattern = re.compile(rb"^[ \t]*from[ \t]+(?:%s)(?:\.[\w.]+)?[ \t]+import[ \t]+(?:\([^)]*|[^\n]*)\b%s\b"
+                             % (pkgs, re.escape(name.encode())), re.M)
+        return any(name.encode() in data and pattern.search(data) for data in self._files or [])
 
     def stand_in(self, owner: str, attr: str) -> str | None:
         return owner if owner in self._defining(attr, plugin_only=True) else None
