@@ -464,6 +464,18 @@ def nested():
 """
 
 
+def test_a_module_flag_settles_a_class_body_unless_some_scope_rebinds_it():
+    from overlay.gate.prepare import dead_lines, prepare_text
+    text = ('from vllm_ascend.utils import vllm_version_is\nOLD = vllm_version_is("0.10.0")\n\n\n'
+            "class A:\n    if OLD:\n        x = 1\n")
+    out, _, _ = prepare_text(text, "0.10.1.1")
+    assert dead_lines(out) == {7}
+    # a class that binds its own OLD: the name is not settled anywhere (bindings are counted
+    # over the whole module, nested scopes included)
+    out, _, _ = prepare_text(text + "\n\nclass B:\n    OLD = True\n    if OLD:\n        y = 1\n", "0.10.1.1")
+    assert dead_lines(out) == frozenset()
+
+
 def test_a_flag_bound_once_from_a_settled_test_settles_its_branches():
     from overlay.gate.prepare import dead_lines, prepare_text
     text, pinned, _ = prepare_text(SETTLED_FLAGS, "0.10.1.1")
@@ -1069,16 +1081,8 @@ def _typed_trees(root: Path) -> tuple[Path, Path, Path]:
 @needs_mypy
 def test_a_common_name_called_on_an_object_the_plugin_built_and_a_read_only_property(run, tmp_path):
     old, new, plugin = _typed_trees(tmp_path)
-    code, out, err = run("gate", "--core", new, "--plugin", plugin, "--declared-core", old,
-                         "--engine", "both", "--json", root=tmp_path)
-    assert code == 1, err
-    doc = json.loads(out)
-    lines = (plugin / "vllm_ascend/worker.py").read_text().splitlines()
-    marks: dict[str, list[dict]] = {}
-    for f in doc["findings"]:
-        text = lines[f["plugin"]["line"] - 1]
-        if f["plugin"]["path"] == "vllm_ascend/worker.py" and "# " in text:
-            marks.setdefault(text.split("# ", 1)[1].split(":")[0], []).append(f)
+    code, _, marks = _gate_marks(run, tmp_path, old, new, plugin, "vllm_ascend/worker.py")
+    assert code == 1
     typed = [f for f in marks.get("TYPED", []) if f["engine"] == "checker"]
     assert typed and all(f["severity"] == "error" for f in typed), marks
     assert "in NPUWorker.execute_model" in typed[0]["reason"], typed[0]["reason"]

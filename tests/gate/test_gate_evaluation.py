@@ -681,3 +681,15 @@ def test_a_truth_key_in_no_form_the_gate_emits_is_one_error(tmp_path, key, messa
     with pytest.raises(OverlayError) as exc:
         load(write(tmp_path, body))
     assert message in str(exc.value) and exc.value.path.endswith("eval.yaml")
+
+
+def test_gate_eval_refuses_a_truth_key_in_no_form_the_gate_emits_from_the_cli(tmp_path, capsys):
+    from overlay.cli import main
+
+    mirror, _ = _eval_mirror(tmp_path)
+    body = KEYED.replace("constructor:vllm.v1.worker.gpu_input_batch.InputBatch @", "calls:vllm.x.f @")
+    rc = main(["--root", str(tmp_path), "gate-eval", "--mirror", str(mirror),
+               "--classification", str(write(tmp_path, body))])
+    _, err = capsys.readouterr()
+    assert rc == 2 and err.count("\n") <= 2 and "Traceback" not in err, err
+    assert "eval.yaml" in err and "no finding kind 'calls'" in err

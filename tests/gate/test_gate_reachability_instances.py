@@ -173,15 +173,24 @@ def test_a_class_core_builds_at_module_level_or_in_live_code_keeps_its_methods_l
     assert severities(report, SETUP) == ["error"]
 
 
+def built_in_live_code(cls: str) -> str:
+    """The core worker base with a module-level function (live code) that builds `cls`."""
+    return WORKER_BASE + ("\n\ndef make(worker):\n"
+                          f"    from vllm.distributed.elastic_ep.elastic_execute import {cls}\n"
+                          f"    return {cls}(worker)\n")
+
+
+def assert_no_error(report, suffix: str = SETUP) -> None:
+    found = [f for f in report.findings if f.symbol.endswith(suffix)]
+    assert found and all(f.severity != "error" for f in found), [(f.severity, f.message) for f in found]
+
+
 def test_a_subclass_of_the_class_keeps_its_methods_live(tmp_path):
     # core derives another class from it and builds that one in live code: the methods run
     core = dict(CORE)
     core["vllm/distributed/elastic_ep/elastic_execute.py"] = ELASTIC + (
         "\n\nclass EagerExecutor(ElasticEPScalingExecutor):\n    pass\n")
-    core["vllm/v1/worker/worker_base.py"] = WORKER_BASE + (
-        "\n\ndef make(worker):\n"
-        "    from vllm.distributed.elastic_ep.elastic_execute import EagerExecutor\n"
-        "    return EagerExecutor(worker)\n")
+    core["vllm/v1/worker/worker_base.py"] = built_in_live_code("EagerExecutor")
     report = gate(tmp_path / "e", NPU, core)
     assert severities(report, SETUP) == ["error"]
 
@@ -217,14 +226,9 @@ def test_a_subclass_built_only_by_a_specialisation_of_another_platform_s_worker_
     core = dict(CORE)
     core["vllm/distributed/elastic_ep/elastic_execute.py"] = XPU_ELASTIC
     core["vllm/v1/worker/xpu_worker.py"] = XPU_WORKER
-    report = gate(tmp_path / "f", NPU, core)
-    found = [f for f in report.findings if f.symbol.endswith(SETUP)]
-    assert found and all(f.severity != "error" for f in found), [(f.severity, f.message) for f in found]
+    assert_no_error(gate(tmp_path / "f", NPU, core))
     # the same subclass built in code that runs keeps the methods live
-    core["vllm/v1/worker/worker_base.py"] = WORKER_BASE + (
-        "\n\ndef make(worker):\n"
-        "    from vllm.distributed.elastic_ep.elastic_execute import XPUElastic\n"
-        "    return XPUElastic(worker)\n")
+    core["vllm/v1/worker/worker_base.py"] = built_in_live_code("XPUElastic")
     report = gate(tmp_path / "g", NPU, core)
     assert severities(report, SETUP) == ["error"]
     # the class passed as a value (a registry entry) is no quoted annotation: live
@@ -243,9 +247,7 @@ def test_another_module_s_class_of_the_same_name_used_as_a_value_keeps_nothing_l
     core["vllm/v0/elastic.py"] = "class ElasticEPScalingExecutor:\n    pass\n\n\nDEFAULT = ElasticEPScalingExecutor\n"
     core["vllm/v0/worker.py"] = ("from vllm.v0.elastic import ElasticEPScalingExecutor\n\n\n"
                                  "DEFAULT = ElasticEPScalingExecutor\n")
-    report = gate(tmp_path / "i", NPU, core)
-    found = [f for f in report.findings if f.symbol.endswith(SETUP)]
-    assert found and all(f.severity != "error" for f in found), [(f.severity, f.message) for f in found]
+    assert_no_error(gate(tmp_path / "i", NPU, core))
     # the same value use of the class itself keeps it live
     core["vllm/v0/worker.py"] = ("from vllm.distributed.elastic_ep.elastic_execute import ElasticEPScalingExecutor\n\n\n"
                                  "DEFAULT = ElasticEPScalingExecutor\n")

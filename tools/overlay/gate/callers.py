@@ -367,6 +367,11 @@ class Callers:
         self.cache.scans[(kind, name)] = (keys, frozenset(found), not (first and found))
         return found
 
+    def files_where(self, kind: str, name: str, test) -> set[tuple[str, int]]:
+        """Every file of either tree for which `test(path, tree)`, a function of the file's
+        text and `name` alone, holds; shared across runs like `any_file`."""
+        return self._positives(kind, name, test)
+
     def any_file(self, kind: str, name: str, test) -> bool:
         """Does `test(path, tree)`, a function of a file's text and `name` alone, hold for
         any file of either tree? Shared across runs like `_positives` (`kind` names the
@@ -680,7 +685,7 @@ class Callers:
 
     def value_uses(self, name: str) -> set[tuple[str, int]]:
         """Every file where `passed_as_value(name)` holds."""
-        return self._positives("value", name, self._value_test(name))
+        return self.files_where("value", name, self._value_test(name))
 
     def _value_test(self, name: str):
         word = name.encode()

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from overlay.series import yamldoc
 from overlay.errors import OverlayError
+from overlay.gate.callers import module_name
 from overlay.gate.engines import QUOTED, last_name
 from overlay.gate.findings import Finding
 
@@ -121,8 +122,7 @@ def canonical_key(key: str) -> str:
     one of the key's plugin path, which says the same."""
     symbol, sep, path = key.partition(" @ ")
     if sep and symbol.startswith("constructor:") and symbol.count(":") == 1 and path.endswith(".py"):
-        module = path[:-3].replace("/", ".").removesuffix(".__init__")
-        return f"constructor:{module}:{symbol.split(':', 1)[1]} @ {path}"
+        return f"constructor:{module_name(path)}:{symbol.split(':', 1)[1]} @ {path}"
     return key
 
 
@@ -240,12 +240,13 @@ def _pairing(node: yamldoc.Node, shown: str) -> Pairing:
         if reach.value and not found:
             raise OverlayError(f"truth item '{what}' is in reach but names no finding key", path=shown,
                                line=item.line)
-        for k in found:
-            problem = key_problem(canonical_key(str(k)))
+        keys = tuple(canonical_key(str(k)) for k in found)
+        for written, key in zip(found, keys):
+            problem = key_problem(key)
             if problem is not None:  # a key the gate never emits could never be caught
-                raise OverlayError(f"truth item '{what}': key '{k}' is {problem}", path=shown, line=item.line,
-                                   hint="write it as the gate spells findings (see the file's other keys)")
-        truth.append(TruthItem(what, tuple(canonical_key(str(k)) for k in found), reach.value,
+                raise OverlayError(f"truth item '{what}': key '{written}' is {problem}", path=shown,
+                                   line=item.line, hint="write it as the gate spells findings (see the file's other keys)")
+        truth.append(TruthItem(what, keys, reach.value,
                                _text(t, "reason", shown, item.line), item.line))
     control = fields.get("control")
     source = fields.get("source")

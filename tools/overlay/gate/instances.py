@@ -82,8 +82,8 @@ def _subclasses(callers: Callers, cls: str) -> list[tuple[str | None, str]]:
     derived = re.compile(_CLASS_STATEMENT % re.escape(cls.encode()), re.M)
     raw = cls.encode()
     out: list[tuple[str | None, str]] = []
-    found = callers._positives("derived", cls, lambda path, tree: raw in callers.text(path, tree)
-                               and derived.search(callers.text(path, tree)) is not None)
+    found = callers.files_where("derived", cls, lambda path, tree: raw in callers.text(path, tree)
+                                and derived.search(callers.text(path, tree)) is not None)
     for path, tree in sorted(found):
         for m in derived.finditer(callers.text(path, tree)):
             out.append((None if callers.trees[tree][3] else module_name(path), m.group(1).decode()))
@@ -103,11 +103,11 @@ def _used_otherwise(callers: Callers, cls: str, module: str | None = None) -> bo
         data = callers.text(path, tree)
         return raw in data and attribute.search(data) is not None
 
-    if module is None:
-        return callers.any_file("used otherwise", cls, used) or callers.passed_as_value(cls)
-    if not callers.any_file("used otherwise", cls, used) and not callers.passed_as_value(cls):
+    if not (callers.any_file("used otherwise", cls, used) or callers.passed_as_value(cls)):
         return False
-    files = callers._positives("used otherwise", cls, used) | callers.value_uses(cls)
+    if module is None:
+        return True
+    files = callers.files_where("used otherwise", cls, used) | callers.value_uses(cls)
     return any(_names_the_class(callers, path, tree, module, cls) for path, tree in sorted(files))
 
 

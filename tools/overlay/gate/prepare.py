@@ -192,10 +192,8 @@ def _bindings(scope: ast.AST) -> Counter:
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             for name in node.names:
                 counts[name] += 2
-        elif isinstance(node, ast.ExceptHandler) and node.name:
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
             counts[node.name] += 1
-        elif type(node).__name__ in ("MatchAs", "MatchStar") and getattr(node, "name", None):
-            counts[node.name] += 1  # type: ignore[attr-defined]
     if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         for arg in ast.walk(scope.args):
             if isinstance(arg, ast.arg):
@@ -230,9 +228,12 @@ def _dead_bodies(tree: ast.AST) -> list[list[ast.stmt]]:
 
     def visit(node: ast.AST, flags: dict[str, bool]) -> None:
         for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):  # a class body settles nothing of its own
+                bound = _bindings(child)
+                visit(child, {k: v for k, v in flags.items() if not bound[k]})
+                continue
             if isinstance(child, _SCOPES):
-                visit(child, _settled_flags(child, flags) if not isinstance(child, ast.ClassDef)
-                      else {k: v for k, v in flags.items() if not _bindings(child)[k]})
+                visit(child, _settled_flags(child, flags))
                 continue
             if isinstance(child, (ast.If, ast.While)):
                 try:

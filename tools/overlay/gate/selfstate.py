@@ -38,8 +38,8 @@ from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, dotted, qualify
 from overlay.gate.receivers import DYNAMIC, HARMLESS_BASES, self_assignments
 from overlay.gate.scan import PluginFacts
 from overlay.gate.supercalls import super_calls
+from overlay.gate.torchbases import TORCH_MODULES
 
-TORCH_MODULES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
 TORCH_MODULE_DATA = frozenset({"training", "dump_patches", "call_super_init", "T_destination"})
 REGISTERS = frozenset({"register_buffer", "register_parameter", "register_module", "add_module"})
 
@@ -176,12 +176,10 @@ def _chain(world: TreeIndex, mod: ModuleInfo, cls: ClassInfo, local=None) -> lis
 # ----------------------------------------------------------------------------- (a) base __init__ skipped
 
 
-def _calls_base_init(cls: ClassInfo) -> bool:
-    """Some `__init__` of the class statement, a version branch's included (`if
-    vllm_version_is(...): def __init__ ...`), calls a base's: `super().__init__(...)` or
-    `Base.__init__(self, ...)`."""
-    if "__init__" in super_calls(cls.node):
-        return True
+def _init_functions(cls: ClassInfo) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Every `__init__` of the class statement, a version branch's included (`if
+    vllm_version_is(...): def __init__ ...`)."""
+    out = []
     todo = list(cls.node.body) if cls.node is not None else []
     while todo:
         stmt = todo.pop()
@@ -189,22 +187,24 @@ def _calls_base_init(cls: ClassInfo) -> bool:
             todo += [*stmt.body, *stmt.orelse, *getattr(stmt, "finalbody", []),
                      *(s for h in getattr(stmt, "handlers", []) for s in h.body)]
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == "__init__":
-            holder = ast.ClassDef(name="_", bases=[], keywords=[], body=[stmt], decorator_list=[])
-            if "__init__" in super_calls(holder):
-                return True
-    return False
+            out.append(stmt)
+    return out
 
 
-_TORCH_MODULE_NAMES = frozenset({"nn.Module", "torch.nn.Module", "Module"})
-
-
-def _inits_only_torch_module(cls: ClassInfo) -> bool:
-    """Every base `__init__` the class's `__init__` calls is torch's `nn.Module.__init__(self)`
-    named outright: the core classes between are skipped (vllm-ascend's
-    CustomDeepseekV2ForCausalLM below core's DeepseekV2ForCausalLM)."""
-    calls = [n for n in ast.walk(cls.node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-             and n.func.attr == "__init__"] if cls.node is not None else []
-    return bool(calls) and all(dotted(c.func.value) in _TORCH_MODULE_NAMES for c in calls)  # type: ignore[attr-defined]
+def _calls_base_init(mod: ModuleInfo, cls: ClassInfo) -> bool:
+    """Some `__init__` of the class statement calls a base's that runs core's:
+    `super().__init__(...)` or `Base.__init__(self, ...)`. One that calls only torch's
+    `nn.Module.__init__(self)`, named outright, skips every core class between
+    (vllm-ascend's CustomDeepseekV2ForCausalLM below core's DeepseekV2ForCausalLM)."""
+    inits = _init_functions(cls)
+    if "__init__" not in super_calls(cls.node) and not any(
+            "__init__" in super_calls(ast.ClassDef(name="_", bases=[], keywords=[], body=[fn], decorator_list=[]))
+            for fn in inits):
+        return False
+    explicit = [n.func.value for fn in inits for n in ast.walk(fn)
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "__init__"]
+    return not explicit or not all((name := dotted(e)) is not None and qualify(mod, name, None) in TORCH_MODULES
+                                   for e in explicit)
 
 
 def _skipped_core(chain, is_core) -> tuple[ClassInfo, list] | None:
@@ -215,7 +215,7 @@ def _skipped_core(chain, is_core) -> tuple[ClassInfo, list] | None:
             continue
         if is_core(mod.name):
             return None
-        if _calls_base_init(cls) and not _inits_only_torch_module(cls):
+        if _calls_base_init(mod, cls):
             continue
         rest = [(m, c) for m, c in chain[i + 1:] if is_core(m.name)]
         return (cls, rest) if rest else None

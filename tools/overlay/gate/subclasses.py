@@ -134,7 +134,8 @@ class Subclasses:
         self._plugin_files: list[bytes] | None = None
         self._graph: dict[str, set[str]] = {}
         self._names: set[str] = set()
-        self._packages: set[str] | None = None
+        self._own_import: re.Pattern | None = None  # `from <the trees' packages>... import`
+        self._from_trees_memo: dict[str, bool] = {}
         self._definers: dict[str, set[str]] = {}
         self._plugin_definers: dict[str, set[str]] = {}
         self._parsed: dict[int, list[ast.ClassDef]] = {}
@@ -144,11 +145,7 @@ class Subclasses:
         """`plugin_only`: only a subclass of the plugin's own counts. Without it, a
         subclass whose base lies outside both trees counts when that base may define
         `attr` (core's `FCFSRequestQueue(deque, RequestQueue)` has deque's `popleft`)."""
-        if self._files is None:
-            self._files = texts(self.sources)
-            self._graph = class_graph(self._files)
-        if not self._names:
-            self._names = class_names(self._files)
+        self._load()
         below = descendants(self._graph, owner)
         found = sorted(below & self._defining(attr, plugin_only))
         if found:
@@ -160,17 +157,27 @@ class Subclasses:
                                                      if base not in self._names and not self._from_trees(base)))
         return foreign[0] if foreign else None
 
+    def _load(self) -> None:
+        """Every Python file of the trees, read once, with the class graph and the names
+        the trees bind."""
+        if self._files is None:
+            self._files = texts(self.sources)
+            self._graph = class_graph(self._files)
+            self._names = class_names(self._files)
+            packages = sorted({path.split("/")[0] for src in self.sources for path in src.py_files() if "/" in path})
+            if packages:
+                self._own_import = re.compile(rb"^[ \t]*from[ \t]+(?:%s)(?:\.[\w.]+)?[ \t]+import[ \t]+(\([^)]*|[^\n]*)"
+                                              % b"|".join(re.escape(p.encode()) for p in packages), re.M)
+
     def _from_trees(self, name: str) -> bool:
         """Whether some file imports `name` from the trees' own packages (`from vllm.x import
         SharedFusedMoE` where core no longer has it): not a foreign class, a failing import."""
-        if self._packages is None:
-            self._packages = {path.split("/")[0] for src in self.sources for path in src.py_files() if "/" in path}
-        if not self._packages:
-            return False
-        pkgs = b"|".join(re.escape(p.encode()) for p in sorted(self._packages))
-        pattern = re.compile(rb"^[ \t]*from[ \t]+(?:%s)(?:\.[\w.]+)?[ \t]+import[ \t]+(?:\([^)]*|[^\n]*)\b%s\b"
-                             % (pkgs, re.escape(name.encode())), re.M)
-        return any(name.encode() in data and pattern.search(data) for data in self._files or [])
+        if name not in self._from_trees_memo:
+            word = re.compile(rb"\b%s\b" % re.escape(name.encode()))
+            self._from_trees_memo[name] = self._own_import is not None and any(
+                name.encode() in data and any(word.search(m.group(1)) for m in self._own_import.finditer(data))
+                for data in self._files or [])
+        return self._from_trees_memo[name]
 
     def stand_in(self, owner: str, attr: str) -> str | None:
         return owner if owner in self._defining(attr, plugin_only=True) else None
@@ -182,9 +189,7 @@ class Subclasses:
             if attr not in self._plugin_definers:
                 self._plugin_definers[attr] = definers(self._plugin_files, attr, self._plugin_parsed)
             return self._plugin_definers[attr]
-        if self._files is None:
-            self._files = texts(self.sources)
-            self._graph = class_graph(self._files)
+        self._load()
         if attr not in self._definers:
             self._definers[attr] = definers(self._files, attr, self._parsed)
         return self._definers[attr]
