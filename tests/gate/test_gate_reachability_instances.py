@@ -255,6 +255,23 @@ def test_another_module_s_class_of_the_same_name_used_as_a_value_keeps_nothing_l
     assert severities(report, SETUP) == ["error"]
 
 
+def test_an_instance_test_of_the_class_keeps_nothing_live(tmp_path):
+    # vLLM 0.12.0's GPU worker asserts `isinstance(self.model_runner, GPUModelRunner)`: an
+    # instance test makes no instance and passes the class nowhere (tuned on the tuned set's
+    # get_kv_cache_shape false alarms, 2026-12-03, seventh session)
+    core = dict(CORE)
+    core["vllm/v1/worker/gpu_worker.py"] = GPU_WORKER + (
+        "\n        def check(self):\n"
+        "            assert isinstance(self.elastic_ep_executor, (ElasticEPScalingExecutor, type(None)))\n")
+    assert_no_error(gate(tmp_path / "k", NPU, core))
+    # the class handed to a call as a value keeps it live
+    core["vllm/v1/worker/gpu_worker.py"] = GPU_WORKER + (
+        "\n        def check(self):\n"
+        "            return self.make(ElasticEPScalingExecutor)\n")
+    report = gate(tmp_path / "l", NPU, core)
+    assert severities(report, SETUP) == ["error"]
+
+
 # ----------------------------------------------------------------------------- on the mirror
 
 ELASTIC_EP = {"call:vllm.distributed.eplb.eplb_state.EplbState.from_mapping @ vllm_ascend/distributed/eplb_state.py",

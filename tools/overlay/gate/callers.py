@@ -36,6 +36,8 @@ _CLASS_HEADER = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\([^)]*\)", re.M)
 _QUOTED_ANNOTATION = re.compile(rb"(\w[ \t]*:[ \t]*|->[ \t]*)[\"']")
 # an import statement: one line, or a parenthesised list over several
 _IMPORT_STATEMENT = re.compile(rb"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)", re.M)
+# an instance test, `isinstance(x, (A, type(None)))` (two levels of parentheses inside)
+_INSTANCE_TEST = re.compile(rb"\b(?:isinstance|issubclass)[ \t]*\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)")
 
 
 @dataclass(frozen=True)
@@ -698,9 +700,12 @@ class Callers:
             code = self._code(path, tree)
             if loose.search(code) is None:
                 return False
-            # a class statement's bases and a quoted annotation (`runner: "GPUModelRunner"`,
-            # `-> "Cls"`) name the class, they pass nothing anywhere
+            # a class statement's bases, a quoted annotation (`runner: "GPUModelRunner"`,
+            # `-> "Cls"`) and an instance test (`isinstance(runner, GPUModelRunner)`) name
+            # the class, they pass nothing anywhere and make no instance
             code = _QUOTED_ANNOTATION.sub(rb"\1#", _CLASS_HEADER.sub(b"", code))
+            if b"instance" in code or b"subclass" in code:
+                code = _INSTANCE_TEST.sub(b"isinstance()", code)
             return loose.search(code) is not None
 
         return value
