@@ -1090,3 +1090,66 @@ def test_a_common_name_called_on_an_object_the_plugin_built_and_a_read_only_prop
     assert untyped and all(f["severity"] == "warning" for f in untyped), marks
     readonly = [f for f in marks.get("READONLY", []) if f["engine"] == "checker"]
     assert readonly and all(f["severity"] == "error" and "read-only" in f["message"] for f in readonly), marks
+
+
+# (tuned on the tuned set's false alarms, 2026-12-03, seventh session: plugin 0.10.0rc1 against
+# 0.10.1.1, where V0's Scheduler.schedule calls its own _get_prompt_limit through `self`, and the
+# plugin's V1 AscendScheduler defines a method of that name.)
+
+CONFIG_OLD = """
+    class SchedulerConfig:
+        def __init__(self) -> None:
+            self.is_multi_step = False
+"""
+
+CONFIG_NEW = """
+    class SchedulerConfig:
+        def __init__(self) -> None:
+            self.max_len = 1
+"""
+
+V0_SCHEDULER = """
+    from vllm.config import SchedulerConfig
+
+
+    class Scheduler:
+        def __init__(self, config: SchedulerConfig) -> None:
+            self.scheduler_config = config
+
+        def schedule(self) -> int:
+            return self._get_prompt_limit()
+
+        def _get_prompt_limit(self) -> int:
+            return 1
+"""
+
+V1_SCHEDULER = """
+    from vllm.config import SchedulerConfig
+
+
+    class Scheduler:
+        def __init__(self, config: SchedulerConfig) -> None:
+            self.scheduler_config = config
+"""
+
+ASCEND_SCHEDULER = """
+    from vllm.{base} import Scheduler
+
+
+    class AscendScheduler(Scheduler):
+        def _get_prompt_limit(self) -> int:
+            return int(self.scheduler_config.is_multi_step)  # MULTI: gone in 2.0
+"""
+
+
+@needs_mypy
+@pytest.mark.parametrize("base, severity", [("v1.sched", "warning"), ("core.scheduler", "error")])
+def test_a_core_call_through_self_reaches_only_a_subclass_of_its_own_class(run, tmp_path, base, severity):
+    files = {"vllm/v1/__init__.py": "", "vllm/v1/sched.py": V1_SCHEDULER,
+             "vllm/core/__init__.py": "", "vllm/core/scheduler.py": V0_SCHEDULER}
+    old = _release(tmp_path, "1.0", {**files, "vllm/config.py": CONFIG_OLD})
+    new = _release(tmp_path, "2.0", {**files, "vllm/config.py": CONFIG_NEW})
+    plugin = _loaded_plugin(tmp_path, "scheduler", ASCEND_SCHEDULER.format(base=base))
+    _, doc, marks = _gate_marks(run, tmp_path, old, new, plugin, "vllm_ascend/scheduler.py", engine="both")
+    found = [f for f in marks.get("MULTI", []) if f["engine"] == "checker"]
+    assert found and {f["severity"] for f in found} == {severity}, doc["findings"]

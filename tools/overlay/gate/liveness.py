@@ -180,12 +180,38 @@ class Liveness:
                 answer = self._any_live(self._typed_plugin_sites(files, cls, func), depth, answer[1])
         else:
             names = [func, *self.callers.import_aliases(func)]
-            sites = [s for n in names for s in self.callers.sites(n) or [] if s.func != func or s.cls != cls]
+            sites = [s for n in names for s in self.callers.sites(n) or []
+                     if (s.func != func or s.cls != cls) and self._dispatches_here(s, module, cls)]
             answer = self._any_live(sites, depth, f"no caller of {func} that runs is seen by name")
         if not answer[0] and cls is not None:
             answer = self._through_core_base(module, cls, func, depth) or answer
         self._memo[key] = answer
         return answer
+
+    def _dispatches_here(self, s: Site, module: str, cls: str | None) -> bool:
+        """Whether a core call may reach the plugin's method of `cls`: one through `self` or
+        `cls` in core class K runs on an instance of K, so only when K is among the plugin
+        class's bases (V0's `Scheduler._get_prompt_limit` calls its own, never the V1
+        scheduler subclass's of that name)."""
+        if s.plugin or cls is None or s.cls is None or s.receiver not in ("self", "cls"):
+            return True
+        bases = self._bases(module, cls)
+        return bases is None or (s.module, s.cls) in bases
+
+    def _bases(self, module: str, cls: str) -> frozenset[tuple[str, str]] | None:
+        """(module, class) of every class in the plugin class's MRO the gate can read;
+        None when one cannot be read (any class may then be a base)."""
+        key = ("b", module, cls)
+        if key not in self._memo:
+            pc = self._classes.get((module, cls))
+            if pc is None:
+                self._memo[key] = None  # type: ignore[assignment]
+            else:
+                info = self.ctx.world.class_of(pc.module, pc.node)
+                mro = checks._linearize(self.ctx.world, pc.module, info, pc.scope.local_imports)
+                self._memo[key] = (None if any(b is None for b in mro)  # type: ignore[assignment]
+                                   else frozenset((b[0].name, b[1].name) for b in mro))
+        return self._memo[key]  # type: ignore[return-value]
 
     def _typed_plugin_sites(self, files: list[tuple[str, int]], cls: str, func: str) -> list[Site]:
         """For a name too common to follow: the plugin's own calls of it on an object of
