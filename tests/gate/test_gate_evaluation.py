@@ -162,7 +162,10 @@ def test_the_committed_classification_loads_and_covers_the_pairings():
     bumps = [p for p in pairings if p.truth and not p.held_out]
     assert len(bumps) == 47 and all(p.source for p in bumps)  # every truth set names the commits it was read from
     assert [p.name for p in pairings if p.control] == ["351879064c-vs-0.27.1"]
-    assert not any(p.held_out for p in pairings)  # every held-out set is spent (see the file's comments)
+    # the twelfth held-out set: the plugin's first release archives, V0 era (2026-12-03)
+    assert [p.name for p in pairings if p.held_out] == ["0.7.1rc1-vs-0.7.3", "0.7.3rc2-vs-0.8.4",
+                                                        "0.8.4rc2-vs-0.8.5.post1"]
+    assert all(p.truth and p.source for p in pairings if p.held_out)
     # the last three sets gated cores no earlier pairing was gated against, each measured before tuning
     archives = [p for p in pairings if p.plugin_release]
     assert {p.core for p in archives} >= {"0.9.0", "0.9.1", "0.9.2", "0.10.0", "0.10.1.1",
