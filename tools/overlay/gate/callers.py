@@ -470,6 +470,29 @@ class Callers:
             out += [s for s in sites if typed.get(s.receiver, set()) & class_names]
         return out
 
+    def typed_object_calls(self, class_names: set[str], limit: int) -> list[tuple[Site, str]]:
+        """Core calls an object itself (`self.model(...)`, `layer(...)`) that the file builds
+        only as one of `class_names`: calling a torch module runs its `forward`. Only the
+        core files naming a class are parsed; a class named in more than `limit` files is
+        not followed. Each site with the name the object is called by."""
+        core = next((i for i, t in enumerate(self.trees) if not t[3]), None)
+        if core is None:
+            return []
+        files: set[str] = set()
+        for name in sorted(class_names):
+            named = self.mentions(name)
+            if len(named) <= limit:
+                files.update(named)
+        out: list[tuple[Site, str]] = []
+        for path in sorted(files):
+            # built, not merely typed: a variable that holds the class itself
+            # (`conv_cls = Conv3dLayer`, then `conv_cls(...)`) constructs it
+            for recv, types in sorted(self.receiver_builds(path, core).items()):
+                if types and types & class_names:
+                    head, _, name = recv.rpartition(".")
+                    out += [(s, name) for s in self.sites_in(path, core, name) if s.receiver == head]
+        return out
+
     def receiver_types(self, path: str, tree: int) -> dict[str, set[str]]:
         """receiver (as written) -> class names its annotations/constructions mention."""
         return self._receivers(path, tree)[0]

@@ -297,6 +297,22 @@ def _foreign_sites(meth: str, class_names: set[str], ev: Evidence) -> list[Site]
     return [s for s in ev.callers.typed_sites(meth, class_names, COMMON) if ev.callers.reachable(s)[0]]
 
 
+def _dispatch_names(meth: str, core_classes: list[tuple[ModuleInfo, ClassInfo]]) -> tuple[str, ...]:
+    """The names through which core calls `meth`: itself; and `forward` for `forward_oot`
+    below a class whose generic `forward(*args, **kwargs)` dispatches to it (vLLM's
+    CustomOp runs `forward_oot` on an out-of-tree platform)."""
+    dispatcher = any("forward" in c.methods and "forward_oot" in c.methods and c.methods["forward"].vararg is not None
+                     for _, c in core_classes)
+    return (meth, "forward") if meth == "forward_oot" and dispatcher else (meth,)
+
+
+def _module_call_sites(class_names: set[str], ev: Evidence) -> list[tuple[Site, str]]:
+    """Core calls an object of the hierarchy itself (`self.model(...)` where core builds
+    `self.model = DeepseekV2Model(...)`): a torch module's call runs `forward` with those
+    arguments. In code that can run; each with the name it is called by."""
+    return [(s, name) for s, name in ev.callers.typed_object_calls(class_names, COMMON) if ev.callers.reachable(s)[0]]
+
+
 def _platform_sites(meth: str, declared: Signature, ev: Evidence) -> list[Site]:
     """Core calls `current_platform.meth(...)` (vllm.platforms) that core's own signature
     takes, in code that can run: `current_platform` is the plugin's platform class once the
@@ -412,8 +428,9 @@ def _contract(plugin_sig: Signature, core_sig: Signature, core_classes: list[tup
     names = plugin_names | {c.name for _, c in core_classes}
     obj = _PluginObject(core_classes, plugin_defined, names, ev)
     seen_call = False
+    called_as = _dispatch_names(meth, core_classes)
     for mod, cls in core_classes:
-        for enclosing, call in cls.self_calls(meth, include_super=False):
+        for enclosing, call in (c for name in called_as for c in cls.self_calls(name, include_super=False)):
             seen_call = True  # core has callers: those that can run are the whole contract
             if enclosing in plugin_defined:
                 continue  # the plugin's own method runs instead: this call never does
@@ -429,16 +446,19 @@ def _contract(plugin_sig: Signature, core_sig: Signature, core_classes: list[tup
                                    f" ({enclosing}: {why})", certain))
     if live_call:
         return out
-    sites = (_platform_sites(meth, declared, ev) if plugin_names & ev.platform else []) \
-        or _foreign_sites(meth, {c.name for _, c in core_classes}, ev)
-    for s in sites:
+    core_names = {c.name for _, c in core_classes}
+    sites = [(s, meth) for s in _platform_sites(meth, declared, ev)] if plugin_names & ev.platform else []
+    sites = sites or [(s, name) for name in called_as for s in _foreign_sites(name, core_names, ev)]
+    if "forward" in called_as:
+        sites += _module_call_sites(core_names, ev)
+    for s, name in sites:
         if accepts_call(declared, s.shape):
             continue  # core's own method fails it too: the call is meant for another class
         live_call = True
         problems = _call_problems(bound, declared, s.shape)
         if problems:
             out.append(Problem(s.path, s.shape.line, tuple(problems),
-                               f"core calls it as {s.spelled(meth)} at {s.where()}", True))
+                               f"core calls it as {s.spelled(name)} at {s.where()}", True))
     if live_call or seen_call:
         return out
     if meth.startswith("_") and not meth.startswith("__"):
