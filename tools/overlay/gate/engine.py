@@ -25,6 +25,7 @@ from overlay.gate.callers import Callers, TextCache
 from overlay.gate.calls import check_calls
 from overlay.gate.conditions import Env, core_version, decide_branch
 from overlay.gate.fieldorder import check_field_order
+from overlay.gate.heldobjects import check_held_objects
 from overlay.gate.oot import check_oot_ops, registered
 from overlay.gate.findings import Finding, merge_sites
 from overlay.gate.index import ModuleInfo, TreeIndex
@@ -159,7 +160,8 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
              + checks.check_version_guards(facts, ev) + check_bindings(facts, world, ev)
              + check_replaced_globals(facts, world, ev)
              + check_field_order(facts, world, ev) + selfstate.check_self_state(facts, world, ev)
-             + check_abstract_methods(facts, world, ev) + check_oot_ops(facts, world, ev))
+             + check_abstract_methods(facts, world, ev) + check_oot_ops(facts, world, ev)
+             + check_held_objects(facts, world, ev))
     found = checks.fold_dead_patches(found, facts, world, ev)
     unique = merge_sites(sorted(set(found), key=Finding.sort_key))
     notes += skipped_notes(core_src, plugin_src)
