@@ -530,6 +530,79 @@ def test_core_calling_a_module_object_is_a_call_of_its_forward(tmp_path):
     assert not by_symbol(report, "override:vllm_ascend.model.AscendConv.forward_oot"), report.findings
 
 
+# A core file's own class of the same name is another class: vLLM 0.15.0's deepseek_eagle.py
+# defines its own DeepseekV2Model and calls self.model(input_ids, positions, hidden_states), no
+# call of deepseek_v2.DeepseekV2Model.forward, which plugin 0.14.0rc1 replaces with a forward
+# that requires inputs_embeds (a false error on the tuned ninth set, found after 235bfa5).
+CORE_BACKBONE = """
+    import torch
+
+
+    class Backbone(torch.nn.Module):
+        def forward(self, input_ids, positions, intermediate_tensors, inputs_embeds=None):
+            return input_ids
+
+
+    class CausalLM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = Backbone()
+
+        def forward(self, input_ids, positions):
+            return self.model(input_ids, positions, None, None)
+
+
+    def load():
+        return CausalLM()
+"""
+
+CORE_EAGLE = """
+    import torch
+
+
+    class Backbone(torch.nn.Module):
+        def forward(self, input_ids, positions, hidden_states):
+            return hidden_states
+
+
+    class EagleCausalLM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = Backbone()
+
+        def forward(self, input_ids, positions, hidden_states):
+            return self.model(input_ids, positions, hidden_states)
+
+
+    def load():
+        return EagleCausalLM()
+"""
+
+PLUGIN_BACKBONE = """
+    from vllm.model import Backbone
+
+
+    def forward(self, input_ids, positions{params}):
+        return input_ids
+
+
+    Backbone.forward = forward
+"""
+
+
+def test_a_core_file_s_own_class_of_that_name_is_another_class(tmp_path):
+    def run(where, params):
+        core = {"vllm/model.py": CORE_BACKBONE, "vllm/eagle.py": CORE_EAGLE}
+        plugin = {"vllm_ascend/model.py": PLUGIN_BACKBONE.format(params=params)}
+        return by_symbol(gate(where, core, plugin, ("vllm_ascend.model",)), "replacement:vllm.model.Backbone.forward")
+
+    # takes what vllm/model.py passes; only the eagle file's own Backbone is called with three
+    assert not [f for f in run(tmp_path / "a", ", intermediate_tensors, inputs_embeds") if f.severity == "error"]
+    # a forward that does not take what vllm/model.py passes is still held to it
+    [found] = run(tmp_path / "b", "")
+    assert found.severity == "error" and "vllm/model.py" in found.message, found
+
+
 # ----------------------------------------------------------------------------- (f) a module the plugin's object holds
 
 # (tuned on the twelfth held-out set's misses, 2026-12-03, seventh session: plugin 0.7.3rc2's

@@ -470,14 +470,15 @@ class Callers:
             out += [s for s in sites if typed.get(s.receiver, set()) & class_names]
         return out
 
-    def typed_object_calls(self, class_names: set[str], limit: int) -> list[tuple[Site, str]]:
+    def typed_object_calls(self, classes: set[tuple[str, str]], limit: int) -> list[tuple[Site, str]]:
         """Core calls an object itself (`self.model(...)`, `layer(...)`) that the file builds
-        only as one of `class_names`: calling a torch module runs its `forward`. Only the
-        core files naming a class are parsed; a class named in more than `limit` files is
-        not followed. Each site with the name the object is called by."""
+        only as one of `classes` ((module, class name) pairs): calling a torch module runs
+        its `forward`. Only the core files naming a class are parsed; a class named in more
+        than `limit` files is not followed. Each site with the name the object is called by."""
         core = next((i for i, t in enumerate(self.trees) if not t[3]), None)
         if core is None:
             return []
+        class_names = {name for _, name in classes}
         files: set[str] = set()
         for name in sorted(class_names):
             named = self.mentions(name)
@@ -488,10 +489,30 @@ class Callers:
             # built, not merely typed: a variable that holds the class itself
             # (`conv_cls = Conv3dLayer`, then `conv_cls(...)`) constructs it
             for recv, types in sorted(self.receiver_builds(path, core).items()):
-                if types and types & class_names:
+                if types and types & class_names and self._binds_one_of(path, core, types & class_names, classes):
                     head, _, name = recv.rpartition(".")
                     out += [(s, name) for s in self.sites_in(path, core, name) if s.receiver == head]
         return out
+
+    def _binds_one_of(self, path: str, tree: int, names: set[str], classes: set[tuple[str, str]]) -> bool:
+        """Does one of `names`, as the file at `path` binds it, denote one of `classes`? A
+        file's own class of that name, or an import of another one, is another class
+        (vLLM's deepseek_eagle.py defines its own DeepseekV2Model); a name the file does not
+        bind where the gate can read it may be any of them."""
+        from overlay.gate.index import qualify
+        index = self.trees[tree][2]
+        mod = index.module(module_name(path))
+        if mod is None:
+            return True
+        for name in names:
+            target = qualify(mod, name)
+            found = index.resolve_dotted(target) if target else None
+            if found is None or found[0] != "class":
+                return True  # not proven another class
+            fmod, fcls = found[1]  # type: ignore[misc]
+            if (fmod.name, fcls.name) in classes:
+                return True
+        return False
 
     def receiver_types(self, path: str, tree: int) -> dict[str, set[str]]:
         """receiver (as written) -> class names its annotations/constructions mention."""

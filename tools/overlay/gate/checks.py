@@ -306,11 +306,12 @@ def _dispatch_names(meth: str, core_classes: list[tuple[ModuleInfo, ClassInfo]])
     return (meth, "forward") if meth == "forward_oot" and dispatcher else (meth,)
 
 
-def _module_call_sites(class_names: set[str], ev: Evidence) -> list[tuple[Site, str]]:
+def _module_call_sites(core_classes: list[tuple[ModuleInfo, ClassInfo]], ev: Evidence) -> list[tuple[Site, str]]:
     """Core calls an object of the hierarchy itself (`self.model(...)` where core builds
     `self.model = DeepseekV2Model(...)`): a torch module's call runs `forward` with those
     arguments. In code that can run; each with the name it is called by."""
-    return [(s, name) for s, name in ev.callers.typed_object_calls(class_names, COMMON) if ev.callers.reachable(s)[0]]
+    classes = {(m.name, c.name) for m, c in core_classes}
+    return [(s, name) for s, name in ev.callers.typed_object_calls(classes, COMMON) if ev.callers.reachable(s)[0]]
 
 
 def _platform_sites(meth: str, declared: Signature, ev: Evidence) -> list[Site]:
@@ -450,7 +451,7 @@ def _contract(plugin_sig: Signature, core_sig: Signature, core_classes: list[tup
     sites = [(s, meth) for s in _platform_sites(meth, declared, ev)] if plugin_names & ev.platform else []
     sites = sites or [(s, name) for name in called_as for s in _foreign_sites(name, core_names, ev)]
     if "forward" in called_as:
-        sites += _module_call_sites(core_names, ev)
+        sites += _module_call_sites(core_classes, ev)
     for s, name in sites:
         if accepts_call(declared, s.shape):
             continue  # core's own method fails it too: the call is meant for another class
