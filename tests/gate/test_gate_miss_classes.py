@@ -510,7 +510,9 @@ MODULE_SYMBOLS = ("override:vllm_ascend.model.CustomInner.forward",
 
 
 def _module_gate(tmp_path, inner: str, attn: str, moe: str):
-    core = {"vllm/custom_op.py": CUSTOM_OP, "vllm/model.py": CORE_MODEL}
+    core = {"vllm/custom_op.py": CUSTOM_OP, "vllm/model.py": CORE_MODEL,
+            # core calls forward in many files: a method of that name is called somewhere
+            **{f"vllm/use{i}.py": f"def run(m):\n    return m.forward(1, 2)\n" for i in range(30)}}
     plugin = {"vllm_ascend/model.py": PLUGIN_MODEL.format(inner=inner, attn=attn, moe=moe)}
     return gate(tmp_path, core, plugin, ("vllm_ascend.model",))
 
@@ -520,7 +522,9 @@ def test_core_calling_a_module_object_is_a_call_of_its_forward(tmp_path):
                           ", renormalize")
     found = {s: by_symbol(report, s) for s in MODULE_SYMBOLS}
     assert all(len(f) == 1 and f[0].severity == "error" for f in found.values()), report.findings
-    assert "core calls it as self.model(...)" in found[MODULE_SYMBOLS[0]][0].message
+    # the plugin's CustomForCausalLM builds self.model = CustomInner() and inherits core's forward
+    assert "calls self.model(...)" in found[MODULE_SYMBOLS[0]][0].message
+    assert "CustomForCausalLM builds self.model = CustomInner(...)" in found[MODULE_SYMBOLS[0]][0].message
     assert "core calls it as self.self_attn(...)" in found[MODULE_SYMBOLS[1]][0].message
     assert "unexpected keyword argument 'expert_map'" in found[MODULE_SYMBOLS[2]][0].message
     # signatures that take what core passes: nothing
@@ -601,6 +605,74 @@ def test_a_core_file_s_own_class_of_that_name_is_another_class(tmp_path):
     # a forward that does not take what vllm/model.py passes is still held to it
     [found] = run(tmp_path / "b", "")
     assert found.severity == "error" and "vllm/model.py" in found.message, found
+
+
+# An override of a core module's forward runs only where core's construction builds the
+# plugin's class. (After 235bfa5, found re-running the tuned set: vLLM 0.12.0's Qwen3-Omni vision
+# block builds core's own Qwen2_5_VisionAttention, and MiniMax core's own FusedMoE; the plugin's
+# subclasses' forwards were held to those calls, three false keys.)
+CORE_OP = """
+    import torch
+
+
+    class CustomOp(torch.nn.Module):
+        op_registry_oot = {}
+
+        def __new__(cls, *args, **kwargs):
+            op_cls = CustomOp.op_registry_oot.get(cls.__name__, cls)
+            return super().__new__(op_cls)
+
+        @classmethod
+        def register_oot(cls, _decorated_op_cls=None, name=None):
+            CustomOp.op_registry_oot[name] = _decorated_op_cls
+
+
+    class FusedMoE(CustomOp):
+        def forward(self, hidden_states, router_logits):
+            return hidden_states
+
+
+    class MiniMaxMoE(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.experts = FusedMoE()
+
+        def forward(self, hidden_states, router_logits):
+            return self.experts(hidden_states=hidden_states, router_logits=router_logits)
+
+
+    def load():
+        return MiniMaxMoE()
+"""
+
+PLUGIN_OP = """
+    from vllm.op import CustomOp, FusedMoE
+
+
+    class AscendFusedMoE(FusedMoE):
+        def forward(self, hidden_states, router_logits, is_prefill):
+            return hidden_states
+{register}"""
+
+REGISTER_OP = """
+
+    CustomOp.register_oot(_decorated_op_cls=AscendFusedMoE, name="FusedMoE")
+"""
+
+
+def test_an_override_of_a_module_s_forward_runs_where_core_builds_the_plugin_s_class(tmp_path):
+    def run(where, register):
+        core = {"vllm/op.py": CORE_OP,
+                **{f"vllm/use{i}.py": f"def run(m):\n    return m.forward(1, 2)\n" for i in range(30)}}
+        plugin = {"vllm_ascend/op.py": PLUGIN_OP.format(register=register)}
+        return [f for f in by_symbol(gate(where, core, plugin, ("vllm_ascend.op",)),
+                                     "override:vllm_ascend.op.AscendFusedMoE.forward") if f.severity == "error"]
+
+    # core's FusedMoE() builds core's own class: the plugin's forward never runs there
+    assert not run(tmp_path / "own", "")
+    # registered out of tree, core's FusedMoE() builds the plugin's class, called without is_prefill
+    [found] = run(tmp_path / "oot", REGISTER_OP)
+    assert "self.experts(...)" in found.message and "is_prefill" in found.message, found
 
 
 # ----------------------------------------------------------------------------- (f) a module the plugin's object holds

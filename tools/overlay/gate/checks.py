@@ -306,11 +306,27 @@ def _dispatch_names(meth: str, core_classes: list[tuple[ModuleInfo, ClassInfo]])
     return (meth, "forward") if meth == "forward_oot" and dispatcher else (meth,)
 
 
+def _running_classes(core_classes: list[tuple[ModuleInfo, ClassInfo]], plugin_names: set[str],
+                     ev: Evidence) -> list[tuple[ModuleInfo, ClassInfo]]:
+    """The core classes whose objects, built by core, run the plugin's method: for a
+    replacement (no plugin class), the replaced class; for an override, only the core ops
+    the plugin class is registered for out of tree (core's `Op(...)` then builds the
+    plugin's class). Elsewhere core builds its own class and runs its own method (vLLM
+    0.12.0's Qwen3-Omni vision block builds core's Qwen2_5_VisionAttention, not the
+    plugin's subclass); a plugin object that core's inherited methods hold is
+    heldobjects.py's."""
+    if not plugin_names:
+        return core_classes[:1]
+    return [c for op in ev.oot if op.plugin[1].name in plugin_names for c in op.core]
+
+
 def _module_call_sites(core_classes: list[tuple[ModuleInfo, ClassInfo]], ev: Evidence) -> list[tuple[Site, str]]:
     """Core calls an object of the hierarchy itself (`self.model(...)` where core builds
     `self.model = DeepseekV2Model(...)`): a torch module's call runs `forward` with those
     arguments. In code that can run; each with the name it is called by."""
     classes = {(m.name, c.name) for m, c in core_classes}
+    if not classes:
+        return []
     return [(s, name) for s, name in ev.callers.typed_object_calls(classes, COMMON) if ev.callers.reachable(s)[0]]
 
 
@@ -451,7 +467,7 @@ def _contract(plugin_sig: Signature, core_sig: Signature, core_classes: list[tup
     sites = [(s, meth) for s in _platform_sites(meth, declared, ev)] if plugin_names & ev.platform else []
     sites = sites or [(s, name) for name in called_as for s in _foreign_sites(name, core_names, ev)]
     if "forward" in called_as:
-        sites += _module_call_sites(core_classes, ev)
+        sites += _module_call_sites(_running_classes(core_classes, plugin_names, ev), ev)
     for s, name in sites:
         if accepts_call(declared, s.shape):
             continue  # core's own method fails it too: the call is meant for another class

@@ -116,7 +116,13 @@ class GateReport:
 
 def merge_sites(findings: list[Finding]) -> list[Finding]:
     """One finding per break: the same symbol at the same plugin line with the same
-    severity, broken at several core call sites, becomes one finding naming them all."""
+    severity, broken at several core call sites, becomes one finding naming them all; and
+    where one check proves it an error, another's weaker finding of that symbol at that
+    line (a plugin forward with no core caller in sight of the override check, which
+    heldobjects.py sees core call) is dropped."""
+    errors = {(f.kind, f.symbol, f.plugin_path, f.plugin_line) for f in findings if f.severity == "error"}
+    findings = [f for f in findings
+                if f.severity == "error" or (f.kind, f.symbol, f.plugin_path, f.plugin_line) not in errors]
     out: list[Finding] = []
     index: dict[tuple, int] = {}
     for f in findings:

@@ -8,9 +8,9 @@ intermediate_tensors, inputs_embeds)` on the plugin's module: a torch module's c
 `kv_caches, attn_metadata` from every model's forward; the plugin's did not).
 
 Counted where every assignment of `self.attr` in the plugin class builds one plugin class
-whose `forward` the plugin defines and no core base of it declares (an override of core's
-`forward` is held to core's calls by the override check), the core method holding the call is not one the plugin
-overrides or replaces, and something can call it (`checks._PluginObject`, as for
+whose `forward` the plugin defines (an override of a core `forward` too: the override check
+holds it only to core's calls of ops core builds as the plugin's class, out of tree), the
+core method holding the call is not one the plugin overrides or replaces, and something can call it (`checks._PluginObject`, as for
 overrides). The finding names the plugin's `forward`, as an override core calls
 differently: `override:<module>.<class>.forward`.
 """
@@ -74,9 +74,6 @@ def check_held_objects(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
             fmod, fcls, fsig = member[1]  # type: ignore[misc]
             if ev.is_core(fmod.name) or fsig.raises is not None:
                 continue  # core's own forward: its contract is core's to keep
-            if any(b is not None and ev.is_core(b[0].name) and "forward" in b[1].methods
-                   for b in checks._linearize(world, hmod, hcls)):
-                continue  # it overrides core's forward: the override check holds it to core's calls
             bound = fsig if fsig.is_static else fsig.bound()
             for mod, cls in core_classes:
                 for enclosing, call in cls.self_calls(attr, include_super=False):
