@@ -294,3 +294,22 @@ def real_trees(mirror: Path, base: Path, pin: str, versions: tuple[str, ...]) ->
             tar.extractall(base, filter="data")
         cores[version] = base / f"vllm-{version}"
     return plugin, cores
+
+
+# vLLM's CustomOp registry as core defines it (custom_op.py): `register_oot` records a plugin
+# class under an op's name, and `__new__` builds it wherever core writes `Op(...)`.
+CUSTOM_OP_REGISTRY = """
+    import torch
+
+
+    class CustomOp(torch.nn.Module):
+        op_registry_oot = {}
+
+        def __new__(cls, *args, **kwargs):
+            op_cls = CustomOp.op_registry_oot.get(cls.__name__, cls)
+            return super().__new__(op_cls)
+
+        @classmethod
+        def register_oot(cls, _decorated_op_cls=None, name=None):
+            CustomOp.op_registry_oot[name] = _decorated_op_cls
+"""

@@ -1177,21 +1177,7 @@ def test_core_calls_through_current_platform_reach_the_plugins_platform_class(tm
         assert all(f.severity != "error" for f in overrides), [f.summary for f in overrides]
 
 
-CUSTOM_OP = """
-    import torch
-
-
-    class CustomOp(torch.nn.Module):
-        op_registry_oot = {}
-
-        def __new__(cls, *args, **kwargs):
-            op_cls = CustomOp.op_registry_oot.get(cls.__name__, cls)
-            return super().__new__(op_cls)
-
-        @classmethod
-        def register_oot(cls, _decorated_op_cls=None, name=None):
-            CustomOp.op_registry_oot[name] = _decorated_op_cls
-"""
+CUSTOM_OP = gatekit.CUSTOM_OP_REGISTRY
 
 FUSED_MOE = """
     from vllm.model_executor.custom_op import CustomOp

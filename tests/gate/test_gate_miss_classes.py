@@ -509,10 +509,13 @@ MODULE_SYMBOLS = ("override:vllm_ascend.model.CustomInner.forward",
                   "replacement:vllm.model.MoEMethod.forward_oot")
 
 
+# core calls forward in many files: a method of that name is called somewhere
+FORWARD_CALLERS = {f"vllm/use{i}.py": f"def run(m):\n    return m.forward(1, 2)\n" for i in range(30)}
+
+
 def _module_gate(tmp_path, inner: str, attn: str, moe: str):
     core = {"vllm/custom_op.py": CUSTOM_OP, "vllm/model.py": CORE_MODEL,
-            # core calls forward in many files: a method of that name is called somewhere
-            **{f"vllm/use{i}.py": f"def run(m):\n    return m.forward(1, 2)\n" for i in range(30)}}
+            **FORWARD_CALLERS}
     plugin = {"vllm_ascend/model.py": PLUGIN_MODEL.format(inner=inner, attn=attn, moe=moe)}
     return gate(tmp_path, core, plugin, ("vllm_ascend.model",))
 
@@ -611,21 +614,7 @@ def test_a_core_file_s_own_class_of_that_name_is_another_class(tmp_path):
 # plugin's class. (After 235bfa5, found re-running the tuned set: vLLM 0.12.0's Qwen3-Omni vision
 # block builds core's own Qwen2_5_VisionAttention, and MiniMax core's own FusedMoE; the plugin's
 # subclasses' forwards were held to those calls, three false keys.)
-CORE_OP = """
-    import torch
-
-
-    class CustomOp(torch.nn.Module):
-        op_registry_oot = {}
-
-        def __new__(cls, *args, **kwargs):
-            op_cls = CustomOp.op_registry_oot.get(cls.__name__, cls)
-            return super().__new__(op_cls)
-
-        @classmethod
-        def register_oot(cls, _decorated_op_cls=None, name=None):
-            CustomOp.op_registry_oot[name] = _decorated_op_cls
-
+CORE_OP = gatekit.CUSTOM_OP_REGISTRY + """
 
     class FusedMoE(CustomOp):
         def forward(self, hidden_states, router_logits):
@@ -663,7 +652,7 @@ REGISTER_OP = """
 def test_an_override_of_a_module_s_forward_runs_where_core_builds_the_plugin_s_class(tmp_path):
     def run(where, register):
         core = {"vllm/op.py": CORE_OP,
-                **{f"vllm/use{i}.py": f"def run(m):\n    return m.forward(1, 2)\n" for i in range(30)}}
+                **FORWARD_CALLERS}
         plugin = {"vllm_ascend/op.py": PLUGIN_OP.format(register=register)}
         return [f for f in by_symbol(gate(where, core, plugin, ("vllm_ascend.op",)),
                                      "override:vllm_ascend.op.AscendFusedMoE.forward") if f.severity == "error"]
@@ -726,8 +715,7 @@ HELD = "override:vllm_ascend.causal.CustomBackbone.forward"
 
 def _held_gate(tmp_path, params: str, own_forward: str = ""):
     core = {"vllm/causal.py": CORE_CAUSAL,
-            # core calls forward in many files: a method of that name is called somewhere
-            **{f"vllm/use{i}.py": f"def run(m):\n    return m.forward(1, 2)\n" for i in range(30)}}
+            **FORWARD_CALLERS}
     plugin = {"vllm_ascend/causal.py": PLUGIN_CAUSAL.format(params=params, own_forward=own_forward)}
     return gate(tmp_path, core, plugin, ("vllm_ascend.causal",))
 
