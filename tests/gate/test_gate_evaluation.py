@@ -531,15 +531,15 @@ def test_gate_eval_scores_a_confirmed_forecast_end_to_end(tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- plugin release archives
 
-def _plugin_sdist(pypi: Path, version: str, files: dict[str, str]) -> None:
+def _plugin_sdist(pypi: Path, version: str, files: dict[str, str], dist: str = "vllm_ascend") -> None:
     """A synthetic plugin release archive, laid out as PyPI's vllm_ascend sdists are."""
     import io
     import tarfile
 
-    with tarfile.open(pypi / f"vllm_ascend-{version}.tar.gz", "w:gz") as tar:
+    with tarfile.open(pypi / f"{dist}-{version}.tar.gz", "w:gz") as tar:
         for name, text in files.items():
             data = text.encode()
-            info = tarfile.TarInfo(f"vllm_ascend-{version}/{name}")
+            info = tarfile.TarInfo(f"{dist}-{version}/{name}")
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
 
@@ -572,6 +572,70 @@ def test_gate_eval_gates_a_plugin_release_archive_end_to_end(tmp_path, capsys):
     assert rc == 1  # the agreed error is not classified yet
 
 
+def test_gate_eval_gates_another_plugins_release_archive_from_its_declared_requirement(tmp_path, capsys):
+    """`plugin: vllm-spyre==VERSION`: another out-of-tree plugin's release archive (no release
+    tag file; its pyproject admits `vllm>=0.23.0,<0.24.1`) is gated like vllm-ascend's, and the
+    checker diffs from the newest release the requirement admits (0.24.0), not from the one
+    before the pairing's (0.25.0, where the break already is): only then do both engines agree."""
+    pytest.importorskip("mypy")
+    from overlay.cli import main
+
+    mirror = tmp_path / "mirror"
+    (mirror / "pypi").mkdir(parents=True)
+    _plugin_sdist(mirror / "pypi", "2.0.0rc3", {
+        "pyproject.toml": '[project]\nname = "vllm-spyre"\ndependencies = ["torch", "vllm>=0.23.0,<0.24.1"]\n',
+        "vllm_spyre/__init__.py": "",
+        "vllm_spyre/worker.py": "from vllm.pool import free\n\n\ndef run() -> None:\n    free(1, 2)\n"},
+        dist="vllm_spyre")
+    two, one = "def free(a: int, b: int) -> None:\n    pass\n", "def free(a: int) -> None:\n    pass\n"
+    for version, pool in {"0.23.0": two, "0.24.0": two, "0.25.0": one, "0.26.0": one}.items():
+        _sdist(mirror / "pypi", version, {"vllm/pool.py": pool})
+    body = ('pairings:\n  - name: s-vs-0.26.0\n    plugin: "vllm-spyre==2.0.0rc3"\n    core: "0.26.0"\n'
+            '    truth:\n      - item: "free lost b"\n        keys: ["call:vllm.pool.free @ vllm_spyre/worker.py"]\n'
+            '        reach: true\n        reason: "r"\n')
+    rc = main(["--root", str(tmp_path), "gate-eval", "--mirror", str(mirror), "--engine", "both",
+               "--classification", str(write(tmp_path, body))])
+    out, err = capsys.readouterr()
+    assert "engines (s-vs-0.26.0): 1 agreed (both), 0 hand-only error(s)" in out, out + err
+    assert "recall on truth items as errors or forecasts 100% (1/1)" in out
+    assert rc == 1  # the agreed error is not classified yet
+
+
+@pytest.mark.parametrize("pyproject", ['[project]\ndependencies = ["vllm>=0.9.0,<0.10.1"]\n',
+                                       '[project]\ndependencies = ["vllm[audio] >=0.9.0, <=0.10.0 ; python_version>\'3\'"]\n'])
+def test_the_checker_starts_from_the_newest_release_the_plugins_requirement_admits(tmp_path, pyproject):
+    from overlay.commands.gate_eval import declared_core
+
+    pypi = tmp_path / "pypi"
+    pypi.mkdir()
+    for v in ("0.9.0", "0.10.0", "0.10.1rc1", "0.11.0"):
+        _sdist(pypi, v, {})
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    (plugin / "pyproject.toml").write_text(pyproject)
+    assert declared_core(tmp_path, plugin, "0.11.0") == "0.10.0"
+    (plugin / "Dockerfile").write_text("ARG VLLM_TAG=v0.9.0\n")  # a declared tag still wins
+    assert declared_core(tmp_path, plugin, "0.11.0") == "0.9.0"
+
+
+@pytest.mark.parametrize("pyproject", ["[project\n", '[project]\ndependencies = "vllm<0.10"\n',
+                                       '[project]\ndependencies = ["vllm @ ../../x", "vllm>=9.0"]\n',
+                                       '[project]\ndependencies = ["vllm==../../x"]\n', "\x00" * 10])
+def test_a_broken_or_hostile_requirement_is_no_declaration(tmp_path, pyproject):
+    """The pyproject is upstream data: one that does not parse, or a requirement no mirror
+    release satisfies, falls back to the release before the pairing's, never to a path."""
+    from overlay.commands.gate_eval import declared_core
+
+    pypi = tmp_path / "pypi"
+    pypi.mkdir()
+    for v in ("0.9.0", "0.10.0"):
+        _sdist(pypi, v, {})
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    (plugin / "pyproject.toml").write_text(pyproject)
+    assert declared_core(tmp_path, plugin, "0.11.0") == "0.10.0"
+
+
 def test_a_plugin_release_the_mirror_lacks_is_one_line_and_nothing_is_fetched(tmp_path, capsys, monkeypatch):
     from overlay.cli import main
     from overlay.trees import sources
@@ -593,7 +657,15 @@ def test_a_plugin_release_the_mirror_lacks_is_one_line_and_nothing_is_fetched(tm
 def test_a_plugin_release_that_is_not_a_version_is_refused_at_load(tmp_path, plugin):
     with pytest.raises(OverlayError) as exc:
         load(write(tmp_path, f'pairings:\n  - name: r\n    plugin: "{plugin}"\n    core: "0.26.0"\n'))
-    assert "is not a commit id nor vllm-ascend==VERSION" in str(exc.value)
+    assert "is not a commit id nor a plugin release (vllm-<plugin>==VERSION)" in str(exc.value)
+
+
+@pytest.mark.parametrize("plugin,dist,version", [("vllm-ascend==0.9.0rc1", "vllm-ascend", "0.9.0rc1"),
+                                                 ("vllm-spyre==2.0.0rc3", "vllm-spyre", "2.0.0rc3"),
+                                                 ("vllm_spyre==1.9.1", "vllm-spyre", "1.9.1")])
+def test_a_vllm_plugin_release_is_loaded_with_its_distribution(tmp_path, plugin, dist, version):
+    (pairing,) = load(write(tmp_path, f'pairings:\n  - name: r\n    plugin: "{plugin}"\n    core: "0.26.0"\n'))
+    assert (pairing.plugin_dist, pairing.plugin_release) == (dist, version)
 
 
 @pytest.mark.parametrize("member", ["vllm_ascend-0.9.0rc1/../../escaped.py", "/tmp/absolute-escape.py"])

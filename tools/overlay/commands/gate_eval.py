@@ -47,14 +47,14 @@ def plugin_tree(repo: Path, commit: str, into: Path) -> Path:
     return into
 
 
-def release_plugin_tree(root: Path, mirror: Path, version: str) -> Path:
+def release_plugin_tree(root: Path, mirror: Path, version: str, dist: str = PLUGIN_PACKAGE) -> Path:
     """A plugin release's tree, from the mirror's archive only (the evaluation is reproducible
     from the mirror; nothing is downloaded): vetted and imported as compose imports archives."""
-    src = ArchiveSource(name=PLUGIN_PACKAGE, version=version, sha256="")
+    src = ArchiveSource(name=dist, version=version, sha256="")
     if sources.find_archive(mirror / "pypi", src) is None:
-        raise OverlayError(f"the mirror has no {PLUGIN_PACKAGE} {version} source archive", path=str(mirror / "pypi"),
-                           hint=f"put vllm_ascend-{version}.tar.gz (from the package index) in the mirror's pypi/")
-    return sources.release_tree(root, mirror, PLUGIN_PACKAGE, version)
+        raise OverlayError(f"the mirror has no {dist} {version} source archive", path=str(mirror / "pypi"),
+                           hint=f"put {dist.replace('-', '_')}-{version}.tar.gz (from the package index) in the mirror's pypi/")
+    return sources.release_tree(root, mirror, dist, version)
 
 
 def core_tree(mirror: Path, version: str, tmp: Path, cache: dict[str, Path]) -> Path:
@@ -70,8 +70,11 @@ def core_tree(mirror: Path, version: str, tmp: Path, cache: dict[str, Path]) -> 
 
 
 def declared_core(mirror: Path, plugin: Path, core: str) -> str | None:
-    """The core the checker's differential starts from: what the plugin tree declares,
-    else the newest release in the mirror older than the pairing's (the one it ran on)."""
+    """The core the checker's differential starts from: what the plugin tree declares (its
+    release tag file or Dockerfile tag), else the newest release in the mirror older than the
+    pairing's that its pyproject's core requirement admits, else the newest older one (the
+    one it ran on)."""
+    from packaging.specifiers import SpecifierSet
     from packaging.version import InvalidVersion, Version
 
     declared = baseline_trees.declared_release(plugin)
@@ -86,6 +89,10 @@ def declared_core(mirror: Path, plugin: Path, core: str) -> str | None:
             continue
         if v < Version(core):
             older.append(v)
+    admitted = baseline_trees.declared_requirement(plugin)
+    if admitted:
+        within = [v for v in older if SpecifierSet(admitted, prereleases=True).contains(v)]
+        older = within or older
     return str(max(older)) if older else None
 
 
@@ -130,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"gate-eval: [{i + 1}/{len(pairings)}] {p.name}", file=sys.stderr, flush=True)
             core = core_tree(mirror, p.core, Path(tmp), cores)
             if p.plugin_release is not None:
-                plugin = release_plugin_tree(args.root, mirror, p.plugin_release)
+                plugin = release_plugin_tree(args.root, mirror, p.plugin_release, p.plugin_dist)
             else:
                 assert repo is not None
                 plugin = plugin_tree(repo, p.plugin, Path(tmp) / f"plugin-{i}")

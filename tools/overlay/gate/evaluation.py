@@ -44,8 +44,11 @@ from overlay.gate.findings import Finding
 
 _COMMIT = re.compile(r"[0-9a-fA-F]{4,64}")
 # A plugin release archive, as a pin set names one (`pypi: "vllm-ascend==0.29.0rc1"`): the
-# evaluation reads `vllm_ascend-<version>.tar.gz` from the mirror's pypi/ folder.
-_PLUGIN_RELEASE = re.compile(r"vllm[-_]ascend==([0-9][0-9A-Za-z.+!_-]{0,40})")
+# evaluation reads `vllm_ascend-<version>.tar.gz` from the mirror's pypi/ folder. Another
+# out-of-tree plugin's release (`vllm-spyre==2.0.0rc3`) is gated the same way: a vLLM plugin
+# distribution by its naming rule (`vllm-<name>`), so a held-out set can test the gate on
+# code it was never tuned on.
+_PLUGIN_RELEASE = re.compile(r"(vllm[-_][a-z0-9]{1,30}(?:[-_][a-z0-9]{1,30}){0,3})==([0-9][0-9A-Za-z.+!_-]{0,40})")
 _VERSION = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,40}")
 PAIRING_KEYS = {"name", "plugin", "core", "findings", "truth", "control", "source"}
 HELD_OUT_KEYS = {"chosen", "rule", "pairings"}
@@ -73,7 +76,7 @@ class Verdict:
 @dataclass(frozen=True)
 class Pairing:
     name: str
-    plugin: str  # plugin commit, or a plugin release: "vllm-ascend==0.29.0rc1"
+    plugin: str  # plugin commit, or a plugin release: "vllm-ascend==0.29.0rc1" ("vllm-spyre==2.0.0rc3")
     core: str  # core release version (its source archive in the mirror)
     verdicts: tuple[Verdict, ...]
     truth: tuple[TruthItem, ...] = ()
@@ -88,7 +91,13 @@ class Pairing:
     def plugin_release(self) -> str | None:
         """The plugin release's version when the pairing gates a release archive, else None."""
         m = _PLUGIN_RELEASE.fullmatch(self.plugin)
-        return m.group(1) if m else None
+        return m.group(2) if m else None
+
+    @property
+    def plugin_dist(self) -> str:
+        """The plugin release's distribution name (vllm-ascend for a plugin commit)."""
+        m = _PLUGIN_RELEASE.fullmatch(self.plugin)
+        return m.group(1).replace("_", "-") if m else "vllm-ascend"
 
 
 def is_release_version(text: str) -> bool:
@@ -199,8 +208,8 @@ def _pairing(node: yamldoc.Node, shown: str) -> Pairing:
     # Both reach git and a file name: a commit id or a plugin release, and a release version,
     # nothing else.
     if not (_COMMIT.fullmatch(plugin) or _PLUGIN_RELEASE.fullmatch(plugin)):
-        raise OverlayError(f"pairing '{name}': plugin '{plugin[:60]}' is not a commit id nor vllm-ascend==VERSION",
-                           path=shown, line=fields["plugin"].line,
+        raise OverlayError(f"pairing '{name}': plugin '{plugin[:60]}' is not a commit id nor a plugin release "
+                           "(vllm-<plugin>==VERSION)", path=shown, line=fields["plugin"].line,
                            hint="write the plugin commit's hex id, or the release as vllm-ascend==0.29.0rc1")
     if not is_release_version(core):
         raise OverlayError(f"pairing '{name}': core '{core[:60]}' is not a release version", path=shown,

@@ -47,6 +47,35 @@ def declared_release(plugin_tree: Path) -> str | None:
     return match.group(1) if match else None
 
 
+PYPROJECT_MAX = 256 * 1024
+
+
+def declared_requirement(plugin_tree: Path, core: str = "vllm") -> str | None:
+    """The core versions the plugin tree's pyproject.toml admits, as its `[project]
+    dependencies` spell them (`>=0.17.1,<0.17.2`), read as data; None when it names none
+    or the file does not parse. Plugins without a release tag file (vllm-spyre) declare
+    their core this way."""
+    import tomllib
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    text = _read_in_tree(plugin_tree, "pyproject.toml", PYPROJECT_MAX)
+    if not text:
+        return None
+    try:
+        deps = tomllib.loads(text).get("project", {}).get("dependencies", [])
+    except (tomllib.TOMLDecodeError, AttributeError):
+        return None
+    for dep in deps if isinstance(deps, list) else []:
+        try:
+            req = Requirement(str(dep))
+        except InvalidRequirement:
+            continue
+        if req.name.lower() == core and str(req.specifier):
+            return str(req.specifier)
+    return None
+
+
 @contextmanager
 def declared_pairing(root: Path, pin_name: str, composed_core: Path, mirror: Path | None,
                      progress=None) -> Iterator[tuple[Path, Path, str]]:
