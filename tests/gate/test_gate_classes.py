@@ -215,6 +215,145 @@ def test_keywords_and_reads_behind_a_probe_of_that_name_are_no_finding(tmp_path)
         "constructor:vllm_ascend.sched:vllm.v1.core.sched_output.SchedulerOutput"]
 
 
+# A core that made the field required (as vLLM 0.13.0's `PoolingMetadata.pooling_states`,
+# 0.16.0's `BlockPool.hash_block_size`): the plugin adds it only where its probe finds it, through
+# helpers of its own (as vllm-spyre's `compat_utils.has_argument`, an `inspect.signature` walk, and
+# `dataclass_fields`), into a keyword dictionary it spreads, or in a branch of its own.
+SCHED_OUTPUT_REQUIRED = """
+    from dataclasses import dataclass
+
+
+    @dataclass
+    class SchedulerOutput:
+        scheduled: list
+        partial_tail_offloads: list
+        num_spec_tokens_to_schedule: int = 0
+"""
+
+GUARDED_HELPERS = """
+    import inspect
+    from dataclasses import fields
+
+    from vllm.v1.core.sched_output import SchedulerOutput
+
+
+    def has_argument(func, name):
+        return name in inspect.signature(func).parameters
+
+
+    def dataclass_fields(cls):
+        return [f.name for f in fields(cls)]
+
+
+    class Scheduler:
+        def schedule(self, tails):
+            kwargs = {"scheduled": []}
+            if has_argument(SchedulerOutput, "partial_tail_offloads"):
+                kwargs["partial_tail_offloads"] = tails
+            return SchedulerOutput(**kwargs)
+
+        def listed(self, tails):
+            kwargs = dict(scheduled=[])
+            if "partial_tail_offloads" in dataclass_fields(SchedulerOutput):
+                kwargs.update(partial_tail_offloads=tails)
+            return SchedulerOutput(**kwargs)
+
+        def branch(self, tails):
+            if has_argument(SchedulerOutput, "partial_tail_offloads"):
+                return SchedulerOutput([], partial_tail_offloads=tails)
+            return SchedulerOutput([])
+"""
+
+UNGUARDED_REQUIRED = """
+    from vllm.v1.core.sched_output import SchedulerOutput
+
+
+    class Scheduler:
+        def schedule(self, tails):
+            kwargs = {"scheduled": []}
+            if tails:
+                kwargs["other"] = tails
+            return SchedulerOutput(**kwargs)
+"""
+
+
+def test_a_required_keyword_the_plugin_passes_where_its_probe_finds_it_is_no_finding(tmp_path):
+    core = {"vllm/v1/core/sched_output.py": SCHED_OUTPUT_REQUIRED}
+    guarded = gate(tmp_path / "g", core, {"vllm_ascend/sched.py": GUARDED_HELPERS}, ("vllm_ascend.sched",))
+    assert [f.short() for f in guarded.findings if "SchedulerOutput" in f.symbol] == []
+    # without the probe the dictionary misses the required field: a break
+    bare = gate(tmp_path / "b", core, {"vllm_ascend/sched.py": UNGUARDED_REQUIRED}, ("vllm_ascend.sched",))
+    assert [(f.symbol, "'partial_tail_offloads'" in f.message) for f in errors(bare)] == [
+        ("constructor:vllm_ascend.sched:vllm.v1.core.sched_output.SchedulerOutput", True)]
+
+
+# vLLM 0.16.0 dropped the VLLM_TORCH_PROFILER_* variables from `vllm/envs.py` (served by its
+# module `__getattr__` from `environment_variables`) for `vllm/profiler/wrapper.py`; vllm-spyre
+# 1.9.1 keeps its legacy profiler for older cores in a private helper it calls only behind
+# tests of core that are decided against a core with the wrapper.
+ENVS = """
+    import os
+
+    environment_variables = {
+        "VLLM_HOST_IP": lambda: os.getenv("VLLM_HOST_IP", ""),
+    }
+
+
+    def __getattr__(name):
+        if name in environment_variables:
+            return environment_variables[name]()
+        raise AttributeError(name)
+"""
+
+PROFILER_WRAPPER = """
+    class TorchProfilerWrapper:
+        def __init__(self, config):
+            self.config = config
+"""
+
+LEGACY_PROFILER = """
+    import importlib.util
+
+    import vllm.envs as envs
+
+
+    class Worker:
+        def __init__(self):
+            self.profiler = self._setup_profiler()
+
+        def _setup_profiler(self):
+            if importlib.util.find_spec("vllm.profiler.wrapper") is None:
+                return self._setup_legacy_profiler()
+            if getattr(envs, "VLLM_TORCH_PROFILER_DIR", None) is not None:
+                return self._setup_legacy_profiler()
+            return None
+
+        def _setup_legacy_profiler(self):
+            trace_dir = envs.VLLM_TORCH_PROFILER_DIR
+            return trace_dir, envs.VLLM_TORCH_PROFILER_WITH_STACK
+"""
+
+
+def test_reads_inside_a_helper_called_only_in_branches_this_core_does_not_take_are_no_error(tmp_path):
+    core = {"vllm/envs.py": ENVS, "vllm/profiler/__init__.py": "", "vllm/profiler/wrapper.py": PROFILER_WRAPPER}
+    dead = gate(tmp_path / "d", core, {"vllm_ascend/worker.py": LEGACY_PROFILER}, ("vllm_ascend.worker",))
+    profiler = [f for f in dead.findings if "VLLM_TORCH_PROFILER" in f.symbol]
+    assert profiler and {f.severity for f in profiler} == {"warning"}, [f.short() for f in dead.findings]
+    assert all("_setup_legacy_profiler, which the plugin calls only in branches" in f.reason for f in profiler)
+    # one call this core does run (an option of the plugin's own) makes the helper live: errors
+    live = LEGACY_PROFILER.replace("            return None\n", "            if self.profiler is None:\n"
+                                   "                return self._setup_legacy_profiler()\n            return None\n", 1)
+    assert live != LEGACY_PROFILER
+    report = gate(tmp_path / "l", core, {"vllm_ascend/worker.py": live}, ("vllm_ascend.worker",))
+    assert sorted(f.symbol for f in errors(report)) == ["attribute:vllm.envs.VLLM_TORCH_PROFILER_DIR",
+                                                        "attribute:vllm.envs.VLLM_TORCH_PROFILER_WITH_STACK"]
+    # and a core without the wrapper takes the first branch: errors too
+    old = gate(tmp_path / "o", {"vllm/envs.py": ENVS}, {"vllm_ascend/worker.py": LEGACY_PROFILER},
+               ("vllm_ascend.worker",))
+    assert sorted(f.symbol for f in errors(old)) == ["attribute:vllm.envs.VLLM_TORCH_PROFILER_DIR",
+                                                     "attribute:vllm.envs.VLLM_TORCH_PROFILER_WITH_STACK"]
+
+
 # ----------------------------------------------------------------------------- false alarms: dead patches
 
 SAMPLER = """

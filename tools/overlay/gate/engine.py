@@ -33,6 +33,7 @@ from overlay.gate.scan import PluginFacts, scan_module
 from overlay.gate.source import TreeSource, file_limit
 from overlay.gate.startup import entry_points, platform_classes, reach
 from overlay.gate.supercalls import super_calls
+from overlay.gate.unreached import demote_unreached
 
 # Top-level directories that are never the importable package of a tree.
 NOT_PACKAGES = frozenset({"tests", "test", "docs", "doc", "examples", "benchmarks", "tools", "csrc",
@@ -163,6 +164,7 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
              + check_abstract_methods(facts, world, ev) + check_oot_ops(facts, world, ev)
              + check_held_objects(facts, world, ev))
     found = checks.fold_dead_patches(found, facts, world, ev)
+    found = demote_unreached(found, world, ev, version)
     unique = merge_sites(sorted(set(found), key=Finding.sort_key))
     notes += skipped_notes(core_src, plugin_src)
     result = RawResult(findings=tuple(unique), core_version=version,

@@ -78,6 +78,9 @@ class Scope:
     # as far as the branches that run add them (`kw = {"a": 1}`, `kw["b"] = 2`,
     # `kw.update(c=3)`); None once the gate can no longer tell
     kwdicts: dict[str, list[str] | None] = field(default_factory=dict)
+    # the keys such a dictionary gets only after a probe for that name: the plugin's
+    # feature test decides them, so a call spreading it neither passes nor misses them
+    kwguarded: dict[str, set[str]] = field(default_factory=dict)
     # local names whose class is known: a parameter's annotation (`spec: KVCacheSpec`,
     # not reassigned in the function), narrowed under `if isinstance(spec, (A, B)):`
     types: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -470,6 +473,8 @@ class _Scanner:
                 if call.func.attr == "update" and not call.args and keys is not None and not ctx.undecidable \
                         and all(k.arg for k in call.keywords):
                     keys.extend(k.arg for k in call.keywords if k.arg not in ctx.probed)  # type: ignore[misc]
+                    scope.kwguarded.setdefault(name, set()).update(
+                        k.arg for k in call.keywords if k.arg in ctx.probed)  # type: ignore[misc]
                 elif call.func.attr not in ("get", "items", "keys", "values", "copy"):
                     scope.kwdicts[name] = None
             if dotted(call.func) == "setattr" and len(call.args) == 3:
@@ -594,6 +599,7 @@ class _Scanner:
         t = targets[0]
         if isinstance(t, ast.Name):
             keys = _literal_keys(value)
+            scope.kwguarded.pop(t.id, None)
             if keys is not None and scope is not self.top:
                 scope.kwdicts[t.id] = keys if not ctx.undecidable else None
             else:
@@ -605,6 +611,8 @@ class _Scanner:
                     and not ctx.undecidable:
                 if key.value not in ctx.probed:  # a key set only after probing for it is guarded
                     keys.append(key.value)
+                else:
+                    scope.kwguarded.setdefault(t.value.id, set()).add(key.value)
             else:
                 scope.kwdicts[t.value.id] = None
 
@@ -639,6 +647,12 @@ class _Scanner:
                 k for k in extra if not (shape.launch and k in LAUNCH_OPTIONS)), dstar=False)
         if ctx.probed & set(shape.keywords):  # keywords passed after probing for them are guarded
             shape = dataclasses.replace(shape, keywords=tuple(k for k in shape.keywords if k not in ctx.probed))
+        guarded = set(ctx.probed)
+        for k in node.keywords:
+            if k.arg is None and isinstance(k.value, ast.Name):
+                guarded |= scope.kwguarded.get(k.value.id, set())
+        if guarded:
+            shape = dataclasses.replace(shape, guarded=frozenset(guarded))
         self.facts.calls.append(CallUse(self.mod.path, node.lineno, func, self.mod, scope.local_imports,
                                         shape, ctx,
                                         cls=self.class_stack[-1] if in_method else None,

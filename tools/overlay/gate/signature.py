@@ -155,6 +155,10 @@ class CallShape:
     # the terminal name of each positional argument before any `*iterable` (`x` for `x`,
     # `a.b.x`), None for another expression: what `shifts.py` compares with core's names
     pos_names: tuple[str | None, ...] = ()
+    # names the plugin probed core for where it makes the call (`if has_argument(C, "x"):
+    # kw["x"] = ...`, `if "x" in inspect.signature(C).parameters: ...`): it passes each one
+    # exactly where core takes it, so none is missing, whatever the branch
+    guarded: frozenset[str] = frozenset()
 
 
 # Options a Triton launcher `kernel[grid](...)` takes besides the kernel's parameters.
@@ -203,7 +207,7 @@ def accepts_call(sig: Signature, call: CallShape) -> list[str]:
             filled.add(kw)
     if not call.star and not call.dstar and not call.launch:
         missing = [p.name for p in positional + sig.kwonly
-                   if not p.has_default and p.name not in filled]
+                   if not p.has_default and p.name not in filled and p.name not in call.guarded]
         if missing:
             problems.append("is missing required argument(s) " + ", ".join(f"'{m}'" for m in missing))
     return problems

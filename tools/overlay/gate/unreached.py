@@ -1,0 +1,129 @@
+"""Plugin helpers the core under test never runs: their findings are warnings.
+
+A plugin keeps code for older cores in private helpers it calls only behind a test of
+core: `if importlib.util.find_spec("vllm.profiler.wrapper") is None: return
+self._setup_legacy_profiler()`, `if getattr(envs, "VLLM_TORCH_PROFILER_DIR", None) is not
+None: ...` (vllm-spyre 1.9.1). Where the gate decides such a test against the core under
+test (conditions.evaluate) the branch does not run, and a private helper (`_name`, no
+dunder) that
+
+- the plugin names only by its definition(s) and by calls inside such branches, and
+- no core file names (core could call it, as an override of a core method),
+
+never runs with this core: what core lacks inside it is no break there. Each finding inside
+it becomes a warning that says which calls were ruled out. A helper named anywhere else
+(another call, a callback, a string, a comment) is left alone: the name search cannot
+tell those apart, so it does not guess.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+from overlay.gate.callers import function_scopes, module_name
+from overlay.gate.conditions import DECIDED, evaluate
+from overlay.gate.findings import Finding
+from overlay.gate.index import TreeIndex
+
+
+def _called_name(call: ast.Call) -> str | None:
+    fn = call.func
+    if isinstance(fn, ast.Name):
+        return fn.id
+    if isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name) and fn.value.id in ("self", "cls"):
+        return fn.attr
+    return None
+
+
+def ruled_out_calls(tree: ast.Module, decide) -> dict[str, list[int]]:
+    """name -> lines of the calls `name(...)` / `self.name(...)` that sit in a branch
+    `decide(test)` (True/False, None when undecided) says does not run."""
+    out: dict[str, list[int]] = {}
+    seen: set[int] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.If):
+            continue
+        taken = decide(node.test)
+        if taken is None:
+            continue
+        for stmt in node.orelse if taken else node.body:
+            for inner in ast.walk(stmt):
+                if isinstance(inner, ast.Call) and id(inner) not in seen:
+                    seen.add(id(inner))
+                    name = _called_name(inner)
+                    if name is not None:
+                        out.setdefault(name, []).append(inner.lineno)
+    return out
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def demote_unreached(found: list[Finding], world: TreeIndex, ev, version: str | None = None) -> list[Finding]:
+    """`found` with every error inside a private helper this core never runs (see the
+    module docstring) made a warning that says why."""
+    env = ev.env
+    if env is None or not any(f.severity == "error" for f in found):
+        return found
+    scopes_by_path: dict[str, list] = {}
+
+    def scopes_of(path: str) -> list:
+        """(first, last, class, def) of every function of the plugin file at `path`."""
+        if path not in scopes_by_path:
+            mod = world.module(module_name(path)) if path.endswith(".py") else None
+            ok = mod is not None and mod.tree is not None and mod.path == path
+            scopes_by_path[path] = function_scopes(mod.tree) if ok else []  # type: ignore[union-attr,arg-type]
+        return scopes_by_path[path]
+
+    ruled_out: dict[str, list[tuple[str, int]]] | None = None
+    verdicts: dict[str, str | None] = {}
+
+    def all_ruled_out() -> dict[str, list[tuple[str, int]]]:
+        nonlocal ruled_out
+        if ruled_out is None:
+            ruled_out = {}
+            for path, i in ev.callers.all_files():
+                if not ev.callers.trees[i][3] or not path.endswith(".py"):
+                    continue  # plugin files only
+                mod = world.module(module_name(path))
+                if mod is None or mod.tree is None or mod.path != path:
+                    continue
+
+                def decide(test, mod=mod):
+                    v = evaluate(test, mod, {}, env)
+                    return bool(v.value) if v.kind == DECIDED else None
+                for name, lines in ruled_out_calls(mod.tree, decide).items():
+                    ruled_out.setdefault(name, []).extend((path, line) for line in lines)
+        return ruled_out
+
+    def unreached(name: str, defs: int) -> str | None:
+        """Why `name` never runs with this core, or None."""
+        if name not in verdicts:
+            verdicts[name] = None
+            if _is_private(name) and not ev.callers.mentions(name):
+                sites = all_ruled_out().get(name, [])
+                if sites and ev.callers.plugin_uses(name) == defs + len(sites):
+                    where = ", ".join(f"{p}:{line}" for p, line in sorted(sites))
+                    verdicts[name] = (f"inside {name}, which the plugin calls only in branches this core "
+                                      f"({version or 'under test'}) does not take ({where}): not run with it")
+        return verdicts[name]
+
+    out = []
+    for f in found:
+        why = None
+        if f.severity == "error":
+            scopes = scopes_of(f.plugin_path)
+            for start, end, _cls, node in scopes:
+                if start <= f.plugin_line <= end:
+                    name = node.name  # type: ignore[attr-defined]
+                    defs = sum(1 for s in scopes if s[3].name == name)  # type: ignore[attr-defined]
+                    why = unreached(name, defs) if _is_private(name) else None
+                    if why:
+                        break
+        if why:
+            f = dataclasses.replace(f, severity="warning", reason=f"{f.reason}; {why}" if f.reason else why)
+        out.append(f)
+    return out
+
