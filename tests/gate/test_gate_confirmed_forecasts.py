@@ -1153,3 +1153,40 @@ def test_a_core_call_through_self_reaches_only_a_subclass_of_its_own_class(run, 
     _, doc, marks = _gate_marks(run, tmp_path, old, new, plugin, "vllm_ascend/scheduler.py", engine="both")
     found = [f for f in marks.get("MULTI", []) if f["engine"] == "checker"]
     assert found and {f["severity"] for f in found} == {severity}, doc["findings"]
+
+
+# vllm-spyre 1.6.0 loads its poolers from vLLM 0.14.0's new module in a `try`, and keeps the
+# older cores' `Pooler.for_embed` in the `except ImportError:` fallback: with a core that has
+# the new module the fallback never runs.
+FALLBACK_PLUGIN = """
+    def build() -> object:
+        try:
+            from vllm.poolers import pooler_for_embed
+        except ImportError:
+            from vllm.pooler import Pooler
+            return Pooler.for_embed()  # FALLBACK: runs only where the try's import fails
+        return pooler_for_embed()
+
+
+    def plain() -> object:
+        from vllm.pooler import Pooler
+        return Pooler.for_embed()  # PLAIN: no fallback
+
+
+    BUILT = build()
+    PLAIN_BUILT = plain()
+"""
+
+
+@needs_mypy
+def test_a_diagnostic_in_an_import_fallback_this_core_does_not_take_is_no_confirmed_forecast(run, tmp_path):
+    pooler_old = "class Pooler:\n    @staticmethod\n    def for_embed() -> object:\n        return object()\n"
+    poolers = "def pooler_for_embed() -> object:\n    return object()\n"
+    old = _release(tmp_path, "1.0", {"vllm/pooler.py": pooler_old, "vllm/poolers.py": poolers})
+    new = _release(tmp_path, "2.0", {"vllm/pooler.py": "class Pooler:\n    pass\n", "vllm/poolers.py": poolers})
+    plugin = _loaded_plugin(tmp_path, "pool", FALLBACK_PLUGIN)
+    _, doc, marks = _gate_marks(run, tmp_path, old, new, plugin, "vllm_ascend/pool.py")
+    [fallback] = [f for f in marks.get("FALLBACK", []) if f["engine"] == "checker"]
+    assert fallback["severity"] == "warning" and "except ImportError" in fallback["reason"], fallback
+    [plain] = [f for f in marks.get("PLAIN", []) if f["engine"] == "checker"]
+    assert plain["severity"] == "error", plain  # the same diagnostic outside a fallback is confirmed

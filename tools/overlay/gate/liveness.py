@@ -65,7 +65,7 @@ def judge_sites(core_src: TreeSource, plugin_src: TreeSource, sites: list[tuple[
         core = TreeIndex(core_src, cache.core, packages=core_packages, asts=cache.asts)
         ctx = context(core_src, plugin_src, core, version, cache, core_packages, plugin_packages, say)
         say(f"judging {len(sites)} checker site(s): does their code run?")
-        judge = Liveness(ctx, plugin_src)
+        judge = Liveness(ctx, plugin_src, core)
         replaced = {r.attr for r in ctx.facts.replacements if not r.in_class}
         below = Subclasses((core_src, plugin_src))
         out = {}
@@ -102,9 +102,11 @@ def judge_sites(core_src: TreeSource, plugin_src: TreeSource, sites: list[tuple[
 
 
 class Liveness:
-    def __init__(self, ctx: Context, plugin_src: TreeSource) -> None:
+    def __init__(self, ctx: Context, plugin_src: TreeSource, core: TreeIndex | None = None) -> None:
         self.ctx = ctx
         self.plugin_src = plugin_src
+        self.core = core
+        self._fallbacks: dict[str, dict[int, str]] = {}
         self.callers = ctx.ev.callers
         self.startup = ctx.ev.startup
         self._scopes: dict[str, list | None] = {}
@@ -124,6 +126,9 @@ class Liveness:
             return False, "the file does not parse"
         if line in self._type_checking_lines(path):
             return False, "under `if TYPE_CHECKING:`: a type checker reads it, nothing runs it"
+        fallback = self._fallback_lines(path).get(line)
+        if fallback:
+            return False, fallback
         where = innermost(scopes, line)
         if where is None:
             return True, f"module or class level of {module}, which start-up imports"
@@ -153,6 +158,37 @@ class Liveness:
                         lines.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
             self._type_checking[path] = frozenset(lines)
         return self._type_checking[path]
+
+    def _fallback_lines(self, path: str) -> dict[int, str]:
+        """Lines of the `except ImportError:` (or ModuleNotFoundError) handlers of a `try`
+        whose core imports this core all has: the fallback for other cores never runs here.
+        A handler that also catches other errors (`Exception`, bare) may run for them."""
+        if path not in self._fallbacks:
+            out: dict[int, str] = {}
+            facts = self.ctx.facts
+            starts = {line: tid for tid, (p, line) in facts.try_lines.items() if p == path}
+            body: dict[int, list] = {}
+            for use in facts.imports if starts and self.core is not None else ():
+                if use.ctx.guard is not None and use.ctx.guard[1] == "body":
+                    body.setdefault(use.ctx.guard[0], []).append(use)
+            try:
+                tree = ast.parse(self.plugin_src.read(path) or b"") if body else None
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                tree = None
+            for node in ast.walk(tree) if tree is not None else ():
+                uses = body.get(starts.get(node.lineno, -1), []) if isinstance(node, ast.Try) else []
+                if not uses or not all(checks._lookup_import(self.core, u).status == "found"  # type: ignore[arg-type]
+                                       for u in uses):
+                    continue
+                why = (f"in the `except ImportError:` fallback of the try at line {node.lineno}, whose "
+                       f"import of {uses[0].module} this core has: the fallback does not run")
+                for h in node.handlers:
+                    kinds = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type] if h.type else []
+                    names = {(dotted(k) or "").split(".")[-1] for k in kinds}
+                    if names and names <= {"ImportError", "ModuleNotFoundError"}:
+                        out.update((n, why) for n in range(h.lineno, (h.end_lineno or h.lineno) + 1))
+            self._fallbacks[path] = out
+        return self._fallbacks[path]
 
     def _scopes_of(self, path: str) -> list | None:
         if path not in self._scopes:
