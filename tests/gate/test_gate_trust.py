@@ -340,6 +340,38 @@ def test_start_up_chain_decides_error_or_warning_and_is_the_reason(tmp_path):
     assert warn.severity == "warning" and "opt-in" in warn.reason
 
 
+def test_a_worker_named_by_an_f_string_with_a_conditional_part_is_on_the_start_up_chain(tmp_path):
+    """vllm-spyre 0.4.1 names its worker for core to build with
+    f'vllm_spyre{".v1" if envs.VLLM_USE_V1 else ""}.worker.spyre_worker.SpyreWorker': each
+    string the parts can make names a module start-up loads (both, the switch is not core's)."""
+    core = {"vllm/kv.py": "X = 1\n"}
+    plugin = {
+        "setup.py": SETUP,
+        "vllm_ascend/__init__.py": """
+            def register():
+                return "vllm_ascend.platform.NPUPlatform"
+        """,
+        "vllm_ascend/platform.py": """
+            import os
+
+
+            class NPUPlatform:
+                @classmethod
+                def check_and_update_config(cls, config):
+                    v1 = os.environ.get("V1") == "1"
+                    config.worker_cls = f'vllm_ascend{".v1" if v1 else ""}.worker.NPUWorker'
+        """,
+        "vllm_ascend/worker.py": "from vllm.kv import Gone\n",
+        "vllm_ascend/v1/__init__.py": "",
+        "vllm_ascend/v1/worker.py": "from vllm.kv import AlsoGone\n",
+        "vllm_ascend/other.py": "from vllm.kv import Elsewhere\n",
+    }
+    by_path = {f.plugin_path: f for f in gate(tmp_path, core, plugin).findings}
+    assert by_path["vllm_ascend/worker.py"].severity == "error", by_path["vllm_ascend/worker.py"].reason
+    assert by_path["vllm_ascend/v1/worker.py"].severity == "error", by_path["vllm_ascend/v1/worker.py"].reason
+    assert by_path["vllm_ascend/other.py"].severity == "warning"  # nothing names it
+
+
 # ----------------------------------------------------------------------------- missing modules
 
 

@@ -321,6 +321,35 @@ def _literal_keys(value: ast.expr) -> list[str] | None:
     return None
 
 
+def _string_options(expr: ast.expr, depth: int = 0) -> list[str] | None:
+    """The strings `expr` can be: a string constant, or a conditional expression between
+    such (each arm, whatever the test); None for anything else."""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        return [expr.value]
+    if isinstance(expr, ast.IfExp) and depth < 4:
+        body, orelse = _string_options(expr.body, depth + 1), _string_options(expr.orelse, depth + 1)
+        return body + orelse if body is not None and orelse is not None else None
+    return None
+
+
+def _fstring_texts(node: ast.JoinedStr, limit: int = 8) -> list[str]:
+    """Every text an f-string can make when each of its parts is a string constant or a
+    plain `{...}` of string options (`f'pkg{".v1" if v1 else ""}.worker.W'`); [] otherwise
+    or past `limit` texts."""
+    texts = [""]
+    for part in node.values:
+        if isinstance(part, ast.FormattedValue) and part.conversion == -1 and part.format_spec is None:
+            options = _string_options(part.value)
+        else:
+            options = _string_options(part)
+        if options is None:
+            return []
+        texts = [t + o for t in texts for o in options]
+        if len(texts) > limit:
+            return []
+    return texts
+
+
 def _suppresses_import_error(expr: ast.expr) -> bool:
     """`contextlib.suppress(ImportError, ...)` (or `suppress(...)` imported by name)."""
     if not (isinstance(expr, ast.Call) and (dotted(expr.func) or "").split(".")[-1] == "suppress"):
@@ -562,6 +591,11 @@ class _Scanner:
                         and all(p.isidentifier() for p in text.replace(":", ".").split(".")):
                     self.ref(text.replace(":", "."))
                 continue
+            if isinstance(node, ast.JoinedStr):  # f'pkg{".v1" if x else ""}.mod.Cls': every text it can make
+                for text in _fstring_texts(node):
+                    if "." in text and len(text) < 200 and text.split(".")[0] in self.env.world.packages \
+                            and all(p.isidentifier() for p in text.replace(":", ".").split(".")):
+                        self.ref(text.replace(":", "."))
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 self.facts.name_reads.setdefault((self.mod.name, node.id), set()).add(ctx.guard is not None)
             if isinstance(node, ast.Call):
