@@ -556,29 +556,39 @@ def _plugin_sdist(pypi: Path, version: str, files: dict[str, str], dist: str = "
             tar.addfile(info, io.BytesIO(data))
 
 
+def _eval_release_both(tmp_path, capsys, dist: str, version: str, declares: dict[str, str],
+                       before: tuple[str, ...], name: str = "r-vs-0.26.0") -> tuple[int, str, str]:
+    """`gate-eval --engine both` on one pairing `name` of the plugin release archive
+    `dist==version` (declaring its core through `declares`), whose `free(1, 2)` breaks where core's
+    `free` lost `b`: in 0.25.0 and 0.26.0, not in the releases `before` (the declared one among them)."""
+    pytest.importorskip("mypy")
+    from overlay.cli import main
+
+    package = dist.replace("-", "_")
+    mirror = tmp_path / "mirror"
+    (mirror / "pypi").mkdir(parents=True)
+    _plugin_sdist(mirror / "pypi", version, {
+        **declares, f"{package}/__init__.py": "",
+        f"{package}/worker.py": "from vllm.pool import free\n\n\ndef run() -> None:\n    free(1, 2)\n"}, dist=package)
+    two, one = "def free(a: int, b: int) -> None:\n    pass\n", "def free(a: int) -> None:\n    pass\n"
+    for core, pool in {**dict.fromkeys(before, two), "0.25.0": one, "0.26.0": one}.items():
+        _sdist(mirror / "pypi", core, {"vllm/pool.py": pool})
+    body = (f'pairings:\n  - name: {name}\n    plugin: "{dist}=={version}"\n    core: "0.26.0"\n'
+            f'    truth:\n      - item: "free lost b"\n        keys: ["call:vllm.pool.free @ {package}/worker.py"]\n'
+            '        reach: true\n        reason: "r"\n')
+    rc = main(["--root", str(tmp_path), "gate-eval", "--mirror", str(mirror), "--engine", "both",
+               "--classification", str(write(tmp_path, body))])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
 def test_gate_eval_gates_a_plugin_release_archive_end_to_end(tmp_path, capsys):
     """`plugin: vllm-ascend==VERSION` gates the release archive in the mirror's pypi/ (no
     plugin repository needed), and the checker diffs from the core the archive declares
     (0.24.0), not from the release before the pairing's (0.25.0, where the break already is):
     only then do both engines agree."""
-    pytest.importorskip("mypy")
-    from overlay.cli import main
-
-    mirror = tmp_path / "mirror"
-    (mirror / "pypi").mkdir(parents=True)
-    _plugin_sdist(mirror / "pypi", "0.9.0rc1", {
-        ".github/vllm-release-tag.commit": "v0.24.0\n",
-        "vllm_ascend/__init__.py": "",
-        "vllm_ascend/worker.py": "from vllm.pool import free\n\n\ndef run() -> None:\n    free(1, 2)\n"})
-    two, one = "def free(a: int, b: int) -> None:\n    pass\n", "def free(a: int) -> None:\n    pass\n"
-    for version, pool in {"0.24.0": two, "0.25.0": one, "0.26.0": one}.items():
-        _sdist(mirror / "pypi", version, {"vllm/pool.py": pool})
-    body = ('pairings:\n  - name: r-vs-0.26.0\n    plugin: "vllm-ascend==0.9.0rc1"\n    core: "0.26.0"\n'
-            '    truth:\n      - item: "free lost b"\n        keys: ["call:vllm.pool.free @ vllm_ascend/worker.py"]\n'
-            '        reach: true\n        reason: "r"\n')
-    rc = main(["--root", str(tmp_path), "gate-eval", "--mirror", str(mirror), "--engine", "both",
-               "--classification", str(write(tmp_path, body))])
-    out, err = capsys.readouterr()
+    rc, out, err = _eval_release_both(tmp_path, capsys, "vllm-ascend", "0.9.0rc1",
+                                      {".github/vllm-release-tag.commit": "v0.24.0\n"}, ("0.24.0",))
     assert "engines (r-vs-0.26.0): 1 agreed (both), 0 hand-only error(s)" in out, out + err
     assert "recall on truth items as errors or forecasts 100% (1/1)" in out
     assert rc == 1  # the agreed error is not classified yet
@@ -589,25 +599,10 @@ def test_gate_eval_gates_another_plugins_release_archive_from_its_declared_requi
     tag file; its pyproject admits `vllm>=0.23.0,<0.24.1`) is gated like vllm-ascend's, and the
     checker diffs from the newest release the requirement admits (0.24.0), not from the one
     before the pairing's (0.25.0, where the break already is): only then do both engines agree."""
-    pytest.importorskip("mypy")
-    from overlay.cli import main
-
-    mirror = tmp_path / "mirror"
-    (mirror / "pypi").mkdir(parents=True)
-    _plugin_sdist(mirror / "pypi", "2.0.0rc3", {
-        "pyproject.toml": '[project]\nname = "vllm-spyre"\ndependencies = ["torch", "vllm>=0.23.0,<0.24.1"]\n',
-        "vllm_spyre/__init__.py": "",
-        "vllm_spyre/worker.py": "from vllm.pool import free\n\n\ndef run() -> None:\n    free(1, 2)\n"},
-        dist="vllm_spyre")
-    two, one = "def free(a: int, b: int) -> None:\n    pass\n", "def free(a: int) -> None:\n    pass\n"
-    for version, pool in {"0.23.0": two, "0.24.0": two, "0.25.0": one, "0.26.0": one}.items():
-        _sdist(mirror / "pypi", version, {"vllm/pool.py": pool})
-    body = ('pairings:\n  - name: s-vs-0.26.0\n    plugin: "vllm-spyre==2.0.0rc3"\n    core: "0.26.0"\n'
-            '    truth:\n      - item: "free lost b"\n        keys: ["call:vllm.pool.free @ vllm_spyre/worker.py"]\n'
-            '        reach: true\n        reason: "r"\n')
-    rc = main(["--root", str(tmp_path), "gate-eval", "--mirror", str(mirror), "--engine", "both",
-               "--classification", str(write(tmp_path, body))])
-    out, err = capsys.readouterr()
+    rc, out, err = _eval_release_both(
+        tmp_path, capsys, "vllm-spyre", "2.0.0rc3",
+        {"pyproject.toml": '[project]\nname = "vllm-spyre"\ndependencies = ["torch", "vllm>=0.23.0,<0.24.1"]\n'},
+        ("0.23.0", "0.24.0"), name="s-vs-0.26.0")
     assert "engines (s-vs-0.26.0): 1 agreed (both), 0 hand-only error(s)" in out, out + err
     assert "recall on truth items as errors or forecasts 100% (1/1)" in out
     assert rc == 1  # the agreed error is not classified yet

@@ -81,7 +81,7 @@ def _missing_module(core: TreeIndex, module: str) -> Lookup:
     return Lookup("missing", module, "", 0, kind="no-module", reason=f"core has no module {module}")
 
 
-def _lookup_import(core: TreeIndex, use: ImportUse) -> Lookup:
+def lookup_import(core: TreeIndex, use: ImportUse) -> Lookup:
     mod = core.module(use.module)
     if mod is None:
         return _missing_module(core, use.module)
@@ -139,7 +139,7 @@ def check_imports(facts: PluginFacts, core: TreeIndex, ev: Evidence) -> list[Fin
     groups: dict[int, dict[str, list[tuple[ImportUse, Lookup]]]] = defaultdict(lambda: defaultdict(list))
     plain: list[tuple[ImportUse, Lookup]] = []
     for use in facts.imports:
-        res = _lookup_import(core, use)
+        res = lookup_import(core, use)
         if use.ctx.guard is not None:
             tid, branch = use.ctx.guard
             groups[tid][branch].append((use, res))

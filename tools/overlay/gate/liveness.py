@@ -102,14 +102,16 @@ def judge_sites(core_src: TreeSource, plugin_src: TreeSource, sites: list[tuple[
 
 
 class Liveness:
-    def __init__(self, ctx: Context, plugin_src: TreeSource, core: TreeIndex | None = None) -> None:
+    def __init__(self, ctx: Context, plugin_src: TreeSource, core: TreeIndex) -> None:
         self.ctx = ctx
         self.plugin_src = plugin_src
         self.core = core
-        self._fallbacks: dict[str, dict[int, str]] = {}
         self.callers = ctx.ev.callers
         self.startup = ctx.ev.startup
+        self._trees: dict[str, ast.Module | None] = {}
         self._scopes: dict[str, list | None] = {}
+        self._fallbacks: dict[str, dict[int, str]] = {}
+        self._try_imports: dict[int, list] | None = None
         self._type_checking: dict[str, frozenset[int]] = {}
         self._lines: dict[str, list[str]] = {}
         self._memo: dict[tuple, Answer] = {}
@@ -148,10 +150,7 @@ class Liveness:
         checker reads them as running, Python never runs them."""
         if path not in self._type_checking:
             lines: set[int] = set()
-            try:
-                tree = ast.parse(self.plugin_src.read(path) or b"")
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                tree = None
+            tree = self._tree(path)
             for node in ast.walk(tree) if tree is not None else ():
                 if isinstance(node, ast.If) and dotted(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
                     for stmt in node.body:
@@ -165,20 +164,18 @@ class Liveness:
         A handler that also catches other errors (`Exception`, bare) may run for them."""
         if path not in self._fallbacks:
             out: dict[int, str] = {}
-            facts = self.ctx.facts
-            starts = {line: tid for tid, (p, line) in facts.try_lines.items() if p == path}
-            body: dict[int, list] = {}
-            for use in facts.imports if starts and self.core is not None else ():
-                if use.ctx.guard is not None and use.ctx.guard[1] == "body":
-                    body.setdefault(use.ctx.guard[0], []).append(use)
-            try:
-                tree = ast.parse(self.plugin_src.read(path) or b"") if body else None
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                tree = None
+            if self._try_imports is None:  # try id -> the core imports of its body, once per run
+                self._try_imports = {}
+                for use in self.ctx.facts.imports:
+                    if use.ctx.guard is not None and use.ctx.guard[1] == "body":
+                        self._try_imports.setdefault(use.ctx.guard[0], []).append(use)
+            starts = {line: tid for tid, (p, line) in self.ctx.facts.try_lines.items()
+                      if p == path and tid in self._try_imports}
+            tree = self._tree(path) if starts else None
             for node in ast.walk(tree) if tree is not None else ():
-                uses = body.get(starts.get(node.lineno, -1), []) if isinstance(node, ast.Try) else []
-                if not uses or not all(checks._lookup_import(self.core, u).status == "found"  # type: ignore[arg-type]
-                                       for u in uses):
+                uses = self._try_imports[starts[node.lineno]] \
+                    if isinstance(node, ast.Try) and node.lineno in starts else []
+                if not uses or not all(checks.lookup_import(self.core, u).status == "found" for u in uses):
                     continue
                 why = (f"in the `except ImportError:` fallback of the try at line {node.lineno}, whose "
                        f"import of {uses[0].module} this core has: the fallback does not run")
@@ -190,13 +187,19 @@ class Liveness:
             self._fallbacks[path] = out
         return self._fallbacks[path]
 
+    def _tree(self, path: str) -> ast.Module | None:
+        """The plugin file's syntax tree, parsed once per run (None: it does not parse)."""
+        if path not in self._trees:
+            try:
+                self._trees[path] = ast.parse(self.plugin_src.read(path) or b"")
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                self._trees[path] = None
+        return self._trees[path]
+
     def _scopes_of(self, path: str) -> list | None:
         if path not in self._scopes:
-            data = self.plugin_src.read(path) or b""
-            try:
-                self._scopes[path] = function_scopes(ast.parse(data))
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                self._scopes[path] = None
+            tree = self._tree(path)
+            self._scopes[path] = function_scopes(tree) if tree is not None else None
         return self._scopes[path]
 
     def function(self, module: str, cls: str | None, func: str, depth: int) -> Answer:

@@ -22,6 +22,7 @@ import ast
 import dataclasses
 
 from overlay.gate.callers import function_scopes, module_name
+from overlay.gate.checks import Evidence
 from overlay.gate.conditions import DECIDED, evaluate
 from overlay.gate.findings import Finding
 from overlay.gate.index import TreeIndex
@@ -61,7 +62,8 @@ def _is_private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
 
-def demote_unreached(found: list[Finding], world: TreeIndex, ev, version: str | None = None) -> list[Finding]:
+def demote_unreached(found: list[Finding], world: TreeIndex, ev: Evidence,
+                     version: str | None = None) -> list[Finding]:
     """`found` with every error inside a private helper this core never runs (see the
     module docstring) made a warning that says why."""
     env = ev.env
@@ -78,7 +80,7 @@ def demote_unreached(found: list[Finding], world: TreeIndex, ev, version: str | 
         return scopes_by_path[path]
 
     ruled_out: dict[str, list[tuple[str, int]]] | None = None
-    verdicts: dict[str, str | None] = {}
+    verdicts: dict[tuple[str, int], str | None] = {}  # (name, defs in the finding's file) -> why
 
     def all_ruled_out() -> dict[str, list[tuple[str, int]]]:
         nonlocal ruled_out
@@ -100,15 +102,16 @@ def demote_unreached(found: list[Finding], world: TreeIndex, ev, version: str | 
 
     def unreached(name: str, defs: int) -> str | None:
         """Why `name` never runs with this core, or None."""
-        if name not in verdicts:
-            verdicts[name] = None
-            if _is_private(name) and not ev.callers.mentions(name):
+        key = (name, defs)
+        if key not in verdicts:
+            verdicts[key] = None
+            if not ev.callers.mentions(name):
                 sites = all_ruled_out().get(name, [])
                 if sites and ev.callers.plugin_uses(name) == defs + len(sites):
                     where = ", ".join(f"{p}:{line}" for p, line in sorted(sites))
-                    verdicts[name] = (f"inside {name}, which the plugin calls only in branches this core "
-                                      f"({version or 'under test'}) does not take ({where}): not run with it")
-        return verdicts[name]
+                    verdicts[key] = (f"inside {name}, which the plugin calls only in branches this core "
+                                     f"({version or 'under test'}) does not take ({where}): not run with it")
+        return verdicts[key]
 
     out = []
     for f in found:
