@@ -251,3 +251,8 @@ def test_agreement_does_not_make_an_unreached_or_no_op_warning_an_error(tmp_path
     # the plugin's runner overrides)
     declared = replace(warn, kind="override", summary="A.f lacks core parameter 'x' (declared; no core caller seen)")
     assert [(f.engine, f.severity) for f in combine([declared], [chk], shapes, on_path)] == [("both", "warning")]
+    # a site inside a private helper the plugin calls only in branches this core does not
+    # take (unreached.py; real: vllm-ascend 0.10.1rc1's _pool_v010 on 0.10.2)
+    from overlay.gate.unreached import demote_reason
+    helper = replace(warn, severity="warning", reason=demote_reason("_pool_v010", "0.10.2", ["vllm_ascend/runner.py:3"]))
+    assert [(f.engine, f.severity) for f in combine([helper], [chk], shapes, on_path)] == [("both", "warning")]

@@ -608,6 +608,36 @@ def test_gate_eval_gates_another_plugins_release_archive_from_its_declared_requi
     assert rc == 1  # the agreed error is not classified yet
 
 
+def test_gate_eval_gates_a_plugin_whose_archive_declares_its_core_in_pkg_info(tmp_path, capsys):
+    """`plugin: vllm-rbln==VERSION`: a plugin whose archive has no pyproject (vllm-rbln ships
+    wheels; the archive holds their files as an sdist does) declares its core in PKG-INFO's
+    `Requires-Dist: vllm==0.24.0+cpu` (a local build of 0.24.0): the checker diffs from 0.24.0,
+    not from 0.25.0 (where the break already is), so both engines agree."""
+    rc, out, err = _eval_release_both(
+        tmp_path, capsys, "vllm-rbln", "0.11.2a6",
+        {"PKG-INFO": "Metadata-Version: 2.4\nName: vllm-rbln\nVersion: 0.11.2a6\n"
+                     "Requires-Dist: torch\nRequires-Dist: vllm==0.24.0+cpu\n"
+                     "Requires-Dist: vllm[audio]; extra == \"audio\"\n\nlong description\n"},
+        ("0.23.0", "0.24.0"), name="b-vs-0.26.0")
+    assert "engines (b-vs-0.26.0): 1 agreed (both), 0 hand-only error(s)" in out, out + err
+    assert rc == 1  # the agreed error is not classified yet
+
+
+@pytest.mark.parametrize("pkg_info", ["Requires-Dist: vllm==../../x\n", "Requires-Dist: vllm @ file:///x\n",
+                                      "\x00" * 10, "Name: x\nRequires-Dist: vllm>=9.0\n", "Requires-Dist: [\n"])
+def test_a_broken_or_hostile_pkg_info_is_no_declaration(tmp_path, pkg_info):
+    from overlay.commands.gate_eval import declared_core
+
+    pypi = tmp_path / "pypi"
+    pypi.mkdir()
+    for v in ("0.9.0", "0.10.0"):
+        _sdist(pypi, v, {})
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    (plugin / "PKG-INFO").write_text(pkg_info)
+    assert declared_core(tmp_path, plugin, "0.11.0") == "0.10.0"
+
+
 @pytest.mark.parametrize("pyproject", ['[project]\ndependencies = ["vllm>=0.9.0,<0.10.1"]\n',
                                        '[project]\ndependencies = ["vllm[audio] >=0.9.0, <=0.10.0 ; python_version>\'3\'"]\n'])
 def test_the_checker_starts_from_the_newest_release_the_plugins_requirement_admits(tmp_path, pyproject):

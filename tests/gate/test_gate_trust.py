@@ -648,6 +648,33 @@ def test_entry_points_from_setup_py_pyproject_and_setup_cfg(tmp_path):
     assert [(e.module, e.attr) for e in entry_points(DirSource(root))] == [("vllm_ascend.plugin", "register")]
 
 
+def test_entry_points_from_the_egg_info_an_archive_carries(tmp_path):
+    """An archive without setup.py, pyproject or setup.cfg entry points (one made from a
+    wheel) names them in `<Name>.egg-info/entry_points.txt`, the Name from PKG-INFO; names
+    keep their case, and a broken file or a Name that is a path reads as none."""
+    from overlay.gate.source import DirSource
+    from overlay.gate.startup import entry_points
+
+    eps = """
+        [vllm.general_plugins]
+        rbln_Ops = vllm_rbln:register_ops
+
+        [vllm.platform_plugins]
+        rbln = vllm_rbln:register
+    """
+    root = gatekit.tree(tmp_path / "a", {"PKG-INFO": "Metadata-Version: 2.4\nName: vllm-rbln\nVersion: 1\n",
+                                         "vllm_rbln.egg-info/entry_points.txt": eps})
+    assert [(e.group, e.name, e.module, e.attr) for e in entry_points(DirSource(root))] == [
+        ("vllm.general_plugins", "rbln_Ops", "vllm_rbln", "register_ops"),
+        ("vllm.platform_plugins", "rbln", "vllm_rbln", "register")]
+    for i, (pkg_info, text) in enumerate((("Name: ../vllm-rbln\n", eps), ("Name: vllm-rbln\n", "[x\n= y"),
+                                          ("Name: vllm-rbln\n", "[a]\nx = m:f\n[a]\ny = m:g\n"))):
+        root = gatekit.tree(tmp_path / f"h{i}", {"PKG-INFO": pkg_info, "vllm_rbln.egg-info/entry_points.txt": text,
+                                                 "../vllm_rbln.egg-info/entry_points.txt": eps} if i == 0 else
+                            {"PKG-INFO": pkg_info, "vllm_rbln.egg-info/entry_points.txt": text})
+        assert entry_points(DirSource(root)) == (), pkg_info
+
+
 def test_a_typed_call_core_itself_could_not_take_is_meant_for_another_class(tmp_path):
     core = {"vllm/quant.py": """
         class QuantizeMethodBase:

@@ -74,7 +74,7 @@ def declared_core(mirror: Path, plugin: Path, core: str) -> str | None:
     release tag file or Dockerfile tag), else the newest release in the mirror older than the
     pairing's that its pyproject's core requirement admits, else the newest older one (the
     one it ran on)."""
-    from packaging.specifiers import SpecifierSet
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
 
     declared = baseline_trees.declared_release(plugin)
@@ -90,8 +90,12 @@ def declared_core(mirror: Path, plugin: Path, core: str) -> str | None:
         if v < Version(core):
             older.append(v)
     admitted = baseline_trees.declared_requirement(plugin)
-    if admitted:
-        within = [v for v in older if SpecifierSet(admitted, prereleases=True).contains(v)]
+    try:
+        spec = SpecifierSet(admitted, prereleases=True) if admitted else None
+    except InvalidSpecifier:
+        spec = None
+    if spec is not None:
+        within = [v for v in older if spec.contains(v)]
         older = within or older
     return str(max(older)) if older else None
 

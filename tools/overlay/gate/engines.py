@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable
 
 from overlay.gate.checker import Diagnostic
-from overlay.gate.findings import NO_CORE_CALLER, Finding
+from overlay.gate.findings import NO_CORE_CALLER, NOT_RUN_WITH_CORE, Finding
 from overlay.gate.source import TreeSource
 
 NEAR = 3  # lines between a hand site and a checker site that name the same thing
@@ -312,9 +312,11 @@ def combine(hand: Iterable[Finding], checked: Iterable[Finding], shapes: PluginS
             matched.update(agree)
             words = "; ".join(first_line(checked[i].message) for i in agree[:3])
             # Agreeing that code is broken says nothing of whether it runs: a hand warning
-            # in a module start-up does not load, on a patch that does nothing, or with no
-            # core caller seen (the checker's override check sees no caller either) stays one.
+            # in a module start-up does not load, on a patch that does nothing, with no core
+            # caller seen (the checker's override check sees no caller either), or inside a
+            # helper this core never runs (unreached.py) stays one.
             live = h.severity == "error" or (h.kind != "patch-target" and NO_CORE_CALLER not in h.summary + h.message
+                                             and NOT_RUN_WITH_CORE not in h.reason
                                              and (loaded is None or module_of(h.plugin_path) in loaded))
             out.append(replace(h, severity="error" if live else h.severity, engine="both", confidence="high",
                                reason=f"{h.reason}; the checker agrees: {words}" if h.reason else

@@ -21,6 +21,8 @@ SEVERITIES = ("error", "warning", "info")
 # A hand finding checked only against what core declares, no call site of core seen: the
 # checker agreeing on the signature adds no caller, so agreement leaves it a warning.
 NO_CORE_CALLER = "no core caller seen"
+# unreached.py's words for a site inside a helper this core never runs (engines.combine reads them)
+NOT_RUN_WITH_CORE = "not run with it"
 SUMMARY_MAX = 160  # one text line per finding; the whole story is in the JSON `message`
 
 

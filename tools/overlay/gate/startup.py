@@ -1,7 +1,8 @@
 """Which plugin modules run when core loads the plugin: the start-up import graph.
 
 Core loads a plugin through its entry points (`vllm.platform_plugins`,
-`vllm.general_plugins`, ... in setup.py, setup.cfg or pyproject.toml). From those
+`vllm.general_plugins`, ... in setup.py, setup.cfg or pyproject.toml, else in the
+`<Name>.egg-info/entry_points.txt` an archive built from a wheel carries). From those
 modules the graph follows every import of a plugin module (at any scope, in the
 branches that run) and every dotted string naming one (`"vllm_ascend.worker.worker.NPUWorker"`,
 the way platforms name their worker classes). A module no chain reaches is opt-in
@@ -82,12 +83,39 @@ def _setup_cfg(data: bytes) -> list[tuple[str, str]]:
             for line in text.splitlines() if line.strip()]
 
 
+_DIST_NAME = re.compile(r"^Name:[ \t]*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)[ \t]*$", re.MULTILINE)
+
+
+def _entry_points_txt(data: bytes) -> list[tuple[str, str]]:
+    """(group, "name = module:attr") from an entry_points.txt: one section per group."""
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.optionxform = str  # type: ignore[assignment,method-assign]  # entry point names keep their case
+    try:
+        cfg.read_string(data.decode("utf-8", errors="replace"))
+    except configparser.Error:
+        return []
+    return [(g, f"{n} = {v}") for g in cfg.sections() for n, v in cfg.items(g)]
+
+
+def _egg_info(source: TreeSource) -> list[tuple[str, str]]:
+    """The entry points of `<Name>.egg-info/entry_points.txt`, Name read from PKG-INFO (how
+    setuptools names the folder); a Name that is not a plain distribution name reads as none."""
+    meta = source.read("PKG-INFO")
+    name = _DIST_NAME.search(meta.decode("utf-8", errors="replace")) if meta else None
+    if name is None:
+        return []
+    data = source.read(f"{re.sub(r'[-.]+', '_', name.group(1))}.egg-info/entry_points.txt")
+    return _entry_points_txt(data) if data else []
+
+
 def entry_points(source: TreeSource) -> tuple[EntryPoint, ...]:
     found: list[tuple[str, str]] = []
     for path, read in (("setup.py", _setup_py), ("pyproject.toml", _pyproject), ("setup.cfg", _setup_cfg)):
         data = source.read(path)
         if data:
             found += read(data)
+    if not found:  # an archive made from a wheel: its metadata is all that names them
+        found = _egg_info(source)
     out = []
     for group, line in found:
         m = ENTRY.match(line)

@@ -24,7 +24,7 @@ import dataclasses
 from overlay.gate.callers import function_scopes, module_name
 from overlay.gate.checks import Evidence
 from overlay.gate.conditions import DECIDED, evaluate
-from overlay.gate.findings import Finding
+from overlay.gate.findings import NOT_RUN_WITH_CORE, Finding
 from overlay.gate.index import TreeIndex
 
 
@@ -56,6 +56,12 @@ def ruled_out_calls(tree: ast.Module, decide) -> dict[str, list[int]]:
                     if name is not None:
                         out.setdefault(name, []).append(inner.lineno)
     return out
+
+
+def demote_reason(name: str, version: str | None, sites: list[str]) -> str:
+    """What a demoted finding says: which calls were ruled out, ending in NOT_RUN_WITH_CORE."""
+    return (f"inside {name}, which the plugin calls only in branches this core ({version or 'under test'}) "
+            f"does not take ({', '.join(sites)}): {NOT_RUN_WITH_CORE}")
 
 
 def _is_private(name: str) -> bool:
@@ -108,9 +114,7 @@ def demote_unreached(found: list[Finding], world: TreeIndex, ev: Evidence,
             if not ev.callers.mentions(name):
                 sites = all_ruled_out().get(name, [])
                 if sites and ev.callers.plugin_uses(name) == defs + len(sites):
-                    where = ", ".join(f"{p}:{line}" for p, line in sorted(sites))
-                    verdicts[key] = (f"inside {name}, which the plugin calls only in branches this core "
-                                     f"({version or 'under test'}) does not take ({where}): not run with it")
+                    verdicts[key] = demote_reason(name, version, [f"{p}:{line}" for p, line in sorted(sites)])
         return verdicts[key]
 
     out = []

@@ -52,28 +52,36 @@ PYPROJECT_MAX = 256 * 1024
 
 def declared_requirement(plugin_tree: Path, core: str = "vllm") -> str | None:
     """The core versions the plugin tree's pyproject.toml admits, as its `[project]
-    dependencies` spell them (`>=0.17.1,<0.17.2`), read as data; None when it names none
-    or the file does not parse. Plugins without a release tag file (vllm-spyre) declare
-    their core this way."""
+    dependencies` spell them (`>=0.17.1,<0.17.2`), else as PKG-INFO's unconditional
+    `Requires-Dist` does, read as data; None when neither names one or the file does not
+    parse. Plugins without a release tag file (vllm-spyre, vllm-rbln) declare their core
+    this way."""
     import tomllib
 
     from packaging.requirements import InvalidRequirement, Requirement
 
     text = _read_in_tree(plugin_tree, "pyproject.toml", PYPROJECT_MAX)
-    if not text:
-        return None
-    try:
-        deps = tomllib.loads(text).get("project", {}).get("dependencies", [])
-    except (tomllib.TOMLDecodeError, AttributeError):
-        return None
+    deps: object = []
+    if text:
+        try:
+            deps = tomllib.loads(text).get("project", {}).get("dependencies", [])
+        except (tomllib.TOMLDecodeError, AttributeError):
+            deps = []
+    if not deps:  # an archive without pyproject (made from a wheel): its metadata's Requires-Dist
+        meta = _read_in_tree(plugin_tree, "PKG-INFO", PYPROJECT_MAX)
+        deps = _REQUIRES_DIST.findall(meta) if meta else []
     for dep in deps if isinstance(deps, list) else []:
         try:
             req = Requirement(str(dep))
         except InvalidRequirement:
             continue
-        if req.name.lower() == core and str(req.specifier):
-            return str(req.specifier)
+        if req.name.lower() == core and str(req.specifier) and "extra" not in str(req.marker or ""):
+            # `vllm==0.13.0+cpu` is a local build of 0.13.0: the release is what the mirror has
+            return ",".join(str(s).split("+")[0] for s in req.specifier)
     return None
+
+
+_REQUIRES_DIST = re.compile(r"^Requires-Dist:[ \t]*(.+?)[ \t]*$", re.MULTILINE)
 
 
 @contextmanager
