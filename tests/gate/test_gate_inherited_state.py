@@ -142,6 +142,40 @@ def test_no_finding_when_the_plugin_calls_core_init_sets_the_field_or_overrides_
         assert not [f for f in report.findings if f.kind == "attribute"], i
 
 
+CORE_HELPER = CORE_COORDINATOR.replace(
+    "            self.pool = []\n\n        def cache_blocks",
+    "            self.pool = []\n            self.alignment = 4\n\n        def cache_blocks").replace(
+    "            return self.pool[:limit], self.block_size",
+    "            return self._split(limit), self.block_size\n\n"
+    "        def _split(self, n):\n            return n // self.alignment")
+ALIGNMENT = "attribute:vllm.v1.core.coordinator.Coordinator.alignment"
+
+
+def test_a_read_in_a_helper_only_an_overridden_core_method_calls_never_runs_on_the_plugins_object(tmp_path):
+    """Core's `_split` reads `self.alignment` (only core's `__init__` sets it) and only core's
+    `cache_blocks` calls it, as `self._split(...)`. A plugin class that skips core's
+    `__init__` and overrides `cache_blocks` without `super()` never runs core's
+    `cache_blocks`, so never `_split`: no error (vllm-rbln's optimum scheduler overrides
+    `schedule`, the only caller of `_mamba_block_aligned_split`). Inheriting `cache_blocks`,
+    it is one."""
+    assert "self._split(limit)" in CORE_HELPER and "self.alignment = 4" in CORE_HELPER
+    core = {"vllm/v1/core/coordinator.py": CORE_HELPER}
+    inherits = gate(tmp_path / "a", core, {"vllm_ascend/coord.py": PLUGIN_OWN_INIT}, ("vllm_ascend.coord",))
+    assert [f.severity for f in by_symbol(inherits, ALIGNMENT)] == ["error"]
+    # another plugin class (it calls core's __init__) calls `self._split(...)` in its own
+    # override: that runs on its objects, never on this one's (vllm-rbln's RBLNScheduler)
+    sibling = ("\n\n    class FullCoordinator(HybridCoordinator):\n        def __init__(self, config):\n"
+               "            super().__init__(config)\n\n        def cache_blocks(self, request, num_tokens):\n"
+               "            return self._split(num_tokens)\n")
+    overrides = gate(tmp_path / "b", core, {"vllm_ascend/coord.py": PLUGIN_OVERRIDES_READER + sibling},
+                     ("vllm_ascend.coord",))
+    assert [f.severity for f in by_symbol(overrides, ALIGNMENT) if f.severity == "error"] == []
+    calls_super = PLUGIN_OVERRIDES_READER.replace("            return self.pool\n",
+                                                  "            return super().cache_blocks(request, num_tokens)\n")
+    through_super = gate(tmp_path / "c", core, {"vllm_ascend/coord.py": calls_super}, ("vllm_ascend.coord",))
+    assert [f.severity for f in by_symbol(through_super, ALIGNMENT)] == ["error"]
+
+
 def test_a_field_core_sets_outside_init_or_reads_behind_hasattr_is_no_finding(tmp_path):
     lazily = CORE_COORDINATOR.replace("        def reset(self):\n            self.pool = []",
                                       "        def reset(self):\n            self.pool = []\n"
@@ -576,3 +610,4 @@ def test_an_init_that_calls_only_torch_s_module_init_skips_core_s_and_a_protocol
         plugin = PLUGIN_MODEL.replace("nn.Module.__init__(self)", call)
         report = gate(tmp_path / f"b{i}", core, {"vllm_ascend/model.py": plugin}, ("vllm_ascend.model",))
         assert not by_symbol(report, REDUNDANT), call
+

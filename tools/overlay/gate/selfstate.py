@@ -225,14 +225,18 @@ def _skipped_core(chain, is_core) -> tuple[ClassInfo, list] | None:
 IMPLICIT = "called implicitly"  # Callers.function_reachable's answer for a dunder method
 
 
-def _live(ev, meth: str) -> str:
+def _live(ev, meth: str, chain: frozenset[tuple[str, str]] | None = None) -> str:
     """"yes": some call of `meth` (found by name in both trees) sits in code that can run,
     not in a core method the plugin overrides or replaces (the skipped `__init__` among
     them); "constructor": the only such calls sit in core constructors, which run only if
     their class is built on a path the plugin runs, which a search by name cannot tell
-    (vLLM has two GPUModelRunner classes); "": none."""
+    (vLLM has two GPUModelRunner classes); "": none. With `chain` ((module, class) of the
+    object's class and its bases), a `self.meth(...)` in a class outside it runs on that
+    class's objects, not on this one: it does not count."""
     answer = ""
     for site in ev.callers.sites(meth) or ():
+        if chain is not None and site.receiver in ("self", "cls") and (site.module, site.cls) not in chain:
+            continue
         ok, why = ev.callers.reachable(site)
         if ok and (site.plugin or site.func != "__init__" or why != IMPLICIT):
             return "yes"
@@ -284,7 +288,7 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
                 if attr not in init_only or attr in named:
                     continue
                 if meth not in live:
-                    live[meth] = _live(ev, meth)
+                    live[meth] = _live(ev, meth, frozenset((m.name, c.name) for m, c in chain))
                 severity = checks._severity(pc.ctx, ev, pc.module.name, error=cond is None and live[meth] == "yes")
                 symbol = f"attribute:{mod.name}.{cls.name}.{attr}"
                 grouped.setdefault((checks._kind(pc.ctx, "attribute"), symbol, pc.path, severity), []).append(
