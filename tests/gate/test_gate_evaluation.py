@@ -710,10 +710,13 @@ def test_a_vllm_plugin_release_is_loaded_with_its_distribution(tmp_path, plugin,
     assert (pairing.plugin_dist, pairing.plugin_release) == (dist, version)
 
 
-@pytest.mark.parametrize("member", ["vllm_ascend-0.9.0rc1/../../escaped.py", "/tmp/absolute-escape.py"])
-def test_a_hostile_plugin_archive_is_one_line_and_writes_nothing_outside(tmp_path, capsys, member):
-    """The plugin release archive is upstream data: a member that climbs out of the tree (or is
-    absolute) stops gate-eval with one line naming the archive, and nothing lands outside."""
+@pytest.mark.parametrize("dist,version", [("vllm-ascend", "0.9.0rc1"), ("vllm-spyre", "2.0.0rc3"),
+                                          ("vllm-rbln", "0.11.2a6")])
+@pytest.mark.parametrize("member", ["{top}/../../escaped.py", "/tmp/absolute-escape.py"])
+def test_a_hostile_plugin_archive_is_one_line_and_writes_nothing_outside(tmp_path, capsys, member, dist, version):
+    """The plugin release archive is upstream data, whichever plugin it is: a member that
+    climbs out of the tree (or is absolute) stops gate-eval with one line naming the archive,
+    and nothing lands outside."""
     import io
     import tarfile
 
@@ -722,18 +725,19 @@ def test_a_hostile_plugin_archive_is_one_line_and_writes_nothing_outside(tmp_pat
     mirror = tmp_path / "mirror"
     (mirror / "pypi").mkdir(parents=True)
     _sdist(mirror / "pypi", "0.26.0", {})
-    with tarfile.open(mirror / "pypi" / "vllm_ascend-0.9.0rc1.tar.gz", "w:gz") as tar:
-        for name in ("vllm_ascend-0.9.0rc1/vllm_ascend/__init__.py", member):
+    top = f"{dist.replace('-', '_')}-{version}"
+    with tarfile.open(mirror / "pypi" / f"{top}.tar.gz", "w:gz") as tar:
+        for name in (f"{top}/{dist.replace('-', '_')}/__init__.py", member.format(top=top)):
             info = tarfile.TarInfo(name)
             info.size = 2
             tar.addfile(info, io.BytesIO(b"x\n"))
     before = set(tmp_path.parent.iterdir())
-    body = 'pairings:\n  - name: r\n    plugin: "vllm-ascend==0.9.0rc1"\n    core: "0.26.0"\n'
+    body = f'pairings:\n  - name: r\n    plugin: "{dist}=={version}"\n    core: "0.26.0"\n'
     rc = main(["--root", str(tmp_path), "gate-eval", "--mirror", str(mirror),
                "--classification", str(write(tmp_path, body))])
     out, err = capsys.readouterr()
     assert rc == 2 and "Traceback" not in err and err.count("\n") <= 2, err
-    assert "vllm_ascend-0.9.0rc1.tar.gz" in err and "nothing was imported" in err, err
+    assert f"{top}.tar.gz" in err and "nothing was imported" in err, err
     assert set(tmp_path.parent.iterdir()) == before and not Path("/tmp/absolute-escape.py").exists()
 
 
