@@ -354,48 +354,6 @@ def test_reads_inside_a_helper_called_only_in_branches_this_core_does_not_take_a
                                                      "attribute:vllm.envs.VLLM_TORCH_PROFILER_WITH_STACK"]
 
 
-# vLLM 0.13.0 dropped VLLM_USE_V1 from `vllm/envs.py` with the V0 engine; vllm-rbln 0.10.0's
-# platform names its V0 worker only under `if not envs.VLLM_USE_V1:`, a test that raises
-# with that core before either branch runs.
-V0_PLATFORM = """
-    import vllm.envs as envs
-
-
-    class Platform:
-        @classmethod
-        def check_and_update_config(cls, config):
-            if not envs.VLLM_USE_V1:
-                config.worker_cls = "vllm_ascend.worker_v0.Worker"
-            else:
-                config.worker_cls = "vllm_ascend.worker_v1.Worker"
-"""
-
-V0_WORKER = """
-    from vllm.sequence import SequenceGroup  # the V0 engine's, gone with it
-"""
-
-
-def test_a_module_named_only_in_a_branch_of_a_test_that_raises_is_not_loaded(tmp_path):
-    """A test reading a core module attribute core lacks (`envs.VLLM_USE_V1` where the
-    module's `__getattr__` raises for it) raises before either branch runs: a module the
-    plugin names only there is not on the start-up chain (its breaks are warnings), and the
-    read itself is the error. A core that has the name runs the branch: an error there."""
-    plugin = {"vllm_ascend/platform.py": V0_PLATFORM, "vllm_ascend/worker_v0.py": V0_WORKER,
-              "vllm_ascend/worker_v1.py": ""}
-    core = {"vllm/envs.py": ENVS, "vllm/sequence.py": "class IntermediateTensors:\n    pass\n"}
-    report = gate(tmp_path / "n", core, plugin, ("vllm_ascend.platform",))
-    assert [f.symbol for f in errors(report)] == ["attribute:vllm.envs.VLLM_USE_V1"], \
-        [f.short() for f in report.findings]
-    assert [f.severity for f in report.findings if f.symbol == "import:vllm.sequence:SequenceGroup"] == ["warning"]
-    with_v1 = ENVS.replace('"VLLM_HOST_IP": lambda: os.getenv("VLLM_HOST_IP", ""),',
-                           '"VLLM_HOST_IP": lambda: os.getenv("VLLM_HOST_IP", ""),\n'
-                           '        "VLLM_USE_V1": lambda: True,')
-    assert with_v1 != ENVS
-    has_it = gate(tmp_path / "h", {**core, "vllm/envs.py": with_v1}, plugin, ("vllm_ascend.platform",))
-    assert [f.symbol for f in errors(has_it)] == ["import:vllm.sequence:SequenceGroup"], \
-        [f.short() for f in has_it.findings]
-
-
 # ----------------------------------------------------------------------------- false alarms: dead patches
 
 SAMPLER = """

@@ -267,27 +267,6 @@ def evaluate(test: ast.expr, mod: ModuleInfo, local: dict[str, str], env: Env) -
     return Verdict(PLAIN)
 
 
-def raising_read(test: ast.expr, mod: ModuleInfo, local: dict[str, str], env: Env) -> str | None:
-    """The read of a core module's attribute that core does not have (`envs.VLLM_USE_V1`
-    once core dropped it, the module's `__getattr__` raising for it) that makes `test`
-    raise before either branch runs; None when there is none. A read inside
-    `hasattr(...)`/`getattr(...)` is a probe, not a read."""
-    todo: list[ast.AST] = [test]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, ast.Call) and (dotted(node.func) or "") in ("hasattr", "getattr"):
-            continue
-        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
-            target = _core_target(node, mod, local, env)
-            owner, _, attr = (target or "").rpartition(".")
-            if owner and env.world.module(owner) is not None:
-                v = _has(env, owner, attr)
-                if v.kind == DECIDED and not v.value:
-                    return f"{dotted(node)}: {owner} has no {attr!r} with this core"
-        todo.extend(ast.iter_child_nodes(node))
-    return None
-
-
 def decide_branch(test: ast.expr, mod: ModuleInfo, env: Env) -> bool | None:
     """Which branch of `if test:` runs against this core, for indexing the plugin while
     its module is still being read: True (body), False (else), None (not decided; the

@@ -13,7 +13,7 @@ import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 
-from overlay.gate.conditions import DECIDED, TYPE_CHECKING, UNDECIDABLE, Env, Verdict, evaluate, raising_read
+from overlay.gate.conditions import DECIDED, TYPE_CHECKING, UNDECIDABLE, Env, Verdict, evaluate
 from overlay.gate.index import ModuleInfo, absolute_module, dotted, qualify
 from overlay.gate.runtimemod import bound, module_of
 from overlay.gate.signature import LAUNCH_OPTIONS, CallShape, call_shape
@@ -39,9 +39,6 @@ class Context:
     # `supports("a")`), also after `if not probe: return`: a keyword or read of that name
     # there is the plugin's own feature test, not a break
     probed: frozenset[str] = frozenset()
-    # why an enclosing `if` test raises with this core (conditions.raising_read): neither
-    # branch runs, so what they name or import is no start-up edge
-    raising: str = ""
 
     def probes(self, test: ast.expr) -> "Context":
         names = _probed_names(test)
@@ -400,7 +397,7 @@ class _Scanner:
                 if self.is_core(alias.name):
                     self.record(ImportUse(self.mod.path, stmt.lineno, alias.name, None, ctx, self.mod.name,
                                           self.top_func))
-                elif not ctx.type_checking and not ctx.raising:
+                elif not ctx.type_checking:
                     self.ref(alias.name)
         elif isinstance(stmt, ast.ImportFrom):
             src = absolute_module(self.mod.name, self.mod.is_package, stmt.level, stmt.module)
@@ -413,7 +410,7 @@ class _Scanner:
                     self.record(ImportUse(self.mod.path, stmt.lineno, src,
                                           None if alias.name == "*" else alias.name, ctx, self.mod.name,
                                           self.top_func))
-                elif src and not ctx.type_checking and not ctx.raising:
+                elif src and not ctx.type_checking:
                     self.ref(src if alias.name == "*" else f"{src}.{alias.name}", src)
         elif isinstance(stmt, ast.If) and _isinstance_test(stmt.test) is not None:
             name, classes = _isinstance_test(stmt.test)  # type: ignore[misc]
@@ -425,11 +422,6 @@ class _Scanner:
             else:
                 scope.types[name] = before
             self.block(stmt.orelse, ctx, scope, in_class)
-        elif isinstance(stmt, ast.If) and not ctx.raising and \
-                (why := raising_read(stmt.test, self.mod, scope.local_imports, self.env)):
-            inner = dataclasses.replace(ctx, raising=why)
-            self.block(stmt.body, inner, scope, in_class)
-            self.block(stmt.orelse, inner, scope, in_class)
         elif isinstance(stmt, ast.If):
             v = self.instance_flag(stmt.test, scope) or evaluate(stmt.test, self.mod, scope.local_imports, self.env)
             if v.kind == TYPE_CHECKING:
@@ -595,12 +587,12 @@ class _Scanner:
                 continue
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 text = node.value
-                if not ctx.raising and "." in text and len(text) < 200 and text.split(".")[0] in self.env.world.packages \
+                if "." in text and len(text) < 200 and text.split(".")[0] in self.env.world.packages \
                         and all(p.isidentifier() for p in text.replace(":", ".").split(".")):
                     self.ref(text.replace(":", "."))
                 continue
-            if isinstance(node, ast.JoinedStr) and not ctx.raising:  # f'pkg{".v1" if x else ""}.mod.Cls'
-                for text in _fstring_texts(node):  # every text it can make
+            if isinstance(node, ast.JoinedStr):  # f'pkg{".v1" if x else ""}.mod.Cls': every text it can make
+                for text in _fstring_texts(node):
                     if "." in text and len(text) < 200 and text.split(".")[0] in self.env.world.packages \
                             and all(p.isidentifier() for p in text.replace(":", ".").split(".")):
                         self.ref(text.replace(":", "."))
