@@ -167,20 +167,21 @@ def test_the_committed_classification_loads_and_covers_the_pairings():
                                           # the fourteenth: vllm-spyre's other pairings, moved when it was tuned on
                                           "spyre-0.4.1-vs-0.9.2", "spyre-0.6.0-vs-0.10.0", "spyre-0.8.0-vs-0.10.1.1",
                                           "spyre-1.3.0-vs-0.11.1", "spyre-1.4.0-vs-0.12.0", "spyre-1.6.0-vs-0.14.0",
-                                          "spyre-1.7.0-vs-0.15.1", "spyre-2.0.0rc8-vs-0.18.1"]
+                                          "spyre-1.7.0-vs-0.15.1", "spyre-2.0.0rc8-vs-0.18.1",
+                                          # the fifteenth: a third plugin (vllm-rbln), moved when it was tuned on
+                                          "rbln-0.9.2-vs-0.10.2", "rbln-0.10.0-vs-0.13.0", "rbln-0.10.2.post2-vs-0.18.0",
+                                          "rbln-0.11.0a1-vs-0.22.0", "rbln-0.11.2a6-vs-0.24.0", "rbln-0.11.3a12-vs-0.26.0",
+                                          "rbln-0.11.3a21-vs-0.30.0", "rbln-0.12.1a3-vs-0.31.0"]
     no_error = {"spyre-2.0.0rc3-vs-0.17.1", "spyre-2.0.0rc7-vs-0.18.0",  # the gate reported no error there
                 "spyre-0.6.0-vs-0.10.0", "spyre-2.0.0rc8-vs-0.18.1"}
     assert all((p.verdicts or p.name in no_error) and all(v.reason for v in p.verdicts)
                for p in pairings if not p.held_out)
     bumps = [p for p in pairings if p.truth and not p.held_out]
-    assert len(bumps) == 66 and all(p.source for p in bumps)  # every truth set names the commits it was read from
+    assert len(bumps) == 74 and all(p.source for p in bumps)  # every truth set names the commits it was read from
     assert [p.name for p in pairings if p.control] == ["351879064c-vs-0.27.1"]
-    # the fifteenth set, a third plugin (vllm-rbln), held out: truth written blind before the run
-    held = [p for p in pairings if p.held_out]
-    assert [p.name for p in held] == ["rbln-0.9.2-vs-0.10.2", "rbln-0.10.0-vs-0.13.0", "rbln-0.10.2.post2-vs-0.18.0",
-                                      "rbln-0.11.0a1-vs-0.22.0", "rbln-0.11.2a6-vs-0.24.0", "rbln-0.11.3a12-vs-0.26.0",
-                                      "rbln-0.11.3a21-vs-0.30.0", "rbln-0.12.1a3-vs-0.31.0"]
-    assert {p.plugin_dist for p in held} == {"vllm-rbln"} and all(p.truth and p.source for p in held)
+    assert not any(p.held_out for p in pairings)  # every held-out set so far is spent (tuned on)
+    rbln = [p for p in pairings if p.name.startswith("rbln-")]
+    assert {p.plugin_dist for p in rbln} == {"vllm-rbln"} and all(p.truth and p.source for p in rbln)
     assert {p.plugin_dist for p in pairings if p.name.startswith("spyre-")} == {"vllm-spyre"}
     # the last four sets gated cores no earlier pairing was gated against, each measured before tuning
     archives = [p for p in pairings if p.plugin_release]
