@@ -814,3 +814,62 @@ def test_gate_eval_refuses_a_truth_key_in_no_form_the_gate_emits_from_the_cli(tm
     _, err = capsys.readouterr()
     assert rc == 2 and err.count("\n") <= 2 and "Traceback" not in err, err
     assert "eval.yaml" in err and "no finding kind 'calls'" in err
+
+
+def _two_file_project(tmp_path) -> Path:
+    """A project root whose classification is benchmarks/gate_eval.yaml (one tuned pairing)
+    and whose held-out truth is in benchmarks/gate_eval_held_out.yaml (one pairing), and a
+    mirror with the plugin release and core both gate."""
+    mirror = tmp_path / "mirror"
+    (mirror / "pypi").mkdir(parents=True)
+    _plugin_sdist(mirror / "pypi", "0.9.0rc1", {"vllm_ascend/__init__.py": "",
+                                                "vllm_ascend/worker.py": "from vllm.pool import free\n"})
+    _sdist(mirror / "pypi", "0.26.0", {"vllm/pool.py": "def other():\n    pass\n"})
+    bench = tmp_path / "benchmarks"
+    bench.mkdir()
+    (bench / "gate_eval.yaml").write_text(
+        'pairings:\n  - name: tuned\n    plugin: "vllm-ascend==0.9.0rc1"\n    core: "0.26.0"\n'
+        '    findings:\n      - key: "import:vllm.pool:free @ vllm_ascend/worker.py"\n'
+        '        verdict: true\n        reason: "gone"\n')
+    (bench / "gate_eval_held_out.yaml").write_text(
+        'pairings: []\nheld_out:\n  chosen: "2026-12-04"\n  rule: "r"\n  pairings:\n'
+        '    - name: held\n      plugin: "vllm-ascend==0.9.0rc1"\n      core: "0.26.0"\n'
+        '      truth:\n        - item: "free gone"\n          keys: ["import:vllm.pool:free @ vllm_ascend/worker.py"]\n'
+        '          reach: true\n          reason: "r"\n')
+    return mirror
+
+
+def test_gate_eval_reads_the_held_out_truth_from_a_file_of_its_own(tmp_path, capsys):
+    """Held-out truth kept apart from the classification (which classifiers read for the style
+    of reasons) in benchmarks/gate_eval_held_out.yaml: gate-eval reads both by default and
+    scores the held-out pairing apart; `--classification` may be given more than once."""
+    import json
+
+    from overlay.cli import main
+
+    mirror = _two_file_project(tmp_path)
+    rc = main(["--root", str(tmp_path), "gate-eval", "--mirror", str(mirror), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert {(s["pairing"], bool(s["held_out"])) for s in doc} == {("tuned", False), ("held", True)}
+    held = next(s for s in doc if s["pairing"] == "held")
+    assert held["truth_items"] == 1 and held["truth_caught"] == 1
+    assert rc == 1  # the held-out pairing's error is not classified yet
+    only = main(["--root", str(tmp_path), "gate-eval", "--mirror", str(mirror), "--json",
+                 "--classification", str(tmp_path / "benchmarks" / "gate_eval.yaml")])
+    assert [s["pairing"] for s in json.loads(capsys.readouterr().out)] == ["tuned"] and only == 0
+    both = main(["--root", str(tmp_path), "gate-eval", "--mirror", str(mirror), "--json",
+                 "--classification", str(tmp_path / "benchmarks" / "gate_eval.yaml"),
+                 "--classification", str(tmp_path / "benchmarks" / "gate_eval_held_out.yaml")])
+    assert len(json.loads(capsys.readouterr().out)) == 2 and both == 1
+
+
+def test_a_pairing_named_in_two_classification_files_is_one_line_naming_both(tmp_path, capsys):
+    from overlay.cli import main
+
+    mirror = _two_file_project(tmp_path)
+    held = tmp_path / "benchmarks" / "gate_eval_held_out.yaml"
+    held.write_text(held.read_text().replace("- name: held", "- name: tuned"))
+    rc = main(["--root", str(tmp_path), "gate-eval", "--mirror", str(mirror)])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") <= 2 and "Traceback" not in err, err
+    assert "'tuned'" in err and "gate_eval.yaml" in err and "gate_eval_held_out.yaml" in err, err

@@ -180,6 +180,22 @@ def load(path: Path) -> tuple[Pairing, ...]:
     return tuple(out)
 
 
+def load_all(paths: list[Path]) -> tuple[Pairing, ...]:
+    """The pairings of several classification files (the committed classification and,
+    kept apart while a set is held out, its truth), in order; a pairing named in two is an
+    error naming both."""
+    out: list[Pairing] = []
+    where: dict[str, Path] = {}
+    for path in paths:
+        for p in load(path):
+            if p.name in where:
+                raise OverlayError(f"pairing '{p.name}' is in both {where[p.name]} and {path}", path=str(path),
+                                   hint="a pairing belongs to one classification file")
+            where[p.name] = path
+            out.append(p)
+    return tuple(out)
+
+
 def _text(fields: dict, key: str, shown: str, line: int) -> str:
     item = fields.get(key)
     if item is None or not isinstance(item.value, str) or not item.value.strip():
