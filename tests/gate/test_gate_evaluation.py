@@ -630,7 +630,9 @@ def test_gate_eval_gates_a_plugin_whose_archive_declares_its_core_in_pkg_info(tm
 
 
 @pytest.mark.parametrize("pkg_info", ["Requires-Dist: vllm==../../x\n", "Requires-Dist: vllm @ file:///x\n",
-                                      "\x00" * 10, "Name: x\nRequires-Dist: vllm>=9.0\n", "Requires-Dist: [\n"])
+                                      "\x00" * 10, "Name: x\nRequires-Dist: vllm>=9.0\n", "Requires-Dist: [\n",
+                                      # the long description (after the headers) is prose, not metadata
+                                      "Name: x\n\nRequires-Dist: vllm==0.9.0\n"])
 def test_a_broken_or_hostile_pkg_info_is_no_declaration(tmp_path, pkg_info):
     from overlay.commands.gate_eval import declared_core
 

@@ -69,7 +69,8 @@ def declared_requirement(plugin_tree: Path, core: str = "vllm") -> str | None:
             deps = []
     if not deps:  # an archive without pyproject (made from a wheel): its metadata's Requires-Dist
         meta = _read_in_tree(plugin_tree, "PKG-INFO", PYPROJECT_MAX)
-        deps = _REQUIRES_DIST.findall(meta) if meta else []
+        # the headers only: a long description follows the first blank line
+        deps = _REQUIRES_DIST.findall(meta.replace("\r\n", "\n").split("\n\n", 1)[0]) if meta else []
     for dep in deps if isinstance(deps, list) else []:
         try:
             req = Requirement(str(dep))
