@@ -629,38 +629,36 @@ def test_gate_eval_gates_a_plugin_whose_archive_declares_its_core_in_pkg_info(tm
     assert rc == 1  # the agreed error is not classified yet
 
 
+def _declared_core(tmp_path, releases: tuple[str, ...], files: dict[str, str], core: str = "0.11.0") -> str | None:
+    """declared_core for a plugin tree holding `files`, with the mirror holding `releases`."""
+    from overlay.commands.gate_eval import declared_core
+
+    pypi = tmp_path / "pypi"
+    pypi.mkdir(exist_ok=True)
+    for v in releases:
+        _sdist(pypi, v, {})
+    plugin = tmp_path / "plugin"
+    plugin.mkdir(exist_ok=True)
+    for name, text in files.items():
+        (plugin / name).write_text(text)
+    return declared_core(tmp_path, plugin, core)
+
+
 @pytest.mark.parametrize("pkg_info", ["Requires-Dist: vllm==../../x\n", "Requires-Dist: vllm @ file:///x\n",
                                       "\x00" * 10, "Name: x\nRequires-Dist: vllm>=9.0\n", "Requires-Dist: [\n",
                                       # the long description (after the headers) is prose, not metadata
                                       "Name: x\n\nRequires-Dist: vllm==0.9.0\n"])
 def test_a_broken_or_hostile_pkg_info_is_no_declaration(tmp_path, pkg_info):
-    from overlay.commands.gate_eval import declared_core
-
-    pypi = tmp_path / "pypi"
-    pypi.mkdir()
-    for v in ("0.9.0", "0.10.0"):
-        _sdist(pypi, v, {})
-    plugin = tmp_path / "plugin"
-    plugin.mkdir()
-    (plugin / "PKG-INFO").write_text(pkg_info)
-    assert declared_core(tmp_path, plugin, "0.11.0") == "0.10.0"
+    assert _declared_core(tmp_path, ("0.9.0", "0.10.0"), {"PKG-INFO": pkg_info}) == "0.10.0"
 
 
 @pytest.mark.parametrize("pyproject", ['[project]\ndependencies = ["vllm>=0.9.0,<0.10.1"]\n',
                                        '[project]\ndependencies = ["vllm[audio] >=0.9.0, <=0.10.0 ; python_version>\'3\'"]\n'])
 def test_the_checker_starts_from_the_newest_release_the_plugins_requirement_admits(tmp_path, pyproject):
-    from overlay.commands.gate_eval import declared_core
-
-    pypi = tmp_path / "pypi"
-    pypi.mkdir()
-    for v in ("0.9.0", "0.10.0", "0.10.1rc1", "0.11.0"):
-        _sdist(pypi, v, {})
-    plugin = tmp_path / "plugin"
-    plugin.mkdir()
-    (plugin / "pyproject.toml").write_text(pyproject)
-    assert declared_core(tmp_path, plugin, "0.11.0") == "0.10.0"
-    (plugin / "Dockerfile").write_text("ARG VLLM_TAG=v0.9.0\n")  # a declared tag still wins
-    assert declared_core(tmp_path, plugin, "0.11.0") == "0.9.0"
+    releases = ("0.9.0", "0.10.0", "0.10.1rc1", "0.11.0")
+    assert _declared_core(tmp_path, releases, {"pyproject.toml": pyproject}) == "0.10.0"
+    # a declared tag still wins
+    assert _declared_core(tmp_path, (), {"Dockerfile": "ARG VLLM_TAG=v0.9.0\n"}) == "0.9.0"
 
 
 @pytest.mark.parametrize("pyproject", ["[project\n", '[project]\ndependencies = "vllm<0.10"\n',
@@ -669,16 +667,7 @@ def test_the_checker_starts_from_the_newest_release_the_plugins_requirement_admi
 def test_a_broken_or_hostile_requirement_is_no_declaration(tmp_path, pyproject):
     """The pyproject is upstream data: one that does not parse, or a requirement no mirror
     release satisfies, falls back to the release before the pairing's, never to a path."""
-    from overlay.commands.gate_eval import declared_core
-
-    pypi = tmp_path / "pypi"
-    pypi.mkdir()
-    for v in ("0.9.0", "0.10.0"):
-        _sdist(pypi, v, {})
-    plugin = tmp_path / "plugin"
-    plugin.mkdir()
-    (plugin / "pyproject.toml").write_text(pyproject)
-    assert declared_core(tmp_path, plugin, "0.11.0") == "0.10.0"
+    assert _declared_core(tmp_path, ("0.9.0", "0.10.0"), {"pyproject.toml": pyproject}) == "0.10.0"
 
 
 def test_a_plugin_release_the_mirror_lacks_is_one_line_and_nothing_is_fetched(tmp_path, capsys, monkeypatch):

@@ -315,22 +315,28 @@ def test_an_instance_flag_core_turns_off_is_followed(tmp_path):
         "import:vllm.v2:Missing"]
 
 
-def test_start_up_chain_decides_error_or_warning_and_is_the_reason(tmp_path):
-    core = {"vllm/kv.py": "X = 1\n"}
-    plugin = {
+def _platform_plugin(platform: str, **modules: str) -> dict[str, str]:
+    """A plugin whose platform entry point returns vllm_ascend.platform.NPUPlatform (the
+    module `platform`), a worker module that imports a name core lacks, and `modules`."""
+    return {
         "setup.py": SETUP,
         "vllm_ascend/__init__.py": """
             def register():
                 return "vllm_ascend.platform.NPUPlatform"
         """,
-        "vllm_ascend/platform.py": """
+        "vllm_ascend/platform.py": platform,
+        "vllm_ascend/worker.py": "from vllm.kv import Gone\n",
+        **modules,
+    }
+
+
+def test_start_up_chain_decides_error_or_warning_and_is_the_reason(tmp_path):
+    core = {"vllm/kv.py": "X = 1\n"}
+    plugin = _platform_plugin("""
             class NPUPlatform:
                 worker_cls = "vllm_ascend.worker.NPUWorker"
-        """,
-        "vllm_ascend/worker.py": "from vllm.kv import Gone\n",
-        "vllm_ascend/kv_offload/__init__.py": "",
-        "vllm_ascend/kv_offload/npu.py": "from vllm.kv.mediums import A, B\n",
-    }
+        """, **{"vllm_ascend/kv_offload/__init__.py": "",
+                "vllm_ascend/kv_offload/npu.py": "from vllm.kv.mediums import A, B\n"})
     report = gate(tmp_path, core, plugin)
     by_path = {f.plugin_path: f for f in report.findings}
     err = by_path["vllm_ascend/worker.py"]
@@ -345,13 +351,7 @@ def test_a_worker_named_by_an_f_string_with_a_conditional_part_is_on_the_start_u
     f'vllm_spyre{".v1" if envs.VLLM_USE_V1 else ""}.worker.spyre_worker.SpyreWorker': each
     string the parts can make names a module start-up loads (both, the switch is not core's)."""
     core = {"vllm/kv.py": "X = 1\n"}
-    plugin = {
-        "setup.py": SETUP,
-        "vllm_ascend/__init__.py": """
-            def register():
-                return "vllm_ascend.platform.NPUPlatform"
-        """,
-        "vllm_ascend/platform.py": """
+    plugin = _platform_plugin("""
             import os
 
 
@@ -360,12 +360,10 @@ def test_a_worker_named_by_an_f_string_with_a_conditional_part_is_on_the_start_u
                 def check_and_update_config(cls, config):
                     v1 = os.environ.get("V1") == "1"
                     config.worker_cls = f'vllm_ascend{".v1" if v1 else ""}.worker.NPUWorker'
-        """,
-        "vllm_ascend/worker.py": "from vllm.kv import Gone\n",
+        """, **{
         "vllm_ascend/v1/__init__.py": "",
         "vllm_ascend/v1/worker.py": "from vllm.kv import AlsoGone\n",
-        "vllm_ascend/other.py": "from vllm.kv import Elsewhere\n",
-    }
+        "vllm_ascend/other.py": "from vllm.kv import Elsewhere\n"})
     by_path = {f.plugin_path: f for f in gate(tmp_path, core, plugin).findings}
     assert by_path["vllm_ascend/worker.py"].severity == "error", by_path["vllm_ascend/worker.py"].reason
     assert by_path["vllm_ascend/v1/worker.py"].severity == "error", by_path["vllm_ascend/v1/worker.py"].reason

@@ -272,7 +272,8 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
         if not init_only:
             continue
         owner_of: dict[str, tuple[ModuleInfo, ClassInfo]] = {}
-        live: dict[str, bool] = {}
+        live: dict[str, str] = {}
+        mine = frozenset((m.name, c.name) for m, c in chain)  # this object's classes
         for mod, cls in chain:
             for name in _functions(cls):
                 owner_of.setdefault(name, (mod, cls))
@@ -288,7 +289,7 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
                 if attr not in init_only or attr in named:
                     continue
                 if meth not in live:
-                    live[meth] = _live(ev, meth, frozenset((m.name, c.name) for m, c in chain))
+                    live[meth] = _live(ev, meth, mine)
                 severity = checks._severity(pc.ctx, ev, pc.module.name, error=cond is None and live[meth] == "yes")
                 symbol = f"attribute:{mod.name}.{cls.name}.{attr}"
                 grouped.setdefault((checks._kind(pc.ctx, "attribute"), symbol, pc.path, severity), []).append(

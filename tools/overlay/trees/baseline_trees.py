@@ -48,6 +48,7 @@ def declared_release(plugin_tree: Path) -> str | None:
 
 
 PYPROJECT_MAX = 256 * 1024
+_REQUIRES_DIST = re.compile(r"^Requires-Dist:[ \t]*(.+?)[ \t]*$", re.MULTILINE)
 
 
 def declared_requirement(plugin_tree: Path, core: str = "vllm") -> str | None:
@@ -81,8 +82,6 @@ def declared_requirement(plugin_tree: Path, core: str = "vllm") -> str | None:
             return ",".join(str(s).split("+")[0] for s in req.specifier)
     return None
 
-
-_REQUIRES_DIST = re.compile(r"^Requires-Dist:[ \t]*(.+?)[ \t]*$", re.MULTILINE)
 
 
 @contextmanager
