@@ -687,23 +687,25 @@ def test_a_plugin_release_the_mirror_lacks_is_one_line_and_nothing_is_fetched(tm
 
 
 @pytest.mark.parametrize("plugin", ["vllm-ascend==../../x", "vllm-ascend==0.9.0/../../x", "vllm-ascend==--output=x",
-                                    "other==0.9.0", "vllm-ascend==0.9.0 extra", "vllm-ascend>=0.9.0"])
+                                    "../x==0.9.0", "Vllm-ascend==0.9.0", "vllm-ascend==0.9.0 extra", "vllm-ascend>=0.9.0"])
 def test_a_plugin_release_that_is_not_a_version_is_refused_at_load(tmp_path, plugin):
     with pytest.raises(OverlayError) as exc:
         load(write(tmp_path, f'pairings:\n  - name: r\n    plugin: "{plugin}"\n    core: "0.26.0"\n'))
-    assert "is not a commit id nor a plugin release (vllm-<plugin>==VERSION)" in str(exc.value)
+    assert "is not a commit id nor a plugin release (DISTRIBUTION==VERSION" in str(exc.value)
 
 
 @pytest.mark.parametrize("plugin,dist,version", [("vllm-ascend==0.9.0rc1", "vllm-ascend", "0.9.0rc1"),
                                                  ("vllm-spyre==2.0.0rc3", "vllm-spyre", "2.0.0rc3"),
-                                                 ("vllm_spyre==1.9.1", "vllm-spyre", "1.9.1")])
+                                                 ("vllm_spyre==1.9.1", "vllm-spyre", "1.9.1"),
+                                                 # core declares this one (vLLM's requirements/tpu.txt)
+                                                 ("tpu-inference==0.28.0", "tpu-inference", "0.28.0")])
 def test_a_vllm_plugin_release_is_loaded_with_its_distribution(tmp_path, plugin, dist, version):
     (pairing,) = load(write(tmp_path, f'pairings:\n  - name: r\n    plugin: "{plugin}"\n    core: "0.26.0"\n'))
     assert (pairing.plugin_dist, pairing.plugin_release) == (dist, version)
 
 
 @pytest.mark.parametrize("dist,version", [("vllm-ascend", "0.9.0rc1"), ("vllm-spyre", "2.0.0rc3"),
-                                          ("vllm-rbln", "0.11.2a6")])
+                                          ("vllm-rbln", "0.11.2a6"), ("tpu-inference", "0.28.0")])
 @pytest.mark.parametrize("member", ["{top}/../../escaped.py", "/tmp/absolute-escape.py"])
 def test_a_hostile_plugin_archive_is_one_line_and_writes_nothing_outside(tmp_path, capsys, member, dist, version):
     """The plugin release archive is upstream data, whichever plugin it is: a member that
@@ -731,6 +733,24 @@ def test_a_hostile_plugin_archive_is_one_line_and_writes_nothing_outside(tmp_pat
     assert rc == 2 and "Traceback" not in err and err.count("\n") <= 2, err
     assert f"{top}.tar.gz" in err and "nothing was imported" in err, err
     assert set(tmp_path.parent.iterdir()) == before and not Path("/tmp/absolute-escape.py").exists()
+
+
+def test_the_held_out_truth_loads_beside_the_classification():
+    """The sixteenth set (tpu-inference, chosen 2026-12-05) is held out: its truth lives apart
+    from the classification, every pairing in it is held out and names a release archive, and
+    no pairing is in both files."""
+    from overlay.commands.gate_eval import CLASSIFICATION, HELD_OUT
+    from overlay.gate.evaluation import load_all
+
+    root = Path(__file__).resolve().parents[2]
+    held = load(root / HELD_OUT)
+    assert [p.name for p in held] == ["tpu-0.21.0-vs-0.24.0", "tpu-0.22.1-vs-0.25.0", "tpu-0.23.0-vs-0.26.0",
+                                      "tpu-0.24.0-vs-0.27.0", "tpu-0.26.0-vs-0.29.0", "tpu-0.28.0-vs-0.30.0",
+                                      "tpu-0.29.0-vs-0.32.0", "tpu-0.31.0-vs-0.33.0"]
+    assert all(p.held_out.startswith("2026-12-05 (sixteenth") and p.plugin_dist == "tpu-inference"
+               and p.plugin_release and p.truth and p.source for p in held)
+    assert all(t.keys for p in held for t in p.truth if t.reach)
+    assert len(load_all([root / CLASSIFICATION, root / HELD_OUT])) == len(load(root / CLASSIFICATION)) + len(held)
 
 
 def test_the_classification_may_outgrow_the_project_yaml_cap_but_not_its_own(tmp_path):

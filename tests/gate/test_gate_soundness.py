@@ -210,6 +210,22 @@ def test_core_tree_without_the_plugins_core_package_is_bad_input(tmp_path):
     assert not run_gate(core, plugin).ok  # the right folder gates (and finds the seed breaks)
 
 
+def test_the_core_package_is_the_one_the_plugins_entry_point_groups_name(tmp_path):
+    """tpu-inference is not named after core and imports `jax` more often than `vllm`; its
+    entry point group (`vllm.general_plugins`) names the core package it is a plugin of."""
+    core = gatekit.tree(tmp_path / "core", {"vllm/__init__.py": "", "vllm/kv.py": "X = 1\n"})
+    files = {"tpu_inference/__init__.py": "", "tpu_inference/a.py": "import jax\nimport jax.numpy\n",
+             "tpu_inference/b.py": "import jax\nfrom vllm.kv import Gone\n",
+             "setup.py": 'from setuptools import setup\n\nsetup(name="tpu_inference", entry_points={'
+                         '"vllm.general_plugins": ["layers = tpu_inference.a:register"]})\n'}
+    report = run_gate(core, gatekit.tree(tmp_path / "plugin", files))
+    assert [f.symbol for f in report.findings] == ["import:vllm.kv:Gone"]
+    # without the entry point the most imported package is expected, and this core lacks it
+    del files["setup.py"]
+    with pytest.raises(OverlayError, match="holds no `jax` package the plugin imports"):
+        run_gate(core, gatekit.tree(tmp_path / "plain", files))
+
+
 def test_forwarding_is_judged_by_the_innermost_function(tmp_path):
     # inner() forwards its own **kw, which may hold `scale`: step() naming it does not help
     report = gate(tmp_path, {"vllm/base.py": """

@@ -370,6 +370,109 @@ def test_a_worker_named_by_an_f_string_with_a_conditional_part_is_on_the_start_u
     assert by_path["vllm_ascend/other.py"].severity == "warning"  # nothing names it
 
 
+def test_plugin_modules_core_imports_itself_are_on_the_start_up_chain(tmp_path):
+    """tpu-inference declares no platform entry point: vLLM's own vllm/platforms/tpu.py binds
+    `TpuPlatform` from `tpu_inference.platforms`, and usage_lib imports `tpu_info` from the
+    package. What those name is loaded at start-up; a module nothing names stays opt-in."""
+    core = {"vllm/kv.py": "X = 1\n",
+            "vllm/platforms/__init__.py": "",
+            "vllm/platforms/tpu.py": """
+                try:
+                    from vllm_ascend.platforms import NPUPlatform as Inner
+                    TpuPlatform = Inner
+                except ImportError:
+                    pass
+            """,
+            "vllm/usage.py": """
+                def report():
+                    from vllm_ascend import tpu_info
+            """}
+    plugin = {
+        "setup.py": SETUP.replace('"vllm.platform_plugins": ["ascend = vllm_ascend:register"]',
+                                  '"vllm.general_plugins": ["layers = vllm_ascend.layers:register"]'),
+        "vllm_ascend/layers.py": "def register():\n    pass\n",
+        "vllm_ascend/platforms/__init__.py": "from vllm_ascend.platforms.npu import NPUPlatform\n",
+        "vllm_ascend/platforms/npu.py": """
+            class NPUPlatform:
+                worker_cls = "vllm_ascend.worker.NPUWorker"
+        """,
+        "vllm_ascend/worker.py": "from vllm.kv import Gone\n",
+        "vllm_ascend/tpu_info.py": "from vllm.kv import AlsoGone\n",
+        "vllm_ascend/other.py": "from vllm.kv import Elsewhere\n",
+    }
+    by_path = {f.plugin_path: f for f in gate(tmp_path, core, plugin).findings}
+    worker = by_path["vllm_ascend/worker.py"]
+    assert worker.severity == "error", worker.reason
+    assert "core's vllm.platforms.tpu imports vllm_ascend.platforms" in worker.reason
+    assert by_path["vllm_ascend/tpu_info.py"].severity == "error", by_path["vllm_ascend/tpu_info.py"].reason
+    assert by_path["vllm_ascend/other.py"].severity == "warning"  # nothing names it
+
+
+def test_core_imports_are_read_as_data_and_name_platform_classes(tmp_path):
+    from overlay.gate.source import DirSource
+    from overlay.gate.startup import CORE_IMPORT, core_imports, platform_classes
+
+    core = gatekit.tree(tmp_path / "core", {
+        "vllm/__init__.py": "",
+        "vllm/platforms/__init__.py": "",
+        "vllm/platforms/tpu.py": "from vllm_ascend.platforms import NPUPlatform\nimport vllm_ascend.x\n",
+        "vllm/broken.py": "from vllm_ascend import (\n",  # does not parse: nothing read
+        "vllm/rel.py": "from .vllm_ascend import Y\nfrom vllm_ascendx import Z\n",  # not the plugin
+        "vllm/other.py": "from vllm_ascend.layers import Helper\n"})
+    points = core_imports(DirSource(core), frozenset({"vllm"}), frozenset({"vllm_ascend"}))
+    assert {(p.group, p.name, p.module, p.attr) for p in points} == {
+        (CORE_IMPORT, "vllm.platforms.tpu", "vllm_ascend.platforms.NPUPlatform", None),
+        (CORE_IMPORT, "vllm.platforms.tpu", "vllm_ascend.platforms", "NPUPlatform"),
+        (CORE_IMPORT, "vllm.platforms.tpu", "vllm_ascend.x", None),
+        (CORE_IMPORT, "vllm.other", "vllm_ascend.layers.Helper", None),
+        (CORE_IMPORT, "vllm.other", "vllm_ascend.layers", "Helper")}
+    assert platform_classes(points, lambda name: None) == frozenset({"NPUPlatform"})
+
+
+def test_unpacking_a_core_result_into_another_count_of_names_is_a_call_problem(tmp_path):
+    """vllm-rbln's schedulers unpack `KVCacheManager.get_computed_blocks` into two names; in
+    0.26.0 every return of it is a three-tuple display. A generator, a return of another
+    shape or of mixed lengths, or a starred target says nothing."""
+    core = {"vllm/kv.py": """
+        class KVCacheManager:
+            def get_computed_blocks(self, request):
+                if request:
+                    return (), 0, None
+                return [], 0, 1
+
+            def mixed(self, request):
+                if request:
+                    return 1, 2
+                return request
+
+            def gen(self):
+                yield 1, 2, 3
+
+
+        class Scheduler:
+            def __init__(self):
+                self.kv_cache_manager = KVCacheManager()
+    """}
+    plugin = {"vllm_ascend/sched.py": """
+        from vllm.kv import Scheduler
+
+
+        class NPUScheduler(Scheduler):
+            def schedule(self, request):
+                manager = self.kv_cache_manager
+                blocks, hits = self.kv_cache_manager.get_computed_blocks(request)
+                a, b, c = self.kv_cache_manager.get_computed_blocks(request)
+                head, *rest = self.kv_cache_manager.get_computed_blocks(request)
+                x, y, z = self.kv_cache_manager.mixed(request)
+                for p, q in self.kv_cache_manager.gen():
+                    pass
+                return manager, blocks, hits, a, b, c, head, rest, x, y, z
+    """}
+    findings = gate(tmp_path, core, plugin).findings
+    assert [(f.symbol, f.plugin_line) for f in findings] == [("call:vllm.kv.KVCacheManager.get_computed_blocks", 7)]
+    assert "returns 3 values, which the plugin unpacks into 2 names" in findings[0].message
+
+
 # ----------------------------------------------------------------------------- missing modules
 
 

@@ -468,6 +468,46 @@ def _return_annotation(mod: ModuleInfo, sig: Signature) -> str | None:
     return None
 
 
+def _own_returns(fn: ast.AST) -> list[ast.Return] | None:
+    """The function's own return statements (not those of functions nested in it); None
+    for a generator, whose call returns no tuple at all."""
+    out: list[ast.Return] = []
+    stack = list(ast.iter_child_nodes(fn))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return None
+        if isinstance(node, ast.Return):
+            out.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def unpack_problems(world: TreeIndex, callee: Callee, shape) -> list[str]:
+    """`a, b = core_f(...)` where every return of core's `f` is a tuple display of another
+    length: unpacking raises ValueError on every call (`get_computed_blocks` came to return
+    three values)."""
+    if shape.unpacked is None or not callee.path.endswith(".py"):
+        return []
+    name = callee.path[:-3].replace("/", ".").removesuffix(".__init__")
+    mod = world.module(name)
+    if mod is None or mod.tree is None or mod.path != callee.path:
+        return []
+    fn = next((n for n in ast.walk(mod.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and n.lineno == callee.line and n.name == callee.qualname.rsplit(".", 1)[-1]), None)
+    returns = _own_returns(fn) if fn is not None else None
+    if not returns or any(not isinstance(r.value, ast.Tuple) or any(isinstance(e, ast.Starred) for e in r.value.elts)
+                          for r in returns):
+        return []
+    lengths = {len(r.value.elts) for r in returns}  # type: ignore[union-attr]
+    if len(lengths) != 1 or shape.unpacked in lengths:
+        return []
+    (n,) = lengths
+    return [f"returns {n} values, which the plugin unpacks into {shape.unpacked} names (ValueError)"]
+
+
 def launch_problems(world: TreeIndex, callee: Callee, shape) -> list[str]:
     """A Triton launch of a core kernel: the required parameters it leaves out (launches.py)."""
     if not shape.launch:
@@ -500,7 +540,7 @@ def check_calls(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
         if callee is None:
             continue
         problems = (accepts_call(callee.sig, use.shape) + launch_problems(world, callee, use.shape)
-                    or shifted_positions(callee.sig, use.shape))
+                    or shifted_positions(callee.sig, use.shape) or unpack_problems(world, callee, use.shape))
         if not problems:
             continue
         symbol = f"call:{callee.qualname}"

@@ -31,7 +31,7 @@ from overlay.gate.findings import Finding, merge_sites
 from overlay.gate.index import ModuleInfo, TreeIndex
 from overlay.gate.scan import PluginFacts, scan_module
 from overlay.gate.source import TreeSource, file_limit
-from overlay.gate.startup import entry_points, platform_classes, reach
+from overlay.gate.startup import core_imports, entry_points, platform_classes, reach
 from overlay.gate.supercalls import super_calls
 from overlay.gate.unreached import demote_unreached
 
@@ -227,10 +227,12 @@ def context(core_src: TreeSource, plugin_src: TreeSource, core: TreeIndex, versi
                     scan_module(mod, env, facts)
                 except RecursionError:
                     notes.append(f"plugin file {path} is nested too deeply to scan: not gated")
-    if expected_core_package(facts.imported_tops, plugin_packages) not in core_packages:
-        raise no_core_package(core_src, facts.imported_tops, plugin_packages)
-    startup = reach(entry_points(plugin_src), facts.refs, plugin_packages,
-                    lambda name: world.module(name) is not None)
+    declared = entry_points(plugin_src)
+    groups = frozenset(p.group.split(".")[0] for p in declared)
+    if expected_core_package(facts.imported_tops, plugin_packages, groups) not in core_packages:
+        raise no_core_package(core_src, facts.imported_tops, plugin_packages, groups)
+    points = declared + core_imports(core_src, core_packages, plugin_packages)
+    startup = reach(points, facts.refs, plugin_packages, lambda name: world.module(name) is not None)
     callers.dead = dead_code(facts, world, is_core)
     # a core class for another platform, or one only such code builds, never runs here
     callers.alternative = instances.never_built(callers, {(u.module, u.name) for u in facts.imports},
@@ -239,7 +241,7 @@ def context(core_src: TreeSource, plugin_src: TreeSource, core: TreeIndex, versi
     for r in facts.replacements:
         replaced.setdefault(r.owner, set()).add(r.attr)
     ev = checks.Evidence(startup, callers, is_core, replaced, env,
-                         platform=platform_classes(entry_points(plugin_src), world.module))
+                         platform=platform_classes(points, world.module))
     ev = dataclasses.replace(ev, oot=registered(facts, world, ev))
     return Context(facts, world, ev, notes, version)
 
@@ -278,27 +280,31 @@ def dead_code(facts: PluginFacts, world: TreeIndex, is_core) -> frozenset[tuple[
     return frozenset(dead)
 
 
-def expected_core_package(imported: dict[str, int], plugin_packages: frozenset[str]) -> str | None:
+def expected_core_package(imported: dict[str, int], plugin_packages: frozenset[str],
+                          groups: frozenset[str] = frozenset()) -> str | None:
     """The package the plugin expects core to provide, among the top-level packages it
-    imports that are neither its own nor the standard library's: the one its own name
-    extends (`vllm` for `vllm_ascend`, the naming rule of core plugins), else the most
-    imported one. Checking just "any import resolves" is not enough: a folder one level
-    too deep (`vllm/`) holds a `ray` package, and the plugin imports `ray`."""
+    imports that are neither its own nor the standard library's: the one its entry points'
+    groups name (`vllm` for `vllm.general_plugins`: tpu-inference imports `jax` more often),
+    else the one its own name extends (`vllm` for `vllm_ascend`, the naming rule of core
+    plugins), else the most imported one. Checking just "any import resolves" is not
+    enough: a folder one level too deep (`vllm/`) holds a `ray` package, and the plugin
+    imports `ray`."""
     stdlib = getattr(sys, "stdlib_module_names", frozenset())
     candidates = [top for top in imported
                   if top not in plugin_packages and top not in stdlib and top != "__future__"]
     if not candidates:
         return None
-    return min(candidates, key=lambda top: (not any(p.startswith(top + "_") for p in plugin_packages),
+    return min(candidates, key=lambda top: (top not in groups,
+                                            not any(p.startswith(top + "_") for p in plugin_packages),
                                             -imported[top], top))
 
 
 def no_core_package(core_src: TreeSource, imported: dict[str, int],
-                    plugin_packages: frozenset[str]) -> OverlayError:
+                    plugin_packages: frozenset[str], groups: frozenset[str] = frozenset()) -> OverlayError:
     """The error for a core tree that provides nothing the plugin imports (a folder one
     level too deep, the plugin tree passed as core, a --core-prefix that matches nothing):
     gating it would find nothing and report a false OK."""
-    name = expected_core_package(imported, plugin_packages)
+    name = expected_core_package(imported, plugin_packages, groups)
     what = f"no `{name}` package the plugin imports" if name else "no package the plugin imports"
     folder = f"{name}/" if name else "the core package"
     if core_src.read("__init__.py") is not None:

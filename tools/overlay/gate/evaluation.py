@@ -48,7 +48,7 @@ _COMMIT = re.compile(r"[0-9a-fA-F]{4,64}")
 # out-of-tree plugin's release (`vllm-spyre==2.0.0rc3`) is gated the same way: a vLLM plugin
 # distribution by its naming rule (`vllm-<name>`), so a held-out set can test the gate on
 # code it was never tuned on.
-_PLUGIN_RELEASE = re.compile(r"(vllm[-_][a-z0-9]{1,30}(?:[-_][a-z0-9]{1,30}){0,3})==([0-9][0-9A-Za-z.+!_-]{0,40})")
+_PLUGIN_RELEASE = re.compile(r"([a-z][a-z0-9]{0,30}(?:[-_][a-z0-9]{1,30}){0,4})==([0-9][0-9A-Za-z.+!_-]{0,40})")
 _VERSION = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,40}")
 PAIRING_KEYS = {"name", "plugin", "core", "findings", "truth", "control", "source"}
 HELD_OUT_KEYS = {"chosen", "rule", "pairings"}
@@ -225,7 +225,7 @@ def _pairing(node: yamldoc.Node, shown: str) -> Pairing:
     # nothing else.
     if not (_COMMIT.fullmatch(plugin) or _PLUGIN_RELEASE.fullmatch(plugin)):
         raise OverlayError(f"pairing '{name}': plugin '{plugin[:60]}' is not a commit id nor a plugin release "
-                           "(vllm-<plugin>==VERSION)", path=shown, line=fields["plugin"].line,
+                           "(DISTRIBUTION==VERSION, e.g. vllm-ascend==0.9.0rc1)", path=shown, line=fields["plugin"].line,
                            hint="write the plugin commit's hex id, or the release as vllm-ascend==0.29.0rc1")
     if not is_release_version(core):
         raise OverlayError(f"pairing '{name}': core '{core[:60]}' is not a release version", path=shown,

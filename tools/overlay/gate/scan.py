@@ -386,6 +386,10 @@ class _Scanner:
         return bool(taken) and isinstance(taken[-1], (ast.Return, ast.Raise))
 
     def stmt(self, stmt: ast.stmt, ctx: Context, scope: Scope, in_class: bool) -> None:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Call) \
+                and isinstance(stmt.targets[0], (ast.Tuple, ast.List)) \
+                and not any(isinstance(e, ast.Starred) for e in stmt.targets[0].elts):
+            self.unpacked[id(stmt.value)] = len(stmt.targets[0].elts)  # read when the call is
         if not ctx.type_checking:
             self.expressions(stmt, ctx, scope)
         if isinstance(stmt, ast.Import):
@@ -671,6 +675,8 @@ class _Scanner:
         if func.split(".")[0] in ("self", "cls") and not in_method:
             return
         shape = call_shape(node)
+        if id(node) in self.unpacked:
+            shape = dataclasses.replace(shape, unpacked=self.unpacked[id(node)])
         spread = [self.spread_keys(k.value, scope) for k in node.keywords if k.arg is None]
         if spread and all(keys is not None for keys in spread):
             # `f(**kw)` with `kw` built here from literal keys, `f(**{"a": 1})`, or
@@ -732,6 +738,7 @@ class _Scanner:
         self.class_stack: list[ast.ClassDef] = []
         self.flag_memo: dict = {}
         self.off_switches: dict = {}
+        self.unpacked: dict[int, int] = {}  # id of a call node -> how many names take its result
         self.block(self.mod.tree.body, Context(), self.top)
 
 

@@ -159,6 +159,8 @@ class CallShape:
     # kw["x"] = ...`, `if "x" in inspect.signature(C).parameters: ...`): it passes each one
     # exactly where core takes it, so none is missing, whatever the branch
     guarded: frozenset[str] = frozenset()
+    # `a, b = f(...)`: how many names the result is unpacked into (None: not unpacked so)
+    unpacked: int | None = None
 
 
 # Options a Triton launcher `kernel[grid](...)` takes besides the kernel's parameters.

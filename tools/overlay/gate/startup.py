@@ -2,8 +2,9 @@
 
 Core loads a plugin through its entry points (`vllm.platform_plugins`,
 `vllm.general_plugins`, ... in setup.py, setup.cfg or pyproject.toml, else in the
-`<Name>.egg-info/entry_points.txt` an archive built from a wheel carries). From those
-modules the graph follows every import of a plugin module (at any scope, in the
+`<Name>.egg-info/entry_points.txt` an archive built from a wheel carries), and through
+core's own imports of the plugin (vLLM's TPU platform module binds tpu-inference's
+`TpuPlatform`; the plugin declares no platform entry point). From those modules the graph follows every import of a plugin module (at any scope, in the
 branches that run) and every dotted string naming one (`"vllm_ascend.worker.worker.NPUWorker"`,
 the way platforms name their worker classes). A module no chain reaches is opt-in
 (a user must name it in a configuration): a break there is a warning, not an error.
@@ -36,6 +37,8 @@ class EntryPoint:
     attr: str | None
 
     def label(self) -> str:
+        if self.group == CORE_IMPORT:  # name: the core module that imports it
+            return f"core's {self.name} imports {self.module}" + (f".{self.attr}" if self.attr else "")
         return f"{self.module}:{self.attr}" if self.attr else self.module
 
 
@@ -124,6 +127,40 @@ def entry_points(source: TreeSource) -> tuple[EntryPoint, ...]:
     return tuple(dict.fromkeys(out))
 
 
+CORE_IMPORT = "imported by core"  # the group of an entry point that is core's own import
+
+
+def core_imports(core_src: TreeSource, core_packages: frozenset[str],
+                 plugin_packages: frozenset[str]) -> tuple[EntryPoint, ...]:
+    """The plugin modules core's own files import (at any scope, as data: the files are
+    parsed, never run), one entry point each, named by the importing core module. A
+    from-import of a name that is a submodule (`from tpu_inference import tpu_info`) names
+    both candidates; `reach` keeps the one the plugin has."""
+    out: list[EntryPoint] = []
+    needles = [p.encode() for p in sorted(plugin_packages)]
+    for pkg in sorted(core_packages):
+        for path in core_src.py_files(pkg):
+            data = core_src.read(path)
+            if not data or not any(n in data for n in needles):
+                continue
+            try:
+                tree = ast.parse(data)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                continue
+            here = path[:-3].replace("/", ".").removesuffix(".__init__")
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    out += [EntryPoint(CORE_IMPORT, here, a.name, None) for a in node.names
+                            if a.name.split(".")[0] in plugin_packages]
+                elif isinstance(node, ast.ImportFrom) and not node.level and node.module \
+                        and node.module.split(".")[0] in plugin_packages:
+                    for a in node.names:
+                        if a.name != "*":
+                            out += [EntryPoint(CORE_IMPORT, here, f"{node.module}.{a.name}", None),
+                                    EntryPoint(CORE_IMPORT, here, node.module, a.name)]
+    return tuple(dict.fromkeys(out))
+
+
 @dataclass(frozen=True)
 class Startup:
     """The modules start-up reaches, each with the chain that reaches it."""
@@ -167,7 +204,7 @@ def reach(points: tuple[EntryPoint, ...], refs: dict[str, set[str]], plugin_pack
     for p in mine:
         if p.module not in parent:
             parent[p.module] = None
-            roots[p.module] = f"{p.group}: {p.label()}"
+            roots[p.module] = p.label() if p.group == CORE_IMPORT else f"{p.group}: {p.label()}"
             queue.append(p.module)
     while queue:
         mod = queue.popleft()
@@ -184,9 +221,11 @@ def reach(points: tuple[EntryPoint, ...], refs: dict[str, set[str]], plugin_pack
 
 def platform_classes(points: tuple[EntryPoint, ...], module) -> frozenset[str]:
     """Names of the classes the plugin's `vllm.platform_plugins` entry points return, as
-    vLLM reads them: a function returning the class's dotted name as a string constant.
+    vLLM reads them: a function returning the class's dotted name as a string constant; and
+    the names core's own platform modules (`<core>.platforms.*`) import from the plugin.
     `module(name)`: the plugin's index of that module (None when absent)."""
-    out: set[str] = set()
+    out: set[str] = {p.attr for p in points if p.group == CORE_IMPORT and p.attr
+                     and ".platforms." in f"{p.name}." and p.attr[:1].isupper()}
     for p in points:
         mod = module(p.module) if p.group == "vllm.platform_plugins" and p.attr else None
         tree = mod.tree if mod is not None else None
