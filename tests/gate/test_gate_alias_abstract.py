@@ -216,6 +216,33 @@ def test_plugin_class_leaving_a_core_abstract_method_unimplemented(tmp_path):
     assert "abstract" in f.message
 
 
+def test_a_class_only_named_in_all_and_used_through_a_static_factory_is_never_built(tmp_path):
+    """tpu-inference's VllmCompressedTensorsMoEMethod lacks two abstract methods of core's
+    base, but nothing instantiates it: the plugin calls its static `get_moe_method`, which
+    returns other classes, and its package lists it in `__all__`. Neither builds it, so
+    the findings are warnings; a registry entry naming it still counts."""
+    plugin = {"vllm_ascend/engine.py": """
+                  from vllm.models.engine import TransferEngine
+
+
+                  class NpuEngine(TransferEngine):
+                      def init_transfer(self, info):
+                          pass
+
+                      @staticmethod
+                      def pick():
+                          return None
+              """,
+              "vllm_ascend/__init__.py": 'from vllm_ascend.engine import (\n    NpuEngine,\n)\n\n__all__ = [\n    "NpuEngine",\n]\n',
+              "vllm_ascend/use.py": "from vllm_ascend.engine import NpuEngine\n\n\ndef method():\n    return NpuEngine.pick()\n"}
+    report = gate(tmp_path, {"vllm/models/engine.py": CORE_ENGINE}, plugin, ("vllm_ascend.engine",))
+    missing = [f for f in report.findings if f.symbol.startswith("override:vllm_ascend.engine.NpuEngine.")]
+    assert missing and {f.severity for f in missing} == {"warning"}, [(f.symbol, f.severity) for f in missing]
+    plugin["vllm_ascend/use.py"] += '\n\nENGINES = {"npu": "NpuEngine"}\n'
+    report = gate(tmp_path / "registered", {"vllm/models/engine.py": CORE_ENGINE}, plugin, ("vllm_ascend.engine",))
+    assert {f.severity for f in report.findings if f.symbol.startswith("override:vllm_ascend.engine.NpuEngine.")} == {"error"}
+
+
 PLUGIN_ENGINES_COMPLETE = """
     import abc
 

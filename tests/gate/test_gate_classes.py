@@ -16,6 +16,7 @@ from __future__ import annotations
 
 
 import gatekit
+import pytest
 
 PKGS = {"vllm/__init__.py": "", "vllm/v1/__init__.py": "", "vllm/v1/core/__init__.py": "",
         "vllm/config/__init__.py": "from vllm.config.vllm import VllmConfig\n"}
@@ -123,6 +124,42 @@ def test_a_method_core_lacks_on_a_config_reached_through_vllm_config_fields(tmp_
     assert [(f.plugin_line, f.severity) for f in found] == [(7, "error")]
     assert "also at line(s) 12" in found[0].message
     assert not [f for f in report.findings if f.symbol.endswith((".use_eagle", ".num_speculative_tokens"))]
+
+
+@pytest.mark.parametrize("elsewhere,found", [
+    # the name lives on as another class's field and is read there: nothing sets it on this one
+    ("@dataclass\nclass AuxConfig:\n    use_dspark: bool = False\n\n\ndef on(aux):\n    return aux.use_dspark\n", True),
+    # core stores the name on some object, or names it as a string: it may be set on this one
+    ("def on(cfg):\n    cfg.use_dspark = True\n", False),
+    ("def on(cfg):\n    return getattr(cfg, 'use_dspark', None)\n", False),
+    ("def on(cfg):\n    cfg.__dict__['use_dspark'] = 1\n", False),
+    # a dictionary key of that name (a hash factor, keyword arguments for another class) sets nothing
+    ("def on(aux):\n    return {'use_dspark': aux}\n", True),
+])
+def test_a_dropped_name_core_still_mentions_is_found_unless_core_may_set_it(tmp_path, elsewhere, found):
+    """vLLM 0.32.0 moved `enable_return_routed_experts` from ModelConfig to AuxOutputConfig:
+    core still mentions the name (a field and reads of the other class), yet nothing sets it
+    on a ModelConfig, so tpu-inference's `model_config.enable_return_routed_experts` raises."""
+    core = {"vllm/config/vllm.py": VLLM_CONFIG, "vllm/config/speculative.py": SPECULATIVE,
+            "vllm/config/aux.py": "from dataclasses import dataclass\n\n\n" + elsewhere}
+    plugin = {"vllm_ascend/proposer.py": PROPOSER}
+    report = gate(tmp_path, core, plugin, ("vllm_ascend.proposer",))
+    hits = [f for f in report.findings if f.symbol == "attribute:vllm.config.speculative.SpeculativeConfig.use_dspark"]
+    assert bool(hits) == found, [f.message for f in hits]
+    if found:
+        assert "no core file sets the name" in hits[0].message
+
+
+def test_a_class_that_sets_attributes_by_computed_name_keeps_the_mention_rule(tmp_path):
+    dynamic = SPECULATIVE + """
+        def update(self, **kw):
+            for k, v in kw.items():
+                setattr(self, k, v)
+"""
+    core = {"vllm/config/vllm.py": VLLM_CONFIG, "vllm/config/speculative.py": dynamic,
+            "vllm/config/aux.py": "def on(aux):\n    return aux.use_dspark\n"}
+    report = gate(tmp_path, core, {"vllm_ascend/proposer.py": PROPOSER}, ("vllm_ascend.proposer",))
+    assert not [f for f in report.findings if f.symbol.endswith(".use_dspark")]
 
 
 PLUGIN_SUBCLASS = """

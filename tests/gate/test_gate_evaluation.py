@@ -171,13 +171,17 @@ def test_the_committed_classification_loads_and_covers_the_pairings():
                                           # the fifteenth: a third plugin (vllm-rbln), moved when it was tuned on
                                           "rbln-0.9.2-vs-0.10.2", "rbln-0.10.0-vs-0.13.0", "rbln-0.10.2.post2-vs-0.18.0",
                                           "rbln-0.11.0a1-vs-0.22.0", "rbln-0.11.2a6-vs-0.24.0", "rbln-0.11.3a12-vs-0.26.0",
-                                          "rbln-0.11.3a21-vs-0.30.0", "rbln-0.12.1a3-vs-0.31.0"]
+                                          "rbln-0.11.3a21-vs-0.30.0", "rbln-0.12.1a3-vs-0.31.0",
+                                          # the sixteenth: a fourth plugin (tpu-inference), moved when it was tuned on
+                                          "tpu-0.21.0-vs-0.24.0", "tpu-0.22.1-vs-0.25.0", "tpu-0.23.0-vs-0.26.0",
+                                          "tpu-0.24.0-vs-0.27.0", "tpu-0.26.0-vs-0.29.0", "tpu-0.28.0-vs-0.30.0",
+                                          "tpu-0.29.0-vs-0.32.0", "tpu-0.31.0-vs-0.33.0"]
     no_error = {"spyre-2.0.0rc3-vs-0.17.1", "spyre-2.0.0rc7-vs-0.18.0",  # the gate reported no error there
                 "spyre-0.6.0-vs-0.10.0", "spyre-2.0.0rc8-vs-0.18.1"}
     assert all((p.verdicts or p.name in no_error) and all(v.reason for v in p.verdicts)
                for p in pairings if not p.held_out)
     bumps = [p for p in pairings if p.truth and not p.held_out]
-    assert len(bumps) == 74 and all(p.source for p in bumps)  # every truth set names the commits it was read from
+    assert len(bumps) == 82 and all(p.source for p in bumps)  # every truth set names the commits it was read from
     assert [p.name for p in pairings if p.control] == ["351879064c-vs-0.27.1"]
     assert not any(p.held_out for p in pairings)  # every held-out set so far is spent (tuned on)
     rbln = [p for p in pairings if p.name.startswith("rbln-")]
@@ -735,22 +739,17 @@ def test_a_hostile_plugin_archive_is_one_line_and_writes_nothing_outside(tmp_pat
     assert set(tmp_path.parent.iterdir()) == before and not Path("/tmp/absolute-escape.py").exists()
 
 
-def test_the_held_out_truth_loads_beside_the_classification():
-    """The sixteenth set (tpu-inference, chosen 2026-12-05) is held out: its truth lives apart
-    from the classification, every pairing in it is held out and names a release archive, and
-    no pairing is in both files."""
-    from overlay.commands.gate_eval import CLASSIFICATION, HELD_OUT
-    from overlay.gate.evaluation import load_all
+def test_the_sixteenth_set_is_classified_with_its_core_declared_by_core():
+    """tpu-inference (held out 2026-12-05, then tuned on): every pairing names a release
+    archive of that distribution, every error key of the frozen run has a verdict, and every
+    truth item in reach has keys."""
+    from overlay.commands.gate_eval import CLASSIFICATION
 
     root = Path(__file__).resolve().parents[2]
-    held = load(root / HELD_OUT)
-    assert [p.name for p in held] == ["tpu-0.21.0-vs-0.24.0", "tpu-0.22.1-vs-0.25.0", "tpu-0.23.0-vs-0.26.0",
-                                      "tpu-0.24.0-vs-0.27.0", "tpu-0.26.0-vs-0.29.0", "tpu-0.28.0-vs-0.30.0",
-                                      "tpu-0.29.0-vs-0.32.0", "tpu-0.31.0-vs-0.33.0"]
-    assert all(p.held_out.startswith("2026-12-05 (sixteenth") and p.plugin_dist == "tpu-inference"
-               and p.plugin_release and p.truth and p.source for p in held)
-    assert all(t.keys for p in held for t in p.truth if t.reach)
-    assert len(load_all([root / CLASSIFICATION, root / HELD_OUT])) == len(load(root / CLASSIFICATION)) + len(held)
+    tpu = [p for p in load(root / CLASSIFICATION) if p.name.startswith("tpu-")]
+    assert len(tpu) == 8 and {p.plugin_dist for p in tpu} == {"tpu-inference"}
+    assert all(p.plugin_release and p.truth and p.source and p.verdicts for p in tpu)
+    assert all(t.keys for p in tpu for t in p.truth if t.reach)
 
 
 def test_the_classification_may_outgrow_the_project_yaml_cap_but_not_its_own(tmp_path):

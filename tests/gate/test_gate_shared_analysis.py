@@ -69,9 +69,9 @@ def sched(release: int) -> str:
 
 
 def util(release: int) -> str:
-    """A core module that names `shared_by` (which KVConfig never has) except at release 1:
-    only there is the plugin's read of it a finding (no core file mentions the name)."""
-    return "def helper(x):\n    return x\n" + ("" if release == 1 else "\n\nSHARED_BY = 'shared_by'\n")
+    """A core module that sets `shared_by` on some object (which KVConfig never has) except
+    at release 1: only there is the plugin's read of it a finding (no core file sets the name)."""
+    return "def helper(x):\n    return x\n" + ("" if release == 1 else "\n\ndef mark(x):\n    x.shared_by = 1\n")
 
 
 def releases(tmp_path: Path) -> tuple[list[Path], Path]:

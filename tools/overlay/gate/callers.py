@@ -36,6 +36,8 @@ _CLASS_HEADER = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\([^)]*\)", re.M)
 _QUOTED_ANNOTATION = re.compile(rb"(\w[ \t]*:[ \t]*|->[ \t]*)[\"']")
 # an import statement: one line, or a parenthesised list over several
 _IMPORT_STATEMENT = re.compile(rb"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)", re.M)
+# a module's export list, `__all__ = [...]` (or `+=`, a tuple): names, not values passed
+_EXPORT_LIST = re.compile(rb"^__all__[ \t]*\+?=[ \t]*[\[(][^\])]*[\])]", re.M)
 # an instance test, `isinstance(x, (A, type(None)))` (two levels of parentheses inside)
 _INSTANCE_TEST = re.compile(rb"\b(?:isinstance|issubclass)[ \t]*\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)")
 
@@ -325,6 +327,20 @@ class Callers:
         raw = name.encode()
         found = self._positives("mentions", name, lambda path, i: not self.trees[i][3] and raw in self.text(path, i)
                                 and word.search(self.text(path, i)) is not None)
+        return [path for path, i in self.all_files() if (path, i) in found]
+
+    def stores(self, name: str) -> list[str]:
+        """Core files that may set the attribute `name` on some object, or probe for it: an
+        attribute assignment `.name = ...` (or augmented), the name quoted in a `setattr`,
+        `getattr`, `hasattr` or `delattr` call on one line, or as a `__dict__` key. A read of
+        `.name`, a field `name` of another class, or a dictionary key `"name"` sets nothing."""
+        raw = name.encode()
+        quoted = rb"['\"]" + re.escape(raw) + rb"['\"]"
+        pattern = re.compile(rb"\.\s*" + re.escape(raw) + rb"\s*(?:[-+*/%|&^@]|//|<<|>>|\*\*)?=(?!=)"
+                             rb"|\b(?:set|get|has|del)attr\s*\([^\n]*" + quoted
+                             + rb"|__dict__\s*\[\s*" + quoted)
+        found = self._positives("stores", name, lambda path, i: not self.trees[i][3] and raw in self.text(path, i)
+                                and pattern.search(self.text(path, i)) is not None)
         return [path for path, i in self.all_files() if (path, i) in found]
 
     # -- text searches shared across runs
@@ -701,14 +717,17 @@ class Callers:
         return self._files
 
     def _code(self, path: str, tree: int) -> bytes:
-        """A file's text without its import statements: importing a name (`from m import
-        (f as _f, ...)`) neither calls it nor passes it around."""
+        """A file's text without its import statements and export list: importing a name
+        (`from m import (f as _f, ...)`) or listing it in `__all__` neither calls it nor
+        passes it around."""
         key = (-1 - tree, path)
         data = self._texts.get(key)
         if data is None:
             data = self.text(path, tree)
             if b"import" in data:
                 data = _IMPORT_STATEMENT.sub(b"", data)
+            if b"__all__" in data:
+                data = _EXPORT_LIST.sub(b"", data)
             self._texts[key] = data
         return data
 

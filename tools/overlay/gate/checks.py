@@ -1110,20 +1110,41 @@ def _subclass_has(facts: PluginFacts, world: TreeIndex, owner: tuple[ModuleInfo,
     return memo[key]
 
 
+def _sets_by_name(recv, typed, memo: dict[int, bool]) -> bool:
+    """Whether a class of the receiver's chain sets attributes by a computed name
+    (`setattr(self, k, v)`, `self.__dict__`, its own `__setattr__`), or the chain is unknown."""
+    chain = recv.chain(typed)
+    if chain is None:
+        return True
+    for _, cls in chain:
+        if id(cls) not in memo:
+            memo[id(cls)] = "__setattr__" in cls.methods or any(
+                (isinstance(n, ast.Call) and dotted(n.func) == "setattr" and n.args and dotted(n.args[0]) == "self"
+                 and not (len(n.args) > 1 and isinstance(n.args[1], ast.Constant)))
+                or (isinstance(n, ast.Attribute) and n.attr == "__dict__" and dotted(n.value) == "self")
+                for n in (ast.walk(cls.node) if cls.node is not None else ()))
+        if memo[id(cls)]:
+            return True
+    return False
+
+
 def check_typed_reads(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
     """Reads in function bodies through receivers typed by core's annotations
     (`kv_cache_tensor.shared_by` for `for kv_cache_tensor in kv_cache_config.kv_cache_tensors`
     with `kv_cache_config: KVCacheConfig`; `vllm_config.speculative_config.use_dspark`) of
     an attribute the core class and its bases certainly lack: no member, field or
     `self.x` assignment of that name, no `__getattr__`, no base the gate cannot read, no
-    core file mentioning the name at all, no plugin subclass defining it and no plugin
-    code assigning it. A read after probing for the name (`hasattr`, `getattr(...)`) or
+    core file storing the name (`.name = `, `"name"`; for a class that sets attributes by
+    computed name, no core file mentioning it at all), no plugin subclass defining it and
+    no plugin code assigning it. A read after probing for the name (`hasattr`, `getattr(...)`) or
     inside `try: ... except AttributeError` is not one."""
     from overlay.gate.receivers import Receivers
     recv = Receivers(world, ev.is_core, _linearize)
     grouped: dict[tuple, list] = {}
     sub_memo: dict = {}
-    mention_memo: dict[str, bool] = {}
+    search_memo: dict[tuple[str, str], bool] = {}
+    setter_memo: dict[int, bool] = {}
+    below = None  # core's and the plugin's subclass graph, read only when a case needs it
     for read in facts.attr_reads:
         if read.import_time:
             continue
@@ -1138,22 +1159,33 @@ def check_typed_reads(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> lis
         path, typed, attr = found
         if attr in read.ctx.probed or attr in facts.attr_stores:
             continue
-        if attr not in mention_memo:
-            mention_memo[attr] = bool(ev.callers.mentions(attr))
-        if mention_memo[attr] or _subclass_has(facts, world, (typed.mod, typed.cls), attr, sub_memo):
+        # a class that sets attributes by computed name may hold any name core mentions;
+        # for the others, only a core store of the name (`.attr = `, "attr") could add it
+        search = "mentions" if _sets_by_name(recv, typed, setter_memo) else "stores"
+        if (search, attr) not in search_memo:
+            search_memo[(search, attr)] = bool(getattr(ev.callers, search)(attr))
+        if search_memo[(search, attr)] or _subclass_has(facts, world, (typed.mod, typed.cls), attr, sub_memo):
             continue
+        if search == "stores" and ev.callers.mentions(attr):
+            # core names it but never stores it: a core subclass that defines it may be the object
+            if below is None:
+                from overlay.gate.subclasses import Subclasses
+                below = Subclasses(tuple(t[0] for t in ev.callers.trees))
+            if below.defined_below(typed.cls.name, attr):
+                continue
         owner = f"{typed.mod.name}.{typed.cls.name}"
         severity = _severity(read.ctx, ev, read.module.name)
         grouped.setdefault((_kind(read.ctx, "attribute"), f"attribute:{owner}.{attr}", read.path, severity),
-                           []).append((read, path, typed))
+                           []).append((read, path, typed, search))
     findings: list[Finding] = []
     for (kind, symbol, plugin_path, severity), items in grouped.items():
-        read, path, typed = items[0]
+        read, path, typed, search = items[0]
         attr = symbol.rsplit(".", 1)[-1]
-        lines = sorted({r.line for r, _, _ in items})
+        lines = sorted({r.line for r, _, _, _ in items})
         more = f" (also at line(s) {', '.join(map(str, lines[1:]))})" if len(lines) > 1 else ""
+        unset = "no core file mentions the name" if search == "mentions" else "no core file sets the name"
         why = (f"`{path}` is a {typed.cls.name} ({typed.how}), and core's {typed.cls.name} and its bases have no "
-               f"attribute '{attr}' (no core file mentions the name)")
+               f"attribute '{attr}' ({unset})")
         message = f"`{read.expr}` is read when the function runs: {why}{more}"
         p = Problem(typed.mod.path, typed.cls.line, (why,), "read in a function body", True)
         findings.append(Finding(kind, symbol, plugin_path, read.line, typed.mod.path, typed.cls.line,
