@@ -142,7 +142,10 @@ def test_a_dropped_name_core_still_mentions_is_found_unless_core_may_set_it(tmp_
     on a ModelConfig, so tpu-inference's `model_config.enable_return_routed_experts` raises."""
     core = {"vllm/config/vllm.py": VLLM_CONFIG, "vllm/config/speculative.py": SPECULATIVE,
             "vllm/config/aux.py": "from dataclasses import dataclass\n\n\n" + elsewhere}
-    plugin = {"vllm_ascend/proposer.py": PROPOSER}
+    # the plugin keeps the value on its own object under the same name: that sets nothing on core's
+    plugin = {"vllm_ascend/proposer.py": PROPOSER.replace(
+        "self.dspark = vllm_config.speculative_config.use_dspark()",
+        "self.use_dspark = vllm_config.speculative_config.use_dspark()")}
     report = gate(tmp_path, core, plugin, ("vllm_ascend.proposer",))
     hits = [f for f in report.findings if f.symbol == "attribute:vllm.config.speculative.SpeculativeConfig.use_dspark"]
     assert bool(hits) == found, [f.message for f in hits]

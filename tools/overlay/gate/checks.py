@@ -1094,14 +1094,17 @@ def _missing_attribute(world: TreeIndex, expr: str, ev: Evidence) -> tuple[str, 
 
 def _subclass_has(facts: PluginFacts, world: TreeIndex, owner: tuple[ModuleInfo, ClassInfo], attr: str,
                   memo: dict) -> bool:
-    """A plugin class below core's `owner` defines `attr`: the object may be that subclass."""
+    """A plugin class below core's `owner` defines `attr` (in its body, or as `self.attr = `
+    in a method): the object may be that subclass."""
     key = (owner[0].name, owner[1].name, attr)
     if key not in memo:
         memo[key] = False
         for pc in facts.classes:
             info = world.class_of(pc.module, pc.node)
             if attr not in info.methods and attr not in info.attrs \
-                    and not any(isinstance(f.target, ast.Name) and f.target.id == attr for f in info.fields):
+                    and not any(isinstance(f.target, ast.Name) and f.target.id == attr for f in info.fields) \
+                    and not any(isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.ctx, ast.Store)
+                                and dotted(n.value) == "self" for n in ast.walk(pc.node)):
                 continue
             if any(b is not None and (b[0].name, b[1].name) == key[:2]
                    for b in _linearize(world, pc.module, info, pc.scope.local_imports)):
@@ -1134,9 +1137,10 @@ def check_typed_reads(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> lis
     with `kv_cache_config: KVCacheConfig`; `vllm_config.speculative_config.use_dspark`) of
     an attribute the core class and its bases certainly lack: no member, field or
     `self.x` assignment of that name, no `__getattr__`, no base the gate cannot read, no
-    core file storing the name (`.name = `, `"name"`; for a class that sets attributes by
-    computed name, no core file mentioning it at all), no plugin subclass defining it and
-    no plugin code assigning it. A read after probing for the name (`hasattr`, `getattr(...)`) or
+    core file storing or probing the name (`.name = `, `setattr(o, "name", v)`; for a class
+    that sets attributes by computed name, no core file mentioning it at all), no plugin
+    subclass defining it and no plugin code assigning it to an object other than its own
+    (`self.name = ` sets the plugin's object). A read after probing for the name (`hasattr`, `getattr(...)`) or
     inside `try: ... except AttributeError` is not one."""
     from overlay.gate.receivers import Receivers
     recv = Receivers(world, ev.is_core, _linearize)
@@ -1157,7 +1161,7 @@ def check_typed_reads(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> lis
         if found is None:
             continue
         path, typed, attr = found
-        if attr in read.ctx.probed or attr in facts.attr_stores:
+        if attr in read.ctx.probed or attr in facts.foreign_stores:
             continue
         # a class that sets attributes by computed name may hold any name core mentions;
         # for the others, only a core store of the name (`.attr = `, "attr") could add it

@@ -193,6 +193,8 @@ class PluginFacts:
     calls: list[CallUse] = field(default_factory=list)
     attr_reads: list[AttrRead] = field(default_factory=list)
     attr_stores: set[str] = field(default_factory=set)  # every `x.name = ...` target name in the plugin
+    # those whose receiver is not `self` (`self.name = ...` sets the plugin's own object)
+    foreign_stores: set[str] = field(default_factory=set)
     # plugin module -> plugin modules it imports or names in a dotted string (any scope,
     # only the branches that run): the edges of the start-up import graph
     refs: dict[str, set[str]] = field(default_factory=dict)
@@ -606,6 +608,8 @@ class _Scanner:
                 self.call(node, ctx, scope)
             if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
                 self.facts.attr_stores.add(node.attr)
+                if not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+                    self.facts.foreign_stores.add(node.attr)
             if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
                 expr = dotted(node)
                 if expr is not None:
