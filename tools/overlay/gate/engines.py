@@ -349,8 +349,10 @@ def combine(hand: Iterable[Finding], checked: Iterable[Finding], shapes: PluginS
         if loaded is not None and module_of(c.plugin_path) not in loaded:
             out.append(replace(c, confidence="low", reason=c.reason + "; its module is not loaded at start-up"))
             continue
-        ok, evidence = (runs or {}).get((c.plugin_path, c.plugin_line), (False, ""))
-        if evidence and raises(c, shapes):
+        answer = (runs or {}).get((c.plugin_path, c.plugin_line))  # the hand gate's, when it was asked
+        if answer is not None and raises(c, shapes):
+            ok, evidence = answer
+            evidence = evidence or "no evidence given"
             c = (replace(c, severity="error", confidence="high",
                          reason=c.reason.replace(FORECAST, CONFIRMED) + f" ({evidence})") if ok
                  else replace(c, reason=f"{c.reason}; not confirmed: {evidence}"))
