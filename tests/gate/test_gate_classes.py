@@ -153,6 +153,34 @@ def test_a_dropped_name_core_still_mentions_is_found_unless_core_may_set_it(tmp_
         assert "no core file sets the name" in hits[0].message
 
 
+def test_a_read_through_a_protocol_typed_field_is_no_finding(tmp_path):
+    """vLLM 0.8.5 types `VllmConfig.additional_config` as the Protocol `SupportsHash`; the
+    object is the user's dict, so `additional_config.get(...)` is fine."""
+    core = {"vllm/config/vllm.py": """
+        from dataclasses import dataclass
+        from typing import Protocol
+
+
+        class SupportsHash(Protocol):
+            def compute_hash(self) -> str:
+                ...
+
+
+        @dataclass
+        class VllmConfig:
+            additional_config: SupportsHash = None
+    """}
+    plugin = {"vllm_ascend/proposer.py": """
+        from vllm.config import VllmConfig
+
+
+        def read(vllm_config: VllmConfig):
+            return vllm_config.additional_config.get("x")
+    """}
+    report = gate(tmp_path, core, plugin, ("vllm_ascend.proposer",))
+    assert not [f for f in report.findings if f.symbol.endswith(".get")], [f.symbol for f in report.findings]
+
+
 def test_a_class_that_sets_attributes_by_computed_name_keeps_the_mention_rule(tmp_path):
     dynamic = SPECULATIVE + """
         def update(self, **kw):

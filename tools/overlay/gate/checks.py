@@ -1113,6 +1113,14 @@ def _subclass_has(facts: PluginFacts, world: TreeIndex, owner: tuple[ModuleInfo,
     return memo[key]
 
 
+def _is_protocol(recv, typed) -> bool:
+    """Whether the receiver's class is a typing Protocol (vLLM 0.8.5 types
+    `additional_config` as `SupportsHash`; the object is the user's dict)."""
+    chain = recv.chain(typed)
+    return chain is not None and any(b is not None and b.split(".")[-1].split("[")[0] == "Protocol"
+                                     for _, cls in chain for b in cls.bases)
+
+
 def _sets_by_name(recv, typed, memo: dict[int, bool]) -> bool:
     """Whether a class of the receiver's chain sets attributes by a computed name
     (`setattr(self, k, v)`, `self.__dict__`, its own `__setattr__`), or the chain is unknown."""
@@ -1165,6 +1173,8 @@ def check_typed_reads(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> lis
             continue
         # a class that sets attributes by computed name may hold any name core mentions;
         # for the others, only a core store of the name (`.attr = `, "attr") could add it
+        if _is_protocol(recv, typed):
+            continue  # a Protocol names what a structural match must have, not all it may have
         search = "mentions" if _sets_by_name(recv, typed, setter_memo) else "stores"
         if (search, attr) not in search_memo:
             search_memo[(search, attr)] = bool(getattr(ev.callers, search)(attr))
