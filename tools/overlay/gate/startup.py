@@ -4,11 +4,13 @@ Core loads a plugin through its entry points (`vllm.platform_plugins`,
 `vllm.general_plugins`, ... in setup.py, setup.cfg or pyproject.toml, else in the
 `<Name>.egg-info/entry_points.txt` an archive built from a wheel carries), and through
 core's own imports of the plugin (vLLM's TPU platform module binds tpu-inference's
-`TpuPlatform`; the plugin declares no platform entry point). From those modules the graph follows every import of a plugin module (at any scope, in the
-branches that run) and every dotted string naming one (`"vllm_ascend.worker.worker.NPUWorker"`,
-the way platforms name their worker classes). A module no chain reaches is opt-in
+`TpuPlatform`; the plugin declares no platform entry point). From those modules the
+graph follows every import of a plugin module (at any scope, in the branches that run)
+and every dotted string naming one (`"vllm_ascend.worker.worker.NPUWorker"`, the way
+platforms name their worker classes). A module no chain reaches is opt-in
 (a user must name it in a configuration): a break there is a warning, not an error.
-A plugin that declares no entry points is taken as reached everywhere.
+A plugin that declares no entry points, and that core does not import, is taken as
+reached everywhere.
 """
 
 from __future__ import annotations
