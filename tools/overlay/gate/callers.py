@@ -323,11 +323,7 @@ class Callers:
 
     def mentions(self, name: str) -> list[str]:
         """Core files whose text contains the identifier `name` at all."""
-        word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
-        raw = name.encode()
-        found = self._positives("mentions", name, lambda path, i: not self.trees[i][3] and raw in self.text(path, i)
-                                and word.search(self.text(path, i)) is not None)
-        return [path for path, i in self.all_files() if (path, i) in found]
+        return self._core_matching("mentions", name, re.compile(rb"\b" + re.escape(name.encode()) + rb"\b"))
 
     def stores(self, name: str) -> list[str]:
         """Core files that may set the attribute `name` on some object, or probe for it: an
@@ -339,7 +335,12 @@ class Callers:
         pattern = re.compile(rb"\.\s*" + re.escape(raw) + rb"\s*(?:[-+*/%|&^@]|//|<<|>>|\*\*)?=(?!=)"
                              rb"|\b(?:set|get|has|del)attr\s*\([^\n]*" + quoted
                              + rb"|__dict__\s*\[\s*" + quoted)
-        found = self._positives("stores", name, lambda path, i: not self.trees[i][3] and raw in self.text(path, i)
+        return self._core_matching("stores", name, pattern)
+
+    def _core_matching(self, kind: str, name: str, pattern: re.Pattern) -> list[str]:
+        """Core files (never the plugin's) whose text holds `name` where `pattern` matches."""
+        raw = name.encode()
+        found = self._positives(kind, name, lambda path, i: not self.trees[i][3] and raw in self.text(path, i)
                                 and pattern.search(self.text(path, i)) is not None)
         return [path for path, i in self.all_files() if (path, i) in found]
 

@@ -491,8 +491,8 @@ def unpack_problems(world: TreeIndex, callee: Callee, shape) -> list[str]:
     three values)."""
     if shape.unpacked is None or not callee.path.endswith(".py"):
         return []
-    name = callee.path[:-3].replace("/", ".").removesuffix(".__init__")
-    mod = world.module(name)
+    from overlay.gate.callers import module_name
+    mod = world.module(module_name(callee.path))
     if mod is None or mod.tree is None or mod.path != callee.path:
         return []
     fn = next((n for n in ast.walk(mod.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
