@@ -63,6 +63,30 @@ def test_a_release_older_than_the_tag_file_declares_its_core_in_the_dockerfile(t
     assert declared_release(tmp_path) == "0.22.1"
 
 
+def test_an_image_folder_dockerfile_that_clones_core_at_a_release_declares_it(tmp_path):
+    """vllm-gaudi's release tags declare their core only in `.cd/Dockerfile.*`
+    (`ARG VLLM_PROJECT_COMMIT=v0.24.0`; vllm-gaudi v0.24.0). Every image there must agree on
+    one release: an image left on a branch or an empty value declares nothing, two releases
+    declare nothing, and a Dockerfile under tests/ is not the plugin's image."""
+    from overlay.trees.baseline_trees import declared_release
+
+    cd = tmp_path / ".cd"
+    cd.mkdir()
+    (cd / "Dockerfile.ubuntu.pytorch.vllm").write_text(
+        "ARG VLLM_GAUDI_COMMIT=v0.24.0\nARG VLLM_PROJECT_COMMIT=v0.24.0\n"
+        "ARG VLLM_PROJECT_COMMIT\nRUN git checkout $VLLM_PROJECT_COMMIT\n")
+    (cd / "Dockerfile.rhel.ubi.vllm.no-torchaudio").write_text("ARG VLLM_PROJECT_COMMIT=\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "Dockerfile.hpu").write_text("ARG VLLM_PROJECT_COMMIT=v0.9.0\n")
+    assert declared_release(tmp_path) == "0.24.0"
+    (cd / "Dockerfile.rhel.ubi.vllm").write_text("ARG VLLM_PROJECT_COMMIT=v0.23.0\n")
+    assert declared_release(tmp_path) is None  # two releases: nothing is declared
+    (cd / "Dockerfile.rhel.ubi.vllm").write_text("ARG VLLM_PROJECT_COMMIT=main\n")
+    assert declared_release(tmp_path) == "0.24.0"
+    (tmp_path / "Dockerfile").write_text("ARG VLLM_TAG=v0.20.2\n")
+    assert declared_release(tmp_path) == "0.20.2"  # the root image wins, as before
+
+
 def test_a_dockerfile_declares_only_a_release_and_only_from_inside_the_tree(tmp_path):
     from overlay.trees.baseline_trees import declared_release
 
@@ -88,6 +112,12 @@ def test_whatever_a_dockerfile_holds_the_declared_core_is_a_release_version_or_n
     def check(noise, tag):
         tree = tmp_path_factory.mktemp("docker")
         (tree / "Dockerfile").write_text(f"{noise}\nARG VLLM_TAG={tag}\n{noise}", errors="surrogatepass")
+        got = declared_release(tree)
+        assert got is None or is_release_version(got)
+        (tree / "Dockerfile").unlink()  # the image folder's form (vllm-gaudi's .cd/)
+        (tree / ".cd").mkdir()
+        (tree / ".cd" / "Dockerfile.x").write_text(f"{noise}\nARG VLLM_PROJECT_COMMIT={tag}\n{noise}",
+                                                    errors="surrogatepass")
         got = declared_release(tree)
         assert got is None or is_release_version(got)
 

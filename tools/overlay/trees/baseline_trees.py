@@ -35,16 +35,40 @@ def _read_in_tree(plugin_tree: Path, relative: str, limit: int) -> str | None:
     return None if len(raw) > limit else raw.decode("utf-8", "replace")
 
 
+# Folders where a plugin keeps the images it publishes (vllm-gaudi: `.cd/Dockerfile.*`, each
+# cloning core at `ARG VLLM_PROJECT_COMMIT=v0.24.0`); a few files each, read capped.
+_IMAGE_FOLDERS = (".cd", "docker")
+_IMAGES_MAX = 32
+_IMAGE_TAG = re.compile(r"^[ \t]*ARG[ \t]+VLLM_(?:TAG|PROJECT_COMMIT)[ \t]*=[ \t]*"
+                        r"v?([0-9]+(?:\.[0-9]+){1,3}(?:(?:rc|\.post)[0-9]+)?)[ \t]*$", re.MULTILINE)
+
+
+def _image_folder_release(plugin_tree: Path) -> str | None:
+    """The one release every image under the plugin's image folders clones core at; None when
+    none names a release or two name different ones. Links and non-folders are not followed."""
+    found: set[str] = set()
+    for folder in _IMAGE_FOLDERS:
+        where = plugin_tree / folder
+        if where.is_symlink() or not where.is_dir():
+            continue
+        names = sorted(p.name for p in where.iterdir() if p.name.startswith("Dockerfile"))[:_IMAGES_MAX]
+        for name in names:
+            text = _read_in_tree(plugin_tree, f"{folder}/{name}", DOCKERFILE_MAX)
+            found.update(_IMAGE_TAG.findall(text) if text else ())
+    return found.pop() if len(found) == 1 else None
+
+
 def declared_release(plugin_tree: Path) -> str | None:
     """The core release the plugin tree declares, read as data (regular files inside the
     tree, capped): its `.github/vllm-release-tag.commit`, else, for releases older than that
-    file, the Dockerfile's `ARG VLLM_TAG=vX.Y.Z`. None when neither declares one."""
+    file, the Dockerfile's `ARG VLLM_TAG=vX.Y.Z`, else the one release the images in its
+    image folders clone core at (vllm-gaudi). None when none declares one."""
     text = _read_in_tree(plugin_tree, ".github/vllm-release-tag.commit", DECLARED_MAX)
     if text is not None and text.strip():
         return text.split()[0].lstrip("v")
     docker = _read_in_tree(plugin_tree, "Dockerfile", DOCKERFILE_MAX)
     match = _DOCKER_TAG.search(docker) if docker else None
-    return match.group(1) if match else None
+    return match.group(1) if match else _image_folder_release(plugin_tree)
 
 
 PYPROJECT_MAX = 256 * 1024
