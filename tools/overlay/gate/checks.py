@@ -17,6 +17,7 @@ from typing import Callable
 
 from overlay.gate.aliascalls import constructor_calls, module_alias_calls
 from overlay.gate.captures import aliased
+from overlay.gate.classuses import function_class_uses
 from overlay.gate.callers import COMMON, Callers, Site
 from overlay.gate.conditions import unknown_bases_in_core
 from overlay.gate.findings import NO_CORE_CALLER, Finding
@@ -1068,6 +1069,14 @@ def _missing_attribute(world: TreeIndex, expr: str, ev: Evidence) -> tuple[str, 
             if res.status != "found":
                 return None
             nxt = world.resolve(m.name, attr)  # type: ignore[attr-defined]
+        elif kind == "func":
+            fmod, sig = val  # type: ignore[misc]
+            # an undecorated def is a plain function object: it has no attribute but the
+            # ones core sets on it (`f.kind = ...`), whenever the read runs
+            if sig.decorators or ev.callers.stores(attr):
+                return None
+            return owner, fmod.path, sig.line, (f"core's {owner.rsplit('.', 1)[-1]} is a function "
+                                                f"(not a class), which has no attribute '{attr}'")
         elif kind == "class":
             cmod, ccls = val  # type: ignore[misc]
             nxt = world.class_member(cmod, ccls, attr)
@@ -1210,8 +1219,30 @@ def check_typed_reads(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> lis
     return findings
 
 
+def check_class_uses(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
+    """A core name the plugin subclasses, tests with isinstance or matches as a class pattern
+    that core defines as a plain function (classuses.py): one finding per import it rests on,
+    keyed by that import when it binds the name itself."""
+    findings: list[Finding] = []
+    for use, named, target, sites, fmod, sig in function_class_uses(facts, world, ev.is_core):
+        short = target.rsplit(".", 1)[-1]
+        why = f"core's {short} is a function (not a class), at {fmod.path}:{sig.line}"
+        hows = "; ".join(s.how for s in sites[:4]) + (f" (+{len(sites) - 4} more)" if len(sites) > 4 else "")
+        message = f"the plugin uses `{sites[0].expr}` as a class ({hows}), and {why}: that raises TypeError"
+        if named:
+            symbol, path, line = f"import:{use.module}:{use.name}", use.path, use.line
+        else:
+            symbol, path, line = f"attribute:{target}", use.path, sites[0].line
+        findings.append(Finding(_kind(use.ctx, "import" if named else "attribute"), symbol, path, line,
+                                fmod.path, sig.line, _why(use.ctx, message),
+                                severity=_severity(use.ctx, ev, use.mod_name),
+                                reason=_reason(use.ctx, ev, use.mod_name, "used as a class"),
+                                summary=f"{short} used as a class: {why}"))
+    return findings
+
+
 def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
-    findings: list[Finding] = check_typed_reads(facts, world, ev)
+    findings: list[Finding] = check_typed_reads(facts, world, ev) + check_class_uses(facts, world, ev)
     memo: dict[str, tuple | None] = {}
     # names the plugin itself sets on a core module or class when its module is imported
     # (`mamba_utils.extra = extra`): a read of one when a function runs (after start-up's
@@ -1245,9 +1276,9 @@ def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list
                 memo[bound] = _missing_attribute(world, bound, ev)
             if memo[bound] is not None:
                 continue  # the import binding `head` fails first, and is that break
-        if not read.import_time and line:
-            # in a function body, only a module's missing name is certain: a class may
-            # get attributes at run time that no static reading sees
+        if not read.import_time and line and "is a function (not a class)" not in why:
+            # in a function body, only a module's (or a plain function's) missing name is
+            # certain: a class may get attributes at run time that no static reading sees
             continue
         attr = target[len(owner) + 1:].split(".")[0]
         when = "when the module is imported" if read.import_time else "when the function runs"
