@@ -901,3 +901,30 @@ def test_a_pairing_named_in_two_classification_files_is_one_line_naming_both(tmp
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") <= 2 and "Traceback" not in err, err
     assert "'tuned'" in err and "gate_eval.yaml" in err and "gate_eval_held_out.yaml" in err, err
+
+
+def test_a_pairing_may_name_the_core_its_plugin_release_declares_in_prose(tmp_path):
+    """vllm-metax declares its core only in its README ("aligned with vLLM v0.17.0") and
+    tpu-inference only through core's requirements/tpu.txt: the pairing says it (`declared:`),
+    and the checker's differential starts there rather than at the mirror's release before C."""
+    from overlay.commands.gate_eval import declared_core
+
+    (pairing,) = load(write(tmp_path, 'pairings:\n  - name: r\n    plugin: "vllm-metax==0.17.0"\n'
+                                      '    core: "0.18.0"\n    declared: "0.17.0"\n'))
+    assert pairing.declared == "0.17.0"
+    mirror = tmp_path / "mirror"
+    (mirror / "pypi").mkdir(parents=True)
+    for v in ("0.17.0", "0.17.1", "0.18.0"):
+        (mirror / "pypi" / f"vllm-{v}.tar.gz").write_bytes(b"")
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    assert declared_core(mirror, plugin, "0.18.0") == "0.17.1"  # what the tree alone gives
+    assert declared_core(mirror, plugin, "0.18.0", pairing.declared) == "0.17.0"
+
+
+@pytest.mark.parametrize("declared", ["../0.17.0", "0.18.0", "0.19.0", "main", "--x"])
+def test_a_declared_core_that_is_not_an_older_release_is_refused_at_load(tmp_path, declared):
+    with pytest.raises(OverlayError) as exc:
+        load(write(tmp_path, 'pairings:\n  - name: r\n    plugin: "vllm-metax==0.17.0"\n'
+                             f'    core: "0.18.0"\n    declared: "{declared}"\n'))
+    assert "declared core" in str(exc.value) and "is not a release older than 0.18.0" in str(exc.value)

@@ -72,14 +72,17 @@ def core_tree(mirror: Path, version: str, tmp: Path, cache: dict[str, Path]) -> 
     return cache[version]
 
 
-def declared_core(mirror: Path, plugin: Path, core: str) -> str | None:
-    """The core the checker's differential starts from: what the plugin tree declares (its
-    release tag file or Dockerfile tag), else the newest release in the mirror older than the
-    pairing's that its pyproject's core requirement admits, else the newest older one (the
-    one it ran on)."""
+def declared_core(mirror: Path, plugin: Path, core: str, stated: str = "") -> str | None:
+    """The core the checker's differential starts from: the one the pairing states
+    (`declared:`, for a plugin that declares it only in prose), else what the plugin tree
+    declares (its release tag file or Dockerfile tag), else the newest release in the mirror
+    older than the pairing's that its pyproject's core requirement admits, else the newest
+    older one (the one it ran on)."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
 
+    if stated:  # validated at load: an older release version
+        return stated
     declared = baseline_trees.declared_release(plugin)
     # upstream data: only a release version is joined into the sdist's name
     if declared and declared != core and evaluation.is_release_version(declared):
@@ -117,7 +120,7 @@ def register(sub) -> None:
     ap.add_argument("--only", action="append", default=[], metavar="NAME", help="run only this pairing")
     ap.add_argument("--engine", choices=("hand", "both"), default="hand",
                     help="both: add the type checker (differential, mypy) and score its forecasts too; the "
-                         "declared core is the plugin's .github/vllm-release-tag.commit (or its Dockerfile's VLLM_TAG), else the mirror's "
+                         "declared core is the pairing's `declared:`, else the plugin's .github/vllm-release-tag.commit (or its Dockerfile's VLLM_TAG), else the mirror's "
                          "release before the pairing's")
     ap.add_argument("--json", action="store_true", help="scores and unclassified findings as JSON")
     ap.set_defaults(func=run)
@@ -154,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
                               cache=shared)
             skipped = ""
             if args.engine == "both":
-                declared = declared_core(mirror, plugin, p.core)
+                declared = declared_core(mirror, plugin, p.core, p.declared)
                 if declared is None:  # not proven either way: said, never counted as the checker's silence
                     skipped = f"no release older than {p.core} in the mirror to diff from"
                 else:

@@ -50,7 +50,7 @@ _COMMIT = re.compile(r"[0-9a-fA-F]{4,64}")
 # code it was never tuned on.
 _PLUGIN_RELEASE = re.compile(r"([a-z][a-z0-9]{0,30}(?:[-_][a-z0-9]{1,30}){0,4})==([0-9][0-9A-Za-z.+!_-]{0,40})")
 _VERSION = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,40}")
-PAIRING_KEYS = {"name", "plugin", "core", "findings", "truth", "control", "source"}
+PAIRING_KEYS = {"name", "plugin", "core", "findings", "truth", "control", "source", "declared"}
 HELD_OUT_KEYS = {"chosen", "rule", "pairings"}
 VERDICT_KEYS = {"key", "verdict", "reason"}
 TRUTH_KEYS = {"item", "keys", "reach", "reason"}
@@ -83,6 +83,9 @@ class Pairing:
     control: bool = False  # a negative control: the bar is at most one error
     source: str = ""  # the commit(s) the truth items were read from
     held_out: str = ""  # the date the held-out set was chosen ("" for the tuned set)
+    # the core the plugin release declares where its tree says so only in prose (vllm-metax's
+    # README) or core declares it (tpu-inference): the checker's differential starts there
+    declared: str = ""
 
     def verdict(self, key: str) -> Verdict | None:
         return next((v for v in self.verdicts if v.key == key), None)
@@ -230,6 +233,11 @@ def _pairing(node: yamldoc.Node, shown: str) -> Pairing:
     if not is_release_version(core):
         raise OverlayError(f"pairing '{name}': core '{core[:60]}' is not a release version", path=shown,
                            line=fields["core"].line, hint="write the vLLM release, as 0.25.0")
+    declared = str(fields["declared"].value) if "declared" in fields else ""
+    if declared and not (is_release_version(declared) and _older(declared, core)):
+        raise OverlayError(f"pairing '{name}': declared core '{declared[:60]}' is not a release older than {core}",
+                           path=shown, line=fields["declared"].line,
+                           hint="write the vLLM release the plugin release declares, as 0.17.0")
     verdicts = []
     items = fields.get("findings")
     for item in (items.value if items is not None and isinstance(items.value, list) else []):
@@ -277,7 +285,16 @@ def _pairing(node: yamldoc.Node, shown: str) -> Pairing:
     source = fields.get("source")
     return Pairing(name, plugin, core, tuple(verdicts), tuple(truth),
                    bool(control.value) if control is not None else False,
-                   str(source.value) if source is not None else "")
+                   str(source.value) if source is not None else "", declared=declared)
+
+
+def _older(version: str, than: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(version) < Version(than)
+    except InvalidVersion:
+        return False
 
 
 @dataclass(frozen=True)
