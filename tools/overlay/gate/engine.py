@@ -31,7 +31,8 @@ from overlay.gate.findings import Finding, merge_sites
 from overlay.gate.index import ModuleInfo, TreeIndex
 from overlay.gate.scan import PluginFacts, scan_module
 from overlay.gate.source import TreeSource, file_limit
-from overlay.gate.startup import core_imports, entry_points, platform_classes, reach
+from overlay.gate.startup import (PROGRAM, EntryPoint, core_imports, entry_points, platform_classes, reach,
+                                  runs_as_program)
 from overlay.gate.supercalls import super_calls
 from overlay.gate.unreached import demote_unreached
 
@@ -213,6 +214,7 @@ def context(core_src: TreeSource, plugin_src: TreeSource, core: TreeIndex, versi
     env_box.append(env)
     facts = PluginFacts()
     notes: list[str] = []
+    programs: list[EntryPoint] = []
     say(f"scanning the plugin against core {version or '(version unknown)'}")
     for pkg in sorted(plugin_packages):
         for path in plugin_src.py_files(pkg):
@@ -227,11 +229,15 @@ def context(core_src: TreeSource, plugin_src: TreeSource, core: TreeIndex, versi
                     scan_module(mod, env, facts)
                 except RecursionError:
                     notes.append(f"plugin file {path} is nested too deeply to scan: not gated")
+                if runs_as_program(name, mod.tree):
+                    programs.append(EntryPoint(PROGRAM, name, name, None))
     declared = entry_points(plugin_src)
     groups = frozenset(p.group.split(".")[0] for p in declared)
     if expected_core_package(facts.imported_tops, plugin_packages, groups) not in core_packages:
         raise no_core_package(core_src, facts.imported_tops, plugin_packages, groups)
     points = declared + core_imports(core_src, core_packages, plugin_packages)
+    if points:  # a program is one more way in; alone it would make every other module opt-in
+        points += tuple(programs)
     startup = reach(points, facts.refs, plugin_packages, lambda name: world.module(name) is not None)
     callers.dead = dead_code(facts, world, is_core)
     # a core class for another platform, or one only such code builds, never runs here

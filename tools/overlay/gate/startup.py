@@ -130,6 +130,26 @@ def entry_points(source: TreeSource) -> tuple[EntryPoint, ...]:
 
 
 CORE_IMPORT = "imported by core"  # the group of an entry point that is core's own import
+PROGRAM = "program (opt-in: python -m)"  # a plugin module a user runs (vllm-gaudi's multi-model server)
+# program modules that are the plugin's own tooling, not a configuration it supports
+_NOT_A_SUPPORTED_PROGRAM = re.compile(r"(?:^|\.)(?:tests?|testing|examples?|tools|experimental|\w*bench\w*)(?:\.|$)")
+
+
+def runs_as_program(name: str, tree: ast.Module | None) -> bool:
+    """The module is a program users start: a package's `__main__`, or a module-level
+    `if __name__ == "__main__":`; tests, examples, tools, benchmarks and experiments are not."""
+    if tree is None or _NOT_A_SUPPORTED_PROGRAM.search(name):
+        return False
+    if name.endswith(".__main__"):
+        return True
+    for stmt in tree.body:
+        test = stmt.test if isinstance(stmt, ast.If) else None
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+            sides = [test.left, *test.comparators]
+            if any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides) and \
+                    any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides):
+                return True
+    return False
 
 
 def core_imports(core_src: TreeSource, core_packages: frozenset[str],
@@ -170,6 +190,9 @@ class Startup:
     declared: bool  # the plugin declares entry points
     parent: dict  # module -> the module that first reached it (None for a root)
     roots: dict  # root module -> entry point label
+    # the attributes the entry points (and core's own imports) name: core calls these
+    # (`register_ops`) though nothing in the plugin's code does
+    called: frozenset = frozenset()
 
     def reached(self, module: str) -> bool:
         return not self.declared or module in self.parent
@@ -218,7 +241,7 @@ def reach(points: tuple[EntryPoint, ...], refs: dict[str, set[str]], plugin_pack
     for mod in list(parent):
         if parent[mod] is None and mod not in roots:
             roots[mod] = "?"
-    return Startup(True, parent, roots)
+    return Startup(True, parent, roots, frozenset(p.attr.split(".")[-1] for p in mine if p.attr))
 
 
 def platform_classes(points: tuple[EntryPoint, ...], module) -> frozenset[str]:

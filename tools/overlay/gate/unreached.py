@@ -14,6 +14,11 @@ never runs with this core: what core lacks inside it is no break there. Each fin
 it becomes a warning that says which calls were ruled out. A helper named anywhere else
 (another call, a callback, a string, a comment) is left alone: the name search cannot
 tell those apart, so it does not guess.
+
+A function or method (any name but a dunder, undecorated) that the plugin names only by its
+definition(s), that no core file names and that no entry point names, never runs at all
+(vllm-gaudi's `HpuPlatform.patch_for_pt27`, whose function-local import of a name core moved
+is no break): the imports inside it become warnings too.
 """
 
 from __future__ import annotations
@@ -106,15 +111,19 @@ def demote_unreached(found: list[Finding], world: TreeIndex, ev: Evidence,
                     ruled_out.setdefault(name, []).extend((path, line) for line in lines)
         return ruled_out
 
-    def unreached(name: str, defs: int) -> str | None:
+    def unreached(name: str, defs: int, private: bool) -> str | None:
         """Why `name` never runs with this core, or None."""
         key = (name, defs)
         if key not in verdicts:
             verdicts[key] = None
-            if not ev.callers.mentions(name):
-                sites = all_ruled_out().get(name, [])
-                if sites and ev.callers.plugin_uses(name) == defs + len(sites):
+            if not ev.callers.mentions(name) and name not in ev.startup.called:
+                uses = ev.callers.plugin_uses(name)
+                sites = all_ruled_out().get(name, []) if private else []
+                if sites and uses == defs + len(sites):
                     verdicts[key] = demote_reason(name, version, [f"{p}:{line}" for p, line in sorted(sites)])
+                elif uses == defs:
+                    verdicts[key] = (f"inside {name}, which nothing calls: the plugin names it only where it "
+                                     f"defines it, and neither core nor an entry point names it: {NOT_RUN_WITH_CORE}")
         return verdicts[key]
 
     out = []
@@ -126,7 +135,11 @@ def demote_unreached(found: list[Finding], world: TreeIndex, ev: Evidence,
                 if start <= f.plugin_line <= end:
                     name = node.name  # type: ignore[attr-defined]
                     defs = sum(1 for s in scopes if s[3].name == name)  # type: ignore[attr-defined]
-                    why = unreached(name, defs) if _is_private(name) else None
+                    # the never-named rule covers imports only: a function-local import is a
+                    # compat helper's lazy import; reads and calls in uncalled code are left to
+                    # the reachability the other checks already weigh
+                    plain = f.kind == "import" and not name.startswith("__") and not getattr(node, "decorator_list", None)
+                    why = unreached(name, defs, _is_private(name)) if (_is_private(name) or plain) else None
                     if why:
                         break
         if why:
