@@ -15,7 +15,8 @@ PLATFORM = """
 
 
     class HpuPlatform:
-        def patch_for_pt27(self):
+        @classmethod
+        def patch_for_pt27(cls):
             from vllm.utils import is_torch_equal_or_newer
             return is_torch_equal_or_newer
 

@@ -15,7 +15,7 @@ it becomes a warning that says which calls were ruled out. A helper named anywhe
 (another call, a callback, a string, a comment) is left alone: the name search cannot
 tell those apart, so it does not guess.
 
-A function or method (any name but a dunder, undecorated) that the plugin names only by its
+A function or method (any name but a dunder, undecorated but for classmethod/staticmethod) that the plugin names only by its
 definition(s), that no core file names and that no entry point names, never runs at all
 (vllm-gaudi's `HpuPlatform.patch_for_pt27`, whose function-local import of a name core moved
 is no break): the imports inside it become warnings too.
@@ -138,7 +138,9 @@ def demote_unreached(found: list[Finding], world: TreeIndex, ev: Evidence,
                     # the never-named rule covers imports only: a function-local import is a
                     # compat helper's lazy import; reads and calls in uncalled code are left to
                     # the reachability the other checks already weigh
-                    plain = f.kind == "import" and not name.startswith("__") and not getattr(node, "decorator_list", None)
+                    plain = f.kind == "import" and not name.startswith("__") and all(
+                        isinstance(d, ast.Name) and d.id in ("classmethod", "staticmethod")
+                        for d in getattr(node, "decorator_list", []))
                     why = unreached(name, defs, _is_private(name)) if (_is_private(name) or plain) else None
                     if why:
                         break
