@@ -104,3 +104,27 @@ def test_a_dotted_class_use_is_keyed_by_the_core_name(tmp_path):
     report = gatekit.gate_loaded(tmp_path, PKGS, {"vllm/fused_moe/layer.py": FACTORY},
                                  {"vllm_ascend/moe.py": plugin}, ("vllm_ascend.moe",))
     assert _found(report) == [("error", "attribute:vllm.fused_moe.layer.FusedMoE", 4)]
+
+
+def test_a_name_the_plugin_rebinds_after_probing_it_is_not_the_core_function(tmp_path):
+    """vllm-ascend's 310P MoE (pin set v0.24.0): `try: from ...layer import FusedMoE as
+    _LegacyFusedMoEBase` / `except ImportError: _LegacyFusedMoEBase = torch.nn.Module`, then
+    `if not isinstance(_LegacyFusedMoEBase, type): _LegacyFusedMoEBase = torch.nn.Module`:
+    the class statement below subclasses whatever the probe left, never the function."""
+    plugin = """
+        import torch
+        try:
+            from vllm.fused_moe.layer import FusedMoE as _LegacyFusedMoEBase
+        except ImportError:
+            _LegacyFusedMoEBase = torch.nn.Module
+
+        if not isinstance(_LegacyFusedMoEBase, type):
+            _LegacyFusedMoEBase = torch.nn.Module
+
+
+        class AscendFusedMoE310(_LegacyFusedMoEBase):
+            pass
+    """
+    report = gatekit.gate_loaded(tmp_path, PKGS, {"vllm/fused_moe/layer.py": FACTORY},
+                                 {"vllm_ascend/moe.py": plugin}, ("vllm_ascend.moe",))
+    assert _found(report) == []

@@ -114,6 +114,10 @@ def function_class_uses(facts: PluginFacts, world: TreeIndex, is_core: Callable[
             found = plain_function(world, target)
             if found is None:
                 continue
+            # a name the module also assigns (`X = torch.nn.Module` after probing the import)
+            # may hold something else where it is used: not proven
+            if any(b.kind == "assign" for s in sites for b in mod.bindings.get(s.expr.split(".")[0], [])):
+                continue
             head = sites[0].expr.split(".")[0]
             binding = None
             if "." not in sites[0].expr and head in local:
