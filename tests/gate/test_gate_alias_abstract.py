@@ -375,3 +375,43 @@ def test_plain_assignments_of_names_and_conditionals_are_aliases(values):
     fn = ast.parse(src).body[0]
     expected = [n for v in values for n in re.findall(r"[A-Za-z_][\w.]*", v) if n not in ("if", "else", "c", "d")]
     assert {k: sorted(v) for k, v in aliascalls.local_aliases(fn).items()} == {"x": sorted(expected)}
+
+
+def test_a_plugin_class_named_as_the_core_class_it_extends_is_built_only_by_the_plugin(tmp_path):
+    """vllm-metax's `CompressedTensorsMoEMethod(CompressedTensorsMoEMethod)` shadows core's class
+    of that name and serves only its static `get_moe_method`. Core builds and names its own
+    class (`TransferEngine(...)` below, in core's own module), which says nothing of the
+    plugin's: the findings are warnings; a plugin call of the class still makes them errors."""
+    core_builds = CORE_ENGINE + """
+
+    def make(config, parallel_config):
+        return TransferEngine(config, parallel_config)
+
+
+    REGISTRY = {"transfer": TransferEngine}
+"""
+    plugin = """
+        from vllm.models.engine import TransferEngine as CoreEngine
+
+
+        class TransferEngine(CoreEngine):
+            def init_transfer(self, info):
+                pass
+
+            @staticmethod
+            def pick():
+                return None
+
+
+        def method():
+            return TransferEngine.pick()
+    """
+    report = gate(tmp_path, {"vllm/models/engine.py": core_builds}, {"vllm_ascend/engine.py": plugin},
+                  ("vllm_ascend.engine",))
+    missing = [f for f in report.findings if f.symbol.startswith("override:vllm_ascend.engine.TransferEngine.")]
+    assert missing and {f.severity for f in missing} == {"warning"}, [(f.symbol, f.severity) for f in missing]
+    built = gate(tmp_path / "built", {"vllm/models/engine.py": core_builds},
+                 {"vllm_ascend/engine.py": plugin + "\n\n        ENGINE = TransferEngine(None, None)\n"},
+                 ("vllm_ascend.engine",))
+    missing = [f for f in built.findings if f.symbol.startswith("override:vllm_ascend.engine.TransferEngine.")]
+    assert missing and {f.severity for f in missing} == {"error"}, [(f.symbol, f.severity) for f in missing]

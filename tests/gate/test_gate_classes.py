@@ -73,6 +73,46 @@ def test_a_read_of_a_field_core_dropped_is_found_through_the_annotations(tmp_pat
     assert not [f for f in report.findings if f.symbol.endswith((".size", ".kv_cache_tensors", ".layers"))]
 
 
+SPECS = """
+    from dataclasses import dataclass
+
+
+    @dataclass
+    class KVCacheSpec:
+        block_size: int
+
+
+    @dataclass
+    class AttentionSpec(KVCacheSpec):
+        num_kv_heads: int
+
+
+    @dataclass
+    class UniformTypeKVCacheSpecs(KVCacheSpec):
+        kv_cache_specs: dict
+"""
+
+
+def test_a_read_narrowed_by_an_isinstance_in_the_expression_is_read_as_that_class(tmp_path):
+    """vllm-metax's FlashInfer builder: `kv_cache_spec: AttentionSpec`, then
+    `kv_cache_spec.kv_cache_specs.values() if isinstance(kv_cache_spec, UniformTypeKVCacheSpecs)
+    else [kv_cache_spec]` (and the `and` form): the read runs only on the subclass that has
+    the field. Outside the narrowed part the annotation still holds."""
+    plugin = {"vllm_ascend/builder.py": """
+        from vllm.v1.kv_cache_interface import AttentionSpec, UniformTypeKVCacheSpecs
+
+
+        def support(kv_cache_spec: AttentionSpec):
+            specs = (kv_cache_spec.kv_cache_specs.values()
+                     if isinstance(kv_cache_spec, UniformTypeKVCacheSpecs) else [kv_cache_spec])
+            both = isinstance(kv_cache_spec, UniformTypeKVCacheSpecs) and kv_cache_spec.kv_cache_specs
+            return specs, both, kv_cache_spec.gone
+    """}
+    report = gate(tmp_path, {"vllm/v1/kv_cache_interface.py": SPECS}, plugin, ("vllm_ascend.builder",))
+    assert [(f.symbol, f.plugin_line) for f in errors(report)] == [
+        ("attribute:vllm.v1.kv_cache_interface.AttentionSpec.gone", 8)]
+
+
 VLLM_CONFIG = """
     from dataclasses import dataclass, field
 

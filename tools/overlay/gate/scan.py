@@ -232,6 +232,23 @@ def _catches_import_error(handler: ast.ExceptHandler) -> bool:
     return any((dotted(t) or "").split(".")[-1] in IMPORT_ERRORS for t in types)
 
 
+def _narrowing(node: ast.AST, types: dict) -> list[tuple[ast.AST, dict]] | None:
+    """The parts of a conditional expression or an `and` with the types each is read under,
+    where an `isinstance(name, C)` test narrows `name` for the part that runs when it holds;
+    None for any other node."""
+    if isinstance(node, ast.IfExp) and (test := _isinstance_test(node.test)) is not None:
+        return [(node.test, types), (node.body, {**types, test[0]: test[1]}), (node.orelse, types)]
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And) \
+            and any(_isinstance_test(v) is not None for v in node.values):
+        out, current = [], types
+        for value in node.values:
+            out.append((value, current))
+            if (test := _isinstance_test(value)) is not None:
+                current = {**current, test[0]: test[1]}
+        return out
+    return None
+
+
 def _isinstance_test(test: ast.expr) -> tuple[str, tuple[str, ...]] | None:
     """`isinstance(name, X)` / `isinstance(name, (X, Y))`: (name, dotted classes)."""
     if not (isinstance(test, ast.Call) and dotted(test.func) == "isinstance" and len(test.args) == 2
@@ -586,10 +603,16 @@ class _Scanner:
         else:
             roots = [stmt]
         import_time = scope is self.top
-        stack = list(roots)
+        # each node with the local types it is read under: `x.a if isinstance(x, C) else y`
+        # and `isinstance(x, C) and x.a` narrow x to C there, as `if isinstance(...)` does
+        stack: list[tuple[ast.AST, dict]] = [(r, scope.types) for r in roots]
         while stack:
-            node = stack.pop()
+            node, types = stack.pop()
             if isinstance(node, ast.Lambda):
+                continue
+            narrowed = _narrowing(node, types)
+            if narrowed is not None:
+                stack.extend(narrowed)
                 continue
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 text = node.value
@@ -617,10 +640,10 @@ class _Scanner:
                     in_method = self.method is not None and bool(self.class_stack)
                     if import_time or head != "cls" and (head != "self" or in_method and expr.count(".") > 1):
                         self.facts.attr_reads.append(AttrRead(self.mod.path, node.lineno, expr, self.mod, ctx,
-                                                              import_time, scope.local_imports, scope.types,
+                                                              import_time, scope.local_imports, types,
                                                               self.class_stack[-1] if in_method else None))
                     continue  # the longest chain only: its prefixes are checked with it
-            stack.extend(ast.iter_child_nodes(node))
+            stack.extend((child, types) for child in ast.iter_child_nodes(node))
 
     def spread_keys(self, value: ast.expr, scope: Scope) -> list[str] | None:
         """The keys a `**value` argument passes, when the gate can tell: a dictionary built
