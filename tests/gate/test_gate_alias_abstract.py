@@ -391,6 +391,7 @@ def test_a_plugin_class_named_as_the_core_class_it_extends_is_built_only_by_the_
     REGISTRY = {"transfer": TransferEngine}
 """
     plugin = """
+        import vllm.models.engine as core_engine
         from vllm.models.engine import TransferEngine as CoreEngine
 
 
@@ -400,7 +401,7 @@ def test_a_plugin_class_named_as_the_core_class_it_extends_is_built_only_by_the_
 
             @staticmethod
             def pick():
-                return None
+                return core_engine.TransferEngine.shutdown  # core's class, named through its module
 
 
         def method():

@@ -29,6 +29,7 @@ module is on the start-up chain and the plugin builds it or names it as a value 
 from __future__ import annotations
 
 import ast
+import re
 
 from overlay.gate.checks import Evidence, _kind, _reason, _severity, _why
 from overlay.gate.findings import Finding
@@ -97,6 +98,15 @@ def _implemented(chain, name: str) -> bool:
     return False
 
 
+def _plugin_names_bare(ev: Evidence, name: str) -> bool:
+    """A plugin file names `name` as a value by itself (`= Name`, `(Name,`, "Name"), not as
+    an attribute of a module (`core_mod.Name.get_moe_method(...)` is core's class)."""
+    word = re.escape(name.encode())
+    bare = re.compile(rb"(?<![.\w])" + word + rb"\b(?!\s*[(\[.])|[\"']" + word + rb"[\"']")
+    return any(ev.callers.trees[i][3] and bare.search(ev.callers._code(path, i))
+               for path, i in ev.callers.value_uses(name))
+
+
 def check_abstract_methods(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
     is_core = ev.is_core
     classes = [(pc, world.class_of(pc.module, pc.node)) for pc in facts.classes]
@@ -131,7 +141,7 @@ def check_abstract_methods(facts: PluginFacts, world: TreeIndex, ev: Evidence) -
             # CompressedTensorsMoEMethod, used only for its static get_moe_method): core's
             # own `Name(...)` builds core's class, so only the plugin's uses say it is built
             called = sites is None or any(s.plugin for s in sites)
-            built = called or any(ev.callers.trees[i][3] for _, i in ev.callers.value_uses(cls.name))
+            built = called or _plugin_names_bare(ev, cls.name)
         for name in sorted(abstract):
             if _implemented(chain, name):
                 continue
