@@ -122,3 +122,23 @@ def test_whatever_a_dockerfile_holds_the_declared_core_is_a_release_version_or_n
         assert got is None or is_release_version(got)
 
     check()
+
+
+def test_an_image_folder_or_image_that_links_out_of_the_tree_declares_nothing(tmp_path):
+    """The image folder is upstream data: a `.cd` that is a link to a folder outside the tree,
+    or a Dockerfile in it that links out, is not read."""
+    import os
+
+    from overlay.trees.baseline_trees import declared_release
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "Dockerfile.x").write_text("ARG VLLM_PROJECT_COMMIT=v9.9.9\n")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    os.symlink(outside, tree / ".cd")
+    assert declared_release(tree) is None
+    (tree / ".cd").unlink()
+    (tree / ".cd").mkdir()
+    os.symlink(outside / "Dockerfile.x", tree / ".cd" / "Dockerfile.ubuntu")
+    assert declared_release(tree) is None

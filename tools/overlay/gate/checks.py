@@ -1045,9 +1045,11 @@ def platform_alternatives(facts: PluginFacts, world: TreeIndex, is_core: Callabl
 # ----------------------------------------------------------------------------- import-time attribute reads
 
 
-def _missing_attribute(world: TreeIndex, expr: str, ev: Evidence) -> tuple[str, str, int, str] | None:
-    """(owner, path, line, why) when the dotted core name `expr` fails to resolve at a
-    part core certainly lacks; None when it resolves or the gate cannot tell."""
+def _missing_attribute(world: TreeIndex, expr: str, ev: Evidence) -> tuple[str, str, int, str, bool] | None:
+    """(owner, path, line, why, certain in a function body) when the dotted core name `expr`
+    fails to resolve at a part core certainly lacks; None when it resolves or the gate cannot
+    tell. A module's or a plain function's missing name is certain whenever the read runs; a
+    class may get attributes at run time that no static reading sees."""
     parts = expr.split(".")
     for cut in range(len(parts), 0, -1):
         mod = world.module(".".join(parts[:cut]))
@@ -1065,7 +1067,7 @@ def _missing_attribute(world: TreeIndex, expr: str, ev: Evidence) -> tuple[str, 
             m = val  # type: ignore[assignment]
             res = world.lookup(m.name, attr)  # type: ignore[attr-defined]
             if res.status == "missing":
-                return owner, m.path, 0, res.reason  # type: ignore[attr-defined]
+                return owner, m.path, 0, res.reason, True  # type: ignore[attr-defined]
             if res.status != "found":
                 return None
             nxt = world.resolve(m.name, attr)  # type: ignore[attr-defined]
@@ -1076,7 +1078,7 @@ def _missing_attribute(world: TreeIndex, expr: str, ev: Evidence) -> tuple[str, 
             if sig.decorators or ev.callers.stores(attr):
                 return None
             return owner, fmod.path, sig.line, (f"core's {owner.rsplit('.', 1)[-1]} is a function "
-                                                f"(not a class), which has no attribute '{attr}'")
+                                                f"(not a class), which has no attribute '{attr}'"), True
         elif kind == "class":
             cmod, ccls = val  # type: ignore[misc]
             nxt = world.class_member(cmod, ccls, attr)
@@ -1089,7 +1091,7 @@ def _missing_attribute(world: TreeIndex, expr: str, ev: Evidence) -> tuple[str, 
                 if any(b is None for b in bases):
                     why += (" (nor does torch's nn.Module, its base" if not unknown_bases_in_core(ev.env, cmod, ccls)
                             else " (its bases are built at run time") + ", and no core file mentions the name)"
-                return owner, cmod.path, ccls.line, why
+                return owner, cmod.path, ccls.line, why, False
             if nxt[0] != "class":
                 return None
         else:
@@ -1264,7 +1266,7 @@ def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list
         missing = memo[target]
         if missing is None:
             continue
-        owner, path, line, why = missing
+        owner, path, line, why, certain = missing
         if read.ctx.handles("AttributeError"):
             continue  # `try: ... except (AttributeError|Exception):` handles it
         if not read.import_time and f"{owner}.{target[len(owner) + 1:].split('.')[0]}" in supplied:
@@ -1276,10 +1278,8 @@ def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list
                 memo[bound] = _missing_attribute(world, bound, ev)
             if memo[bound] is not None:
                 continue  # the import binding `head` fails first, and is that break
-        if not read.import_time and line and "is a function (not a class)" not in why:
-            # in a function body, only a module's (or a plain function's) missing name is
-            # certain: a class may get attributes at run time that no static reading sees
-            continue
+        if not read.import_time and not certain:
+            continue  # in a function body a class may have got the attribute at run time
         attr = target[len(owner) + 1:].split(".")[0]
         when = "when the module is imported" if read.import_time else "when the function runs"
         message = f"`{read.expr}` is read {when}, and {why}"

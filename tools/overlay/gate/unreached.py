@@ -15,10 +15,11 @@ it becomes a warning that says which calls were ruled out. A helper named anywhe
 (another call, a callback, a string, a comment) is left alone: the name search cannot
 tell those apart, so it does not guess.
 
-A function or method (any name but a dunder, undecorated but for classmethod/staticmethod) that the plugin names only by its
-definition(s), that no core file names and that no entry point names, never runs at all
-(vllm-gaudi's `HpuPlatform.patch_for_pt27`, whose function-local import of a name core moved
-is no break): the imports inside it become warnings too.
+A function or method that the plugin names only by its definition(s), that no core file
+names and that no entry point names, never runs at all (vllm-gaudi's
+`HpuPlatform.patch_for_pt27`, whose function-local import of a name core moved is no break).
+For a private helper every finding inside it becomes a warning, as above; for a public one
+(not a dunder, undecorated but for classmethod/staticmethod) only its imports do.
 """
 
 from __future__ import annotations
@@ -135,9 +136,9 @@ def demote_unreached(found: list[Finding], world: TreeIndex, ev: Evidence,
                 if start <= f.plugin_line <= end:
                     name = node.name  # type: ignore[attr-defined]
                     defs = sum(1 for s in scopes if s[3].name == name)  # type: ignore[attr-defined]
-                    # the never-named rule covers imports only: a function-local import is a
-                    # compat helper's lazy import; reads and calls in uncalled code are left to
-                    # the reachability the other checks already weigh
+                    # a public function nothing names: only its imports (a compat helper's lazy
+                    # import); reads and calls there are left to the reachability the other
+                    # checks weigh. A private helper is judged for every finding (unreached()).
                     plain = f.kind == "import" and not name.startswith("__") and all(
                         isinstance(d, ast.Name) and d.id in ("classmethod", "staticmethod")
                         for d in getattr(node, "decorator_list", []))

@@ -23,8 +23,13 @@ DECLARED_MAX = 4096  # a release tag file holds one tag
 DOCKERFILE_MAX = 256 * 1024  # the plugin's Dockerfile is a few KiB
 # The tag the plugin's image clones core at; only a release version counts (a branch or a
 # build argument declares no release).
-_DOCKER_TAG = re.compile(r"^[ \t]*ARG[ \t]+VLLM_TAG[ \t]*=[ \t]*v?([0-9]+(?:\.[0-9]+){1,3}(?:(?:rc|\.post)[0-9]+)?)[ \t]*$",
-                         re.MULTILINE)
+def _arg_release(names: str) -> re.Pattern:
+    """`ARG <one of names>=vX.Y.Z` on a line of its own: only a release version counts."""
+    return re.compile(r"^[ \t]*ARG[ \t]+(?:" + names + r")[ \t]*=[ \t]*"
+                      r"v?([0-9]+(?:\.[0-9]+){1,3}(?:(?:rc|\.post)[0-9]+)?)[ \t]*$", re.MULTILINE)
+
+
+_DOCKER_TAG = _arg_release("VLLM_TAG")
 
 
 def _read_in_tree(plugin_tree: Path, relative: str, limit: int) -> str | None:
@@ -39,8 +44,7 @@ def _read_in_tree(plugin_tree: Path, relative: str, limit: int) -> str | None:
 # cloning core at `ARG VLLM_PROJECT_COMMIT=v0.24.0`); a few files each, read capped.
 _IMAGE_FOLDERS = (".cd", "docker")
 _IMAGES_MAX = 32
-_IMAGE_TAG = re.compile(r"^[ \t]*ARG[ \t]+VLLM_(?:TAG|PROJECT_COMMIT)[ \t]*=[ \t]*"
-                        r"v?([0-9]+(?:\.[0-9]+){1,3}(?:(?:rc|\.post)[0-9]+)?)[ \t]*$", re.MULTILINE)
+_IMAGE_TAG = _arg_release("VLLM_TAG|VLLM_PROJECT_COMMIT")
 
 
 def _image_folder_release(plugin_tree: Path) -> str | None:
