@@ -845,3 +845,89 @@ def test_capability_flags_with_find_spec_and_hasattr_are_followed(tmp_path):
     }
     names = sorted(f.symbol for f in gate(tmp_path, core, plugin).findings)
     assert names == ["import:vllm.parsers.glm:Missing1", "import:vllm.parsers.old_ds:Missing2"]
+
+
+def test_a_receiver_held_from_an_annotated_parameter_is_typed(tmp_path):
+    """vLLM 0.22.0's MoERunner keeps `self._quant_method = quant_method` from a parameter
+    typed `quant_method: FusedMoEMethodBase` and calls `self._quant_method.apply(...,
+    shared_experts=...)`: a plugin method class whose `apply` lacks the keyword breaks on
+    every MoE forward (vllm-metax 0.21.0). The receiver is typed through the parameter."""
+    core = {
+        "vllm/moe/base.py": """
+            class FusedMoEMethodBase:
+                def apply(self, layer, x, topk_ids, shared_experts, shared_input):
+                    raise NotImplementedError
+        """,
+        "vllm/moe/runner.py": """
+            from vllm.moe.base import FusedMoEMethodBase
+
+
+            class MoERunner:
+                def __init__(self, quant_method: FusedMoEMethodBase):
+                    self._quant_method = quant_method
+
+                def forward(self, layer, x):
+                    return self._quant_method.apply(layer=layer, x=x, topk_ids=None,
+                                                    shared_experts=None, shared_input=x)
+        """,
+    }
+    plugin = {"vllm_ascend/quant.py": """
+        from vllm.moe.base import FusedMoEMethodBase
+
+
+        class NpuMoEMethod(FusedMoEMethodBase):
+            def apply(self, layer, x, topk_ids, shared_input):
+                return x
+    """}
+    (f,) = gate(tmp_path, core, plugin).findings
+    assert f.severity == "error" and f.core_path == "vllm/moe/runner.py", (f.severity, f.reason)
+    assert "self._quant_method.apply(...)" in f.reason and "MoERunner.forward" in f.reason
+    # negative twin: the parameter is not annotated: nothing states the receiver's type
+    core["vllm/moe/runner.py"] = core["vllm/moe/runner.py"].replace("quant_method: FusedMoEMethodBase",
+                                                                    "quant_method")
+    assert [f.severity for f in gate(tmp_path / "b", core, plugin).findings] != ["error"]
+
+
+def test_a_common_method_name_defined_in_many_files_still_has_typed_callers(tmp_path):
+    """`apply` is defined in every quantization method's file and called in more files than
+    the gate follows by name; only the files calling it on a receiver (`x.apply(`) can type
+    that receiver, so a `def apply(` of their own does not count them (vLLM 0.22.0: 26
+    files name the base and call or define `apply`, 11 call it on a receiver)."""
+    from overlay.gate.callers import COMMON
+    core = {
+        "vllm/moe/base.py": """
+            class FusedMoEMethodBase:
+                def apply(self, layer, x, shared_experts):
+                    raise NotImplementedError
+        """,
+        "vllm/moe/runner.py": """
+            from vllm.moe.base import FusedMoEMethodBase
+
+
+            class MoERunner:
+                def __init__(self, quant_method: FusedMoEMethodBase):
+                    self._quant_method = quant_method
+
+                def forward(self, layer, x):
+                    return self._quant_method.apply(layer=layer, x=x, shared_experts=None)
+        """,
+    }
+    for i in range(COMMON + 2):
+        core[f"vllm/quant/method{i}.py"] = f"""
+            from vllm.moe.base import FusedMoEMethodBase
+
+
+            class Method{i}(FusedMoEMethodBase):
+                def apply(self, layer, x, shared_experts):
+                    return x
+        """
+    plugin = {"vllm_ascend/quant.py": """
+        from vllm.moe.base import FusedMoEMethodBase
+
+
+        class NpuMoEMethod(FusedMoEMethodBase):
+            def apply(self, layer, x):
+                return x
+    """}
+    (f,) = gate(tmp_path, core, plugin).findings
+    assert f.severity == "error" and "self._quant_method.apply(...)" in f.reason, (f.severity, f.reason)

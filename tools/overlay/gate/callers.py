@@ -78,6 +78,10 @@ def _may_type(data: bytes, calls: re.Pattern, tail: re.Pattern, raw: list[bytes]
         if before:
             receivers.add(before.group(1).split(b".")[-1])
     named = _names_word(data, raw, re.compile(rb"\b(%s)\b" % alt))
+    if named:
+        # `self.r = name` where `name: C` (a parameter kept on the object): type `r` too
+        for r in list(receivers):
+            receivers |= set(re.findall(rb"\b%s\s*=\s*([A-Za-z_]\w*)\s*$" % re.escape(r), data, re.MULTILINE))
     return any((named and re.search(rb"\b%s\s*(:[^=\n]*\b(%s)\b|=\s*(%s)\s*\()" % (re.escape(r), alt, alt), data))
                or re.search(rb"\bfor\b[^\n]*\b%s\b[^\n]*\bin\b" % re.escape(r), data)
                for r in receivers)
@@ -460,15 +464,17 @@ class Callers:
         files = self.files_calling(name)
         raw = [n.encode() for n in sorted(class_names)]
         alt = b"|".join(re.escape(n) for n in raw)
+        calls = re.compile(rb"\.%s\s*\(" % re.escape(name.encode()))
         if len(files) > limit:
-            # a common name (`capture`): only the core files that name a class of the
-            # hierarchy can type a receiver as one of them
+            # a common name (`capture`, `apply`): only the core files that name a class of
+            # the hierarchy and call the name on a receiver (`x.apply(`, not a `def apply(`
+            # of their own) can type a receiver as one of them
             named = re.compile(rb"\b(%s)\b" % alt)
             files = [(p, t) for p, t in files if not self.trees[t][3] and self._by_content(
-                "names", p, t, alt, lambda p=p, t=t: _names_word(self.text(p, t), raw, named))]
+                "names", p, t, alt, lambda p=p, t=t: _names_word(self.text(p, t), raw, named)) and self._by_content(
+                "dotcall", p, t, name, lambda p=p, t=t: calls.search(self.text(p, t)) is not None)]
             if len(files) > limit:
                 return []
-        calls = re.compile(rb"\.%s\s*\(" % re.escape(name.encode()))
         tail = re.compile(rb"([A-Za-z_][\w.]*)$")
         out = []
         for path, tree in files:
@@ -586,6 +592,9 @@ class Callers:
         # loops over it (`for i, m in enumerate(self.managers): m.meth(...)`)
         elements: dict[str, set[str]] = {}
         loops: list[tuple[str, str]] = []
+        # `self._quant_method = quant_method`: the receiver holds what the name holds, typed
+        # by the name's annotation (a parameter `quant_method: FusedMoEMethodBase`)
+        held: list[tuple[str, str]] = []
         if mod is not None and mod.tree is not None:
             for node in ast.walk(mod.tree):
                 value = None
@@ -611,6 +620,8 @@ class Callers:
                 elif isinstance(node, ast.Assign) and len(node.targets) == 1:
                     target, value = dotted(node.targets[0]), node.value
                     names = _names(value.func) if isinstance(value, ast.Call) else set()
+                    if isinstance(value, ast.Name) and target and target != value.id:
+                        held.append((target, value.id))
                 elif isinstance(node, ast.arg) and node.annotation is not None:
                     target, names = node.arg, _names(node.annotation)
                     builds[node.arg] = None  # a parameter: any caller's object
@@ -634,6 +645,9 @@ class Callers:
                         builds.setdefault(target, set()).update(made)  # type: ignore[union-attr]
                     if callee is not None and core and not callee.split(".")[-1][:1].isupper():
                         types[target] |= factory("returns", callee)
+            for target, name in held:
+                if types.get(name):
+                    types.setdefault(target, set()).update(types[name])
             for var, it in loops:
                 if it in elements:
                     types.setdefault(var, set()).update(elements[it])

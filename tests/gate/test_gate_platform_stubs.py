@@ -1,0 +1,149 @@
+"""A platform hook core's `Platform` leaves to a `NotImplementedError` stub, newly called on
+`current_platform`, breaks a plugin platform that does not define it (vLLM 0.20.0's
+`set_random_seed` -> `current_platform.manual_seed_all(seed)`: vllm-gaudi 0.19.1 and
+vllm-metax 0.19.0 lacked it). Synthetic trees; shapes from core's platforms/interface.py."""
+
+from __future__ import annotations
+
+import ast
+
+import gatekit
+import pytest
+from hypothesis import given, strategies as st
+
+from overlay.gate import run_gate
+from overlay.gate.platformstubs import caught_at
+
+PLATFORMS = """
+    class Platform:
+        @classmethod
+        def manual_seed_all(cls, seed: int) -> None:
+            raise NotImplementedError
+
+        @classmethod
+        def get_device_name(cls) -> str:
+            raise NotImplementedError
+
+
+    _current_platform = None
+
+
+    def __getattr__(name):
+        if name == "current_platform":
+            return _current_platform
+        raise AttributeError(name)
+"""
+
+SEEDING = """
+    def set_random_seed(seed):
+        from vllm.platforms import current_platform
+
+        current_platform.manual_seed_all(seed)
+"""
+
+SEEDING_CAUGHT = """
+    def set_random_seed(seed):
+        from vllm.platforms import current_platform
+
+        try:
+            current_platform.manual_seed_all(seed)
+        except NotImplementedError:
+            pass
+"""
+
+WORKER = """
+    from vllm.utils.seeding import set_random_seed
+
+
+    class Worker:
+        def __init__(self, seed):
+            set_random_seed(seed)
+"""
+
+PLATFORM = """
+    from vllm.platforms import Platform
+
+
+    class NPUPlatform(Platform):
+        device_name = "npu"
+"""
+
+ENTRY = """
+    from setuptools import setup
+    setup(name="vllm-ascend", entry_points={"vllm.platform_plugins": ["ascend = vllm_ascend:register"]})
+"""
+
+
+PLUGIN_WORKER = """
+    from vllm.utils.seeding import set_random_seed
+
+
+    class NPUWorker:
+        def init_device(self):
+            set_random_seed(0)
+"""
+
+
+def _gate(tmp_path, seeding=SEEDING, platform=PLATFORM, returns="vllm_ascend.platform.NPUPlatform",
+          worker=PLUGIN_WORKER):
+    core = {"vllm/__init__.py": "", "vllm/_version.py": "__version__ = version = '0.20.0'\n",
+            "vllm/platforms/__init__.py": PLATFORMS, "vllm/utils/__init__.py": "",
+            "vllm/utils/seeding.py": seeding, "vllm/v1/__init__.py": "", "vllm/v1/worker/__init__.py": "",
+            "vllm/v1/worker/gpu_worker.py": WORKER}
+    init = (f'def register():\n    import vllm_ascend.platform  # noqa\n    import vllm_ascend.worker  # noqa\n'
+            f'    return "{returns}"\n')
+    core_dir = gatekit.tree(tmp_path / "core", core)
+    plugin_dir = gatekit.tree(tmp_path / "plugin", {"setup.py": ENTRY, "vllm_ascend/__init__.py": init,
+                                                    "vllm_ascend/platform.py": platform,
+                                                    "vllm_ascend/worker.py": worker})
+    return [f for f in run_gate(core_dir, plugin_dir).findings if f.kind == "override"]
+
+
+def test_a_stub_hook_core_calls_on_current_platform_is_an_error(tmp_path):
+    (f,) = _gate(tmp_path)
+    assert f.symbol == "override:vllm_ascend.platform.NPUPlatform.manual_seed_all" and f.severity == "error"
+    assert "current_platform.manual_seed_all" in f.message and "NotImplementedError" in f.summary
+    # get_device_name is a stub too, but nothing calls it: no finding
+    # only core's own worker calls set_random_seed: reached through core's code, a warning
+    (f,) = _gate(tmp_path / "core-only", worker="")
+    assert f.severity == "warning" and "reached only through core's own code" in f.reason
+
+
+def test_an_alias_choosing_the_platform_class_judges_both_classes(tmp_path):
+    """vllm-metax's entry point returns `vllm_metax.platform.MacaPlatform`, a module-level
+    `MacaPlatform = MxsmlMacaPlatform if mxsml_available else NonMxsmlMacaPlatform`."""
+    aliased = PLATFORM.replace("class NPUPlatform(Platform):", "class MxPlatform(Platform):") + """
+
+    class PlainPlatform(Platform):
+        pass
+
+
+    NPUPlatform = MxPlatform if MxPlatform.device_name else PlainPlatform
+"""
+    assert sorted(f.symbol for f in _gate(tmp_path, platform=aliased)) == [
+        "override:vllm_ascend.platform.MxPlatform.manual_seed_all",
+        "override:vllm_ascend.platform.PlainPlatform.manual_seed_all"]
+
+
+def test_a_platform_defining_the_hook_or_core_catching_the_stub_is_fine(tmp_path):
+    defined = PLATFORM + """
+
+        @classmethod
+        def manual_seed_all(cls, seed):
+            pass
+    """
+    assert _gate(tmp_path / "a", platform=defined) == []
+    assert _gate(tmp_path / "b", seeding=SEEDING_CAUGHT) == []
+    # a plugin class the entry point does not return is not current_platform
+    assert _gate(tmp_path / "c", returns="vllm_ascend.platform.OtherPlatform") == []
+
+
+@given(st.sampled_from(["NotImplementedError", "Exception", "(ValueError, NotImplementedError)", ""]),
+       st.sampled_from(["ValueError", "KeyError", "(ValueError, KeyError)"]))
+def test_caught_at_reads_the_handlers_of_the_enclosing_try(catching, other):
+    """Any handler naming the stub's exception (or a bare except) catches it; others do not."""
+    def source(handler):
+        return f"try:\n    x = 1\n    f()\nexcept {handler}:\n    pass\n"
+    assert caught_at(ast.parse(source(catching)), 3)
+    assert not caught_at(ast.parse(source(other)), 3)
+    assert not caught_at(ast.parse(source(catching)), 5)  # the handler's own body is not guarded
