@@ -147,3 +147,43 @@ def test_caught_at_reads_the_handlers_of_the_enclosing_try(catching, other):
     assert caught_at(ast.parse(source(catching)), 3)
     assert not caught_at(ast.parse(source(other)), 3)
     assert not caught_at(ast.parse(source(catching)), 5)  # the handler's own body is not guarded
+
+
+CORE_WORKER = """
+    from vllm.platforms import current_platform
+
+
+    class Worker:
+        def init_device(self):
+            current_platform.manual_seed_all(0)
+"""
+
+
+@pytest.mark.parametrize("plugin_worker, severity", [
+    # vllm-kunlun's worker subclasses core's and runs its init_device
+    ("from vllm.v1.worker.gpu_worker import Worker\n\n\nclass XPUWorker(Worker):\n    pass\n", "error"),
+    # it overrides init_device: core's never runs (the plugin's replaces it): no finding
+    ("from vllm.v1.worker.gpu_worker import Worker\n\n\nclass XPUWorker(Worker):\n"
+     "    def init_device(self):\n        pass\n", None),
+    # vllm-metax's platform names core's worker class by its dotted name
+    ('WORKER_CLS = "vllm.v1.worker.gpu_worker.Worker"\n', "error"),
+    ('WORKER_CLS = "vllm.v1.worker.gpu_worker.OtherWorker"\n', "warning"),
+])
+def test_a_core_method_the_plugin_runs_makes_the_stub_certain(tmp_path, plugin_worker, severity):
+    core = {"vllm/__init__.py": "", "vllm/_version.py": "__version__ = version = '0.20.0'\n",
+            "vllm/platforms/__init__.py": PLATFORMS, "vllm/v1/__init__.py": "", "vllm/v1/worker/__init__.py": "",
+            "vllm/v1/worker/gpu_worker.py": CORE_WORKER,
+            "vllm/v1/engine.py": "from vllm.v1.worker.gpu_worker import Worker\n\n\ndef start(w: Worker):\n"
+                                 "    w.init_device()\n"}
+    init = 'def register():\n    import vllm_ascend.platform  # noqa\n    import vllm_ascend.worker  # noqa\n' \
+           '    return "vllm_ascend.platform.NPUPlatform"\n'
+    core_dir = gatekit.tree(tmp_path / "core", core)
+    plugin_dir = gatekit.tree(tmp_path / "plugin", {"setup.py": ENTRY, "vllm_ascend/__init__.py": init,
+                                                    "vllm_ascend/platform.py": PLATFORM,
+                                                    "vllm_ascend/worker.py": plugin_worker})
+    found = [f for f in run_gate(core_dir, plugin_dir).findings if f.kind == "override"]
+    if severity is None:
+        assert found == []
+        return
+    (f,) = found
+    assert f.symbol.endswith("NPUPlatform.manual_seed_all") and f.severity == severity, (f.severity, f.reason)

@@ -14,8 +14,11 @@ a hook is a method of a core class in the platform's bases whose body only raise
 that name). A core call `current_platform.<hook>(...)` counts where its code can run and no
 enclosing `try` catches `NotImplementedError` (or `Exception`): core then expects some
 platforms to lack it. An error where the platform's module is on the start-up chain and the
-plugin itself calls the core function holding the call (its worker calls `set_random_seed`);
-a call reached only through core's own code is a warning, since the gate's reachability of
+plugin itself runs the core code holding the call: a function plugin code calls (its worker
+calls `set_random_seed`), a method a plugin class inherits without overriding (its worker
+runs core's `Worker.init_device`), or a method of a core class a plugin module names as a
+dotted string (`worker_cls = "vllm.v1.worker.gpu_worker.Worker"`). A call reached only
+through core's own code is a warning, since the gate's reachability of
 core code over-approximates (0.21.0's `get_current_memory_usage` sits in a memory profiler the
 HPU worker never enters). The entry point's class may be a module-level alias choosing
 between classes (`MacaPlatform = A if ok else B`): both are judged. Symbol `override:<plugin module>.<platform class>.<hook>`, one per hook and class.
@@ -78,17 +81,48 @@ def _platform_names(facts: PluginFacts, platform: frozenset[str]) -> set[str]:
     return names
 
 
-def _called_by_plugin(site: Site, ev: Evidence) -> bool:
-    """Does plugin code call the core function holding `site` (`set_random_seed(seed)` in
-    the plugin's worker)? Then the stub runs whenever that plugin code does."""
-    if site.cls is not None or site.func is None:
-        return False
-    return any(s.plugin for s in ev.callers.sites(site.func, limit=COMMON) or [])
+class _PluginRuns:
+    """Which core code the plugin itself runs: a core function plugin code calls
+    (`set_random_seed(seed)` in the plugin's worker); a core method inherited by a plugin
+    class, none of whose plugin classes defines it (vllm-kunlun's worker runs core's
+    `Worker.init_device`); a method of a core class a plugin module names as a dotted string
+    (`worker_cls = "vllm.v1.worker.gpu_worker.Worker"` in vllm-metax's platform)."""
+
+    def __init__(self, facts: PluginFacts, world: TreeIndex, ev: Evidence) -> None:
+        self.ev = ev
+        self.inherited: dict[tuple[str, str], list[set[str]]] = {}
+        self.named: set[str] = set()
+        for pc in facts.classes:
+            cls = world.class_of(pc.module, pc.node)
+            defined = set(cls.methods)
+            for base in _linearize(world, pc.module, cls, pc.scope.local_imports):
+                if base is None:
+                    break
+                if ev.is_core(base[0].name):
+                    self.inherited.setdefault((base[0].name, base[1].name), []).append(set(defined))
+                defined |= set(base[1].methods)
+        for name in ev.startup.parent:  # the modules start-up loads
+            mod = world.module(name)
+            if mod is None or mod.tree is None:
+                continue
+            self.named |= {n.value for n in ast.walk(mod.tree)
+                           if isinstance(n, ast.Constant) and isinstance(n.value, str) and "." in n.value
+                           and len(n.value) < 200}
+
+    def runs(self, site: Site) -> bool:
+        if site.func is None:
+            return False
+        if site.cls is None:
+            return any(s.plugin for s in self.ev.callers.sites(site.func, limit=COMMON) or [])
+        if f"{site.module}.{site.cls}" in self.named:
+            return True
+        return any(site.func not in defined for defined in self.inherited.get((site.module, site.cls), []))
 
 
 def check_platform_stubs(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
     findings: list[Finding] = []
     platform = _platform_names(facts, ev.platform) if ev.platform else set()
+    runs = _PluginRuns(facts, world, ev) if platform else None
     for pc in facts.classes:
         if pc.node.name not in platform:
             continue
@@ -113,7 +147,7 @@ def check_platform_stubs(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> 
                     continue
                 # certain where the plugin itself calls the core function holding the call;
                 # else core's own code must reach it, which the gate over-approximates
-                direct = [s for s in calls if _called_by_plugin(s, ev)]
+                direct = [s for s in calls if runs is not None and runs.runs(s)]
                 calls = direct or calls
                 where = ", ".join(s.where() for s in calls[:2])
                 message = (f"{cls.name} does not define {hook}; core calls current_platform.{hook}(...) at "
@@ -123,7 +157,7 @@ def check_platform_stubs(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> 
                     cls.line, bmod.path, sig.line, _why(pc.ctx, message),
                     severity=_severity(pc.ctx, ev, pc.module.name, bool(direct)),
                     reason=_reason(pc.ctx, ev, pc.module.name, f"core calls it at {calls[0].where()}" + (
-                        ", which the plugin calls" if direct else ", reached only through core's own code")),
+                        ", which the plugin runs" if direct else ", reached only through core's own code")),
                     summary=f"{cls.name} lacks {hook}, which core calls on current_platform "
                             f"({bcls.name}.{hook} raises NotImplementedError)"))
     return findings

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -351,6 +352,23 @@ def _string_options(expr: ast.expr, depth: int = 0) -> list[str] | None:
     return None
 
 
+_TEMPLATE = re.compile(r"((?:[A-Za-z_]\w*\.)+)\{\w*\}((?:\.[A-Za-z_]\w*)*)")
+
+
+def _template_modules(text: str, mod: ModuleInfo, module) -> list[str]:
+    """The plugin modules a dotted template names when filled with one of its module's string
+    constants: vllm-mindspore's lazy model registry maps architectures to module names
+    (`"Qwen2ForCausalLM": ("qwen2", "Qwen2ForCausalLM")`) and builds
+    `"vllm_mindspore.model_executor.models.{}".format(name)`. `module(name)`: the plugin's
+    index of that module (None when absent)."""
+    m = _TEMPLATE.fullmatch(text)
+    if m is None or mod.tree is None:
+        return []
+    fills = {n.value for n in ast.walk(mod.tree)
+             if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.isidentifier()}
+    return sorted(name for name in (f"{m.group(1)}{f}{m.group(2)}" for f in fills) if module(name) is not None)
+
+
 def _fstring_texts(node: ast.JoinedStr, limit: int = 8) -> list[str]:
     """Every text an f-string can make when each of its parts is a string constant or a
     plain `{...}` of string options (`f'pkg{".v1" if v1 else ""}.worker.W'`); [] otherwise
@@ -619,6 +637,9 @@ class _Scanner:
                 if "." in text and len(text) < 200 and text.split(".")[0] in self.env.world.packages \
                         and all(p.isidentifier() for p in text.replace(":", ".").split(".")):
                     self.ref(text.replace(":", "."))
+                elif "{" in text and len(text) < 200 and text.split(".")[0] in self.env.world.packages:
+                    for name in _template_modules(text, self.mod, self.env.world.module):
+                        self.ref(name)
                 continue
             if isinstance(node, ast.JoinedStr):  # f'pkg{".v1" if x else ""}.mod.Cls': every text it can make
                 for text in _fstring_texts(node):

@@ -1,0 +1,89 @@
+"""A plugin class that implements a core protocol by shape (a model class registered by name,
+never a subclass of a core model) is held to the protocol where core calls it: vLLM 0.11.0's
+`VllmModelForTextGeneration.compute_logits(hidden_states)` dropped `sampling_metadata`, and the
+model runner calls `self.model.compute_logits(hidden)`; vllm-kunlun 0.10.1.1's models still
+required it. Synthetic trees; shapes from core's models/interfaces_base.py."""
+
+from __future__ import annotations
+
+import gatekit
+import pytest
+
+from overlay.gate import run_gate
+
+INTERFACES = """
+    from typing import Protocol, TypeVar, runtime_checkable
+
+    T = TypeVar("T")
+
+
+    @runtime_checkable
+    class VllmModel(Protocol[T]):
+        def __init__(self, vllm_config, prefix: str = "") -> None: ...
+
+        def forward(self, input_ids, positions) -> T: ...
+
+
+    @runtime_checkable
+    class VllmModelForTextGeneration(VllmModel[T], Protocol[T]):
+        def compute_logits(self, hidden_states: T) -> T: ...
+"""
+
+RUNNER = """
+    class GPUModelRunner:
+        def __init__(self, model):
+            self.model = model
+
+        def execute_model(self, hidden):
+            return self.model.compute_logits(hidden)
+"""
+
+MODEL = """
+    from vllm.models.interfaces_base import T
+
+
+    class Qwen3ForCausalLM:
+        def forward(self, input_ids, positions):
+            return input_ids
+
+        def compute_logits(self, hidden_states, sampling_metadata):
+            return hidden_states
+"""
+
+ENTRY = """
+    from setuptools import setup
+    setup(name="vllm-ascend", entry_points={"vllm.general_plugins": ["models = vllm_ascend:register"]})
+"""
+
+
+def _gate(tmp_path, model=MODEL, runner=RUNNER):
+    core = {"vllm/__init__.py": "", "vllm/_version.py": "__version__ = version = '0.11.0'\n",
+            "vllm/models/__init__.py": "", "vllm/models/interfaces_base.py": INTERFACES,
+            "vllm/v1/__init__.py": "", "vllm/v1/runner.py": runner,
+            "vllm/v1/engine.py": "from vllm.v1.runner import GPUModelRunner\n\n\ndef step(m, h):\n"
+                                 "    return GPUModelRunner(m).execute_model(h)\n"}
+    init = "def register():\n    import vllm_ascend.qwen3  # noqa\n"
+    core_dir = gatekit.tree(tmp_path / "core", core)
+    plugin_dir = gatekit.tree(tmp_path / "plugin", {"setup.py": ENTRY, "vllm_ascend/__init__.py": init,
+                                                    "vllm_ascend/qwen3.py": model})
+    return [f for f in run_gate(core_dir, plugin_dir).findings if f.kind == "override"]
+
+
+def test_a_model_implementing_the_protocol_by_shape_is_held_to_it(tmp_path):
+    (f,) = _gate(tmp_path)
+    assert f.symbol == "override:vllm_ascend.qwen3.Qwen3ForCausalLM.compute_logits" and f.severity == "error"
+    assert "self.model.compute_logits(...)" in f.message and "VllmModelForTextGeneration" in f.message
+
+
+@pytest.mark.parametrize("model", [
+    MODEL.replace(", sampling_metadata)", ", sampling_metadata=None)"),  # accepts core's call
+    MODEL.replace("def forward(self, input_ids, positions):\n            return input_ids\n", ""),  # not a model
+    MODEL.replace("compute_logits", "compute_scores"),  # implements nothing of the protocol
+])
+def test_a_class_that_accepts_the_call_or_does_not_claim_the_protocol_is_fine(tmp_path, model):
+    assert _gate(tmp_path, model=model) == []
+
+
+def test_a_call_the_protocol_itself_rejects_is_meant_for_another_class(tmp_path):
+    runner = RUNNER.replace("self.model.compute_logits(hidden)", "self.model.compute_logits(hidden, None, 1)")
+    assert _gate(tmp_path, runner=runner) == []

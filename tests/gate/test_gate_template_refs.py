@@ -1,0 +1,64 @@
+"""A module name built from a dotted template is a way to a plugin module: vllm-mindspore's
+lazy model registry maps each architecture to a module name and builds
+`"vllm_mindspore.model_executor.models.{}".format(name)`, so its model modules load when a
+model is chosen; what core lacks there is an error, as on an entry point's chain. Synthetic
+trees; no upstream code is copied."""
+
+from __future__ import annotations
+
+import gatekit
+from hypothesis import given, strategies as st
+
+from overlay.gate.scan import _template_modules
+from overlay.gate.index import ModuleInfo
+
+PKGS = {"vllm/__init__.py": "", "vllm/entrypoints/__init__.py": "", "vllm/entrypoints/utils.py": "X = 1\n"}
+
+MODEL = """
+    from vllm.entrypoints.utils import cli_env_setup
+
+
+    class Qwen2ForCausalLM:
+        pass
+"""
+
+REGISTRY = """
+    _NATIVE_MODELS = {"Qwen2ForCausalLM": ("qwen2", "Qwen2ForCausalLM")}
+    PATHS = "vllm_ascend.models.{}"
+
+
+    def lazy(arch):
+        mod, cls = _NATIVE_MODELS[arch]
+        return PATHS.format(mod), cls
+"""
+
+
+def _severities(tmp_path, registry):
+    core = gatekit.tree(tmp_path / "core", PKGS)
+    plugin = gatekit.tree(tmp_path / "plugin", {
+        "setup.py": gatekit.PLUGIN_ENTRY,
+        "vllm_ascend/__init__.py": "def register():\n    import vllm_ascend.registry  # noqa\n",
+        "vllm_ascend/registry.py": registry, "vllm_ascend/models/__init__.py": "",
+        "vllm_ascend/models/qwen2.py": MODEL, "vllm_ascend/models/llama.py": MODEL})
+    return {f.plugin_path: f.severity for f in gatekit.run_gate(core, plugin).findings}
+
+
+def test_a_template_filled_with_its_modules_names_reaches_those_modules(tmp_path):
+    assert _severities(tmp_path / "a", REGISTRY) == {"vllm_ascend/models/qwen2.py": "error",
+                                                     "vllm_ascend/models/llama.py": "warning"}
+    # negative twin: the names the template is filled with are not in its module
+    assert _severities(tmp_path / "b", REGISTRY.replace('("qwen2",', '(NAME,')) == {
+        "vllm_ascend/models/qwen2.py": "warning", "vllm_ascend/models/llama.py": "warning"}
+
+
+@given(st.text(alphabet="abc.{}_ ", max_size=30))
+def test_a_template_names_only_existing_modules_of_its_package(text):
+    """Whatever the text, only names of existing modules come back, each the template filled
+    with one of the module's identifier constants."""
+    import ast
+    tree = ast.parse('X = ("a", "b_c", "not ok")\n')
+    mod = ModuleInfo.__new__(ModuleInfo)
+    object.__setattr__(mod, "tree", tree)
+    have = {"pkg.a", "pkg.b_c.x", "pkg.z"}
+    got = _template_modules("pkg." + text, mod, lambda n: n if n in have else None)
+    assert set(got) <= have - {"pkg.z"}
