@@ -579,7 +579,8 @@ def _plugin_sdist(pypi: Path, version: str, files: dict[str, str], dist: str = "
 
 
 def _eval_release_both(tmp_path, capsys, dist: str, version: str, declares: dict[str, str],
-                       before: tuple[str, ...], name: str = "r-vs-0.26.0") -> tuple[int, str, str]:
+                       before: tuple[str, ...], name: str = "r-vs-0.26.0",
+                       declared: str | None = None) -> tuple[int, str, str]:
     """`gate-eval --engine both` on one pairing `name` of the plugin release archive
     `dist==version` (declaring its core through `declares`), whose `free(1, 2)` breaks where core's
     `free` lost `b`: in 0.25.0 and 0.26.0, not in the releases `before` (the declared one among them)."""
@@ -595,7 +596,8 @@ def _eval_release_both(tmp_path, capsys, dist: str, version: str, declares: dict
     two, one = "def free(a: int, b: int) -> None:\n    pass\n", "def free(a: int) -> None:\n    pass\n"
     for core, pool in {**dict.fromkeys(before, two), "0.25.0": one, "0.26.0": one}.items():
         _sdist(mirror / "pypi", core, {"vllm/pool.py": pool})
-    body = (f'pairings:\n  - name: {name}\n    plugin: "{dist}=={version}"\n    core: "0.26.0"\n'
+    stated = f'    declared: "{declared}"\n' if declared else ""
+    body = (f'pairings:\n  - name: {name}\n    plugin: "{dist}=={version}"\n    core: "0.26.0"\n{stated}'
             f'    truth:\n      - item: "free lost b"\n        keys: ["call:vllm.pool.free @ {package}/worker.py"]\n'
             '        reach: true\n        reason: "r"\n')
     rc = main(["--root", str(tmp_path), "gate-eval", "--mirror", str(mirror), "--engine", "both",
@@ -643,6 +645,22 @@ def test_gate_eval_gates_a_plugin_whose_archive_declares_its_core_in_pkg_info(tm
         ("0.23.0", "0.24.0"), name="b-vs-0.26.0")
     assert "engines (b-vs-0.26.0): 1 agreed (both), 0 hand-only error(s)" in out, out + err
     assert rc == 1  # the agreed error is not classified yet
+
+
+def test_gate_eval_starts_the_checker_from_a_pairings_stated_declared_core_end_to_end(tmp_path, capsys):
+    """`declared: 0.24.0` on a pairing whose archive declares its core only in prose (vllm-metax's
+    README, vllm-kunlun's own version): the checker diffs from 0.24.0, not from the release before
+    the pairing's (0.25.0, where the break already is), so both engines agree; without it the
+    checker starts from 0.25.0 and the break is the hand engine's alone."""
+    rc, out, err = _eval_release_both(tmp_path, capsys, "vllm-metax", "0.24.0", {"README.md": "aligned with vLLM v0.24.0\n"},
+                                      ("0.24.0",), name="m-vs-0.26.0", declared="0.24.0")
+    assert "checking the plugin against core 0.24.0" in err, err
+    assert "engines (m-vs-0.26.0): 1 agreed (both), 0 hand-only error(s)" in out, out + err
+    assert rc == 1  # the agreed error is not classified yet
+    rc, out, err = _eval_release_both(tmp_path / "without", capsys, "vllm-metax", "0.24.0",
+                                      {"README.md": "aligned with vLLM v0.24.0\n"}, ("0.24.0",), name="m-vs-0.26.0")
+    assert "checking the plugin against core 0.25.0" in err, err
+    assert "1 agreed (both)" not in out and "unclassified (m-vs-0.26.0): error: call:vllm.pool.free" in out, out
 
 
 def _declared_core(tmp_path, releases: tuple[str, ...], files: dict[str, str], core: str = "0.11.0") -> str | None:
