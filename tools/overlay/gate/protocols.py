@@ -20,8 +20,6 @@ symbol `override:<plugin module>.<class>.<method>`.
 
 from __future__ import annotations
 
-import ast
-
 from overlay.gate.callers import Site, module_name
 from overlay.gate.checks import Evidence, _kind, _linearize, _reason, _severity, _why
 from overlay.gate.findings import Finding
@@ -90,6 +88,8 @@ def check_protocols(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[
     if not protocols:
         return []
     findings: list[Finding] = []
+    # many classes share a method's shape (every model's compute_logits): one search per shape
+    searched: dict[tuple, list[Site]] = {}
     for pc in facts.classes:
         cls = world.class_of(pc.module, pc.node)
         mro = _linearize(world, pc.module, cls, pc.scope.local_imports)
@@ -108,7 +108,10 @@ def check_protocols(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[
                 sig = methods[meth]
                 if (sig.is_static, sig.is_classmethod) != (psig.is_static, psig.is_classmethod):
                     continue
-                sites = _calls_meant_for(meth, psig, sig, ev)
+                shape = (meth, pmod.name, proto.name, sig.render(), sig.is_static)
+                if shape not in searched:
+                    searched[shape] = _calls_meant_for(meth, psig, sig, ev)
+                sites = searched[shape]
                 if not sites:
                     continue
                 problems = accepts_call(sig.bound(), sites[0].shape)
