@@ -720,6 +720,22 @@ def test_a_plugin_release_the_mirror_lacks_is_one_line_and_nothing_is_fetched(tm
     assert "no vllm-ascend 0.9.0rc1 source archive" in err and "vllm_ascend-0.9.0rc1.tar.gz" in err
 
 
+def test_the_held_out_truth_loads_beside_the_classification():
+    """The twentieth set (vllm-gcu, chosen 2026-12-05) is held out: its truth lives apart from
+    the classification, every pairing in it is held out, names a release archive and states the
+    core its plugin declares, and no pairing is in both files."""
+    from overlay.commands.gate_eval import CLASSIFICATION, HELD_OUT
+    from overlay.gate.evaluation import load_all
+
+    root = Path(__file__).resolve().parents[2]
+    held = load(root / HELD_OUT)
+    assert [p.name for p in held] == ["gcu-0.7.2.dev0494399-vs-0.8.0", "gcu-0.8.0-vs-0.9.2"]
+    assert all(p.held_out.startswith("2026-12-05 (twentieth") and p.plugin_dist == "vllm-gcu"
+               and p.plugin_release and p.declared and p.truth and p.source for p in held)
+    assert all(t.keys for p in held for t in p.truth if t.reach)
+    assert len(load_all([root / CLASSIFICATION, root / HELD_OUT])) == len(load(root / CLASSIFICATION)) + len(held)
+
+
 @pytest.mark.parametrize("plugin", ["vllm-ascend==../../x", "vllm-ascend==0.9.0/../../x", "vllm-ascend==--output=x",
                                     "../x==0.9.0", "Vllm-ascend==0.9.0", "vllm-ascend==0.9.0 extra", "vllm-ascend>=0.9.0"])
 def test_a_plugin_release_that_is_not_a_version_is_refused_at_load(tmp_path, plugin):
