@@ -62,3 +62,22 @@ def test_a_template_names_only_existing_modules_of_its_package(text):
     have = {"pkg.a", "pkg.b_c.x", "pkg.z"}
     got = _template_modules("pkg." + text, mod, lambda n: n if n in have else None)
     assert set(got) <= have - {"pkg.z"}
+
+
+FSTRING_REGISTRY = """
+    _MODEL_LIST = ["qwen2"]
+
+
+    def register_custom_models():
+        for _model in _MODEL_LIST:
+            print(f"vllm_ascend.models.{_model}.register")
+"""
+
+
+def test_an_fstring_template_with_a_name_after_the_module_reaches_the_module(tmp_path):
+    """vllm-gcu's general plugin resolves `f"vllm_gcu.models.{_model}.register"` for each name of
+    its `_MODEL_LIST`: the filled part names the module, what follows a name in it."""
+    assert _severities(tmp_path / "a", FSTRING_REGISTRY) == {"vllm_ascend/models/qwen2.py": "error",
+                                                             "vllm_ascend/models/llama.py": "warning"}
+    assert _severities(tmp_path / "b", FSTRING_REGISTRY.replace('["qwen2"]', "[]")) == {
+        "vllm_ascend/models/qwen2.py": "warning", "vllm_ascend/models/llama.py": "warning"}

@@ -206,6 +206,37 @@ def _is_find_spec(call: ast.Call) -> bool:
     return (dotted(call.func) or "").split(".")[-1] == "find_spec"
 
 
+def version_equality(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Is `fn` a predicate "core's version equals my argument" (vllm-gcu's
+    `is_vllm_equal(target)`: `vllm.__version__`'s base version `==` the target's)? One
+    parameter, a read of some `.__version__`, and every value it returns an `==` comparison or a
+    constant False (its `except` branch). Pure."""
+    params = fn.args.posonlyargs + fn.args.args
+    if len(params) != 1 or fn.args.vararg or fn.args.kwarg or fn.args.kwonlyargs:
+        return False
+    nodes = list(ast.walk(fn))
+    if not any(isinstance(n, ast.Attribute) and n.attr == "__version__" for n in nodes):
+        return False
+    returns = [n.value for n in nodes if isinstance(n, ast.Return)]
+    equal = [r for r in returns if isinstance(r, ast.Compare) and len(r.ops) == 1 and isinstance(r.ops[0], ast.Eq)]
+    rest = [r for r in returns if r not in equal]
+    return bool(equal) and all(isinstance(r, ast.Constant) and r.value is False for r in rest)
+
+
+def _equality_predicate(fn: str, mod: ModuleInfo, local: dict[str, str], env: Env) -> bool:
+    """Does the plugin function `fn` names compare core's version for equality?"""
+    if not fn or env.is_core(fn):
+        return False
+    target = qualify(mod, fn, local)
+    found = env.world.resolve_dotted(target) if target else None
+    if found is None or found[0] != "func":
+        return False
+    fmod, sig = found[1]  # type: ignore[misc]
+    node = next((n for n in (fmod.tree.body if fmod.tree is not None else ())
+                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == sig.name), None)
+    return node is not None and version_equality(node)
+
+
 def evaluate(test: ast.expr, mod: ModuleInfo, local: dict[str, str], env: Env) -> Verdict:
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         v = evaluate(test.operand, mod, local, env)
@@ -237,7 +268,7 @@ def evaluate(test: ast.expr, mod: ModuleInfo, local: dict[str, str], env: Env) -
     if not isinstance(test, ast.Call):
         return Verdict(PLAIN)
     fn = dotted(test.func) or ""
-    if fn.split(".")[-1] == "vllm_version_is":
+    if fn.split(".")[-1] == "vllm_version_is" or _equality_predicate(fn, mod, local, env):
         want = _str_arg(test, 0)
         if want is None:
             return Verdict(UNDECIDABLE, why="vllm_version_is() with a non-literal argument")

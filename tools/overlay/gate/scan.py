@@ -366,7 +366,27 @@ def _template_modules(text: str, mod: ModuleInfo, module) -> list[str]:
         return []
     fills = {n.value for n in ast.walk(mod.tree)
              if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.isidentifier()}
-    return sorted(name for name in (f"{m.group(1)}{f}{m.group(2)}" for f in fills) if module(name) is not None)
+    # the filled part must name a module; what follows it may be a name in that module
+    # (`f"vllm_gcu.models.{name}.register"`, resolved by core's resolve_obj_by_qualname)
+    return sorted(f"{m.group(1)}{f}{m.group(2)}" for f in fills if module(f"{m.group(1)}{f}") is not None)
+
+
+def _fstring_template(node: ast.JoinedStr) -> str | None:
+    """`f"vllm_gcu.models.{name}.register"` as the template `vllm_gcu.models.{}.register` when one
+    part is a plain name whose value is not known here (a loop variable over the module's list
+    of module names); None for any other shape. Pure."""
+    parts: list[str] = []
+    holes = 0
+    for part in node.values:
+        if isinstance(part, ast.Constant) and isinstance(part.value, str):
+            parts.append(part.value.replace("{", "").replace("}", ""))
+        elif isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name) \
+                and part.conversion == -1 and part.format_spec is None:
+            parts.append("{}")
+            holes += 1
+        else:
+            return None
+    return "".join(parts) if holes == 1 and len("".join(parts)) < 200 else None
 
 
 def _fstring_texts(node: ast.JoinedStr, limit: int = 8) -> list[str]:
@@ -646,6 +666,10 @@ class _Scanner:
                     if "." in text and len(text) < 200 and text.split(".")[0] in self.env.world.packages \
                             and all(p.isidentifier() for p in text.replace(":", ".").split(".")):
                         self.ref(text.replace(":", "."))
+                template = _fstring_template(node)
+                if template is not None and template.split(".")[0] in self.env.world.packages:
+                    for name in _template_modules(template, self.mod, self.env.world.module):
+                        self.ref(name)
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 self.facts.name_reads.setdefault((self.mod.name, node.id), set()).add(ctx.guard is not None)
             if isinstance(node, ast.Call):
