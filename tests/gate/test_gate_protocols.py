@@ -87,3 +87,48 @@ def test_a_class_that_accepts_the_call_or_does_not_claim_the_protocol_is_fine(tm
 def test_a_call_the_protocol_itself_rejects_is_meant_for_another_class(tmp_path):
     runner = RUNNER.replace("self.model.compute_logits(hidden)", "self.model.compute_logits(hidden, None, 1)")
     assert _gate(tmp_path, runner=runner) == []
+
+
+HASH_INTERFACES = INTERFACES + """
+
+    @runtime_checkable
+    class SupportsHash(Protocol):
+        def compute_hash(self) -> str: ...
+"""
+
+HASH_CALLER = """
+    from vllm.config import VllmConfig
+
+
+    def cache_key(vllm_config: VllmConfig):
+        return vllm_config.compute_hash()
+"""
+
+
+def test_a_one_method_protocol_binds_nothing(tmp_path):
+    """vLLM 0.24.0's `SupportsHash` declares only `compute_hash(self)`: every class with a
+    `compute_hash` method would claim it, and core's `vllm_config.compute_hash()` calls a
+    `VllmConfig`, never vllm-ascend's `AscendCompiler.compute_hash(self, vllm_config)`."""
+    model = MODEL + """
+
+    class AscendCompiler:
+        def compute_hash(self, vllm_config):
+            return ""
+
+        def describe(self):
+            return ""
+    """
+    interfaces = HASH_INTERFACES
+    core = {"vllm/__init__.py": "", "vllm/_version.py": "__version__ = version = '0.24.0'\n",
+            "vllm/models/__init__.py": "", "vllm/models/interfaces_base.py": interfaces,
+            "vllm/config.py": "class VllmConfig:\n    def compute_hash(self):\n        return ''\n",
+            "vllm/cache.py": HASH_CALLER,
+            "vllm/v1/__init__.py": "", "vllm/v1/runner.py": RUNNER.replace("self.model.compute_logits(hidden)",
+                                                                           "self.model.compute_logits(hidden, None)"),
+            "vllm/v1/engine.py": "from vllm.v1.runner import GPUModelRunner\nfrom vllm.cache import cache_key\n\n\n"
+                                 "def step(m, h, c):\n    cache_key(c)\n    return GPUModelRunner(m).execute_model(h)\n"}
+    init = "def register():\n    import vllm_ascend.qwen3  # noqa\n"
+    core_dir = gatekit.tree(tmp_path / "core", core)
+    plugin_dir = gatekit.tree(tmp_path / "plugin", {"setup.py": ENTRY, "vllm_ascend/__init__.py": init,
+                                                    "vllm_ascend/qwen3.py": model})
+    assert [f.symbol for f in run_gate(core_dir, plugin_dir).findings if f.kind == "override"] == []

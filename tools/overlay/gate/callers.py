@@ -470,7 +470,9 @@ class Callers:
             # the hierarchy and call the name on a receiver (`x.apply(`, not a `def apply(`
             # of their own) can type a receiver as one of them
             named = re.compile(rb"\b(%s)\b" % alt)
-            files = [(p, t) for p, t in files if not self.trees[t][3] and self._by_content(
+            # and not one architecture's model file (`models/whisper_causal.py` calls its
+            # underlying attention backend: a common name there binds no plugin class)
+            files = [(p, t) for p, t in files if not self.trees[t][3] and "/models/" not in f"/{p}" and self._by_content(
                 "names", p, t, alt, lambda p=p, t=t: _names_word(self.text(p, t), raw, named)) and self._by_content(
                 "dotcall", p, t, name, lambda p=p, t=t: calls.search(self.text(p, t)) is not None)]
             if len(files) > limit:

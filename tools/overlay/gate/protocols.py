@@ -12,8 +12,12 @@ from `compute_logits`), every plugin model still declaring the old method breaks
 Which classes claim a protocol: a plugin class (not deriving from it: that is
 check_overrides' case) that defines every method the protocol declares in its own body and
 at least one method of each protocol it extends (`forward` of `VllmModel`), dunders aside.
-A core call `recv.meth(...)` counts where its code can run, the protocol's own method
-accepts it (the call is meant for the protocol) and the plugin's method does not. An error
+A one-method protocol claims nothing (vLLM's `SupportsHash.compute_hash` fits any class with
+that method, and core's `vllm_config.compute_hash()` calls a VllmConfig). A core call
+`recv.meth(...)` counts where its code can run, the protocol's own method accepts it (the call
+is meant for the protocol) and the plugin's method does not. The receiver's type is not
+consulted: core's model runner keeps the model in wrappers (`CUDAGraphWrapper`) that forward
+every attribute, so a receiver typed as another class may still hold the plugin's object. An error
 where the class's module is on the start-up chain, else a warning; one finding per method,
 symbol `override:<plugin module>.<class>.<method>`.
 """
@@ -101,9 +105,10 @@ def check_protocols(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[
                 methods = {**b[1].methods, **methods}
         for pmod, proto, bases in protocols:
             own = _public(proto.methods)
+            claimed = set(own) | {m for base in bases for m in base if m in methods}
             if (pmod.name, proto.name) in inherited or not set(own) <= set(methods) \
-                    or not all(base & set(methods) for base in bases):
-                continue
+                    or not all(base & set(methods) for base in bases) or len(claimed) < 2:
+                continue  # a one-method protocol (`SupportsHash.compute_hash`) fits any such class
             for meth, psig in own.items():
                 sig = methods[meth]
                 if (sig.is_static, sig.is_classmethod) != (psig.is_static, psig.is_classmethod):
