@@ -56,13 +56,15 @@ ENTRY = """
 """
 
 
-def _gate(tmp_path, model=MODEL, runner=RUNNER):
+def _gate(tmp_path, model=MODEL, runner=RUNNER, registered=True):
     core = {"vllm/__init__.py": "", "vllm/_version.py": "__version__ = version = '0.11.0'\n",
             "vllm/models/__init__.py": "", "vllm/models/interfaces_base.py": INTERFACES,
             "vllm/v1/__init__.py": "", "vllm/v1/runner.py": runner,
             "vllm/v1/engine.py": "from vllm.v1.runner import GPUModelRunner\n\n\ndef step(m, h):\n"
                                  "    return GPUModelRunner(m).execute_model(h)\n"}
     init = "def register():\n    import vllm_ascend.qwen3  # noqa\n"
+    if registered:  # a registry entry names the class, as a plugin's register_model does
+        init += '\n\nMODELS = {"Qwen3ForCausalLM": "vllm_ascend.qwen3:Qwen3ForCausalLM"}\n'
     core_dir = gatekit.tree(tmp_path / "core", core)
     plugin_dir = gatekit.tree(tmp_path / "plugin", {"setup.py": ENTRY, "vllm_ascend/__init__.py": init,
                                                     "vllm_ascend/qwen3.py": model})
@@ -73,6 +75,9 @@ def test_a_model_implementing_the_protocol_by_shape_is_held_to_it(tmp_path):
     (f,) = _gate(tmp_path)
     assert f.symbol == "override:vllm_ascend.qwen3.Qwen3ForCausalLM.compute_logits" and f.severity == "error"
     assert "self.model.compute_logits(...)" in f.message and "VllmModelForTextGeneration" in f.message
+    # negative twin: no string names the class: the plugin builds it itself (vllm-ascend's
+    # drafter DeepseekV4DSparkModel), never core's runner's model
+    assert _gate(tmp_path / "unregistered", registered=False) == []
 
 
 @pytest.mark.parametrize("model", [

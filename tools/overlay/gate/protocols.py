@@ -9,8 +9,10 @@ follow. When core changes the protocol's method (vLLM 0.11.0 dropped `sampling_m
 from `compute_logits`), every plugin model still declaring the old method breaks there
 (vllm-kunlun 0.10.1.1, vllm-mindspore 0.4.0).
 
-Which classes claim a protocol: a plugin class (not deriving from it: that is
-check_overrides' case) that defines every method the protocol declares in its own body and
+Which classes claim a protocol: a plugin class that a string constant of the plugin names (a
+registry entry: core holds a model class only through one; a drafter model the plugin builds
+itself, vllm-ascend's `DeepseekV4DSparkModel`, is never core's runner's model), not deriving
+from the protocol (that is check_overrides' case), that defines every method the protocol declares in its own body and
 at least one method of each protocol it extends (`forward` of `VllmModel`), dunders aside.
 A one-method protocol claims nothing (vLLM's `SupportsHash.compute_hash` fits any class with
 that method, and core's `vllm_config.compute_hash()` calls a VllmConfig). A core call
@@ -23,6 +25,9 @@ symbol `override:<plugin module>.<class>.<method>`.
 """
 
 from __future__ import annotations
+
+import ast
+import re
 
 from overlay.gate.callers import Site, module_name
 from overlay.gate.checks import Evidence, _kind, _linearize, _reason, _severity, _why
@@ -87,6 +92,24 @@ def _calls_meant_for(meth: str, proto: Signature, plugin: Signature, ev: Evidenc
     return []
 
 
+def _named_in_strings(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> set[str]:
+    """The identifiers the plugin's loaded modules name inside string constants: registry
+    entries (`"vllm_kunlun.models.qwen3:Qwen3ForCausalLM"`, `("qwen2", "Qwen2ForCausalLM")`).
+    A model class the plugin only builds itself (a drafter's `DeepseekV4DSparkModel(...)`)
+    is never one core's runner holds."""
+    names: set[str] = set()
+    modules = {pc.module.name: pc.module for pc in facts.classes}
+    for name in ev.startup.parent:
+        mod = world.module(name)
+        if mod is not None:
+            modules[name] = mod
+    for mod in modules.values():
+        for n in ast.walk(mod.tree) if mod.tree is not None else ():
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) < 300:
+                names.update(re.findall(r"[A-Za-z_]\w*", n.value))
+    return names
+
+
 def check_protocols(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
     protocols = [p for p in core_protocols(world, ev) if _public(p[1].methods)]
     if not protocols:
@@ -94,7 +117,10 @@ def check_protocols(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[
     findings: list[Finding] = []
     # many classes share a method's shape (every model's compute_logits): one search per shape
     searched: dict[tuple, list[Site]] = {}
+    named = _named_in_strings(facts, world, ev)
     for pc in facts.classes:
+        if pc.node.name not in named:
+            continue  # core reaches a class by shape only through a registry entry naming it
         cls = world.class_of(pc.module, pc.node)
         mro = _linearize(world, pc.module, cls, pc.scope.local_imports)
         # a base the gate cannot read (torch's nn.Module) is not core's: it is not the protocol
