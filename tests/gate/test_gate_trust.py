@@ -935,3 +935,42 @@ def test_a_common_method_name_defined_in_many_files_still_has_typed_callers(tmp_
     # whisper_causal.py calls its underlying attention backend): a common name there binds nothing
     core["vllm/models/whisper.py"] = core.pop("vllm/moe/runner.py")
     assert [f.severity for f in gate(tmp_path / "b", core, plugin).findings] != ["error"]
+
+
+def test_a_typed_caller_of_forward_past_the_common_limit_binds_nothing(tmp_path):
+    """`forward` is every torch module's: past the common-name limit its typed callers are not
+    followed (vLLM 0.17.0's `FusedMoE.forward_native` calls `self.runner.forward(...)`, core's own
+    MoE runner, and matched 31 vllm-metax and vllm-gaudi model `forward`s)."""
+    from overlay.gate.callers import COMMON
+    core = {
+        "vllm/moe/base.py": "class Runner:\n    def forward(self, x, logits):\n        return x\n",
+        "vllm/moe/layer.py": """
+            from vllm.moe.base import Runner
+
+
+            class FusedMoE:
+                def __init__(self, runner: Runner):
+                    self.runner = runner
+
+                def forward_native(self, x, logits):
+                    return self.runner.forward(x, logits)
+        """,
+    }
+    for i in range(COMMON + 2):
+        core[f"vllm/models/m{i}.py"] = f"""
+            from vllm.moe.base import Runner
+
+
+            class Model{i}(Runner):
+                def forward(self, x, logits):
+                    return x.forward(logits)
+        """
+    plugin = {"vllm_ascend/model.py": """
+        from vllm.moe.base import Runner
+
+
+        class NpuModel(Runner):
+            def forward(self, x):
+                return x
+    """}
+    assert [f.severity for f in gate(tmp_path, core, plugin).findings] != ["error"]
