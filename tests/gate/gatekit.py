@@ -313,3 +313,17 @@ CUSTOM_OP_REGISTRY = """
         def register_oot(cls, _decorated_op_cls=None, name=None):
             CustomOp.op_registry_oot[name] = _decorated_op_cls
 """
+
+
+# vLLM's `vllm.platforms` binds `current_platform` lazily through a module `__getattr__`
+# (platforms/__init__.py); fixtures of core's platform module end with it
+CURRENT_PLATFORM = """
+
+    _current_platform = None
+
+
+    def __getattr__(name):
+        if name == "current_platform":
+            return _current_platform
+        raise AttributeError(name)
+"""

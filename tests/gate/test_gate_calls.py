@@ -1113,16 +1113,7 @@ PLATFORMS = """
         def get_attn_backend_cls(cls, selected_backend, head_size, dtype, kv_cache_dtype, block_size,
                                  use_mla, has_sink, use_sparse):
             return ""
-
-
-    _current_platform = None
-
-
-    def __getattr__(name):
-        if name == "current_platform":
-            return _current_platform
-        raise AttributeError(name)
-"""
+""" + gatekit.CURRENT_PLATFORM
 
 SELECTOR = """
     def get_attn_backend(head_size, dtype, kv_cache_dtype, block_size, use_mla=False, has_sink=False,

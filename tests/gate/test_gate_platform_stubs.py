@@ -23,16 +23,7 @@ PLATFORMS = """
         @classmethod
         def get_device_name(cls) -> str:
             raise NotImplementedError
-
-
-    _current_platform = None
-
-
-    def __getattr__(name):
-        if name == "current_platform":
-            return _current_platform
-        raise AttributeError(name)
-"""
+""" + gatekit.CURRENT_PLATFORM
 
 SEEDING = """
     def set_random_seed(seed):

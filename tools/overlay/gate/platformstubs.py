@@ -33,6 +33,7 @@ from overlay.gate.checks import Evidence, _kind, _linearize, _reason, _severity,
 from overlay.gate.findings import Finding
 from overlay.gate.index import TreeIndex
 from overlay.gate.scan import PluginFacts
+from overlay.gate.startup import loaded_strings
 
 RECEIVER = "current_platform"
 # what a handler must name to expect the stub's exception (a bare `except:` too)
@@ -101,13 +102,9 @@ class _PluginRuns:
                 if ev.is_core(base[0].name):
                     self.inherited.setdefault((base[0].name, base[1].name), []).append(set(defined))
                 defined |= set(base[1].methods)
-        for name in ev.startup.parent:  # the modules start-up loads
-            mod = world.module(name)
-            if mod is None or mod.tree is None:
-                continue
-            self.named |= {n.value for n in ast.walk(mod.tree)
-                           if isinstance(n, ast.Constant) and isinstance(n.value, str) and "." in n.value
-                           and len(n.value) < 200}
+        # the dotted names the modules start-up loads spell out
+        self.named = {s for s in loaded_strings(world.module(name) for name in ev.startup.parent)
+                      if "." in s and len(s) < 200}
 
     def runs(self, site: Site) -> bool:
         if site.func is None:

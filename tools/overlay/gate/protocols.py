@@ -26,7 +26,6 @@ symbol `override:<plugin module>.<class>.<method>`.
 
 from __future__ import annotations
 
-import ast
 import re
 
 from overlay.gate.callers import Site, module_name
@@ -35,6 +34,7 @@ from overlay.gate.findings import Finding
 from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, qualify
 from overlay.gate.scan import PluginFacts
 from overlay.gate.signature import Signature, accepts_call
+from overlay.gate.startup import loaded_strings
 
 PROTOCOL_BASES = frozenset({"typing.Protocol", "typing_extensions.Protocol"})
 MARKER = "runtime_checkable"  # core's protocols that core checks objects against at run time
@@ -97,17 +97,9 @@ def _named_in_strings(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> set
     entries (`"vllm_kunlun.models.qwen3:Qwen3ForCausalLM"`, `("qwen2", "Qwen2ForCausalLM")`).
     A model class the plugin only builds itself (a drafter's `DeepseekV4DSparkModel(...)`)
     is never one core's runner holds."""
-    names: set[str] = set()
     modules = {pc.module.name: pc.module for pc in facts.classes}
-    for name in ev.startup.parent:
-        mod = world.module(name)
-        if mod is not None:
-            modules[name] = mod
-    for mod in modules.values():
-        for n in ast.walk(mod.tree) if mod.tree is not None else ():
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) < 300:
-                names.update(re.findall(r"[A-Za-z_]\w*", n.value))
-    return names
+    modules.update({name: world.module(name) for name in ev.startup.parent})
+    return {word for s in loaded_strings(modules.values()) for word in re.findall(r"[A-Za-z_]\w*", s)}
 
 
 def check_protocols(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:

@@ -261,3 +261,18 @@ def platform_classes(points: tuple[EntryPoint, ...], module) -> frozenset[str]:
                     and isinstance(node.value.value, str) and re.fullmatch(r"[\w.]+", node.value.value):
                 out.add(node.value.value.rsplit(".", 1)[-1])
     return frozenset(out)
+
+
+STRING_MAX = 300  # a registry entry or a dotted name is short; longer constants are prose
+
+
+def loaded_strings(modules) -> set[str]:
+    """Every short string constant of the given plugin modules (`ModuleInfo`s): the registry
+    entries and dotted class names through which core reaches plugin classes by name."""
+    out: set[str] = set()
+    for mod in modules:
+        if mod is None or mod.tree is None:
+            continue
+        out |= {n.value for n in ast.walk(mod.tree)
+                if isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) < STRING_MAX}
+    return out
