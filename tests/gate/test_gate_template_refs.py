@@ -81,3 +81,49 @@ def test_an_fstring_template_with_a_name_after_the_module_reaches_the_module(tmp
                                                              "vllm_ascend/models/llama.py": "warning"}
     assert _severities(tmp_path / "b", FSTRING_REGISTRY.replace('["qwen2"]', "[]")) == {
         "vllm_ascend/models/qwen2.py": "warning", "vllm_ascend/models/llama.py": "warning"}
+
+
+TWO_HOLE_REGISTRY = """
+    _OMNI_MODELS = {"QwenOmni": ("qwen_omni", "qwen2", "QwenOmniModel")}
+
+
+    def lazy_models():
+        return {arch: f"vllm_ascend.models.{mod_folder}.{mod_relname}:{cls_name}"
+                for arch, (mod_folder, mod_relname, cls_name) in _OMNI_MODELS.items()}
+"""
+
+
+def _severities_nested(tmp_path, registry):
+    core = gatekit.tree(tmp_path / "core", PKGS)
+    plugin = gatekit.tree(tmp_path / "plugin", {
+        "setup.py": gatekit.PLUGIN_ENTRY,
+        "vllm_ascend/__init__.py": "def register():\n    import vllm_ascend.registry  # noqa\n",
+        "vllm_ascend/registry.py": registry, "vllm_ascend/models/__init__.py": "",
+        "vllm_ascend/models/qwen_omni/__init__.py": "",
+        "vllm_ascend/models/qwen_omni/qwen2.py": MODEL, "vllm_ascend/models/qwen_omni/llama.py": MODEL})
+    return {f.plugin_path: f.severity for f in gatekit.run_gate(core, plugin).findings}
+
+
+def test_a_template_with_two_holes_reaches_the_modules_its_table_names(tmp_path):
+    """vllm-omni's registry builds `f"vllm_omni.model_executor.models.{mod_folder}.{mod_relname}"`
+    from a table of (folder, module, class): each filled part must name a package or module,
+    and what follows a colon names the class."""
+    assert _severities_nested(tmp_path / "a", TWO_HOLE_REGISTRY) == {
+        "vllm_ascend/models/qwen_omni/qwen2.py": "error", "vllm_ascend/models/qwen_omni/llama.py": "warning"}
+    # negative twin: the folder the table names is not a package of the plugin
+    assert _severities_nested(tmp_path / "b", TWO_HOLE_REGISTRY.replace('("qwen_omni",', '("other",')) == {
+        "vllm_ascend/models/qwen_omni/qwen2.py": "warning", "vllm_ascend/models/qwen_omni/llama.py": "warning"}
+
+
+@given(st.lists(st.sampled_from(["pkg.", "{}", "{x}", ".", "a", "b_c", ":", "x", " "]), max_size=8))
+def test_a_template_with_several_holes_names_only_existing_modules(pieces):
+    """Whatever the template's shape, every name that comes back starts with an existing
+    module of the package, each hole filled with one of the module's identifier constants."""
+    import ast
+    tree = ast.parse('X = ("a", "b_c", "x", "not ok")\n')
+    mod = ModuleInfo.__new__(ModuleInfo)
+    object.__setattr__(mod, "tree", tree)
+    have = {"pkg.a", "pkg.a.b_c", "pkg.b_c", "pkg.b_c.x"}
+    got = _template_modules("".join(pieces), mod, lambda n: n if n in have else None)
+    assert all(any(g == h or g.startswith(h + ".") for h in have) for g in got)
+    assert len(got) <= 4 ** 3

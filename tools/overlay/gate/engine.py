@@ -33,7 +33,7 @@ from overlay.gate.findings import Finding, merge_sites
 from overlay.gate.index import ModuleInfo, TreeIndex
 from overlay.gate.scan import PluginFacts, scan_module
 from overlay.gate.source import TreeSource, file_limit
-from overlay.gate.startup import (PROGRAM, EntryPoint, core_imports, entry_points, platform_classes, reach,
+from overlay.gate.startup import (PROGRAM, EntryPoint, core_imports, entry_points, package_data, platform_classes, reach,
                                   runs_as_program)
 from overlay.gate.supercalls import super_calls
 from overlay.gate.unreached import demote_unreached
@@ -239,8 +239,10 @@ def context(core_src: TreeSource, plugin_src: TreeSource, core: TreeIndex, versi
     if expected_core_package(facts.imported_tops, plugin_packages, groups) not in core_packages:
         raise no_core_package(core_src, facts.imported_tops, plugin_packages, groups)
     points = declared + core_imports(core_src, core_packages, plugin_packages)
-    if points:  # a program is one more way in; alone it would make every other module opt-in
-        points += tuple(programs)
+    if points:  # a program or a shipped configuration is one more way in; alone it would
+        # make every other module opt-in
+        points += tuple(programs) + package_data(plugin_src, plugin_packages,
+                                                 lambda name: world.module(name) is not None)
     startup = reach(points, facts.refs, plugin_packages, lambda name: world.module(name) is not None)
     callers.dead = dead_code(facts, world, is_core)
     # a core class for another platform, or one only such code builds, never runs here

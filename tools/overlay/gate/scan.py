@@ -352,29 +352,42 @@ def _string_options(expr: ast.expr, depth: int = 0) -> list[str] | None:
     return None
 
 
-_TEMPLATE = re.compile(r"((?:[A-Za-z_]\w*\.)+)\{\w*\}((?:\.[A-Za-z_]\w*)*)")
+_HOLE = re.compile(r"\{\w*\}")
+_TEMPLATE_HEAD = re.compile(r"(?:[A-Za-z_]\w*\.)+")  # `pkg.models.` before the first hole
+_TEMPLATE_JOIN = re.compile(r"(?:\.[A-Za-z_]\w*)*\.")  # `.` or `.sub.` between two holes
+_TEMPLATE_TAIL = re.compile(r"(?:\.[A-Za-z_]\w*)*")  # what may follow the last hole
+TEMPLATE_HOLES_MAX = 3
+TEMPLATE_NAMES_MAX = 4096  # partly filled names kept per hole
 
 
 def _template_modules(text: str, mod: ModuleInfo, module) -> list[str]:
-    """The plugin modules a dotted template names when filled with one of its module's string
-    constants: vllm-mindspore's lazy model registry maps architectures to module names
-    (`"Qwen2ForCausalLM": ("qwen2", "Qwen2ForCausalLM")`) and builds
-    `"vllm_mindspore.model_executor.models.{}".format(name)`. `module(name)`: the plugin's
-    index of that module (None when absent)."""
-    m = _TEMPLATE.fullmatch(text)
-    if m is None or mod.tree is None:
+    """The plugin modules a dotted template names when each hole is filled with one of its
+    module's string constants: vllm-mindspore's lazy model registry maps architectures to
+    module names (`"Qwen2ForCausalLM": ("qwen2", "Qwen2ForCausalLM")`) and builds
+    `"vllm_mindspore.model_executor.models.{}".format(name)`; vllm-omni's fills two,
+    `f"vllm_omni.model_executor.models.{mod_folder}.{mod_relname}"`. Each filled part must
+    name a module; what follows the last hole may be a name in it, and a `:` starts the
+    object's name (`...{mod_relname}:{cls_name}`). `module(name)`: the plugin's index of that
+    module (None when absent)."""
+    pieces = _HOLE.split(text.split(":", 1)[0])
+    if not 2 <= len(pieces) <= TEMPLATE_HOLES_MAX + 1 or mod.tree is None \
+            or not _TEMPLATE_HEAD.fullmatch(pieces[0]) or not _TEMPLATE_TAIL.fullmatch(pieces[-1]) \
+            or not all(_TEMPLATE_JOIN.fullmatch(p) for p in pieces[1:-1]):
         return []
-    fills = {n.value for n in ast.walk(mod.tree)
-             if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.isidentifier()}
-    # the filled part must name a module; what follows it may be a name in that module
-    # (`f"vllm_gcu.models.{name}.register"`, resolved by core's resolve_obj_by_qualname)
-    return sorted(f"{m.group(1)}{f}{m.group(2)}" for f in fills if module(f"{m.group(1)}{f}") is not None)
+    fills = sorted({n.value for n in ast.walk(mod.tree)
+                    if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.isidentifier()})
+    names = [pieces[0]]
+    for piece in pieces[1:]:
+        names = [f"{head}{f}{piece}" for head in names for f in fills
+                 if module(f"{head}{f}") is not None][:TEMPLATE_NAMES_MAX]
+    return sorted(set(names))
 
 
 def _fstring_template(node: ast.JoinedStr) -> str | None:
-    """`f"vllm_gcu.models.{name}.register"` as the template `vllm_gcu.models.{}.register` when one
-    part is a plain name whose value is not known here (a loop variable over the module's list
-    of module names); None for any other shape. Pure."""
+    """`f"vllm_gcu.models.{name}.register"` as the template `vllm_gcu.models.{}.register` when
+    each of its (at most TEMPLATE_HOLES_MAX) parts is a plain name whose value is not known
+    here (a loop variable over the module's table of module names); None for any other shape.
+    Pure."""
     parts: list[str] = []
     holes = 0
     for part in node.values:
@@ -386,7 +399,7 @@ def _fstring_template(node: ast.JoinedStr) -> str | None:
             holes += 1
         else:
             return None
-    return "".join(parts) if holes == 1 and len("".join(parts)) < 200 else None
+    return "".join(parts) if 1 <= holes <= TEMPLATE_HOLES_MAX and len("".join(parts)) < 200 else None
 
 
 def _fstring_texts(node: ast.JoinedStr, limit: int = 8) -> list[str]:

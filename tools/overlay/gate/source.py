@@ -25,6 +25,10 @@ from overlay.errors import OverlayError
 from overlay.gitcmd import GitFailed
 
 # Directories that never hold importable source of the tree itself.
+# package data the gate reads for the plugin names it ships (stage configs naming worker classes)
+DATA_SUFFIXES = (".yaml", ".yml", ".json")
+# every file a run reads: sources, package data, packaging metadata (entry points)
+READ_SUFFIXES = (".py", *DATA_SUFFIXES, ".toml", ".cfg", ".txt", "PKG-INFO")
 SKIP_DIRS = frozenset({".git", "__pycache__", "build", "dist", ".tox", ".venv", "node_modules"})
 
 # vLLM's largest source file is a few hundred KB; a parsed file costs ~100x its size in memory.
@@ -56,6 +60,8 @@ class TreeSource(Protocol):
 
     def py_files(self, under: str = "") -> Iterator[str]: ...
 
+    def files(self, under: str = "", suffixes: tuple[str, ...] = (".py",)) -> Iterator[str]: ...
+
     def label(self) -> str: ...
 
     def tree_id(self) -> str: ...  # names the whole tree's content: the index cache's key
@@ -78,11 +84,12 @@ class DirSource:
         self.skipped: dict[str, str] = {}
 
     def tree_id(self) -> str:
-        """A digest of every Python file's path, size and modification time: any edit,
-        addition or removal changes it (content is not read: a cold run stays cheap)."""
+        """A digest of the path, size and modification time of every file the gate reads (Python
+        files, package data, packaging metadata): any edit, addition or removal changes it
+        (content is not read: a cold run stays cheap)."""
         if self._tree_id is None:
-            h = hashlib.sha256(b"dir-v1\0")
-            for path in self.py_files():
+            h = hashlib.sha256(b"dir-v2\0")
+            for path in self.files(suffixes=READ_SUFFIXES):
                 try:
                     st = (self.root / path).stat()
                 except OSError:
@@ -141,12 +148,15 @@ class DirSource:
         return known
 
     def py_files(self, under: str = "") -> Iterator[str]:
+        return self.files(under)
+
+    def files(self, under: str = "", suffixes: tuple[str, ...] = (".py",)) -> Iterator[str]:
         base = self.root / under if under else self.root
         for dirpath, dirnames, filenames in os.walk(base):
             dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
             rel = os.path.relpath(dirpath, self.root)
             for name in sorted(filenames):
-                if name.endswith(".py"):
+                if name.endswith(suffixes):
                     yield name if rel == "." else f"{rel}/{name}".replace(os.sep, "/")
 
     def label(self) -> str:
@@ -263,9 +273,12 @@ class GitTreeSource:
         return "blob:" + self.blobs.get(path, "missing:" + path)
 
     def py_files(self, under: str = "") -> Iterator[str]:
+        return self.files(under)
+
+    def files(self, under: str = "", suffixes: tuple[str, ...] = (".py",)) -> Iterator[str]:
         head = under.strip("/") + "/" if under else ""
         for path in sorted(self.blobs):
-            if path.endswith(".py") and path.startswith(head):
+            if path.endswith(suffixes) and path.startswith(head):
                 yield path
 
     def label(self) -> str:

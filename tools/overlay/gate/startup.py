@@ -10,7 +10,9 @@ and every dotted string naming one (`"vllm_ascend.worker.worker.NPUWorker"`, the
 platforms name their worker classes). A module no chain reaches is opt-in
 (a user must name it in a configuration): a break there is a warning, not an error.
 A plugin that declares no entry points, and that core does not import, is taken as
-reached everywhere.
+reached everywhere. A configuration file the plugin ships inside its package (vllm-omni's
+stage configs name the worker class each stage runs) is one more way in: the modules its
+dotted names name run when that configuration is used.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class EntryPoint:
     def label(self) -> str:
         if self.group == CORE_IMPORT:  # name: the core module that imports it
             return f"core's {self.name} imports {self.module}" + (f".{self.attr}" if self.attr else "")
+        if self.group == PACKAGE_DATA:  # name: the data file that names it
+            return f"{self.name} names {self.module}" + (f".{self.attr}" if self.attr else "")
         return f"{self.module}:{self.attr}" if self.attr else self.module
 
 
@@ -130,6 +134,7 @@ def entry_points(source: TreeSource) -> tuple[EntryPoint, ...]:
 
 
 CORE_IMPORT = "imported by core"  # the group of an entry point that is core's own import
+PACKAGE_DATA = "package data"  # a configuration file inside the plugin's package names the module
 PROGRAM = "program (opt-in: python -m)"  # a plugin module a user runs (vllm-gaudi's multi-model server)
 # program modules that are the plugin's own tooling, not a configuration it supports
 _NOT_A_SUPPORTED_PROGRAM = re.compile(r"(?:^|\.)(?:tests?|testing|examples?|tools|experimental|\w*bench\w*)(?:\.|$)")
@@ -180,6 +185,37 @@ def core_imports(core_src: TreeSource, core_packages: frozenset[str],
                         if a.name != "*":
                             out += [EntryPoint(CORE_IMPORT, here, f"{node.module}.{a.name}", None),
                                     EntryPoint(CORE_IMPORT, here, node.module, a.name)]
+    return tuple(dict.fromkeys(out))
+
+
+_DATA_DIRS = re.compile(r"(?:^|/)(?:tests?|testing|examples?|docs?|benchmarks?|\.\w+)/")
+DATA_NAMES_MAX = 256  # dotted names read from one data file
+DATA_FILES_MAX = 512  # data files read from one package
+
+
+def package_data(source: TreeSource, plugin_packages: frozenset[str], exists) -> tuple[EntryPoint, ...]:
+    """The plugin modules named by dotted strings in the configuration files its packages ship
+    (YAML or JSON; tests, examples, docs and benchmarks aside), one entry point each, named by
+    the file. The text is data: it is searched, never loaded or run; a name counts only where a
+    prefix of it is a module the plugin has (`exists(name)`); what follows is an object in it."""
+    from overlay.gate.source import DATA_SUFFIXES
+    out: list[EntryPoint] = []
+    for pkg in sorted(plugin_packages):
+        pattern = re.compile(rf"(?<![\w.]){re.escape(pkg)}(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_]\w*)?")
+        for n, path in enumerate(p for p in source.files(pkg, DATA_SUFFIXES) if not _DATA_DIRS.search(p)):
+            if n >= DATA_FILES_MAX:
+                break
+            data = source.read(path)
+            if not data or pkg.encode() not in data:
+                continue
+            names = dict.fromkeys(pattern.findall(data.decode("utf-8", errors="replace")))
+            for name in list(names)[:DATA_NAMES_MAX]:
+                parts = name.replace(":", ".").split(".")
+                for cut in range(len(parts), 1, -1):
+                    if exists(".".join(parts[:cut])):
+                        attr = ".".join(parts[cut:]) or None
+                        out.append(EntryPoint(PACKAGE_DATA, path, ".".join(parts[:cut]), attr))
+                        break
     return tuple(dict.fromkeys(out))
 
 
