@@ -67,6 +67,13 @@ def _usable(sig: Signature) -> bool:
     return not (NOT_CALLABLE & set(sig.decorators))
 
 
+def _builds_on_core(target: str | None) -> bool:
+    """A class of another vLLM plugin (`vllm_ascend...`): not core, not the plugin under
+    test, and built on core, so it may subclass core's classes."""
+    top = (target or "").split(".")[0]
+    return top.startswith("vllm_")
+
+
 class _Resolver:
     def __init__(self, facts: PluginFacts, world: TreeIndex, ev) -> None:
         from overlay.gate.checks import _linearize
@@ -114,14 +121,22 @@ class _Resolver:
             out.append(found[1] if found and found[0] == "class" else None)
         return out
 
+    def _base_names(self, mod: ModuleInfo, cls: ClassInfo, local: dict | None) -> list[str | None]:
+        """The qualified names of `_bases`' classes, in the same order (None: not a name)."""
+        return [qualify(mod, expr, local) if expr else None
+                for expr in cls.bases if not (expr and inert_base(mod, expr, local))]
+
     def _c3(self, mod: ModuleInfo, cls: ClassInfo, local: dict | None, depth: int):
         if depth > 12:
             return None
         seqs = []
         heads = []
-        for i, b in enumerate(self._bases(mod, cls, local)):
+        for i, (b, target) in enumerate(zip(self._bases(mod, cls, local), self._base_names(mod, cls, local))):
             if b is None:
-                marker = ("?", f"{mod.name}.{cls.name}#{i}")
+                # "?!": a class of another vLLM plugin (vllm-omni's NPU runners inherit
+                # vllm-ascend's NPUModelRunner) may subclass core's classes, so C3 may put
+                # it before them
+                marker = ("?!" if _builds_on_core(target) else "?", f"{mod.name}.{cls.name}#{i}")
                 seqs.append([marker])
                 heads.append(marker)
                 continue
@@ -145,6 +160,10 @@ class _Resolver:
             else:
                 return None  # no consistent order
             picked = seq[0]
+            if not isinstance(picked[0], str) and self.is_core(picked[0].name):
+                # an unread class that may subclass this core class would come before it
+                pending = next((y for x in seqs for y in x if isinstance(y[0], str) and y[0] == "?!"), None)
+                picked = pending if pending is not None else picked
             out.append(picked)
             seqs = [[y for y in x if ident(y) != ident(picked)] for x in seqs]
             seqs = [x for x in seqs if x]
