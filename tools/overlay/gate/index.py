@@ -61,7 +61,12 @@ class ClassInfo:
             for stmt in _module_level(self.node.body if self.node else []):
                 if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     continue
+                partials = _self_partials(stmt)
                 for node, enclosing in calls_in(stmt):
+                    if isinstance(node.func, ast.Name) and node.func.id in partials:
+                        attr, bound = partials[node.func.id]
+                        self._self_calls.setdefault(attr, []).append((stmt.name, _after(bound, call_shape(node, enclosing))))
+                        continue
                     if not isinstance(node.func, ast.Attribute):
                         continue
                     recv = node.func.value
@@ -72,6 +77,34 @@ class ClassInfo:
                             self._super_ids.add(id(shape))
                         self._self_calls.setdefault(node.func.attr, []).append((stmt.name, shape))
         return self._self_calls.get(name, [])
+
+
+def _self_partials(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, tuple[str, CallShape]]:
+    """Local names a method binds once, to `functools.partial(self.meth, *args, **kw)`:
+    name -> (meth, the shape of the arguments bound there). Core's CUDA-graph capture calls
+    `dummy_run = functools.partial(self._dummy_run, ...)` then `dummy_run(n, num_active_loras=k)`,
+    which a subclass's `_dummy_run` receives."""
+    stores: dict[str, int] = {}
+    found: dict[str, tuple[str, CallShape]] = {}
+    for node in ast.walk(func):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            stores[node.id] = stores.get(node.id, 0) + 1
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, ast.Call) and dotted(node.value.func) in ("functools.partial", "partial") \
+                and node.value.args and isinstance(node.value.args[0], ast.Attribute) \
+                and isinstance(node.value.args[0].value, ast.Name) and node.value.args[0].value.id in ("self", "cls") \
+                and not any(isinstance(a, ast.Starred) for a in node.value.args):
+            bound = ast.Call(func=node.value.func, args=node.value.args[1:], keywords=node.value.keywords)
+            ast.copy_location(bound, node.value)
+            found[node.targets[0].id] = (node.value.args[0].attr, call_shape(bound))
+    return {name: v for name, v in found.items() if stores.get(name) == 1}
+
+
+def _after(bound: CallShape, call: CallShape) -> CallShape:
+    """The shape of a call through a partial: its bound arguments, then the call's own."""
+    return CallShape(line=call.line, npos=bound.npos + call.npos, keywords=tuple(dict.fromkeys(bound.keywords + call.keywords)),
+                     star=call.star, dstar=bound.dstar or call.dstar, cannot_hold=call.cannot_hold,
+                     pos_names=bound.pos_names + call.pos_names)
 
 
 @dataclass
