@@ -28,7 +28,7 @@ try:  # Python 3.11+
 except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli distribution (a dependency there)
     import tomli as tomllib  # type: ignore[no-redef]
 
-from overlay.gate.source import TreeSource
+from overlay.gate.source import DATA_SUFFIXES, TreeSource
 
 ENTRY = re.compile(r"^\s*([^=\s]+)\s*=\s*([\w.]+)(?::([\w.]+))?")
 
@@ -198,7 +198,6 @@ def package_data(source: TreeSource, plugin_packages: frozenset[str], exists) ->
     (YAML or JSON; tests, examples, docs and benchmarks aside), one entry point each, named by
     the file. The text is data: it is searched, never loaded or run; a name counts only where a
     prefix of it is a module the plugin has (`exists(name)`); what follows is an object in it."""
-    from overlay.gate.source import DATA_SUFFIXES
     out: list[EntryPoint] = []
     for pkg in sorted(plugin_packages):
         pattern = re.compile(rf"(?<![\w.]){re.escape(pkg)}(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_]\w*)?")
