@@ -77,3 +77,17 @@ def test_only_modules_the_plugin_has_come_back(tmp_path_factory, text):
     have = {"vllm_ascend.worker", "vllm_ascend.worker.stage_worker"}
     points = package_data(DirSource(Path(root)), frozenset({"vllm_ascend"}), lambda n: n in have)
     assert all(p.group == PACKAGE_DATA and p.module in have and p.name == "vllm_ascend/conf.yaml" for p in points)
+
+
+def test_a_data_file_that_leads_out_of_the_tree_is_not_read(tmp_path):
+    """A hostile archive's `conf.yaml` linking outside the tree: the bounded reader refuses it,
+    says so, and nothing it names is followed."""
+    outside = tmp_path / "outside.yaml"
+    outside.write_text(STAGES)
+    root = tmp_path / "plugin"
+    (root / "vllm_ascend" / "worker").mkdir(parents=True)
+    (root / "vllm_ascend" / "conf.yaml").symlink_to(outside)
+    src = DirSource(root)
+    have = {"vllm_ascend.worker", "vllm_ascend.worker.stage_worker"}
+    assert package_data(src, frozenset({"vllm_ascend"}), lambda n: n in have) == ()
+    assert src.skipped == {"vllm_ascend/conf.yaml": "is a link that leads out of the tree"}
