@@ -33,13 +33,15 @@ REGISTRY = """
 """
 
 
-def _severities(tmp_path, registry):
+def _severities(tmp_path, registry, folder: str = "vllm_ascend/models"):
+    """The severity of each finding, the model modules `qwen2` and `llama` sitting in `folder`."""
     core = gatekit.tree(tmp_path / "core", PKGS)
+    packages = {f"{pkg}/__init__.py": "" for pkg in ("vllm_ascend/models", folder)}
     plugin = gatekit.tree(tmp_path / "plugin", {
         "setup.py": gatekit.PLUGIN_ENTRY,
         "vllm_ascend/__init__.py": "def register():\n    import vllm_ascend.registry  # noqa\n",
-        "vllm_ascend/registry.py": registry, "vllm_ascend/models/__init__.py": "",
-        "vllm_ascend/models/qwen2.py": MODEL, "vllm_ascend/models/llama.py": MODEL})
+        "vllm_ascend/registry.py": registry, **packages,
+        f"{folder}/qwen2.py": MODEL, f"{folder}/llama.py": MODEL})
     return {f.plugin_path: f.severity for f in gatekit.run_gate(core, plugin).findings}
 
 
@@ -93,25 +95,15 @@ TWO_HOLE_REGISTRY = """
 """
 
 
-def _severities_nested(tmp_path, registry):
-    core = gatekit.tree(tmp_path / "core", PKGS)
-    plugin = gatekit.tree(tmp_path / "plugin", {
-        "setup.py": gatekit.PLUGIN_ENTRY,
-        "vllm_ascend/__init__.py": "def register():\n    import vllm_ascend.registry  # noqa\n",
-        "vllm_ascend/registry.py": registry, "vllm_ascend/models/__init__.py": "",
-        "vllm_ascend/models/qwen_omni/__init__.py": "",
-        "vllm_ascend/models/qwen_omni/qwen2.py": MODEL, "vllm_ascend/models/qwen_omni/llama.py": MODEL})
-    return {f.plugin_path: f.severity for f in gatekit.run_gate(core, plugin).findings}
-
-
 def test_a_template_with_two_holes_reaches_the_modules_its_table_names(tmp_path):
     """vllm-omni's registry builds `f"vllm_omni.model_executor.models.{mod_folder}.{mod_relname}"`
     from a table of (folder, module, class): each filled part must name a package or module,
     and what follows a colon names the class."""
-    assert _severities_nested(tmp_path / "a", TWO_HOLE_REGISTRY) == {
+    assert _severities(tmp_path / "a", TWO_HOLE_REGISTRY, "vllm_ascend/models/qwen_omni") == {
         "vllm_ascend/models/qwen_omni/qwen2.py": "error", "vllm_ascend/models/qwen_omni/llama.py": "warning"}
     # negative twin: the folder the table names is not a package of the plugin
-    assert _severities_nested(tmp_path / "b", TWO_HOLE_REGISTRY.replace('("qwen_omni",', '("other",')) == {
+    assert _severities(tmp_path / "b", TWO_HOLE_REGISTRY.replace('("qwen_omni",', '("other",'),
+                       "vllm_ascend/models/qwen_omni") == {
         "vllm_ascend/models/qwen_omni/qwen2.py": "warning", "vllm_ascend/models/qwen_omni/llama.py": "warning"}
 
 
