@@ -1200,3 +1200,51 @@ def test_a_diagnostic_in_an_import_fallback_this_core_does_not_take_is_no_confir
     assert fallback["severity"] == "warning" and "except ImportError" in fallback["reason"], fallback
     [plain] = [f for f in marks.get("PLAIN", []) if f["engine"] == "checker"]
     assert plain["severity"] == "error", plain  # the same diagnostic outside a fallback is confirmed
+
+
+# A self-call in a plugin class that also inherits a class of another vLLM plugin (vllm-omni's
+# `OmniNPUModelRunner(OmniGPUModelRunner, NPUModelRunner)`, NPUModelRunner being vllm-ascend's):
+# mypy cannot read the other plugin, resolves core's method and reports the arguments; C3 puts the
+# other plugin's class first, so the call is not proven and stays a forecast.
+FOREIGN_RUNNER_OLD = """
+class Runner:
+    def prepare(self, n: int) -> None:
+        pass
+"""
+FOREIGN_RUNNER_NEW = """
+class Runner:
+    def prepare(self) -> None:
+        pass
+"""
+FOREIGN_PLUGIN = """
+from {foreign} import NPURunner
+from vllm.runner import Runner
+
+
+class PluginGPURunner(Runner):
+    pass
+
+
+class PluginNPURunner(PluginGPURunner, NPURunner):
+    def step(self) -> None:
+        self.prepare(3)  # FOREIGN: may be the other plugin's prepare
+
+
+PluginNPURunner().step()
+"""
+
+
+@needs_mypy
+@pytest.mark.parametrize("foreign, severity", [("vllm_other.worker", "warning"), ("somelib.runners", "error")])
+def test_a_self_call_past_another_vllm_plugins_base_is_no_confirmed_forecast(run, tmp_path, foreign, severity):
+    old = _release(tmp_path, "1.0", {"vllm/runner.py": FOREIGN_RUNNER_OLD})
+    new = _release(tmp_path, "2.0", {"vllm/runner.py": FOREIGN_RUNNER_NEW})
+    plugin = _loaded_plugin(tmp_path, "use", FOREIGN_PLUGIN.format(foreign=foreign))
+    _, doc, marks = _gate_marks(run, tmp_path, old, new, plugin, "vllm_ascend/use.py")
+    found = marks.get("FOREIGN", [])
+    assert found, doc["findings"]
+    if severity == "warning":
+        assert all(f["severity"] != "error" for f in found), found
+        assert any("a class of another vLLM plugin" in f["reason"] for f in found), [f["reason"] for f in found]
+    else:  # negative twin: a base not built on vLLM leaves core's method first, a real break
+        assert any(f["severity"] == "error" for f in found), found

@@ -136,7 +136,7 @@ class _Resolver:
                 # "?!": a class of another vLLM plugin (vllm-omni's NPU runners inherit
                 # vllm-ascend's NPUModelRunner) may subclass core's classes, so C3 may put
                 # it before them
-                marker = ("?!" if _builds_on_core(target) else "?", f"{mod.name}.{cls.name}#{i}")
+                marker = ("?!" if _builds_on_core(target) else "?", f"{mod.name}.{cls.name}#{i}", target or "?")
                 seqs.append([marker])
                 heads.append(marker)
                 continue
@@ -458,6 +458,23 @@ class _Resolver:
                                 f"{func} is core's")
         self.memo[key] = result
         return result
+
+
+def foreign_base_first(facts: PluginFacts, world: TreeIndex, ev, mod: ModuleInfo, node: ast.ClassDef,
+                       local: dict | None, meth: str) -> str | None:
+    """The base from another vLLM plugin that C3 puts before the first class of `node`'s order
+    defining `meth` (a `self.meth(...)` there may reach that plugin's override, which the gate
+    cannot read), or None."""
+    resolver = _Resolver(facts, world, ev)
+    order = resolver._c3(mod, resolver.class_info(mod, node), local, 0) or []
+    for x in order[1:]:
+        if isinstance(x[0], str):
+            if x[0] == "?!":
+                return x[2]
+            continue
+        if meth in x[1].methods:
+            return None
+    return None
 
 
 def _passes_construction_on(cls: ClassInfo) -> bool:

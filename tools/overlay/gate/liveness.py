@@ -32,6 +32,7 @@ from typing import Callable
 
 from overlay.gate import checks
 from overlay.gate.callers import COMMON, MAX_DEPTH, Site, function_scopes, innermost, module_name
+from overlay.gate.calls import foreign_base_first
 from overlay.gate.engine import Cache, Context, collector_paused, context, top_packages
 from overlay.gate.index import TreeIndex, dotted
 from overlay.gate.source import TreeSource
@@ -93,6 +94,10 @@ def judge_sites(core_src: TreeSource, plugin_src: TreeSource, sites: list[tuple[
             # that subclass; through `self` the plugin's own class still runs core's method
             # (the 310P runner's own _prepare_input_ids left NPUModelRunner's call a real break)
             pairs = sorted((called or {}).get(site, frozenset()))
+            foreign = judge.foreign_base(site, pairs)
+            if foreign:
+                out[site] = (False, foreign)
+                continue
             sub = None if not pairs or judge.self_call(*site) else next(
                 ((owner, meth, cls) for owner, meth in pairs
                  if (cls := below.defined_below(owner, meth, plugin_only=True))), None)
@@ -136,6 +141,26 @@ class Liveness:
             return True, f"module or class level of {module}, which start-up imports"
         _, _, cls, node = where
         return self.function(module, cls, node.name, 0)
+
+    def foreign_base(self, site: tuple[str, int], pairs) -> str | None:
+        """Why a `self.meth(...)` the checker resolved on a core class is not proven: the
+        enclosing plugin class inherits a class of another vLLM plugin that C3 puts first."""
+        if not pairs or not self.self_call(*site):
+            return None
+        module = module_name(site[0])
+        here = [pc for (mod, _), pc in self._classes.items()
+                if mod == module and pc.node.lineno <= site[1] <= (pc.node.end_lineno or pc.node.lineno)]
+        if not here:
+            return None
+        pc = max(here, key=lambda c: c.node.lineno)
+        for owner, meth in pairs:
+            base = foreign_base_first(self.ctx.facts, self.ctx.world, self.ctx.ev, pc.module, pc.node,
+                                      pc.scope.local_imports, meth)
+            if base:
+                return (f"{pc.node.name} inherits {base}, a class of another vLLM plugin that the method "
+                        f"resolution order puts before core's {owner}: it may define {meth}, which the gate "
+                        f"cannot read")
+        return None
 
     def self_call(self, path: str, line: int) -> bool:
         """Whether the line calls a method through `self`/`cls`/`super()` (the receiver is
