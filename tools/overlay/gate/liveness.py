@@ -121,6 +121,7 @@ class Liveness:
         self._lines: dict[str, list[str]] = {}
         self._memo: dict[tuple, Answer] = {}
         self._classes = {(pc.module.name, pc.node.name): pc for pc in ctx.facts.classes}
+        self._foreign: dict[tuple, str | None] = {}
 
     def site(self, path: str, line: int) -> Answer:
         module = module_name(path)
@@ -154,8 +155,11 @@ class Liveness:
             return None
         pc = max(here, key=lambda c: c.node.lineno)
         for owner, meth in pairs:
-            base = foreign_base_first(self.ctx.facts, self.ctx.world, self.ctx.ev, pc.module, pc.node,
-                                      pc.scope.local_imports, meth)
+            key = (pc.module.name, pc.node.name, pc.node.lineno, meth)
+            if key not in self._foreign:  # one method order per class and method, not per site
+                self._foreign[key] = foreign_base_first(self.ctx.facts, self.ctx.world, self.ctx.ev, pc.module,
+                                                        pc.node, pc.scope.local_imports, meth)
+            base = self._foreign[key]
             if base:
                 return (f"{pc.node.name} inherits {base}, a class of another vLLM plugin that the method "
                         f"resolution order puts before core's {owner}: it may define {meth}, which the gate "
