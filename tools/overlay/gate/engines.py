@@ -6,7 +6,9 @@ The checker (checker.py) is a high-recall triage list; the hand gate is the prec
 - a hand finding alone stays as the hand gate rates it (`hand`, confidence medium);
 - a checker finding alone (`checker`) is a warning, a forecast. It first passes the hand
   gate's filters: a site under a guard (`hasattr`, `getattr(.., default)`,
-  `__dataclass_fields__`, `inspect.signature`, `try/except AttributeError`) or whose
+  `__dataclass_fields__`, `inspect.signature`, or a `try` whose handlers catch what the
+  diagnostic raises: `except AttributeError` for a missing attribute, not
+  `except (TypeError, ValueError)`) or whose
   runtime object is the plugin's own subclass that defines the name is info; a site in a
   file whose patch target is gone is folded into that one patch-target finding; a site
   in a module that start-up does not load has confidence low.
@@ -69,6 +71,39 @@ FUNCTION_AS_TYPE = ("valid-type", re.compile(r'^Function "[^"]+" is not valid as
 INVALID_RECEIVER = re.compile(r'^"?[^"\s]+\?"? has no attribute "')
 
 
+# What a raising diagnostic raises, for a `try` around it: only a handler that catches that
+# (or a base of it) guards the line. Exception names a handler may spell for each.
+_CAUGHT_AS = {"AttributeError": {"AttributeError"}, "TypeError": {"TypeError"},
+              "ImportError": {"ImportError"}, "ModuleNotFoundError": {"ModuleNotFoundError", "ImportError"}}
+_CATCH_ALL = frozenset({"Exception", "BaseException"})
+
+
+def raised_by(finding: Finding) -> frozenset[str] | None:
+    """The exceptions the checker's diagnostic raises when its line runs (any one of them,
+    where the line's shape decides: `Module "m" has no attribute` is ImportError in a
+    from-import, AttributeError elsewhere); None where it is not one that raises (RAISES)."""
+    if not finding.symbol.startswith("type:"):
+        return None
+    _, rule, head = finding.symbol.split(":", 2)
+    if not any(rule == r and pattern.search(head) for r, pattern in RAISES):
+        return None
+    if rule == "attr-defined":
+        return frozenset({"AttributeError", "ImportError"}) if head.startswith("Module ") else frozenset({"AttributeError"})
+    if rule == "import-not-found":
+        return frozenset({"ModuleNotFoundError"})
+    if rule == "misc" and ("undefined in superclass" in head or "is read-only" in head):
+        return frozenset({"AttributeError"})
+    return frozenset({"TypeError"})  # a call's arguments, an abstract class built, isinstance with a function
+
+
+def catches(handlers: frozenset[str], raised: frozenset[str] | None) -> bool:
+    """Do `except` clauses naming `handlers` catch the exception raised (one of `raised`)?
+    None (not a raising diagnostic): any of the guard exceptions counts, as before."""
+    if raised is None:
+        return bool(handlers & GUARD_EXCEPTIONS)
+    return bool(handlers & _CATCH_ALL) or any(handlers & _CAUGHT_AS.get(r, {r}) for r in raised)
+
+
 def raises(finding: Finding, shapes: "PluginShapes | None" = None) -> bool:
     """Does the checker's diagnostic raise whenever its line runs? (see RAISES; a
     function used as a type only on a class statement's line, which `shapes` shows)"""
@@ -105,7 +140,8 @@ def to_findings(diagnostics: Iterable[Diagnostic], against: str) -> list[Finding
 class Shape:
     """What the filters read from one plugin file: guarded line ranges, its classes."""
 
-    guarded: list[tuple[int, int, str]]  # (first line, last line, what guards them)
+    # (first line, last line, what guards them, the exceptions a `try`'s handlers name; None: a test)
+    guarded: list[tuple[int, int, str, frozenset[str] | None]]
     classes: dict[str, tuple[list[str], set[str]]]  # name -> (base names, names it defines)
     class_lines: frozenset[int] = frozenset()  # lines of class statements' headers (decorators to bases)
     stores: frozenset[tuple[int, str]] = frozenset()  # (line, attribute) an assignment sets: `x.attr = ...`
@@ -143,13 +179,13 @@ def shape_of(text: str) -> Shape:
         return Shape([], {})
     headers: set[int] = set()
     stores: set[tuple[int, str]] = set()
-    guarded: list[tuple[int, int, str]] = []
+    guarded: list[tuple[int, int, str, frozenset[str] | None]] = []
     classes: dict[str, tuple[list[str], set[str]]] = {}
     for node in ast.walk(tree):
         if isinstance(node, (ast.If, ast.IfExp, ast.While)):
             why = _guard(node.test)
             if why:
-                guarded.append((node.lineno, node.end_lineno or node.lineno, why))
+                guarded.append((node.lineno, node.end_lineno or node.lineno, why, None))
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = list(node.targets) if isinstance(node, ast.Assign) else [node.target]
             while targets:
@@ -168,7 +204,8 @@ def shape_of(text: str) -> Shape:
                 for t in (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type] if h.type else []):
                     names.add(_name(t))
             if names & GUARD_EXCEPTIONS and node.body:
-                guarded.append((node.body[0].lineno, _end(node.body), f"try/except {', '.join(sorted(names))}"))
+                guarded.append((node.body[0].lineno, _end(node.body), f"try/except {', '.join(sorted(names))}",
+                                frozenset(names)))
         elif isinstance(node, ast.ClassDef):
             defined: set[str] = set()
             for sub in ast.walk(node):
@@ -208,9 +245,10 @@ class PluginShapes:
     def stores(self, path: str) -> frozenset[tuple[int, str]]:
         return self.shape(path).stores
 
-    def guard_at(self, path: str, line: int) -> str | None:
-        for first, last, why in self.shape(path).guarded:
-            if first <= line <= last:
+    def guard_at(self, path: str, line: int, raised: frozenset[str] | None = None) -> str | None:
+        """What guards the line against the exception raised (one of `raised`; None: any)."""
+        for first, last, why, handlers in self.shape(path).guarded:
+            if first <= line <= last and (handlers is None or catches(handlers, raised)):
                 return why
         return None
 
@@ -336,7 +374,7 @@ def combine(hand: Iterable[Finding], checked: Iterable[Finding], shapes: PluginS
         if c.plugin_path in dead:
             folded[c.plugin_path] += 1
             continue
-        why = shapes.guard_at(c.plugin_path, c.plugin_line)
+        why = shapes.guard_at(c.plugin_path, c.plugin_line, raised_by(c))
         if why:
             out.append(replace(c, severity="info", confidence="low", reason=f"guarded by {why}: the checker alone"))
             continue

@@ -46,6 +46,7 @@ class ClassInfo:
     fields: list = field(default_factory=list)  # annotated statements of the body (dataclass fields)
     _self_calls: dict[str, list[tuple[str, CallShape]]] | None = None
     _super_ids: set = field(default_factory=set)
+    _cls_ids: set = field(default_factory=set)  # calls through `cls.` (the class, not an instance)
 
     def self_calls(self, name: str, include_super: bool = True) -> list[tuple[str, CallShape]]:
         """Calls `self.name(...)`, `cls.name(...)`, `super().name(...)` in this class's
@@ -58,6 +59,7 @@ class ClassInfo:
         if self._self_calls is None:
             self._self_calls = {}
             self._super_ids = set()
+            self._cls_ids = set()
             for stmt in _module_level(self.node.body if self.node else []):
                 if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     continue
@@ -75,8 +77,16 @@ class ClassInfo:
                         shape = call_shape(node, enclosing)
                         if is_super:
                             self._super_ids.add(id(shape))
+                        elif recv.id == "cls":
+                            self._cls_ids.add(id(shape))
                         self._self_calls.setdefault(node.func.attr, []).append((stmt.name, shape))
         return self._self_calls.get(name, [])
+
+    def through_class(self, call: CallShape) -> bool:
+        """Is this call of `self_calls` spelled `cls.name(...)`? On a plain method that is an
+        unbound call: its first argument is the instance (`cls._maybe_apply_model_mapping(instance)`
+        in `SupportsQuant.__new__`)."""
+        return id(call) in self._cls_ids
 
 
 def _self_partials(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, tuple[str, CallShape]]:
