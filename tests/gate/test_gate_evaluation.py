@@ -570,10 +570,19 @@ def test_gate_eval_scores_a_confirmed_forecast_end_to_end(tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- plugin release archives
 
-def _plugin_sdist(pypi: Path, version: str, files: dict[str, str], dist: str = "vllm_ascend") -> None:
-    """A synthetic plugin release archive, laid out as PyPI's vllm_ascend sdists are."""
+def _plugin_sdist(pypi: Path, version: str, files: dict[str, str], dist: str = "vllm_ascend",
+                  wheel: bool = False) -> None:
+    """A synthetic plugin release archive, laid out as PyPI's vllm_ascend sdists are (or, with
+    `wheel`, a wheel: the files at its top, PKG-INFO as `<dist>-<version>.dist-info/METADATA`)."""
     import io
     import tarfile
+    import zipfile
+
+    if wheel:
+        with zipfile.ZipFile(pypi / f"{dist}-{version}-py3-none-any.whl", "w") as zf:
+            for name, text in files.items():
+                zf.writestr(f"{dist}-{version}.dist-info/METADATA" if name == "PKG-INFO" else name, text)
+        return
 
     with tarfile.open(pypi / f"{dist}-{version}.tar.gz", "w:gz") as tar:
         for name, text in files.items():
@@ -585,7 +594,7 @@ def _plugin_sdist(pypi: Path, version: str, files: dict[str, str], dist: str = "
 
 def _eval_release_both(tmp_path, capsys, dist: str, version: str, declares: dict[str, str],
                        before: tuple[str, ...], name: str = "r-vs-0.26.0",
-                       declared: str | None = None) -> tuple[int, str, str]:
+                       declared: str | None = None, wheel: bool = False) -> tuple[int, str, str]:
     """`gate-eval --engine both` on one pairing `name` of the plugin release archive
     `dist==version` (declaring its core through `declares`), whose `free(1, 2)` breaks where core's
     `free` lost `b`: in 0.25.0 and 0.26.0, not in the releases `before` (the declared one among them)."""
@@ -597,7 +606,8 @@ def _eval_release_both(tmp_path, capsys, dist: str, version: str, declares: dict
     (mirror / "pypi").mkdir(parents=True)
     _plugin_sdist(mirror / "pypi", version, {
         **declares, f"{package}/__init__.py": "",
-        f"{package}/worker.py": "from vllm.pool import free\n\n\ndef run() -> None:\n    free(1, 2)\n"}, dist=package)
+        f"{package}/worker.py": "from vllm.pool import free\n\n\ndef run() -> None:\n    free(1, 2)\n"},
+        dist=package, wheel=wheel)
     two, one = "def free(a: int, b: int) -> None:\n    pass\n", "def free(a: int) -> None:\n    pass\n"
     for core, pool in {**dict.fromkeys(before, two), "0.25.0": one, "0.26.0": one}.items():
         _sdist(mirror / "pypi", core, {"vllm/pool.py": pool})
@@ -649,6 +659,22 @@ def test_gate_eval_gates_a_plugin_whose_archive_declares_its_core_in_pkg_info(tm
                      "Requires-Dist: vllm[audio]; extra == \"audio\"\n\nlong description\n"},
         ("0.23.0", "0.24.0"), name="b-vs-0.26.0")
     assert "engines (b-vs-0.26.0): 1 agreed (both), 0 hand-only error(s)" in out, out + err
+    assert rc == 1  # the agreed error is not classified yet
+
+
+def test_gate_eval_gates_a_plugin_that_publishes_a_wheel_only_end_to_end(tmp_path, capsys):
+    """`plugin: vllm-omni==VERSION` where the mirror holds the release's wheel only (vllm-omni from
+    0.21.0rc1 on, vllm-rbln): the wheel is the archive, its `*.dist-info/METADATA` declares the core
+    (0.24.0, so the checker starts there and both engines agree), and its
+    `*.dist-info/entry_points.txt` names the way in."""
+    meta = ("Metadata-Version: 2.4\nName: vllm-omni\nVersion: 0.24.0\n"
+            "Requires-Dist: vllm==0.24.0\n\nlong description\n")
+    rc, out, err = _eval_release_both(tmp_path, capsys, "vllm-omni", "0.24.0", {
+        "PKG-INFO": meta,
+        "vllm_omni-0.24.0.dist-info/entry_points.txt": "[console_scripts]\nvllm-omni = vllm_omni.worker:run\n"},
+        ("0.23.0", "0.24.0"), name="w-vs-0.26.0", wheel=True)
+    assert "checking the plugin against core 0.24.0" in err, err
+    assert "engines (w-vs-0.26.0): 1 agreed (both), 0 hand-only error(s)" in out, out + err
     assert rc == 1  # the agreed error is not classified yet
 
 

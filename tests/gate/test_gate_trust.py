@@ -776,6 +776,25 @@ def test_entry_points_from_the_egg_info_an_archive_carries(tmp_path):
         assert entry_points(DirSource(root)) == (), pkg_info
 
 
+def test_entry_points_from_a_wheels_dist_info(tmp_path):
+    """A wheel names its entry points in `<name>-<version>.dist-info/entry_points.txt` at its top;
+    a file of that name anywhere else (inside the package, a folder not named as a dist-info) names
+    none."""
+    from overlay.gate.source import DirSource
+    from overlay.gate.startup import entry_points
+
+    eps = "[console_scripts]\nvllm-omni = vllm_omni.entrypoints.cli.main:main\n"
+    root = gatekit.tree(tmp_path / "w", {"vllm_omni/__init__.py": "",
+                                         "vllm_omni-0.28.0.dist-info/METADATA": "Name: vllm-omni\n",
+                                         "vllm_omni-0.28.0.dist-info/entry_points.txt": eps})
+    assert [(e.group, e.name, e.module, e.attr) for e in entry_points(DirSource(root))] == [
+        ("console_scripts", "vllm-omni", "vllm_omni.entrypoints.cli.main", "main")]
+    for i, path in enumerate(("vllm_omni/entry_points.txt", "vllm_omni.dist-info/entry_points.txt",
+                              "x/vllm_omni-0.28.0.dist-info/entry_points.txt")):
+        root = gatekit.tree(tmp_path / f"n{i}", {"vllm_omni/__init__.py": "", path: eps})
+        assert entry_points(DirSource(root)) == (), path
+
+
 def test_a_typed_call_core_itself_could_not_take_is_meant_for_another_class(tmp_path):
     core = {"vllm/quant.py": """
         class QuantizeMethodBase:

@@ -298,6 +298,42 @@ def test_zip_members_are_vetted_like_tar_members(world, run, entry, word):
     _refused(world, run, archive, word)
 
 
+_WHEEL_GOOD = [(k, v, 0o100644) for k, v in GOOD.items()] + [
+    ("core-1.0.dist-info/METADATA", b"Metadata-Version: 2.1\nName: core\nVersion: 1.0\n", 0o100644)]
+
+
+def test_a_wheel_composes_with_its_members_where_they_are(world, run):
+    """A release that publishes wheels only: the wheel is the archive. Its members sit at its
+    top (the package and `<name>-<version>.dist-info/`), so nothing is stripped."""
+    archive = _zip(_pypi(world) / "core-1.0-py3-none-any.whl", _WHEEL_GOOD)
+    _pin_core_to(world, archive)
+    code, out, err = run("apply", "--mirror", world.mirror, "--targets", "core", root=world.project)
+    assert code == 0, err
+    tree = world.project / "build" / "p1" / "core"
+    assert (tree / "vllm" / "graph.py").read_text() == "X = 1\n"
+    assert (tree / "core-1.0.dist-info" / "METADATA").is_file()
+
+
+def test_the_pinned_digest_picks_the_wheel_where_an_sdist_is_there_too(world, run):
+    _zip(_pypi(world) / "core-1.0.zip", [(f"{TOP}/{k}", b"SDIST = 1\n", 0o100644) for k in GOOD])
+    archive = _zip(_pypi(world) / "core-1.0-py3-none-any.whl", _WHEEL_GOOD)
+    _pin_core_to(world, archive)
+    code, out, err = run("apply", "--mirror", world.mirror, "--targets", "core", root=world.project)
+    assert code == 0, err
+    assert (world.project / "build" / "p1" / "core" / "vllm" / "graph.py").read_text() == "X = 1\n"
+
+
+@pytest.mark.parametrize("entry,word", [
+    (("shadow", b"../../../../../../../../etc/shadow", 0o120777), "symlink"),
+    (("../evil.py", b"x", 0o100644), ".."),
+    (("vllm/fifo", b"", 0o010644), "not a regular file"),
+])
+def test_wheel_members_are_vetted_like_sdist_members(world, run, entry, word):
+    archive = _zip(_pypi(world) / "core-1.0-py3-none-any.whl", _WHEEL_GOOD + [entry])
+    _pin_core_to(world, archive)
+    _refused(world, run, archive, word)
+
+
 def test_zip_bomb_is_refused(world, run):
     archive = _zip(_pypi(world) / "core-1.0.zip", _ZIP_GOOD)
     with zipfile.ZipFile(archive, "a", compression=zipfile.ZIP_DEFLATED) as zf:

@@ -302,3 +302,28 @@ def test_index_credentials_stay_on_the_index_host():
     with pytest.raises(OverlayError) as err:
         simple_index.parse_project_page("https://u:s3cret@idx.example/simple/core/", "text/plain", b"", False)
     assert "s3cret" not in err.value.one_line()
+
+
+@pytest.mark.parametrize("mode", ["json", "html"])
+def test_a_wheel_from_a_local_index_where_the_release_publishes_no_sdist(world, run, served, mode):
+    """vllm-rbln and vllm-omni publish wheels only: the pin names the wheel's sha256 and the
+    wheel (`{name}-{version}-{py}-{abi}-{platform}.whl`) is what is downloaded and imported."""
+    import tarfile
+    import zipfile
+
+    served.mode = mode
+    sdist = served.files()[0]
+    wheel = served.folder / "core-1.0-py3-none-any.whl"
+    with tarfile.open(sdist) as tf, zipfile.ZipFile(wheel, "w") as zf:
+        for member in tf.getmembers():
+            if member.isfile():
+                zf.writestr(member.name.split("/", 1)[1], tf.extractfile(member).read())
+        zf.writestr("core-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: core\nVersion: 1.0\n")
+    old = hashlib.sha256(sdist.read_bytes()).hexdigest()
+    sdist.unlink()
+    pin = world.project / "pins" / "p1.yaml"
+    pin.write_text(pin.read_text().replace(old, hashlib.sha256(wheel.read_bytes()).hexdigest()))
+    code, _, err = run("apply", "--mirror", world.mirror, root=world.project)
+    assert code == 0, err
+    assert (world.project / "build" / "p1" / "core" / "vllm" / "graph.py").read_text() == "X = 1\n"
+    assert _downloaded(world) == ["core-1.0-py3-none-any.whl"]

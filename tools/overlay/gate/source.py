@@ -28,7 +28,7 @@ from overlay.gitcmd import GitFailed
 # package data the gate reads for the plugin names it ships (stage configs naming worker classes)
 DATA_SUFFIXES = (".yaml", ".yml", ".json")
 # every file a run reads: sources, package data, packaging metadata (entry points)
-READ_SUFFIXES = (".py", *DATA_SUFFIXES, ".toml", ".cfg", ".txt", "PKG-INFO")
+READ_SUFFIXES = (".py", *DATA_SUFFIXES, ".toml", ".cfg", ".txt", "PKG-INFO", "METADATA")
 SKIP_DIRS = frozenset({".git", "__pycache__", "build", "dist", ".tox", ".venv", "node_modules"})
 
 # vLLM's largest source file is a few hundred KB; a parsed file costs ~100x its size in memory.

@@ -2,7 +2,8 @@
 
 Core loads a plugin through its entry points (`vllm.platform_plugins`,
 `vllm.general_plugins`, ... in setup.py, setup.cfg or pyproject.toml, else in the
-`<Name>.egg-info/entry_points.txt` an archive built from a wheel carries), and through
+`<Name>.egg-info/entry_points.txt` an archive built from a wheel carries, or a wheel's own
+`<name>-<version>.dist-info/entry_points.txt`), and through
 core's own imports of the plugin (vLLM's TPU platform module binds tpu-inference's
 `TpuPlatform`; the plugin declares no platform entry point). From those modules the
 graph follows every import of a plugin module (at any scope, in the branches that run)
@@ -117,14 +118,29 @@ def _egg_info(source: TreeSource) -> list[tuple[str, str]]:
     return _entry_points_txt(data) if data else []
 
 
+_DIST_INFO = re.compile(r"^[A-Za-z0-9_.]+-[A-Za-z0-9_.!+]+\.dist-info$")
+
+
+def _dist_info(source: TreeSource) -> list[tuple[str, str]]:
+    """The entry points of a wheel's `<name>-<version>.dist-info/entry_points.txt` (at the
+    wheel's top; every such folder's, where a wheel has more than one)."""
+    found: list[tuple[str, str]] = []
+    for path in source.files("", ("entry_points.txt",)):
+        folder, sep, leaf = path.partition("/")
+        if sep and leaf == "entry_points.txt" and _DIST_INFO.match(folder):
+            data = source.read(path)
+            found += _entry_points_txt(data) if data else []
+    return found
+
+
 def entry_points(source: TreeSource) -> tuple[EntryPoint, ...]:
     found: list[tuple[str, str]] = []
     for path, read in (("setup.py", _setup_py), ("pyproject.toml", _pyproject), ("setup.cfg", _setup_cfg)):
         data = source.read(path)
         if data:
             found += read(data)
-    if not found:  # an archive made from a wheel: its metadata is all that names them
-        found = _egg_info(source)
+    if not found:  # an archive made from a wheel, or a wheel: its metadata is all that names them
+        found = _egg_info(source) or _dist_info(source)
     out = []
     for group, line in found:
         m = ENTRY.match(line)

@@ -1,6 +1,7 @@
 """Import a source archive as git objects: one canonical model of its members, no file written.
 
-A pinned sdist is data. Its member table (tar or zip, the same model for both) is read and
+A pinned sdist (or, for a release that publishes none, its wheel: a zip whose members have no
+top folder) is data. Its member table (tar or zip, the same model for both) is read and
 vetted whole before anything is stored:
 - every name must already be canonical (no `.`, `..` or empty component, no leading `/`,
   no backslash, no control character, no `.git` folder): a name that only normalises to a
@@ -41,7 +42,8 @@ from overlay.errors import OverlayError
 Progress = Callable[[str], None]
 
 # Real vLLM sdists: about 50 MB, 10k members, 140 MB unpacked (ratio about 3).
-ACCEPTED = (".tar.gz", ".tgz", ".zip")
+ACCEPTED = (".tar.gz", ".tgz", ".zip", ".whl")
+WHEEL = ".whl"  # a zip laid out as installed: the package and `<name>-<version>.dist-info/` at its top
 REFUSED = (".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar", ".tar.zst")
 _RATIO_FLOOR = 16 << 20  # below this many unpacked bytes the ratio is not checked
 MAX_LINK_HOPS = 40  # as the kernel's MAXSYMLINKS
@@ -380,7 +382,7 @@ def _read_error(archive: Path, exc: BaseException, cap: int, which: str) -> Over
         return OverlayError(f"the archive unpacks to more than {cap} bytes, the cap of {which}; "
                             "nothing was imported", path=str(archive),
                             hint="a release this large needs the cap raised; otherwise replace the archive")
-    if archive.name.endswith(".zip"):
+    if archive.name.endswith((".zip", WHEEL)):
         if isinstance(exc, (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, ValueError)):
             return OverlayError(f"the archive is not a readable zip ({exc})", path=str(archive),
                                 hint="replace it with the release's source archive")
@@ -444,16 +446,18 @@ def import_tree(cache: Path, archive: Path, f: BinaryIO, env: dict[str, str],
     gitcmd.adopt(cache)  # the objects are written into the cache itself, never a view of it
     size = os.fstat(f.fileno()).st_size
     cap, which = limits.unpacked_cap(size)
-    if archive.name.endswith(".zip"):
+    if archive.name.endswith((".zip", WHEEL)):
         reader = _zip_contents
     elif archive.name.endswith((".tar.gz", ".tgz")):
         reader = _tar_contents
     else:
-        raise OverlayError("the archive is neither .tar.gz nor .zip", path=str(archive),
-                           hint="PyPI source archives are .tar.gz (older ones .zip)")
+        raise OverlayError("the archive is neither .tar.gz, .zip nor a wheel", path=str(archive),
+                           hint="PyPI source archives are .tar.gz (older ones .zip); wheels end in .whl")
     try:
         members, contents = reader(archive, f, cap, limits)
         top = vet(archive, members)
+        if archive.name.endswith(WHEEL):
+            top = None  # a wheel's members sit at its top: nothing is stripped (vetting is the same)
         files = [m for m in members if m.kind == "file"]
         if progress:
             progress(f"importing {len(files)} files into the object cache")

@@ -79,10 +79,20 @@ PYPROJECT_MAX = 256 * 1024
 _REQUIRES_DIST = re.compile(r"^Requires-Dist:[ \t]*(.+?)[ \t]*$", re.MULTILINE)
 
 
+def _wheel_metadata(plugin_tree: Path) -> list[str]:
+    """`<name>-<version>.dist-info/METADATA` at the tree's top: where a wheel keeps PKG-INFO."""
+    try:
+        return [f"{p.name}/METADATA" for p in plugin_tree.iterdir()
+                if p.name.endswith(".dist-info") and not p.is_symlink() and p.is_dir()]
+    except OSError:
+        return []
+
+
 def declared_requirement(plugin_tree: Path, core: str = "vllm") -> str | None:
     """The core versions the plugin tree's pyproject.toml admits, as its `[project]
     dependencies` spell them (`>=0.17.1,<0.17.2`), else as PKG-INFO's unconditional
-    `Requires-Dist` does, read as data; None when neither names one or the file does not
+    `Requires-Dist` does (a wheel's `*.dist-info/METADATA` where there is no PKG-INFO), read
+    as data; None when neither names one or the file does not
     parse. Plugins without a release tag file (vllm-spyre, vllm-rbln) declare their core
     this way."""
     import tomllib
@@ -96,8 +106,12 @@ def declared_requirement(plugin_tree: Path, core: str = "vllm") -> str | None:
             deps = tomllib.loads(text).get("project", {}).get("dependencies", [])
         except (tomllib.TOMLDecodeError, AttributeError):
             deps = []
-    if not deps:  # an archive without pyproject (made from a wheel): its metadata's Requires-Dist
+    if not deps:  # an archive without pyproject (a wheel, or made from one): its metadata's Requires-Dist
         meta = _read_in_tree(plugin_tree, "PKG-INFO", PYPROJECT_MAX)
+        for info in ([] if meta else sorted(_wheel_metadata(plugin_tree))):
+            meta = _read_in_tree(plugin_tree, info, PYPROJECT_MAX)
+            if meta:
+                break
         # the headers only: a long description follows the first blank line
         deps = _REQUIRES_DIST.findall(meta.replace("\r\n", "\n").split("\n\n", 1)[0]) if meta else []
     for dep in deps if isinstance(deps, list) else []:

@@ -157,24 +157,53 @@ def sha256_of(source: Path | BinaryIO) -> str:
     return h.hexdigest()
 
 
+def _wheel_release(filename: str) -> str | None:
+    """`name-version` of a wheel's file name (`{name}-{version}(-{build})?-{py}-{abi}-{platform}.whl`,
+    PEP 427), normalised as `_norm` does; None for any other name."""
+    if not filename.endswith(archive_mod.WHEEL):
+        return None
+    parts = filename[: -len(archive_mod.WHEEL)].split("-")
+    return _norm(f"{parts[0]}-{parts[1]}") if len(parts) in (5, 6) else None
+
+
 def find_archive(folder: Path, src: ArchiveSource) -> Path | None:
-    """The release's archive in `folder`: .tar.gz/.tgz or .zip. One in a compression
-    PyPI sdists do not use (.tar.bz2, .tar.xz, ...) is refused, not skipped."""
+    """The release's archive in `folder`: .tar.gz/.tgz or .zip, else its wheel (vllm-rbln and
+    vllm-omni publish wheels only). Where several are there, the one whose sha256 the pin names,
+    else an sdist before a wheel (an sdist also carries the packaging files). One in a
+    compression PyPI sdists do not use (.tar.bz2, .tar.xz, ...) is refused, not skipped."""
     if not folder.is_dir():
         return None
     want = _norm(f"{_norm(src.name)}-{src.version}")
     refused = None
+    sdists: list[Path] = []
+    wheels: list[Path] = []
     for p in sorted(folder.iterdir()):
+        if _wheel_release(p.name) == want:
+            wheels.append(p)
+            continue
         for ext in archive_mod.ACCEPTED + archive_mod.REFUSED:
-            if p.name.endswith(ext) and _norm(p.name[: -len(ext)]) == want:
+            if p.name.endswith(ext) and ext != archive_mod.WHEEL and _norm(p.name[: -len(ext)]) == want:
                 if ext in archive_mod.ACCEPTED:
-                    return p
-                refused = refused or p
+                    sdists.append(p)
+                else:
+                    refused = refused or p
+    found = sdists + wheels
+    if len(found) > 1 and _is_digest(src.sha256):
+        for p in found:
+            if p.is_file() and not p.is_symlink() and sha256_of(p) == src.sha256:
+                return p
+    if found:
+        return found[0]
     if refused is not None:
         raise OverlayError(f"{refused.name} is not a .tar.gz or .zip archive", path=str(refused),
                            hint="PyPI source archives are .tar.gz (older ones .zip): put that "
                                 "one there instead")
     return None
+
+
+def _is_digest(value: str) -> bool:
+    """A real sha256 (the pin's), not the placeholder a lookup by name passes."""
+    return bool(re.fullmatch(r"[0-9a-f]{64}", value or "")) and value != "0" * 64
 
 
 def download_archive(src: ArchiveSource, folder: Path, progress: Progress | None = None) -> Path:
