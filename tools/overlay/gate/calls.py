@@ -564,28 +564,48 @@ def _unreachable(use: CallUse, ev, memo: dict) -> str:
     return "" if ok else f"{use.cls.name}.{use.method} cannot run: {why}"
 
 
+def _group(grouped: dict, use: CallUse, callee: Callee, problems: list[str], ev, reach: dict) -> None:
+    from overlay.gate.checks import _kind, _severity
+    symbol = f"call:{callee.qualname}"
+    severity = _severity(use.ctx, ev, use.module.name)
+    dead = _unreachable(use, ev, reach)
+    if dead:
+        severity = "warning"
+        problems = [*problems[:-1], f"{problems[-1]} ({dead})"]
+    grouped.setdefault((_kind(use.ctx, "call"), symbol, use.path, severity), []).append((use, callee, problems))
+
+
 def check_calls(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
     from overlay.gate.checks import _kind, _reason, _severity, _why
     resolver = _Resolver(facts, world, ev)
     reach: dict = {}  # plugin function -> (reachable, why), shared by its calls
     grouped: dict[tuple, list[tuple[CallUse, Callee, list[str]]]] = {}
+    # callees a try body calls in a way this core accepts: a call of the same callee in that
+    # try's `except TypeError:` handler is the plugin's fallback for another core, and runs
+    # only when the attempt raised (`try: get_rope(**new) except TypeError: get_rope(old=...)`)
+    accepted_attempts: set[tuple[int, str]] = set()
+    fallbacks: list[tuple[CallUse, Callee, list[str]]] = []
     for use in facts.calls:
-        if use.ctx.type_checking or use.ctx.handles("TypeError"):
-            continue  # a TypeError there is caught (`try: ... except (TypeError|Exception):`)
+        if use.ctx.type_checking:
+            continue
         callee = resolver.callee(use)
         if callee is None:
             continue
         problems = (accepts_call(callee.sig, use.shape) + launch_problems(world, callee, use.shape)
                     or shifted_positions(callee.sig, use.shape) or unpack_problems(world, callee, use.shape))
+        if use.ctx.attempt is not None and not problems:
+            accepted_attempts.add((use.ctx.attempt, callee.qualname))
+        if use.ctx.handles("TypeError"):
+            continue  # a TypeError there is caught (`try: ... except (TypeError|Exception):`)
+        if problems and use.ctx.fallback is not None:
+            fallbacks.append((use, callee, problems))
+            continue
         if not problems:
             continue
-        symbol = f"call:{callee.qualname}"
-        severity = _severity(use.ctx, ev, use.module.name)
-        dead = _unreachable(use, ev, reach)
-        if dead:
-            severity = "warning"
-            problems = [*problems[:-1], f"{problems[-1]} ({dead})"]
-        grouped.setdefault((_kind(use.ctx, "call"), symbol, use.path, severity), []).append((use, callee, problems))
+        _group(grouped, use, callee, problems, ev, reach)
+    for use, callee, problems in fallbacks:
+        if (use.ctx.fallback, callee.qualname) not in accepted_attempts:
+            _group(grouped, use, callee, problems, ev, reach)
     out: list[Finding] = []
     for (kind, symbol, path, severity), items in grouped.items():
         use, callee, problems = items[0]

@@ -40,6 +40,10 @@ class Context:
     # `supports("a")`), also after `if not probe: return`: a keyword or read of that name
     # there is the plugin's own feature test, not a break
     probed: frozenset[str] = frozenset()
+    # the nearest enclosing `try` of the same function, by id: its body (`attempt`), or a
+    # handler that catches TypeError (`fallback`: it runs only when the body raised one)
+    attempt: int | None = None
+    fallback: int | None = None
 
     def probes(self, test: ast.expr) -> "Context":
         names = _probed_names(test)
@@ -525,9 +529,12 @@ class _Scanner:
                         if _catches_import_error(h) else ctx
                     self.block(h.body, branch, scope, in_class)
             else:
-                self.block(stmt.body, body_ctx, scope, in_class)
+                tid = id(stmt)
+                self.block(stmt.body, dataclasses.replace(body_ctx, attempt=tid, fallback=None), scope, in_class)
                 for h in stmt.handlers:
-                    self.block(h.body, ctx, scope, in_class)
+                    catches_type = bool(_caught([h]) & {"TypeError", "Exception", "BaseException"})
+                    self.block(h.body, dataclasses.replace(ctx, attempt=None, fallback=tid if catches_type else None),
+                               scope, in_class)
             self.block(stmt.orelse, ctx, scope, in_class)
             self.block(stmt.finalbody, ctx, scope, in_class)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -540,7 +547,7 @@ class _Scanner:
             inner.types = _annotated_params(stmt)
             inner.types.update(_derived_types(stmt, inner.types))
             # a try around the definition does not run around the body
-            self.block(stmt.body, dataclasses.replace(ctx, catches=frozenset()), inner)
+            self.block(stmt.body, dataclasses.replace(ctx, catches=frozenset(), attempt=None, fallback=None), inner)
             self.top_func, self.method = outer
         elif isinstance(stmt, ast.ClassDef):
             if not ctx.type_checking:
