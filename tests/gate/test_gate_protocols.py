@@ -56,9 +56,9 @@ ENTRY = """
 """
 
 
-def _gate(tmp_path, model=MODEL, runner=RUNNER, registered=True):
+def _gate(tmp_path, model=MODEL, runner=RUNNER, registered=True, interfaces=INTERFACES):
     core = {"vllm/__init__.py": "", "vllm/_version.py": "__version__ = version = '0.11.0'\n",
-            "vllm/models/__init__.py": "", "vllm/models/interfaces_base.py": INTERFACES,
+            "vllm/models/__init__.py": "", "vllm/models/interfaces_base.py": interfaces,
             "vllm/v1/__init__.py": "", "vllm/v1/runner.py": runner,
             "vllm/v1/engine.py": "from vllm.v1.runner import GPUModelRunner\n\n\ndef step(m, h):\n"
                                  "    return GPUModelRunner(m).execute_model(h)\n"}
@@ -137,3 +137,23 @@ def test_a_one_method_protocol_binds_nothing(tmp_path):
     plugin_dir = gatekit.tree(tmp_path / "plugin", {"setup.py": ENTRY, "vllm_ascend/__init__.py": init,
                                                     "vllm_ascend/qwen3.py": model})
     assert [f.symbol for f in run_gate(core_dir, plugin_dir).findings if f.kind == "override"] == []
+
+
+def test_a_call_on_a_receiver_not_named_as_the_protocols_object_is_not_meant_for_it(tmp_path):
+    """vLLM's transformers MoE layer calls `self.runner.forward(hidden, router_logits)`: two
+    positional arguments, which `VllmModel.forward(input_ids, positions)` would accept, but the
+    receiver is a MoE runner, not a model. vllm-omni's pipelines whose `forward` takes keywords
+    only were held to it (six false keys on the twenty-second held-out set). A receiver whose
+    name says model (`self.model`) still counts."""
+    model = MODEL.replace("def forward(self, input_ids, positions):", "def embed_input_ids(self, input_ids):\n"
+                          "            return input_ids\n\n        def forward(self, *, inputs_embeds=None, **kwargs):") \
+                 .replace("return input_ids\n\n        def compute", "return inputs_embeds\n\n        def compute") \
+                 .replace(", sampling_metadata)", ", sampling_metadata=None)")
+    interfaces = INTERFACES.replace("def forward(self, input_ids, positions) -> T: ...",
+                                    "def embed_input_ids(self, input_ids) -> T: ...\n\n"
+                                    "        def forward(self, input_ids, positions) -> T: ...")
+    moe = RUNNER.replace("self.model.compute_logits(hidden)", "self.runner.forward(hidden, hidden)")
+    assert _gate(tmp_path / "runner", model=model, runner=moe, interfaces=interfaces) == []
+    by_model = RUNNER.replace("self.model.compute_logits(hidden)", "self.model.forward(hidden, hidden)")
+    assert [f.symbol for f in _gate(tmp_path / "model", model=model, runner=by_model, interfaces=interfaces)] == [
+        "override:vllm_ascend.qwen3.Qwen3ForCausalLM.forward"]

@@ -19,7 +19,10 @@ that method, and core's `vllm_config.compute_hash()` calls a VllmConfig). A core
 `recv.meth(...)` counts where its code can run, the protocol's own method accepts it (the call
 is meant for the protocol) and the plugin's method does not. The receiver's type is not
 consulted: core's model runner keeps the model in wrappers (`CUDAGraphWrapper`) that forward
-every attribute, so a receiver typed as another class may still hold the plugin's object. An error
+every attribute, so a receiver typed as another class may still hold the plugin's object. Its
+name is: a receiver counts where its last name shares a word with the protocol's name
+(`self.model`, `self.language_model` for `VllmModel`), so a MoE layer's `self.runner.forward(...)`
+is not a call of a model's `forward`. An error
 where the class's module is on the start-up chain, else a warning; one finding per method,
 symbol `override:<plugin module>.<class>.<method>`.
 """
@@ -73,17 +76,35 @@ def core_protocols(world: TreeIndex, ev: Evidence) -> list[tuple[ModuleInfo, Cla
     return out
 
 
-def _calls_meant_for(meth: str, proto: Signature, plugin: Signature, ev: Evidence) -> list[Site]:
-    """The first core call of `meth` on a receiver, in code that can run, that the protocol's
-    method accepts and the plugin's does not. A protocol's method is often called in many
-    files (`self.language_model.compute_logits(...)` in every multimodal model): the files are
-    read one by one until one such call is found, the model runners first."""
+_GENERIC_WORDS = frozenset({"vllm", "supports", "for", "protocol", "base", "interface", "mixin"})
+
+
+def _words(name: str) -> set[str]:
+    """The lower-cased words of a CamelCase or snake_case name."""
+    return {w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", name)}
+
+
+def _may_hold(receiver: str, protocol: str) -> bool:
+    """Does the receiver's name say it holds the protocol's kind of object? `self.model`,
+    `self.language_model` for `VllmModel`; not `self.runner` (a MoE layer's runner, whose
+    `forward(hidden, router_logits)` any two-argument protocol method would accept)."""
+    nouns = _words(protocol) - _GENERIC_WORDS
+    return not nouns or bool(_words(receiver.rsplit(".", 1)[-1]) & nouns)
+
+
+def _calls_meant_for(meth: str, proto: Signature, plugin: Signature, ev: Evidence,
+                     protocol: str = "") -> list[Site]:
+    """The first core call of `meth` on a receiver named as the protocol's kind of object, in
+    code that can run, that the protocol's method accepts and the plugin's does not. A
+    protocol's method is often called in many files (`self.language_model.compute_logits(...)`
+    in every multimodal model): the files are read one by one until one such call is found,
+    the model runners first."""
     files = sorted(ev.callers.files_calling(meth), key=lambda f: ("worker" not in f[0], f[0]))
     for path, tree in files:
         if ev.callers.trees[tree][3]:
             continue  # the plugin's own calls
         for s in ev.callers.sites_in(path, tree, meth):
-            if s.receiver in ("self", "cls", "super", "", "?"):
+            if s.receiver in ("self", "cls", "super", "", "?") or not _may_hold(s.receiver, protocol):
                 continue
             if accepts_call(proto.bound(), s.shape) or not accepts_call(plugin.bound(), s.shape):
                 continue
@@ -133,7 +154,7 @@ def check_protocols(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[
                     continue
                 shape = (meth, pmod.name, proto.name, sig.render(), sig.is_static)
                 if shape not in searched:
-                    searched[shape] = _calls_meant_for(meth, psig, sig, ev)
+                    searched[shape] = _calls_meant_for(meth, psig, sig, ev, proto.name)
                 sites = searched[shape]
                 if not sites:
                     continue
