@@ -192,13 +192,18 @@ def test_the_committed_classification_loads_and_covers_the_pairings():
                                           "gcu-0.7.2.dev0494399-vs-0.8.0", "gcu-0.8.0-vs-0.9.2",
                                           # the twenty-first (vllm-omni), moved when it was tuned on
                                           "omni-0.11.0rc1-vs-0.12.0", "omni-0.12.0rc1-vs-0.14.0",
-                                          "omni-0.14.0-vs-0.16.0", "omni-0.16.0-vs-0.18.0", "omni-0.18.0-vs-0.20.0"]
+                                          "omni-0.14.0-vs-0.16.0", "omni-0.16.0-vs-0.18.0", "omni-0.18.0-vs-0.20.0",
+                                          # the twenty-second (vllm-omni's wheel-only releases), moved when it was tuned on
+                                          "omni-0.20.0-vs-0.21.0", "omni-0.21.0rc1-vs-0.22.0", "omni-0.22.0-vs-0.23.0",
+                                          "omni-0.23.0rc1-vs-0.24.0", "omni-0.24.0-vs-0.25.0", "omni-0.25.0rc1-vs-0.26.0",
+                                          "omni-0.26.0-vs-0.27.0", "omni-0.27.0rc1-vs-0.28.0", "omni-0.28.0-vs-0.29.0",
+                                          "omni-0.29.0rc1-vs-0.30.0", "omni-0.30.0-vs-0.31.0", "omni-0.31.0rc1-vs-0.32.0"]
     no_error = {"spyre-2.0.0rc3-vs-0.17.1", "spyre-2.0.0rc7-vs-0.18.0",  # the gate reported no error there
                 "spyre-0.6.0-vs-0.10.0", "spyre-2.0.0rc8-vs-0.18.1"}
     assert all((p.verdicts or p.name in no_error) and all(v.reason for v in p.verdicts)
                for p in pairings if not p.held_out)
     bumps = [p for p in pairings if p.truth and not p.held_out]
-    assert len(bumps) == 110 and all(p.source for p in bumps)  # every truth set names the commits it was read from
+    assert len(bumps) == 122 and all(p.source for p in bumps)  # every truth set names the commits it was read from
     assert [p.name for p in pairings if p.control] == ["351879064c-vs-0.27.1"]
     assert not any(p.held_out for p in pairings)  # every held-out set so far is spent (tuned on)
     rbln = [p for p in pairings if p.name.startswith("rbln-")]
