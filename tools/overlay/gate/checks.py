@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 from collections import defaultdict
 import dataclasses
-import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -79,32 +78,9 @@ def _reason(ctx: Context, ev: Evidence, module: str, evidence: str) -> str:
 # ----------------------------------------------------------------------------- imports
 
 
-_IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import\b|import[ \t]+([\w.]+))", re.MULTILINE)
-
-
-def core_imported_modules(core: TreeIndex) -> dict[str, tuple[str, int]]:
-    """Every module core's own code imports (by its import statements' text, any scope), with
-    the first place that does: computed once per core. A module core imports that its source
-    tree lacks is one its build installs (vLLM's `vllm/vllm_flash_attn/layers/` comes from the
-    flash-attention build, not the sdist)."""
-    known = getattr(core, "_core_imports", None)
-    if known is None:
-        known = {}
-        for top in sorted(core.packages):
-            for path in core.source.py_files(top):
-                if "/tests/" in f"/{path}":
-                    continue
-                data = core.source.read(path) or b""
-                for m in _IMPORT_LINE.finditer(data):
-                    name = (m.group(1) or m.group(2)).decode("ascii", "replace")
-                    known.setdefault(name, (path, data.count(b"\n", 0, m.start()) + 1))
-        core._core_imports = known  # type: ignore[attr-defined]
-    return known
-
-
 def _missing_module(index: TreeIndex, module: str) -> Lookup:
     core = index.other if index.other is not None and module.split(".")[0] not in index.packages else index
-    where = core_imported_modules(core).get(module) if module.split(".")[0] in core.packages else None
+    where = core.imported_modules().get(module) if module.split(".")[0] in core.packages else None
     if where is not None:
         return Lookup("undecidable", module, where[0], where[1], kind="no-module",
                       reason=f"core's source tree has no module {module}, but core's own code imports it "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -433,6 +434,9 @@ class Lookup:
     reason: str = ""
 
 
+_IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import\b|import[ \t]+([\w.]+))", re.MULTILINE)
+
+
 class TreeIndex:
     """Modules of one tree, parsed on demand and cached by content key."""
 
@@ -455,8 +459,27 @@ class TreeIndex:
         # delegates core modules to the core's), so one resolver spans both trees.
         self.packages = packages
         self.other = other
+        self._imported: dict[str, tuple[str, int]] | None = None
 
     # -- modules
+
+    def imported_modules(self) -> dict[str, tuple[str, int]]:
+        """Every module this tree's own code imports (by its import statements' text, any
+        scope, tests aside), with the first place that does; read once. A module core imports
+        that its source tree lacks is one its build installs (vLLM's `vllm/vllm_flash_attn/
+        layers/` comes from the flash-attention build, not the sdist)."""
+        if self._imported is None:
+            found: dict[str, tuple[str, int]] = {}
+            for top in sorted(self.packages):
+                for path in self.source.py_files(top):
+                    if "/tests/" in f"/{path}":
+                        continue
+                    data = self.source.read(path) or b""
+                    for m in _IMPORT_LINE.finditer(data):
+                        name = (m.group(1) or m.group(2)).decode("ascii", "replace")
+                        found.setdefault(name, (path, data.count(b"\n", 0, m.start()) + 1))
+            self._imported = found
+        return self._imported
 
     def module(self, name: str) -> ModuleInfo | None:
         if self.other is not None and name.split(".")[0] not in self.packages:
