@@ -334,6 +334,31 @@ def test_wheel_members_are_vetted_like_sdist_members(world, run, entry, word):
     _refused(world, run, archive, word)
 
 
+def test_a_corrupt_wheel_is_one_line_and_nothing_is_imported(world, run):
+    archive = _pypi(world) / "core-1.0-py3-none-any.whl"
+    archive.write_bytes(b"PK\x03\x04 not really a zip" * 8)
+    _pin_core_to(world, archive)
+    _refused(world, run, archive, "not a readable zip")
+
+
+def test_a_lookup_by_name_prefers_the_sdist_where_a_wheel_is_there_too(tmp_path):
+    """Core trees and `--onto pypi:NAME==VERSION` look a release up by name (no pinned digest):
+    the sdist, which also carries the packaging files; the wheel only where there is no sdist."""
+    from overlay.series.model import ArchiveSource
+    from overlay.trees import sources
+
+    wheel = _zip(tmp_path / "core-1.0-py3-none-any.whl", _WHEEL_GOOD)
+    for placeholder in ("", "0" * 64):
+        assert sources.find_archive(tmp_path, ArchiveSource("core", "1.0", placeholder)) == wheel
+    sdist = _zip(tmp_path / "core-1.0.zip", _ZIP_GOOD)
+    for placeholder in ("", "0" * 64):
+        assert sources.find_archive(tmp_path, ArchiveSource("core", "1.0", placeholder)) == sdist
+    # other names and versions, and a wheel name that is not one, are not this release
+    _zip(tmp_path / "core-1.01-py3-none-any.whl", _WHEEL_GOOD)
+    _zip(tmp_path / "core-1.0-x.whl", _WHEEL_GOOD)
+    assert sources.find_archive(tmp_path, ArchiveSource("core", "2.0", "")) is None
+
+
 def test_zip_bomb_is_refused(world, run):
     archive = _zip(_pypi(world) / "core-1.0.zip", _ZIP_GOOD)
     with zipfile.ZipFile(archive, "a", compression=zipfile.ZIP_DEFLATED) as zf:

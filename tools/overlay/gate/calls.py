@@ -576,14 +576,14 @@ def _group(grouped: dict, use: CallUse, callee: Callee, problems: list[str], ev,
 
 
 def check_calls(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
-    from overlay.gate.checks import _kind, _reason, _severity, _why
+    from overlay.gate.checks import _reason, _why
     resolver = _Resolver(facts, world, ev)
     reach: dict = {}  # plugin function -> (reachable, why), shared by its calls
     grouped: dict[tuple, list[tuple[CallUse, Callee, list[str]]]] = {}
     # callees a try body calls in a way this core accepts: a call of the same callee in that
     # try's `except TypeError:` handler is the plugin's fallback for another core, and runs
     # only when the attempt raised (`try: get_rope(**new) except TypeError: get_rope(old=...)`)
-    accepted_attempts: set[tuple[int, str]] = set()
+    accepted_attempts: set[tuple[tuple[str, int], str]] = set()
     fallbacks: list[tuple[CallUse, Callee, list[str]]] = []
     for use in facts.calls:
         if use.ctx.type_checking:

@@ -78,9 +78,8 @@ def _reason(ctx: Context, ev: Evidence, module: str, evidence: str) -> str:
 # ----------------------------------------------------------------------------- imports
 
 
-def _missing_module(index: TreeIndex, module: str) -> Lookup:
-    core = index.other if index.other is not None and module.split(".")[0] not in index.packages else index
-    where = core.imported_modules().get(module) if module.split(".")[0] in core.packages else None
+def _missing_module(core: TreeIndex, module: str) -> Lookup:
+    where = core.imported_at(module)
     if where is not None:
         return Lookup("undecidable", module, where[0], where[1], kind="no-module",
                       reason=f"core's source tree has no module {module}, but core's own code imports it "

@@ -78,6 +78,10 @@ _CAUGHT_AS = {"AttributeError": {"AttributeError"}, "TypeError": {"TypeError"},
 _CATCH_ALL = frozenset({"Exception", "BaseException"})
 
 
+def _in_raises(rule: str, head: str) -> bool:
+    return any(rule == r and pattern.search(head) for r, pattern in RAISES)
+
+
 def raised_by(finding: Finding) -> frozenset[str] | None:
     """The exceptions the checker's diagnostic raises when its line runs (any one of them,
     where the line's shape decides: `Module "m" has no attribute` is ImportError in a
@@ -85,7 +89,7 @@ def raised_by(finding: Finding) -> frozenset[str] | None:
     if not finding.symbol.startswith("type:"):
         return None
     _, rule, head = finding.symbol.split(":", 2)
-    if not any(rule == r and pattern.search(head) for r, pattern in RAISES):
+    if not _in_raises(rule, head):
         return None
     if rule == "attr-defined":
         return frozenset({"AttributeError", "ImportError"}) if head.startswith("Module ") else frozenset({"AttributeError"})
@@ -118,7 +122,7 @@ def raises(finding: Finding, shapes: "PluginShapes | None" = None) -> bool:
         m = MISSING_ATTRIBUTE.search(head)
         if m and (finding.plugin_line, m.group(1)) in shapes.stores(finding.plugin_path):
             return False  # `obj.attr = value` sets the attribute: nothing to miss
-    return any(rule == r and pattern.search(head) for r, pattern in RAISES)
+    return _in_raises(rule, head)
 
 
 def first_line(message: str) -> str:

@@ -481,6 +481,13 @@ class TreeIndex:
             self._imported = found
         return self._imported
 
+    def imported_at(self, name: str) -> tuple[str, int] | None:
+        """Where the tree that owns module `name` imports it in its own code (`imported_modules`),
+        delegated to `other` as `module` is; None when it does not."""
+        if self.other is not None and name.split(".")[0] not in self.packages:
+            return self.other.imported_at(name)
+        return self.imported_modules().get(name) if name.split(".")[0] in self.packages else None
+
     def module(self, name: str) -> ModuleInfo | None:
         if self.other is not None and name.split(".")[0] not in self.packages:
             return self.other.module(name)

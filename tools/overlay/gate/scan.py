@@ -42,15 +42,20 @@ class Context:
     probed: frozenset[str] = frozenset()
     # the nearest enclosing `try` of the same function, by id: its body (`attempt`), or a
     # handler that catches TypeError (`fallback`: it runs only when the body raised one)
-    attempt: int | None = None
-    fallback: int | None = None
+    attempt: tuple[str, int] | None = None  # (path, line) of that `try`
+    fallback: tuple[str, int] | None = None
 
     def probes(self, test: ast.expr) -> "Context":
         names = _probed_names(test)
         return dataclasses.replace(self, probed=self.probed | names) if names else self
 
     def handles(self, exc: str) -> bool:
-        return bool(self.catches & {exc, "Exception", "BaseException"})
+        return handles(self.catches, exc)
+
+
+def handles(caught: frozenset[str], exc: str) -> bool:
+    """Do handlers naming `caught` catch `exc` (by its name, `Exception` or a bare `except:`)?"""
+    return bool(caught & {exc, "Exception", "BaseException"})
 
 
 def _probed_names(test: ast.expr) -> frozenset[str]:
@@ -529,12 +534,11 @@ class _Scanner:
                         if _catches_import_error(h) else ctx
                     self.block(h.body, branch, scope, in_class)
             else:
-                tid = id(stmt)
-                self.block(stmt.body, dataclasses.replace(body_ctx, attempt=tid, fallback=None), scope, in_class)
+                where = (self.mod.path, stmt.lineno)
+                self.block(stmt.body, dataclasses.replace(body_ctx, attempt=where, fallback=None), scope, in_class)
                 for h in stmt.handlers:
-                    catches_type = bool(_caught([h]) & {"TypeError", "Exception", "BaseException"})
-                    self.block(h.body, dataclasses.replace(ctx, attempt=None, fallback=tid if catches_type else None),
-                               scope, in_class)
+                    fallback = where if handles(_caught([h]), "TypeError") else None
+                    self.block(h.body, dataclasses.replace(ctx, attempt=None, fallback=fallback), scope, in_class)
             self.block(stmt.orelse, ctx, scope, in_class)
             self.block(stmt.finalbody, ctx, scope, in_class)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):

@@ -84,6 +84,15 @@ class Limits:
         return self.max_bytes, f"{self.max_bytes} bytes (OVERLAY_ARCHIVE_MAX_BYTES)"
 
 
+def wheel_release(filename: str) -> tuple[str, str] | None:
+    """(name, version) of a wheel's file name, `{name}-{version}(-{build})?-{py}-{abi}-{platform}.whl`
+    (PEP 427), as spelled; None for any other name."""
+    if not filename.endswith(WHEEL):
+        return None
+    parts = filename[: -len(WHEEL)].split("-")
+    return (parts[0], parts[1]) if len(parts) in (5, 6) else None
+
+
 def kind(name: str) -> str | None:
     """'accepted', 'refused' (a compression we do not read) or None (not an archive)."""
     if name.endswith(ACCEPTED):

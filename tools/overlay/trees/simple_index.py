@@ -37,13 +37,13 @@ from typing import Callable
 from overlay import paths
 from overlay.errors import OverlayError, redact
 from overlay.trees.index_config import IndexConfig
+from overlay.trees.archive import wheel_release
 
 Progress = Callable[[str], None]
 
 ACCEPT = ("application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, "
           "text/html;q=0.01")
 SDIST_EXTS = (".tar.gz", ".zip")
-WHEEL_EXT = ".whl"
 
 
 def _limit(name: str, default: int) -> int:
@@ -89,9 +89,9 @@ def normalize(name: str) -> str:
 def _is_sdist_of(filename: str, name: str, version: str) -> bool:
     """The file is a release archive of name==version: its sdist, or a wheel (`{name}-{version}
     (-{build})?-{py}-{abi}-{platform}.whl`; some plugins publish wheels only)."""
-    if filename.endswith(WHEEL_EXT):
-        parts = filename[: -len(WHEEL_EXT)].split("-")
-        return len(parts) in (5, 6) and normalize(parts[0]) == normalize(name) and parts[1] == version
+    wheel = wheel_release(filename)
+    if wheel is not None:
+        return normalize(wheel[0]) == normalize(name) and wheel[1] == version
     for ext in SDIST_EXTS:
         if filename.endswith(ext):
             stem = filename[: -len(ext)]
@@ -475,7 +475,7 @@ def fetch_sdist(config: IndexConfig, name: str, version: str, sha256: str, dest:
                                 "index setting or the pin")
     # Prefer a file whose hash the index vouches for, then an sdist over a wheel; the pin is
     # checked after download anyway.
-    chosen = sorted(matching, key=lambda c: (c.sha256 is None, c.filename.endswith(WHEEL_EXT)))[0]
+    chosen = sorted(matching, key=lambda c: (c.sha256 is None, wheel_release(c.filename) is not None))[0]
     if progress:
         progress(f"downloading {chosen.filename} from {chosen.where}")
     digest = hashlib.sha256()

@@ -23,7 +23,7 @@ from overlay import gitcmd, paths
 from overlay.trees import runlock, simple_index
 from overlay.errors import OverlayError
 from overlay.trees.index_config import read_index_config
-from overlay.series.model import ArchiveSource, GitSource, PinnedTarget
+from overlay.series.model import SHA256, ArchiveSource, GitSource, PinnedTarget
 
 Progress = Callable[[str], None]
 
@@ -157,15 +157,6 @@ def sha256_of(source: Path | BinaryIO) -> str:
     return h.hexdigest()
 
 
-def _wheel_release(filename: str) -> str | None:
-    """`name-version` of a wheel's file name (`{name}-{version}(-{build})?-{py}-{abi}-{platform}.whl`,
-    PEP 427), normalised as `_norm` does; None for any other name."""
-    if not filename.endswith(archive_mod.WHEEL):
-        return None
-    parts = filename[: -len(archive_mod.WHEEL)].split("-")
-    return _norm(f"{parts[0]}-{parts[1]}") if len(parts) in (5, 6) else None
-
-
 def find_archive(folder: Path, src: ArchiveSource) -> Path | None:
     """The release's archive in `folder`: .tar.gz/.tgz or .zip, else its wheel (vllm-rbln and
     vllm-omni publish wheels only). Where several are there, the one whose sha256 the pin names,
@@ -178,7 +169,8 @@ def find_archive(folder: Path, src: ArchiveSource) -> Path | None:
     sdists: list[Path] = []
     wheels: list[Path] = []
     for p in sorted(folder.iterdir()):
-        if _wheel_release(p.name) == want:
+        wheel = archive_mod.wheel_release(p.name)
+        if wheel and _norm(f"{_norm(wheel[0])}-{wheel[1]}") == want:
             wheels.append(p)
             continue
         for ext in archive_mod.ACCEPTED + archive_mod.REFUSED:
@@ -188,7 +180,8 @@ def find_archive(folder: Path, src: ArchiveSource) -> Path | None:
                 else:
                     refused = refused or p
     found = sdists + wheels
-    if len(found) > 1 and _is_digest(src.sha256):
+    # a lookup by name passes no digest, or the placeholder "0" * 64
+    if len(found) > 1 and SHA256.match(src.sha256 or "") and src.sha256 != "0" * 64:
         for p in found:
             if p.is_file() and not p.is_symlink() and sha256_of(p) == src.sha256:
                 return p
@@ -199,11 +192,6 @@ def find_archive(folder: Path, src: ArchiveSource) -> Path | None:
                            hint="PyPI source archives are .tar.gz (older ones .zip): put that "
                                 "one there instead")
     return None
-
-
-def _is_digest(value: str) -> bool:
-    """A real sha256 (the pin's), not the placeholder a lookup by name passes."""
-    return bool(re.fullmatch(r"[0-9a-f]{64}", value or "")) and value != "0" * 64
 
 
 def download_archive(src: ArchiveSource, folder: Path, progress: Progress | None = None) -> Path:
