@@ -101,6 +101,36 @@ def test_a_dockerfile_declares_only_a_release_and_only_from_inside_the_tree(tmp_
     assert _declares_nothing_through_a_link_out(tmp_path, docker, "ARG VLLM_TAG=v9.9.9\n")
 
 
+def test_an_install_script_that_installs_core_at_a_release_declares_it(tmp_path):
+    """vllm-metal has no image and no release tag file: its install.sh installs core at
+    `VLLM_VERSION="0.27.1"` (before that `local vllm_v="0.25.1"` in a function). One release
+    assigned to core's version variable declares it; two releases, a value built from other
+    variables, a branch, a comment, another variable or a script elsewhere declare nothing,
+    and the images and tag file win where they exist."""
+    from overlay.trees.baseline_trees import declared_release
+
+    script = tmp_path / "install.sh"
+    script.write_text('#!/bin/bash\nset -e\nVLLM_VERSION="0.27.1"\n'
+                      'URL="https://example.invalid/v${VLLM_VERSION}/vllm-${VLLM_VERSION}.whl"\n')
+    assert declared_release(tmp_path) == "0.27.1"
+    script.write_text("install_vllm() {\n  local vllm_v='0.25.1'  # bump with care\n}\n")
+    assert declared_release(tmp_path) == "0.25.1"
+    for text in ('VLLM_VERSION="0.27.1"\nVLLM_VERSION="0.28.0"\n', 'VLLM_VERSION="${BASE}.1"\n',
+                 "VLLM_VERSION=main\n", '# VLLM_VERSION="0.27.1"\n', 'MLX_VERSION="0.27.1"\n',
+                 'VLLM_VERSION="0.27.1"; rm -rf /\n', 'VLLM_VERSION="0.27.1\'\n', ""):
+        script.write_text(text)
+        assert declared_release(tmp_path) is None, text
+    script.unlink()
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "install.sh").write_text('VLLM_VERSION="0.27.1"\n')
+    assert declared_release(tmp_path) is None  # only the tree's own install script
+    assert _declares_nothing_through_a_link_out(tmp_path, script, 'VLLM_VERSION="9.9.9"\n')
+    script.unlink()
+    script.write_text('VLLM_VERSION="0.27.1"\n')
+    (tmp_path / "Dockerfile").write_text("ARG VLLM_TAG=v0.20.2\n")
+    assert declared_release(tmp_path) == "0.20.2"
+
+
 def test_whatever_a_dockerfile_holds_the_declared_core_is_a_release_version_or_nothing(tmp_path_factory):
     from hypothesis import given, settings, strategies as st
 
@@ -118,6 +148,10 @@ def test_whatever_a_dockerfile_holds_the_declared_core_is_a_release_version_or_n
         (tree / ".cd").mkdir()
         (tree / ".cd" / "Dockerfile.x").write_text(f"{noise}\nARG VLLM_PROJECT_COMMIT={tag}\n{noise}",
                                                     errors="surrogatepass")
+        got = declared_release(tree)
+        assert got is None or is_release_version(got)
+        (tree / ".cd" / "Dockerfile.x").unlink()  # the install script's form (vllm-metal)
+        (tree / "install.sh").write_text(f"{noise}\nVLLM_VERSION={tag}\n{noise}", errors="surrogatepass")
         got = declared_release(tree)
         assert got is None or is_release_version(got)
 

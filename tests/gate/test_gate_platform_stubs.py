@@ -76,13 +76,13 @@ PLUGIN_WORKER = """
 
 
 def _gate(tmp_path, seeding=SEEDING, platform=PLATFORM, returns="vllm_ascend.platform.NPUPlatform",
-          worker=PLUGIN_WORKER):
+          worker=PLUGIN_WORKER, init=None):
     core = {"vllm/__init__.py": "", "vllm/_version.py": "__version__ = version = '0.20.0'\n",
             "vllm/platforms/__init__.py": PLATFORMS, "vllm/utils/__init__.py": "",
             "vllm/utils/seeding.py": seeding, "vllm/v1/__init__.py": "", "vllm/v1/worker/__init__.py": "",
             "vllm/v1/worker/gpu_worker.py": WORKER}
-    init = (f'def register():\n    import vllm_ascend.platform  # noqa\n    import vllm_ascend.worker  # noqa\n'
-            f'    return "{returns}"\n')
+    init = init or (f'def register():\n    import vllm_ascend.platform  # noqa\n    import vllm_ascend.worker  # noqa\n'
+                    f'    return "{returns}"\n')
     core_dir = gatekit.tree(tmp_path / "core", core)
     plugin_dir = gatekit.tree(tmp_path / "plugin", {"setup.py": ENTRY, "vllm_ascend/__init__.py": init,
                                                     "vllm_ascend/platform.py": platform,
@@ -114,6 +114,40 @@ def test_an_alias_choosing_the_platform_class_judges_both_classes(tmp_path):
     assert sorted(f.symbol for f in _gate(tmp_path, platform=aliased)) == [
         "override:vllm_ascend.platform.MxPlatform.manual_seed_all",
         "override:vllm_ascend.platform.PlainPlatform.manual_seed_all"]
+
+
+LAZY_REGISTER = """
+    def __getattr__(name):
+        if name == "MetalConfig":
+            from vllm_ascend.config import MetalConfig
+
+            return MetalConfig
+        elif name == "register":
+            return _register
+        raise AttributeError(name)
+
+
+    def _register():
+        import vllm_ascend.platform  # noqa
+        import vllm_ascend.worker  # noqa
+        return "vllm_ascend.platform.NPUPlatform"
+"""
+
+
+@pytest.mark.parametrize("init", [
+    LAZY_REGISTER,  # vllm-metal: the package serves `register` through a PEP 562 __getattr__
+    "def _register():\n    import vllm_ascend.platform  # noqa\n    import vllm_ascend.worker  # noqa\n"
+    "    return 'vllm_ascend.platform.NPUPlatform'\n\n\nregister = _register\n",  # an alias
+])
+def test_an_entry_point_function_bound_lazily_or_by_alias_names_the_platform(tmp_path, init):
+    """The entry point `vllm_ascend:register` names what Python resolves the attribute to: a
+    module-level alias of a function, or what the module's `__getattr__` returns for it."""
+    (f,) = _gate(tmp_path, init=init)
+    assert f.symbol == "override:vllm_ascend.platform.NPUPlatform.manual_seed_all" and f.severity == "error"
+    # a __getattr__ serving other names only, or returning something that is not a function
+    # of the module, names no platform
+    assert _gate(tmp_path / "other", init=LAZY_REGISTER.replace('name == "register"', 'name == "other"')) == []
+    assert _gate(tmp_path / "nofn", init=LAZY_REGISTER.replace("return _register", "return 3")) == []
 
 
 def test_a_platform_defining_the_hook_or_core_catching_the_stub_is_fine(tmp_path):

@@ -75,9 +75,9 @@ def core_tree(mirror: Path, version: str, tmp: Path, cache: dict[str, Path]) -> 
 def declared_core(mirror: Path, plugin: Path, core: str, stated: str = "") -> str | None:
     """The core the checker's differential starts from: the one the pairing states
     (`declared:`, for a plugin that declares it only in prose), else what the plugin tree
-    declares (its release tag file or Dockerfile tag), else the newest release in the mirror
-    older than the pairing's that its pyproject's core requirement admits, else the newest
-    older one (the one it ran on)."""
+    declares (its release tag file, Dockerfile tag, image folder or install script), else the
+    newest release in the mirror older than the pairing's that its pyproject's core
+    requirement admits, else the newest older one (the one it ran on)."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
 

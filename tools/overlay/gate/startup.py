@@ -295,6 +295,50 @@ def reach(points: tuple[EntryPoint, ...], refs: dict[str, set[str]], plugin_pack
     return Startup(True, parent, roots, frozenset(p.attr.split(".")[-1] for p in mine if p.attr))
 
 
+ALIAS_HOPS = 4  # `register = _register` chains are one or two names long
+
+
+def _module_getattr_name(tree: ast.Module, attr: str) -> str | None:
+    """The module-level name a PEP 562 `def __getattr__(name)` returns for `attr`
+    (`if name == "register": return _register`), else None. Pure."""
+    hook = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "__getattr__"
+                 and n.args.args), None)
+    if hook is None:
+        return None
+    param = hook.args.args[0].arg
+    for node in ast.walk(hook):
+        test = node.test if isinstance(node, ast.If) else None
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq) \
+                and {type(test.left), type(test.comparators[0])} == {ast.Name, ast.Constant}:
+            name, const = (test.left, test.comparators[0]) if isinstance(test.left, ast.Name) \
+                else (test.comparators[0], test.left)
+            if name.id == param and const.value == attr:
+                ret = next((b for b in node.body if isinstance(b, ast.Return)), None)
+                if ret is not None and isinstance(ret.value, ast.Name):
+                    return ret.value.id
+    return None
+
+
+def entry_function(tree: ast.Module | None, attr: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The module-level function an entry point's `module:attr` names, as Python resolves the
+    attribute: a `def attr`, an alias (`register = _register`), or what the module's PEP 562
+    `__getattr__` returns for the name (vllm-metal serves `register` lazily). Pure."""
+    if tree is None:
+        return None
+    defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    aliases = {t.id: n.value.id for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name)
+               for t in n.targets if isinstance(t, ast.Name)}
+    name: str | None = attr
+    for _ in range(ALIAS_HOPS):
+        if name in defs and name != "__getattr__":
+            return defs[name]
+        name = aliases.get(name) if name in aliases else (
+            _module_getattr_name(tree, name) if name == attr and name not in defs else None)
+        if name is None:
+            return None
+    return None
+
+
 def platform_classes(points: tuple[EntryPoint, ...], module) -> frozenset[str]:
     """Names of the classes the plugin's `vllm.platform_plugins` entry points return, as
     vLLM reads them: a function returning the class's dotted name as a string constant; and
@@ -304,9 +348,7 @@ def platform_classes(points: tuple[EntryPoint, ...], module) -> frozenset[str]:
                      and ".platforms." in f"{p.name}." and p.attr[:1].isupper()}
     for p in points:
         mod = module(p.module) if p.group == "vllm.platform_plugins" and p.attr else None
-        tree = mod.tree if mod is not None else None
-        fn = next((n for n in (tree.body if tree is not None else ())
-                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == p.attr), None)
+        fn = entry_function(mod.tree if mod is not None else None, p.attr)
         for node in ast.walk(fn) if fn is not None else ():
             if isinstance(node, ast.Return) and isinstance(node.value, ast.Constant) \
                     and isinstance(node.value.value, str) and re.fullmatch(r"[\w.]+", node.value.value):

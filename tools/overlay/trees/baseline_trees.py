@@ -62,17 +62,38 @@ def _image_folder_release(plugin_tree: Path) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
+# The install script at the tree's top that a plugin without images or a release tag file
+# installs core with (vllm-metal: `VLLM_VERSION="0.27.1"`, before that `local vllm_v="0.25.1"`):
+# a shell assignment of a literal release to a variable named for core's version, on a line
+# of its own. A value built from other variables or a branch declares nothing.
+INSTALL_SCRIPT = "install.sh"
+_SCRIPT_RELEASE = re.compile(
+    r"^[ \t]*(?:(?:local|export|readonly|declare)[ \t]+)?vllm_(?:version|v|tag|release)[ \t]*=[ \t]*"
+    r"([\"']?)v?([0-9]+(?:\.[0-9]+){1,3}(?:(?:rc|\.post)[0-9]+)?)\1[ \t]*(?:#[^\n]*)?$",
+    re.MULTILINE | re.IGNORECASE)
+
+
+def _install_script_release(plugin_tree: Path) -> str | None:
+    """The one release the plugin's install script assigns to core's version variable; None
+    when it names none, or two different ones."""
+    text = _read_in_tree(plugin_tree, INSTALL_SCRIPT, DOCKERFILE_MAX)
+    found = {m.group(2) for m in _SCRIPT_RELEASE.finditer(text)} if text else set()
+    return found.pop() if len(found) == 1 else None
+
+
 def declared_release(plugin_tree: Path) -> str | None:
     """The core release the plugin tree declares, read as data (regular files inside the
     tree, capped): its `.github/vllm-release-tag.commit`, else, for releases older than that
     file, the Dockerfile's `ARG VLLM_TAG=vX.Y.Z`, else the one release the images in its
-    image folders clone core at (vllm-gaudi). None when none declares one."""
+    image folders clone core at (vllm-gaudi), else the one its install script installs
+    (vllm-metal). None when none declares one."""
     text = _read_in_tree(plugin_tree, ".github/vllm-release-tag.commit", DECLARED_MAX)
     if text is not None and text.strip():
         return text.split()[0].lstrip("v")
     docker = _read_in_tree(plugin_tree, "Dockerfile", DOCKERFILE_MAX)
     match = _DOCKER_TAG.search(docker) if docker else None
-    return match.group(1) if match else _image_folder_release(plugin_tree)
+    return match.group(1) if match else (_image_folder_release(plugin_tree)
+                                         or _install_script_release(plugin_tree))
 
 
 PYPROJECT_MAX = 256 * 1024
