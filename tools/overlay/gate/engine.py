@@ -20,6 +20,7 @@ from overlay.errors import OverlayError
 from overlay.gate import checks, instances, selfstate, store
 from overlay.gate.abstracts import check_abstract_methods
 from overlay.gate.platformstubs import check_platform_stubs
+from overlay.gate.workerrpc import check_worker_rpcs
 from overlay.gate.protocols import check_protocols
 from overlay.gate.bindings import check_bindings
 from overlay.gate.replacedglobals import check_replaced_globals
@@ -166,6 +167,7 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
              + check_field_order(facts, world, ev) + selfstate.check_self_state(facts, world, ev)
              + check_abstract_methods(facts, world, ev) + check_oot_ops(facts, world, ev)
              + check_held_objects(facts, world, ev) + check_platform_stubs(facts, world, ev)
+             + check_worker_rpcs(facts, world, ev)
              + check_protocols(facts, world, ev))
     found = checks.fold_dead_patches(found, facts, world, ev)
     found = demote_unreached(found, world, ev, version)

@@ -1,0 +1,136 @@
+"""Worker methods core calls by name (`override` findings).
+
+Core's engine and executors reach the worker through `collective_rpc("<method>", ...)`: the
+worker wrapper looks the name up on the worker object (`getattr(worker, method)`), so a
+worker class the platform names (`parallel_config.worker_cls = "vllm_metal.v1.worker.
+MetalWorker"`) must answer every name core sends. When core starts sending one the plugin's
+worker lacks (vLLM 0.16.0's executor sends `reset_encoder_cache`; 0.19.0's engine core
+`update_max_model_len` after auto-fitting the context), or one core's worker base leaves to
+a `NotImplementedError` stub (`sample_tokens`, sent after every step once asynchronous
+scheduling is on), the call raises in the worker.
+
+Judged: the plugin classes start-up names as dotted strings whose bases reach a core class
+kept beside core's worker wrapper (a core class in the same module, outside the worker's
+bases, whose `__getattr__` forwards the names it lacks to the worker); the names are the string constants core passes
+as `collective_rpc`'s method, at call sites core's code can reach and no enclosing `try`
+catches (AttributeError or NotImplementedError). Names the wrapper answers itself
+(`init_worker`, `adjust_rank`) are not the worker's. A class whose bases the gate cannot read,
+or that defines `__getattr__`, may answer any name and is not judged.
+
+Always a warning: every such call sits in core's engine or executors, on paths a
+configuration chooses (asynchronous scheduling, speculative decoding, data parallelism, sleep
+mode, an API call) that the gate does not decide. Symbol
+`override:<plugin module>.<worker class>.<method>`, one per method and class.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from overlay.gate.callers import Site, module_name
+from overlay.gate.checks import Evidence, _kind, _linearize, _reason, _why
+from overlay.gate.findings import Finding
+from overlay.gate.index import TreeIndex
+from overlay.gate.scan import PluginFacts
+from overlay.gate.startup import loaded_strings
+
+RPC = "collective_rpc"
+FORWARD = "__getattr__"  # the wrapper answers what it lacks from the worker
+# what a handler must name to expect the missing name's or the stub's exception
+CATCHES = frozenset({"AttributeError", "NotImplementedError", "Exception", "BaseException"})
+
+
+def rpc_method(call: ast.Call) -> str | None:
+    """The method name a `collective_rpc(...)` call sends, when it is a string constant:
+    the first positional argument or `method=`. Pure."""
+    args = [a for a in call.args[:1]] + [k.value for k in call.keywords if k.arg == "method"]
+    for a in args:
+        if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.isidentifier():
+            return a.value
+    return None
+
+
+def _caught(tree: ast.AST, line: int) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and node.body and \
+                node.body[0].lineno <= line <= (node.body[-1].end_lineno or node.body[-1].lineno):
+            for h in node.handlers:
+                types = [] if h.type is None else (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type])
+                if h.type is None or any((t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", ""))
+                                         in CATCHES for t in types):
+                    return True
+    return False
+
+
+def _sent(ev: Evidence, world: TreeIndex) -> dict[str, list[Site]]:
+    """Method name -> the core call sites that send it, where core's code can run them."""
+    out: dict[str, list[Site]] = {}
+    for s in ev.callers.sites(RPC) or []:
+        if s.plugin or not ev.callers.reachable(s)[0]:
+            continue
+        mod = world.module(module_name(s.path))
+        if mod is None or mod.tree is None or _caught(mod.tree, s.shape.line):
+            continue
+        for node in ast.walk(mod.tree):
+            if isinstance(node, ast.Call) and node.lineno == s.shape.line and \
+                    isinstance(node.func, ast.Attribute) and node.func.attr == RPC:
+                name = rpc_method(node)
+                if name:
+                    out.setdefault(name, []).append(s)
+    return out
+
+
+def _wrapper_names(world: TreeIndex, module: str, bases: set[str]) -> set[str] | None:
+    """The names core's worker wrapper in `module` answers itself (its methods and
+    attributes), None when the module keeps no class outside `bases` forwarding names."""
+    mod = world.module(module)
+    for node in mod.tree.body if mod is not None and mod.tree is not None else ():
+        if isinstance(node, ast.ClassDef) and node.name not in bases:
+            cls = world.class_of(mod, node)
+            if FORWARD in cls.methods:
+                return set(cls.methods) | set(cls.attrs)
+    return None
+
+
+def check_worker_rpcs(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
+    findings: list[Finding] = []
+    named = {s for s in loaded_strings(world.module(name) for name in ev.startup.parent) if "." in s}
+    workers = [pc for pc in facts.classes if f"{pc.module.name}.{pc.node.name}" in named]
+    sent = _sent(ev, world) if workers else {}
+    for pc in workers:
+        cls = world.class_of(pc.module, pc.node)
+        mro = _linearize(world, pc.module, cls, pc.scope.local_imports)
+        if None in mro:
+            continue  # a base the gate cannot read may define any name
+        classes = [(pc.module, cls)] + [b for b in mro if b is not None]
+        if any("__getattr__" in c.methods for _, c in classes):
+            continue
+        names = {c.name for _, c in classes}
+        wrapper = next((w for m, _ in classes if ev.is_core(m.name)
+                        for w in [_wrapper_names(world, m.name, names)] if w is not None), None)
+        if wrapper is None:
+            continue  # not a worker core dispatches names to
+        for method, sites in sorted(sent.items()):
+            if method in wrapper or method.startswith("__"):
+                continue
+            owner = next(((m, c) for m, c in classes if method in c.methods or method in c.attrs), None)
+            if owner is not None:
+                m, c = owner
+                sig = c.methods.get(method)
+                if not ev.is_core(m.name) or sig is None or (sig.raises or "").split(".")[-1] != "NotImplementedError":
+                    continue
+                what = f"core's {c.name}.{method} only raises NotImplementedError"
+                core_path, core_line = m.path, sig.line
+            else:
+                what = f"no class of {cls.name}'s bases defines it"
+                core_path, core_line = sites[0].path, sites[0].shape.line
+            where = ", ".join(s.where() for s in sites[:2])
+            message = (f"{cls.name} does not define {method}; core sends it to every worker by name "
+                       f"(collective_rpc(\"{method}\", ...) at {where}), and {what}")
+            findings.append(Finding(
+                _kind(pc.ctx, "override"), f"override:{pc.module.name}.{cls.name}.{method}", pc.path,
+                cls.line, core_path, core_line, _why(pc.ctx, message), severity="warning",
+                reason=_reason(pc.ctx, ev, pc.module.name,
+                               f"core sends it at {sites[0].where()}, on a path a configuration chooses"),
+                summary=f"{cls.name} lacks {method}, which core calls on every worker by name"))
+    return findings
