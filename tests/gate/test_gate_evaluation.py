@@ -197,13 +197,20 @@ def test_the_committed_classification_loads_and_covers_the_pairings():
                                           "omni-0.20.0-vs-0.21.0", "omni-0.21.0rc1-vs-0.22.0", "omni-0.22.0-vs-0.23.0",
                                           "omni-0.23.0rc1-vs-0.24.0", "omni-0.24.0-vs-0.25.0", "omni-0.25.0rc1-vs-0.26.0",
                                           "omni-0.26.0-vs-0.27.0", "omni-0.27.0rc1-vs-0.28.0", "omni-0.28.0-vs-0.29.0",
-                                          "omni-0.29.0rc1-vs-0.30.0", "omni-0.30.0-vs-0.31.0", "omni-0.31.0rc1-vs-0.32.0"]
+                                          "omni-0.29.0rc1-vs-0.30.0", "omni-0.30.0-vs-0.31.0", "omni-0.31.0rc1-vs-0.32.0",
+                                          # the twenty-third (vllm-metal's main2main bumps), moved when it was tuned on
+                                          "metal-0.13.0-vs-0.14.1", "metal-0.14.1-vs-0.17.1", "metal-0.17.1-vs-0.19.0",
+                                          "metal-0.19.1-vs-0.20.0", "metal-0.20.2-vs-0.21.0", "metal-0.21.0-vs-0.22.0",
+                                          "metal-0.22.1-vs-0.23.0", "metal-0.23.0-vs-0.24.0", "metal-0.24.0-vs-0.25.1",
+                                          "metal-0.25.1-vs-0.26.0", "metal-0.26.0-vs-0.27.0"]
     no_error = {"spyre-2.0.0rc3-vs-0.17.1", "spyre-2.0.0rc7-vs-0.18.0",  # the gate reported no error there
-                "spyre-0.6.0-vs-0.10.0", "spyre-2.0.0rc8-vs-0.18.1"}
+                "spyre-0.6.0-vs-0.10.0", "spyre-2.0.0rc8-vs-0.18.1",
+                "metal-0.20.2-vs-0.21.0", "metal-0.21.0-vs-0.22.0", "metal-0.22.1-vs-0.23.0",
+                "metal-0.24.0-vs-0.25.1", "metal-0.26.0-vs-0.27.0"}
     assert all((p.verdicts or p.name in no_error) and all(v.reason for v in p.verdicts)
                for p in pairings if not p.held_out)
     bumps = [p for p in pairings if p.truth and not p.held_out]
-    assert len(bumps) == 122 and all(p.source for p in bumps)  # every truth set names the commits it was read from
+    assert len(bumps) == 133 and all(p.source for p in bumps)  # every truth set names the commits it was read from
     assert [p.name for p in pairings if p.control] == ["351879064c-vs-0.27.1"]
     assert not any(p.held_out for p in pairings)  # every held-out set so far is spent (tuned on)
     rbln = [p for p in pairings if p.name.startswith("rbln-")]
