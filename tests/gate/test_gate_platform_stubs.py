@@ -212,3 +212,19 @@ def test_a_core_method_the_plugin_runs_makes_the_stub_certain(tmp_path, plugin_w
         return
     (f,) = found
     assert f.symbol.endswith("NPUPlatform.manual_seed_all") and f.severity == severity, (f.severity, f.reason)
+
+
+@given(st.lists(st.sampled_from(["register", "_register", "a", "b", "__getattr__"]), min_size=1, max_size=6),
+       st.booleans())
+def test_entry_function_ends_on_any_alias_chain_and_names_only_a_module_function(chain, define):
+    """Upstream modules are data: alias cycles (`register = a; a = register`), a chain through
+    `__getattr__` or one too long end in None, never a loop; what is found is a `def` of the
+    module."""
+    from overlay.gate.startup import entry_function
+
+    lines = [f"{x} = {y}" for x, y in zip(chain, chain[1:] + chain[:1])]
+    if define:
+        lines.append(f"def {chain[-1]}():\n    return 'p.P'")
+    tree = ast.parse("\n".join(lines) + "\n")
+    found = entry_function(tree, "register")
+    assert found is None or (found in tree.body and found.name != "__getattr__")
