@@ -40,19 +40,20 @@ RECEIVER = "current_platform"
 CATCHES = frozenset({"NotImplementedError", "Exception", "BaseException", "RuntimeError"})
 
 
-def _catches(handler: ast.ExceptHandler) -> bool:
+def _catches(handler: ast.ExceptHandler, catches: frozenset[str]) -> bool:
     if handler.type is None:
         return True
     types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    return any((t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", "")) in CATCHES for t in types)
+    return any((t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", "")) in catches for t in types)
 
 
-def caught_at(tree: ast.AST | None, line: int) -> bool:
-    """Does a `try` whose body holds `line` catch the stub's exception? Pure."""
+def caught_at(tree: ast.AST | None, line: int, catches: frozenset[str] = CATCHES) -> bool:
+    """Does a `try` whose body holds `line` have a handler naming one of `catches` (or a bare
+    `except:`)? By default the stub's exception. Pure."""
     for node in ast.walk(tree) if tree is not None else ():
         if isinstance(node, ast.Try) and node.body and \
                 node.body[0].lineno <= line <= (node.body[-1].end_lineno or node.body[-1].lineno):
-            if any(_catches(h) for h in node.handlers):
+            if any(_catches(h, catches) for h in node.handlers):
                 return True
     return False
 

@@ -13,7 +13,7 @@ Judged: the plugin classes start-up names as dotted strings whose bases reach a 
 kept beside core's worker wrapper (a core class in the same module, outside the worker's
 bases, whose `__getattr__` forwards the names it lacks to the worker); the names are the string constants core passes
 as `collective_rpc`'s method, at call sites core's code can reach and no enclosing `try`
-catches (AttributeError or NotImplementedError). Names the wrapper answers itself
+catches (AttributeError, NotImplementedError or RuntimeError). Names the wrapper answers itself
 (`init_worker`, `adjust_rank`) are not the worker's. A class whose bases the gate cannot read,
 or that defines `__getattr__`, may answer any name and is not judged.
 
@@ -31,13 +31,15 @@ from overlay.gate.callers import Site, module_name
 from overlay.gate.checks import Evidence, _kind, _linearize, _reason, _why
 from overlay.gate.findings import Finding
 from overlay.gate.index import TreeIndex
+from overlay.gate.platformstubs import caught_at
 from overlay.gate.scan import PluginFacts
 from overlay.gate.startup import loaded_strings
 
 RPC = "collective_rpc"
 FORWARD = "__getattr__"  # the wrapper answers what it lacks from the worker
-# what a handler must name to expect the missing name's or the stub's exception
-CATCHES = frozenset({"AttributeError", "NotImplementedError", "Exception", "BaseException"})
+# what a handler must name to expect the missing name's or the stub's exception (core's
+# run_method turns a missing name into NotImplementedError, a RuntimeError)
+CATCHES = frozenset({"AttributeError", "NotImplementedError", "RuntimeError", "Exception", "BaseException"})
 
 
 def rpc_method(call: ast.Call) -> str | None:
@@ -50,18 +52,6 @@ def rpc_method(call: ast.Call) -> str | None:
     return None
 
 
-def _caught(tree: ast.AST, line: int) -> bool:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Try) and node.body and \
-                node.body[0].lineno <= line <= (node.body[-1].end_lineno or node.body[-1].lineno):
-            for h in node.handlers:
-                types = [] if h.type is None else (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type])
-                if h.type is None or any((t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", ""))
-                                         in CATCHES for t in types):
-                    return True
-    return False
-
-
 def _sent(ev: Evidence, world: TreeIndex) -> dict[str, list[Site]]:
     """Method name -> the core call sites that send it, where core's code can run them."""
     out: dict[str, list[Site]] = {}
@@ -69,7 +59,7 @@ def _sent(ev: Evidence, world: TreeIndex) -> dict[str, list[Site]]:
         if s.plugin or not ev.callers.reachable(s)[0]:
             continue
         mod = world.module(module_name(s.path))
-        if mod is None or mod.tree is None or _caught(mod.tree, s.shape.line):
+        if mod is None or mod.tree is None or caught_at(mod.tree, s.shape.line, CATCHES):
             continue
         for node in ast.walk(mod.tree):
             if isinstance(node, ast.Call) and node.lineno == s.shape.line and \
