@@ -96,10 +96,10 @@ INIT = ('def register():\n    import vllm_ascend.platform  # noqa\n    import vl
         '    return "vllm_ascend.platform.NPUPlatform"\n')
 
 
-def _gate(tmp_path, worker=WORKER, executor=EXECUTOR, platform=PLATFORM):
+def _gate(tmp_path, worker=WORKER, executor=EXECUTOR, platform=PLATFORM, worker_base=WORKER_BASE):
     core = {"vllm/__init__.py": "", "vllm/_version.py": "__version__ = version = '0.20.0'\n",
             "vllm/v1/__init__.py": "", "vllm/v1/worker/__init__.py": "",
-            "vllm/v1/worker/worker_base.py": WORKER_BASE, "vllm/v1/executor/__init__.py": "",
+            "vllm/v1/worker/worker_base.py": worker_base, "vllm/v1/executor/__init__.py": "",
             "vllm/v1/executor/abstract.py": executor, "vllm/v1/engine/__init__.py": "",
             "vllm/v1/engine/core.py": ENGINE}
     core_dir = gatekit.tree(tmp_path / "core", core)
@@ -160,3 +160,33 @@ def test_only_a_worker_the_platform_names_and_only_calls_core_can_run_uncaught_c
 def test_rpc_method_reads_only_a_constant_name(call, name):
     node = ast.parse(call, mode="eval").body
     assert rpc_method(node) == name
+
+
+def test_every_forwarding_class_beside_the_worker_base_answers_its_own_names(tmp_path):
+    """vLLM 0.10's V0 module keeps a delegating worker (its own `__getattr__`) before the
+    wrapper: the names either answers itself (`init_worker`) are not the worker's."""
+    head, sep, tail = WORKER_BASE.partition("\n    class WorkerWrapperBase:")
+    delegating = head + """
+    class DelegateWorkerBase(WorkerBase):
+        def __getattr__(self, attr):
+            return getattr(self.worker, attr)
+
+""" + sep + tail
+    assert _gate(tmp_path, worker_base=delegating) == [
+        ("override:vllm_ascend.worker.NPUWorker.reset_encoder_cache", "warning"),
+        ("override:vllm_ascend.worker.NPUWorker.sample_tokens", "warning")]
+
+
+def test_only_the_class_assigned_to_core_worker_field_is_a_worker(tmp_path):
+    """A plugin class start-up names for another role (a model runner's dotted name) is not
+    dispatched to by name; the worker field may hold either of two classes, or come as a
+    keyword."""
+    from overlay.gate.workerrpc import worker_names
+
+    other_role = PLATFORM.replace("vllm_config.parallel_config.worker_cls =",
+                                  "vllm_config.parallel_config.model_runner_cls =")
+    assert _gate(tmp_path, platform=other_role) == []
+    tree = ast.parse('p.worker_cls = "a.V1Worker" if v1 else "a.V0Worker"\n'
+                     'worker_cls: str = "b.W"\nParallelConfig(worker_cls="c.W", other="d.X")\n'
+                     'p.sd_worker_cls = "e.W"\n')
+    assert worker_names([tree]) == {"a.V1Worker", "a.V0Worker", "b.W", "c.W"}

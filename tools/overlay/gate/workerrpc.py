@@ -9,8 +9,9 @@ worker lacks (vLLM 0.16.0's executor sends `reset_encoder_cache`; 0.19.0's engin
 a `NotImplementedError` stub (`sample_tokens`, sent after every step once asynchronous
 scheduling is on), the call raises in the worker.
 
-Judged: the plugin classes start-up names as dotted strings whose bases reach a core class
-kept beside core's worker wrapper (a core class in the same module, outside the worker's
+Judged: the plugin classes start-up modules assign to core's `worker_cls` field as dotted
+strings (`parallel_config.worker_cls = "..."`, the class core builds as the worker), whose bases
+reach a core class kept beside core's worker wrapper (a core class in the same module, outside the worker's
 bases, whose `__getattr__` forwards the names it lacks to the worker); the names are the string constants core passes
 as `collective_rpc`'s method, at call sites core's code can reach and no enclosing `try`
 catches (AttributeError, NotImplementedError or RuntimeError). Names the wrapper answers itself
@@ -33,9 +34,9 @@ from overlay.gate.findings import Finding
 from overlay.gate.index import TreeIndex
 from overlay.gate.platformstubs import caught_at
 from overlay.gate.scan import PluginFacts
-from overlay.gate.startup import loaded_strings
 
 RPC = "collective_rpc"
+WORKER_FIELD = "worker_cls"  # ParallelConfig's field naming the class core builds as the worker
 FORWARD = "__getattr__"  # the wrapper answers what it lacks from the worker
 # what a handler must name to expect the missing name's or the stub's exception (core's
 # run_method turns a missing name into NotImplementedError, a RuntimeError)
@@ -71,20 +72,43 @@ def _sent(ev: Evidence, world: TreeIndex) -> dict[str, list[Site]]:
 
 
 def _wrapper_names(world: TreeIndex, module: str, bases: set[str]) -> set[str] | None:
-    """The names core's worker wrapper in `module` answers itself (its methods and
-    attributes), None when the module keeps no class outside `bases` forwarding names."""
+    """The names core's worker wrappers in `module` answer themselves (the methods and
+    attributes of every class there, outside `bases`, that forwards names it lacks: vLLM
+    0.10's V0 module keeps a delegating worker beside the wrapper); None when none does."""
     mod = world.module(module)
+    found: set[str] | None = None
     for node in mod.tree.body if mod is not None and mod.tree is not None else ():
         if isinstance(node, ast.ClassDef) and node.name not in bases:
             cls = world.class_of(mod, node)
             if FORWARD in cls.methods:
-                return set(cls.methods) | set(cls.attrs)
-    return None
+                found = (found or set()) | set(cls.methods) | set(cls.attrs)
+    return found
+
+
+def worker_names(trees) -> set[str]:
+    """The dotted names the given module trees assign to core's `worker_cls` field (an
+    attribute or a name of that name, or a `worker_cls=` keyword), every string constant of
+    the value (`"a.W" if v1 else "b.W"`). Pure."""
+    out: set[str] = set()
+    for tree in trees:
+        for node in ast.walk(tree) if tree is not None else ():
+            values = []
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any((t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", "")) == WORKER_FIELD
+                       for t in targets) and node.value is not None:
+                    values.append(node.value)
+            elif isinstance(node, ast.keyword) and node.arg == WORKER_FIELD:
+                values.append(node.value)
+            out |= {c.value for v in values for c in ast.walk(v)
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str) and "." in c.value}
+    return out
 
 
 def check_worker_rpcs(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
     findings: list[Finding] = []
-    named = {s for s in loaded_strings(world.module(name) for name in ev.startup.parent) if "." in s}
+    modules = (world.module(name) for name in ev.startup.parent)
+    named = worker_names(m.tree for m in modules if m is not None)
     workers = [pc for pc in facts.classes if f"{pc.module.name}.{pc.node.name}" in named]
     sent = _sent(ev, world) if workers else {}
     for pc in workers:
@@ -96,10 +120,11 @@ def check_worker_rpcs(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> lis
         if any("__getattr__" in c.methods for _, c in classes):
             continue
         names = {c.name for _, c in classes}
-        wrapper = next((w for m, _ in classes if ev.is_core(m.name)
-                        for w in [_wrapper_names(world, m.name, names)] if w is not None), None)
-        if wrapper is None:
+        answered = [w for m in {m.name for m, _ in classes if ev.is_core(m.name)}
+                    for w in [_wrapper_names(world, m, names)] if w is not None]
+        if not answered:
             continue  # not a worker core dispatches names to
+        wrapper = set().union(*answered)
         for method, sites in sorted(sent.items()):
             if method in wrapper or method.startswith("__"):
                 continue
