@@ -54,9 +54,23 @@ EXECUTOR = """
 
         def start(self):
             self.collective_rpc("init_worker", args=([],))
+            self.collective_rpc("adjust_rank", args=({},))
             self.reset_encoder_cache()
             self.sample_tokens(None)
             self.check_health()
+"""
+
+RAY_UTILS = """
+    from vllm.v1.worker.worker_base import WorkerWrapperBase
+
+    try:
+        import ray
+
+        class RayWorkerWrapper(WorkerWrapperBase):
+            def adjust_rank(self, rank_mapping):
+                self.rpc_rank = rank_mapping[self.rpc_rank]
+    except ImportError:
+        ray = None
 """
 
 ENGINE = """
@@ -100,7 +114,8 @@ def _gate(tmp_path, worker=WORKER, executor=EXECUTOR, platform=PLATFORM, worker_
     core = {"vllm/__init__.py": "", "vllm/_version.py": "__version__ = version = '0.20.0'\n",
             "vllm/v1/__init__.py": "", "vllm/v1/worker/__init__.py": "",
             "vllm/v1/worker/worker_base.py": worker_base, "vllm/v1/executor/__init__.py": "",
-            "vllm/v1/executor/abstract.py": executor, "vllm/v1/engine/__init__.py": "",
+            "vllm/v1/executor/abstract.py": executor, "vllm/v1/executor/ray_utils.py": RAY_UTILS,
+            "vllm/v1/engine/__init__.py": "",
             "vllm/v1/engine/core.py": ENGINE}
     core_dir = gatekit.tree(tmp_path / "core", core)
     plugin_dir = gatekit.tree(tmp_path / "plugin", {"setup.py": ENTRY, "vllm_ascend/__init__.py": INIT,
@@ -115,7 +130,8 @@ def test_a_method_core_sends_by_name_that_the_worker_lacks_or_leaves_to_a_stub_i
         ("override:vllm_ascend.worker.NPUWorker.reset_encoder_cache", "warning"),  # no class defines it
         ("override:vllm_ascend.worker.NPUWorker.sample_tokens", "warning"),  # core's stub only raises
     ]
-    # check_health (method=, implemented by core's base) and init_worker (the wrapper's own) are fine
+    # check_health (method=, implemented by core's base), init_worker (the wrapper's own) and
+    # adjust_rank (the Ray wrapper's, a subclass defined under a try) are fine
 
 
 def test_a_worker_that_defines_the_methods_or_answers_any_name_is_fine(tmp_path):

@@ -71,17 +71,29 @@ def _sent(ev: Evidence, world: TreeIndex) -> dict[str, list[Site]]:
     return out
 
 
-def _wrapper_names(world: TreeIndex, module: str, bases: set[str]) -> set[str] | None:
-    """The names core's worker wrappers in `module` answer themselves (the methods and
-    attributes of every class there, outside `bases`, that forwards names it lacks: vLLM
-    0.10's V0 module keeps a delegating worker beside the wrapper); None when none does."""
+def _wrapper_names(world: TreeIndex, ev: Evidence, module: str, bases: set[str]) -> set[str] | None:
+    """The names core's worker wrappers answer themselves: the methods and attributes of every
+    class in `module`, outside `bases`, that forwards names it lacks (vLLM 0.10's V0 module
+    keeps a delegating worker beside the wrapper), and the methods of core's subclasses of one,
+    wherever they are defined (the Ray wrapper's `adjust_rank`, in a class defined under a
+    `try`); None when the module keeps no forwarding class."""
     mod = world.module(module)
     found: set[str] | None = None
+    wrappers: set[str] = set()
     for node in mod.tree.body if mod is not None and mod.tree is not None else ():
         if isinstance(node, ast.ClassDef) and node.name not in bases:
             cls = world.class_of(mod, node)
             if FORWARD in cls.methods:
                 found = (found or set()) | set(cls.methods) | set(cls.attrs)
+                wrappers.add(node.name)
+    for name in sorted(wrappers):
+        for path in ev.callers.mentions(name):
+            other = world.module(module_name(path))
+            for node in ast.walk(other.tree) if other is not None and other.tree is not None else ():
+                if isinstance(node, ast.ClassDef) and any(
+                        (b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "")) == name for b in node.bases):
+                    found = (found or set()) | {n.name for n in node.body
+                                                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     return found
 
 
@@ -121,7 +133,7 @@ def check_worker_rpcs(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> lis
             continue
         names = {c.name for _, c in classes}
         answered = [w for m in {m.name for m, _ in classes if ev.is_core(m.name)}
-                    for w in [_wrapper_names(world, m, names)] if w is not None]
+                    for w in [_wrapper_names(world, ev, m, names)] if w is not None]
         if not answered:
             continue  # not a worker core dispatches names to
         wrapper = set().union(*answered)
