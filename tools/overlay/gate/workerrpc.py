@@ -46,7 +46,7 @@ CATCHES = frozenset({"AttributeError", "NotImplementedError", "RuntimeError", "E
 def rpc_method(call: ast.Call) -> str | None:
     """The method name a `collective_rpc(...)` call sends, when it is a string constant:
     the first positional argument or `method=`. Pure."""
-    args = [a for a in call.args[:1]] + [k.value for k in call.keywords if k.arg == "method"]
+    args = list(call.args[:1]) + [k.value for k in call.keywords if k.arg == "method"]
     for a in args:
         if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.isidentifier():
             return a.value
@@ -129,7 +129,7 @@ def check_worker_rpcs(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> lis
         if None in mro:
             continue  # a base the gate cannot read may define any name
         classes = [(pc.module, cls)] + [b for b in mro if b is not None]
-        if any("__getattr__" in c.methods for _, c in classes):
+        if any(FORWARD in c.methods for _, c in classes):
             continue
         names = {c.name for _, c in classes}
         answered = [w for m in {m.name for m, _ in classes if ev.is_core(m.name)}
