@@ -120,6 +120,8 @@ def test_an_install_script_that_installs_core_at_a_release_declares_it(tmp_path)
                  'VLLM_VERSION="0.27.1"; rm -rf /\n', 'VLLM_VERSION="0.27.1\'\n', ""):
         script.write_text(text)
         assert declared_release(tmp_path) is None, text
+    script.write_text('VLLM_VERSION="0.27.1"\n' + "#" * (300 * 1024))  # over the cap: not read
+    assert declared_release(tmp_path) is None
     script.unlink()
     (tmp_path / "scripts").mkdir()
     (tmp_path / "scripts" / "install.sh").write_text('VLLM_VERSION="0.27.1"\n')

@@ -502,6 +502,9 @@ def test_the_checker_starts_from_the_declared_release_else_the_one_before(tmp_pa
     plugin = tmp_path / "plugin"
     plugin.mkdir()
     assert declared_core(tmp_path, plugin, "0.11.0") == "0.10.1rc1"  # PEP 440 order, not text order
+    (plugin / "install.sh").write_text('VLLM_VERSION="0.9.0"\n')  # vllm-metal's declaration
+    assert declared_core(tmp_path, plugin, "0.11.0") == "0.9.0"
+    (plugin / "install.sh").unlink()
     (plugin / "Dockerfile").write_text("ARG VLLM_TAG=v0.10.0\n")  # a release older than the tag file
     assert declared_core(tmp_path, plugin, "0.11.0") == "0.10.0"
     (plugin / ".github").mkdir()

@@ -32,19 +32,12 @@ from overlay.gate.callers import COMMON, Site, module_name
 from overlay.gate.checks import Evidence, _kind, _linearize, _reason, _severity, _why
 from overlay.gate.findings import Finding
 from overlay.gate.index import TreeIndex
-from overlay.gate.scan import PluginFacts
+from overlay.gate.scan import PluginFacts, _caught
 from overlay.gate.startup import loaded_strings
 
 RECEIVER = "current_platform"
-# what a handler must name to expect the stub's exception (a bare `except:` too)
+# what a handler must name to expect the stub's exception (a bare `except:` reads as BaseException)
 CATCHES = frozenset({"NotImplementedError", "Exception", "BaseException", "RuntimeError"})
-
-
-def _catches(handler: ast.ExceptHandler, catches: frozenset[str]) -> bool:
-    if handler.type is None:
-        return True
-    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    return any((t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", "")) in catches for t in types)
 
 
 def caught_at(tree: ast.AST | None, line: int, catches: frozenset[str] = CATCHES) -> bool:
@@ -53,7 +46,7 @@ def caught_at(tree: ast.AST | None, line: int, catches: frozenset[str] = CATCHES
     for node in ast.walk(tree) if tree is not None else ():
         if isinstance(node, ast.Try) and node.body and \
                 node.body[0].lineno <= line <= (node.body[-1].end_lineno or node.body[-1].lineno):
-            if any(_catches(h, catches) for h in node.handlers):
+            if _caught(node.handlers) & catches:
                 return True
     return False
 

@@ -330,10 +330,14 @@ def entry_function(tree: ast.Module | None, attr: str) -> ast.FunctionDef | ast.
                for t in n.targets if isinstance(t, ast.Name)}
     name: str | None = attr
     for _ in range(ALIAS_HOPS):
-        if name in defs and name != "__getattr__":
-            return defs[name]
-        name = aliases.get(name) if name in aliases else (
-            _module_getattr_name(tree, name) if name == attr and name not in defs else None)
+        if name in defs:
+            return defs[name] if name != "__getattr__" else None
+        if name in aliases:
+            name = aliases[name]
+        elif name == attr:  # only the module's own attribute goes through its __getattr__
+            name = _module_getattr_name(tree, name)
+        else:
+            return None
         if name is None:
             return None
     return None

@@ -34,6 +34,7 @@ from overlay.gate.findings import Finding
 from overlay.gate.index import TreeIndex
 from overlay.gate.platformstubs import caught_at
 from overlay.gate.scan import PluginFacts
+from overlay.gate.signature import dotted
 
 RPC = "collective_rpc"
 WORKER_FIELD = "worker_cls"  # ParallelConfig's field naming the class core builds as the worker
@@ -41,6 +42,11 @@ FORWARD = "__getattr__"  # the wrapper answers what it lacks from the worker
 # what a handler must name to expect the missing name's or the stub's exception (core's
 # run_method turns a missing name into NotImplementedError, a RuntimeError)
 CATCHES = frozenset({"AttributeError", "NotImplementedError", "RuntimeError", "Exception", "BaseException"})
+
+
+def _last(node: ast.expr) -> str:
+    """The last name of a dotted expression (`a.b.worker_cls` -> `worker_cls`), else ""."""
+    return (dotted(node) or "").split(".")[-1]
 
 
 def rpc_method(call: ast.Call) -> str | None:
@@ -54,20 +60,27 @@ def rpc_method(call: ast.Call) -> str | None:
 
 
 def _sent(ev: Evidence, world: TreeIndex) -> dict[str, list[Site]]:
-    """Method name -> the core call sites that send it, where core's code can run them."""
-    out: dict[str, list[Site]] = {}
+    """Method name -> the core call sites that send it, where core's code can run them. Each
+    core file's tree is walked once, whatever number of sites it holds."""
+    by_path: dict[str, list[Site]] = {}
     for s in ev.callers.sites(RPC) or []:
-        if s.plugin or not ev.callers.reachable(s)[0]:
+        if not s.plugin and ev.callers.reachable(s)[0]:
+            by_path.setdefault(s.path, []).append(s)
+    out: dict[str, list[Site]] = {}
+    for path, sites in by_path.items():
+        mod = world.module(module_name(path))
+        if mod is None or mod.tree is None:
             continue
-        mod = world.module(module_name(s.path))
-        if mod is None or mod.tree is None or caught_at(mod.tree, s.shape.line, CATCHES):
-            continue
+        sent_at: dict[int, str] = {}
         for node in ast.walk(mod.tree):
-            if isinstance(node, ast.Call) and node.lineno == s.shape.line and \
-                    isinstance(node.func, ast.Attribute) and node.func.attr == RPC:
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == RPC:
                 name = rpc_method(node)
                 if name:
-                    out.setdefault(name, []).append(s)
+                    sent_at[node.lineno] = name
+        for s in sites:
+            name = sent_at.get(s.shape.line)
+            if name and not caught_at(mod.tree, s.shape.line, CATCHES):
+                out.setdefault(name, []).append(s)
     return out
 
 
@@ -90,8 +103,7 @@ def _wrapper_names(world: TreeIndex, ev: Evidence, module: str, bases: set[str])
         for path in ev.callers.mentions(name):
             other = world.module(module_name(path))
             for node in ast.walk(other.tree) if other is not None and other.tree is not None else ():
-                if isinstance(node, ast.ClassDef) and any(
-                        (b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "")) == name for b in node.bases):
+                if isinstance(node, ast.ClassDef) and any(_last(b) == name for b in node.bases):
                     found = (found or set()) | {n.name for n in node.body
                                                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     return found
@@ -107,8 +119,7 @@ def worker_names(trees) -> set[str]:
             values = []
             if isinstance(node, (ast.Assign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                if any((t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", "")) == WORKER_FIELD
-                       for t in targets) and node.value is not None:
+                if any(_last(t) == WORKER_FIELD for t in targets) and node.value is not None:
                     values.append(node.value)
             elif isinstance(node, ast.keyword) and node.arg == WORKER_FIELD:
                 values.append(node.value)
@@ -123,6 +134,9 @@ def check_worker_rpcs(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> lis
     named = worker_names(m.tree for m in modules if m is not None)
     workers = [pc for pc in facts.classes if f"{pc.module.name}.{pc.node.name}" in named]
     sent = _sent(ev, world) if workers else {}
+    # (core module, core bases) -> the names core's wrappers answer there: workers sharing core's
+    # bases (vllm-ascend's NPUWorker, XliteWorker, NPUWorker310) share the answer
+    answers: dict[tuple[str, frozenset[str]], set[str] | None] = {}
     for pc in workers:
         cls = world.class_of(pc.module, pc.node)
         mro = _linearize(world, pc.module, cls, pc.scope.local_imports)
@@ -131,9 +145,13 @@ def check_worker_rpcs(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> lis
         classes = [(pc.module, cls)] + [b for b in mro if b is not None]
         if any(FORWARD in c.methods for _, c in classes):
             continue
-        names = {c.name for _, c in classes}
-        answered = [w for m in {m.name for m, _ in classes if ev.is_core(m.name)}
-                    for w in [_wrapper_names(world, ev, m, names)] if w is not None]
+        names = frozenset(c.name for m, c in classes if ev.is_core(m.name))  # core's bases of it
+        answered = []
+        for m in sorted({m.name for m, _ in classes if ev.is_core(m.name)}):
+            if (m, names) not in answers:
+                answers[(m, names)] = _wrapper_names(world, ev, m, names)
+            if answers[(m, names)] is not None:
+                answered.append(answers[(m, names)])
         if not answered:
             continue  # not a worker core dispatches names to
         wrapper = set().union(*answered)
