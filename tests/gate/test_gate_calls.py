@@ -1145,6 +1145,59 @@ PLUGIN_PLATFORM = """
 """
 
 
+PLUGIN_PLATFORM_BASE = """
+    from vllm.platforms import Platform
+
+
+    class NPUPlatformBase(Platform):
+        @classmethod
+        def get_attn_backend_cls(cls, selected_backend, head_size, dtype, kv_cache_dtype, block_size,
+                                 use_mla, has_sink=False):
+            return "vllm_ascend.attention.AscendBackend"
+
+
+    class SmiPlatform(NPUPlatformBase):
+        pass
+
+
+    class NoSmiPlatform(NPUPlatformBase):
+        pass
+
+
+    smi_available = False
+    NPUPlatform = SmiPlatform if smi_available else NoSmiPlatform
+"""
+
+
+def test_a_method_the_platform_class_inherits_from_a_plugin_base_is_current_platforms(tmp_path):
+    """vllm-metax's entry point returns `MacaPlatform`, an alias picking `mxsmlPlatform` or
+    `NonmxsmlMetaxPlatform`, both below `MacaPlatformBase`, which defines
+    `get_attn_backend_cls`: core's `current_platform.get_attn_backend_cls(...)` runs the
+    base's method (0.17.0 passes `num_heads=`, which it lacks)."""
+    core = {"vllm/platforms/__init__.py": PLATFORMS, "vllm/attention/__init__.py": "",
+            "vllm/attention/selector.py": SELECTOR, "vllm/v1/worker/gpu_model_runner.py": RUNNER_USING_SELECTOR}
+    files = {**PKGS, **core, "vllm/_version.py": "__version__ = version = '0.11.0'\n"}
+    core_dir = gatekit.tree(tmp_path / "core", files)
+    init = 'def register():\n    import vllm_ascend.platform  # noqa\n    return "vllm_ascend.platform.NPUPlatform"\n'
+
+    def overrides(platform: str, at: str):
+        plugin_dir = gatekit.tree(tmp_path / at, {"setup.py": ENTRY, "vllm_ascend/__init__.py": init,
+                                                  "vllm_ascend/utils.py": UTILS, "vllm_ascend/platform.py": platform})
+        return [f for f in of_kind(run_gate(core_dir, plugin_dir), "override")
+                if f.symbol.endswith("NPUPlatformBase.get_attn_backend_cls")]
+
+    [f] = overrides(PLUGIN_PLATFORM_BASE, "p1")
+    assert f.severity == "error" and "current_platform.get_attn_backend_cls" in f.message, (f.summary, f.reason)
+    # negative twin: both picked classes define the method themselves: the base's never runs
+    # as current_platform's
+    own = PLUGIN_PLATFORM_BASE.replace(
+        "(NPUPlatformBase):\n        pass",
+        "(NPUPlatformBase):\n        @classmethod\n        def get_attn_backend_cls(cls, *args):\n"
+        "            return 'vllm_ascend.attention.AscendBackend'")
+    assert own.count("*args") == 2
+    assert all(f.severity != "error" for f in overrides(own, "p2"))
+
+
 @pytest.mark.parametrize("returns, found", [("vllm_ascend.platform.NPUPlatform", True),
                                             ("vllm_ascend.platform.OtherPlatform", False)])
 def test_core_calls_through_current_platform_reach_the_plugins_platform_class(tmp_path, returns, found):

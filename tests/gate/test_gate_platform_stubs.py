@@ -228,3 +228,12 @@ def test_entry_function_ends_on_any_alias_chain_and_names_only_a_module_function
     tree = ast.parse("\n".join(lines) + "\n")
     found = entry_function(tree, "register")
     assert found is None or (found in tree.body and found.name != "__getattr__")
+
+
+@pytest.mark.parametrize("named, severity", [("Worker", "error"), ("OtherWorker", "warning")])
+def test_a_core_function_that_core_code_the_plugin_runs_calls_makes_the_stub_certain(tmp_path, named, severity):
+    """vllm-metax 0.19.0 names core's `Worker` by its dotted name; that worker's method calls
+    `set_random_seed`, which calls `current_platform.manual_seed_all` (vLLM 0.20.0): the
+    plugin runs it, one call away. A class the plugin does not run gives a warning."""
+    (f,) = _gate(tmp_path, worker=f'WORKER_CLS = "vllm.v1.worker.gpu_worker.{named}"\n')
+    assert f.symbol.endswith("NPUPlatform.manual_seed_all") and f.severity == severity, (f.severity, f.reason)

@@ -185,11 +185,113 @@ def test_a_call_through_a_typed_receiver_is_a_visible_caller(tmp_path):
     assert f.severity == "error" and f.core_path == "vllm/engine.py"
     assert "self.scheduler.schedule(...)" in f.reason and "EngineCore.step" in f.reason
     assert "lacks core parameter(s) 'throttle_prefills'" in f.summary
-    # negative twin: the receiver's type is not stated: a warning at most
+    # negative twin: the receiver's type is not stated and another core class could
+    # answer the call by its name: a warning at most
     core = dict(SCHED_CORE)
     core["vllm/engine.py"] = core["vllm/engine.py"].replace("self.scheduler: SchedulerInterface = cls()",
                                                             "self.scheduler = cls()")
+    core["vllm/timer.py"] = """
+        class Timer:
+            def schedule(self, delay):
+                return delay
+    """
     assert [f.severity for f in gate(tmp_path / "b", core, plugin).findings] == ["warning"]
+
+
+def test_an_untyped_receiver_is_matched_by_a_name_only_the_hierarchy_answers(tmp_path):
+    """vLLM 0.21.0's ModelConfig takes each registered quantization class from a registry
+    and calls `method.override_quantization_method(cfg, user, hf_config=...)`: nothing types
+    `method`, but only QuantizationConfig's hierarchy defines that name, so the call is a
+    visible caller of the plugin's override (vllm-gaudi, vllm-metax)."""
+    core = {
+        "vllm/quant.py": """
+            class QuantizationConfig:
+                @classmethod
+                def override_quantization_method(cls, hf_quant_cfg, user_quant, hf_config=None):
+                    return None
+
+
+            class AWQConfig(QuantizationConfig):
+                @classmethod
+                def override_quantization_method(cls, hf_quant_cfg, user_quant, hf_config=None):
+                    return "awq"
+
+
+            _REGISTRY = {"awq": AWQConfig}
+
+
+            def get_quantization_config(name):
+                return _REGISTRY[name]
+
+
+            def register(name, cls):
+                _REGISTRY[name] = cls
+        """,
+        "vllm/config.py": """
+            from vllm import quant
+
+
+            class ModelConfig:
+                def __init__(self, hf_config):
+                    self.hf_config = hf_config
+                    self._verify_quantization()
+
+                def _verify_quantization(self):
+                    for name in list(quant._REGISTRY):
+                        method = quant.get_quantization_config(name)
+                        found = method.override_quantization_method({}, None, hf_config=self.hf_config)
+                        if found:
+                            return found
+        """,
+    }
+    plugin = {
+        "setup.py": SETUP,
+        "vllm_ascend/__init__.py": """
+            def register():
+                from vllm_ascend import quant
+                return "vllm_ascend.platform.NPUPlatform"
+        """,
+        "vllm_ascend/platform.py": "class NPUPlatform:\n    pass\n",
+        "vllm_ascend/quant.py": """
+            from vllm.quant import QuantizationConfig, register
+
+
+            class NPUQuantConfig(QuantizationConfig):
+                @classmethod
+                def override_quantization_method(cls, hf_quant_cfg, user_quant):
+                    return None
+
+
+            register("npu", NPUQuantConfig)
+        """,
+    }
+    (f,) = gate(tmp_path, core, plugin).findings
+    assert f.severity == "error" and f.core_path == "vllm/config.py", f
+    assert "method.override_quantization_method(...)" in f.reason and "ModelConfig._verify_quantization" in f.reason
+    assert "unexpected keyword argument 'hf_config'" in f.message
+    # a class outside the hierarchy with the name but a signature the call does not fit
+    # (no hf_config) does not make the call ambiguous
+    refuses = dict(core, **{"vllm/other.py": """
+        class Loader:
+            def override_quantization_method(self, cfg):
+                return cfg
+    """})
+    assert [f.severity for f in gate(tmp_path / "b", refuses, plugin).findings] == ["error"]
+    # negative twins: another class could answer this call, or binds the name without a
+    # def, or a module function of that name exists: no visible caller (a warning)
+    for i, other in enumerate((
+            "class Loader:\n    def override_quantization_method(self, cfg, user, **kw):\n        return cfg\n",
+            "class Loader:\n    override_quantization_method = staticmethod(print)\n",
+            "def override_quantization_method(cfg, user, hf_config=None):\n    return cfg\n")):
+        twin = dict(core, **{"vllm/other.py": other})
+        (f,) = gate(tmp_path / f"t{i}", twin, plugin).findings
+        assert f.severity == "warning" and "no core call site is visible" in f.reason, (i, f)
+    # nor is a call through a class by its name one on the plugin's subclass: core's
+    # `AWQConfig.override_quantization_method(...)` runs AWQConfig's own method
+    by_class = dict(core, **{"vllm/config.py": core["vllm/config.py"].replace(
+        "method.override_quantization_method", "quant.AWQConfig.override_quantization_method")})
+    (f,) = gate(tmp_path / "c", by_class, plugin).findings
+    assert f.severity == "warning" and "no core call site is visible" in f.reason, f
 
 
 def test_isinstance_narrowing_keeps_a_call_from_other_classes(tmp_path):
@@ -901,9 +1003,11 @@ def test_a_receiver_held_from_an_annotated_parameter_is_typed(tmp_path):
     (f,) = gate(tmp_path, core, plugin).findings
     assert f.severity == "error" and f.core_path == "vllm/moe/runner.py", (f.severity, f.reason)
     assert "self._quant_method.apply(...)" in f.reason and "MoERunner.forward" in f.reason
-    # negative twin: the parameter is not annotated: nothing states the receiver's type
+    # negative twin: the parameter is not annotated, and another class answers `apply`
+    # with these arguments: nothing states the receiver's type
     core["vllm/moe/runner.py"] = core["vllm/moe/runner.py"].replace("quant_method: FusedMoEMethodBase",
                                                                     "quant_method")
+    core["vllm/lora.py"] = "class LoRALayer:\n    def apply(self, layer, x, **kwargs):\n        return x\n"
     assert [f.severity for f in gate(tmp_path / "b", core, plugin).findings] != ["error"]
 
 

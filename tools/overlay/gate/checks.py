@@ -23,6 +23,7 @@ from overlay.gate.conditions import unknown_bases_in_core
 from overlay.gate.findings import NO_CORE_CALLER, Finding
 from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, dotted, inert_base, qualify
 from overlay.gate.modalias import module_alias
+from overlay.gate.namedsites import named_sites
 from overlay.gate.scan import Context, ImportUse, PluginFacts, Replacement
 from overlay.gate.signature import (CallShape, Param, Signature, accepts_call, accepts_open_call, covers,
                                     from_ast)
@@ -49,6 +50,8 @@ class Evidence:
     # the plugin's classes registered for core ops (oot.RegisteredOp): building such an op
     # makes the plugin's class
     oot: tuple = ()
+    # subclasses.Subclasses over both trees (which classes define a name, and below what)
+    classes: object = None
 
 
 def _severity(ctx: Context, ev: Evidence, module: str, error: bool = True) -> str:
@@ -336,6 +339,21 @@ def _module_call_sites(core_classes: list[tuple[ModuleInfo, ClassInfo]], ev: Evi
     return [(s, name) for s, name in ev.callers.typed_object_calls(classes, COMMON) if ev.callers.reachable(s)[0]]
 
 
+def _on_platform(meth: str, plugin_names: set[str], owner: str | None, ev: Evidence) -> bool:
+    """Is the plugin's method the one `current_platform.meth` runs: a method of the entry
+    point's class or of its plugin bases, or of a plugin base class the platform class
+    inherits it from (vllm-metax's `MacaPlatformBase`, below which the entry point picks
+    `mxsmlPlatform` or `NonmxsmlMetaxPlatform`), where the platform class does not define
+    `meth` itself. `owner`: the plugin class whose method it is."""
+    if plugin_names & ev.platform:
+        return True
+    if ev.classes is None or not ev.platform or owner is None:
+        return False
+    below = ev.classes.hierarchy({owner}) & ev.platform
+    own = {owner for owner, _ in ev.classes.members(meth)}
+    return any(p not in own for p in below)
+
+
 def _platform_sites(meth: str, declared: Signature, ev: Evidence) -> list[Site]:
     """Core calls `current_platform.meth(...)` (vllm.platforms) that core's own signature
     takes, in code that can run: `current_platform` is the plugin's platform class once the
@@ -434,7 +452,8 @@ class _PluginObject:
 
 
 def _contract(plugin_sig: Signature, core_sig: Signature, core_classes: list[tuple[ModuleInfo, ClassInfo]],
-              meth: str, plugin_defined: set[str], ev: Evidence, plugin_names: set[str]) -> list[Problem]:
+              meth: str, plugin_defined: set[str], ev: Evidence, plugin_names: set[str],
+              owner: str | None = None) -> list[Problem]:
     """Where a plugin method standing in for a core one fails what core passes.
 
     The contract is core's calls that can run: `self.meth(...)` in core's own classes
@@ -472,8 +491,10 @@ def _contract(plugin_sig: Signature, core_sig: Signature, core_classes: list[tup
     if live_call:
         return out
     core_names = {c.name for _, c in core_classes}
-    sites = [(s, meth) for s in _platform_sites(meth, declared, ev)] if plugin_names & ev.platform else []
+    sites = [(s, meth) for s in _platform_sites(meth, declared, ev)] if _on_platform(meth, plugin_names, owner, ev) else []
     sites = sites or [(s, name) for name in called_as for s in _foreign_sites(name, core_names, ev)]
+    roots = {c.name for _, c in core_classes if meth in c.methods}
+    sites = sites or [(s, meth) for s in named_sites(meth, declared, roots, plugin_names, ev)]
     if "forward" in called_as:
         sites += _module_call_sites(_running_classes(core_classes, plugin_names, ev), ev)
     for s, name in sites:
@@ -558,7 +579,7 @@ def check_overrides(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[
                 if (sig.is_static, sig.is_classmethod) != (core_sig.is_static, core_sig.is_classmethod):
                     break
                 plugin_names = {cls.name} | {b[1].name for b in mro if b is not None and not is_core(b[0].name)}
-                for p in _contract(sig, core_sig, core_classes, meth, plugin_defined, ev, plugin_names):
+                for p in _contract(sig, core_sig, core_classes, meth, plugin_defined, ev, plugin_names, cls.name):
                     if below is not None and not p.visible:
                         continue  # past the plugin's own override, only a core call that can run counts
                     message = (f"{cls.name}.{sig.render()} overrides {bcls.name}.{core_sig.render()} "
@@ -1202,7 +1223,7 @@ def check_typed_reads(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> lis
             # core names it but never stores it: a core subclass that defines it may be the object
             if below is None:
                 from overlay.gate.subclasses import Subclasses
-                below = Subclasses(tuple(t[0] for t in ev.callers.trees))
+                below = ev.classes or Subclasses(tuple(t[0] for t in ev.callers.trees))
             if below.defined_below(typed.cls.name, attr):
                 continue
         owner = f"{typed.mod.name}.{typed.cls.name}"

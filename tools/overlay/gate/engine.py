@@ -19,7 +19,7 @@ from typing import Callable
 from overlay.errors import OverlayError
 from overlay.gate import checks, instances, selfstate, store
 from overlay.gate.abstracts import check_abstract_methods
-from overlay.gate.platformstubs import check_platform_stubs
+from overlay.gate.platformstubs import check_platform_stubs, platform_names
 from overlay.gate.workerrpc import check_worker_rpcs
 from overlay.gate.protocols import check_protocols
 from overlay.gate.bindings import check_bindings
@@ -36,6 +36,7 @@ from overlay.gate.scan import PluginFacts, scan_module
 from overlay.gate.source import TreeSource, file_limit
 from overlay.gate.startup import (PROGRAM, EntryPoint, core_imports, entry_points, package_data, platform_classes, reach,
                                   runs_as_program)
+from overlay.gate.subclasses import Subclasses
 from overlay.gate.supercalls import super_calls
 from overlay.gate.unreached import demote_unreached
 
@@ -254,7 +255,8 @@ def context(core_src: TreeSource, plugin_src: TreeSource, core: TreeIndex, versi
     for r in facts.replacements:
         replaced.setdefault(r.owner, set()).add(r.attr)
     ev = checks.Evidence(startup, callers, is_core, replaced, env,
-                         platform=platform_classes(points, world.module))
+                         platform=platform_names(facts, platform_classes(points, world.module)),
+                         classes=Subclasses(tuple(t[0] for t in callers.trees)))
     ev = dataclasses.replace(ev, oot=registered(facts, world, ev))
     return Context(facts, world, ev, notes, version)
 

@@ -64,7 +64,7 @@ def _live_calls(hook: str, ev: Evidence, world_core) -> list[Site]:
     return out
 
 
-def _platform_names(facts: PluginFacts, platform: frozenset[str]) -> set[str]:
+def platform_names(facts: PluginFacts, platform: frozenset[str]) -> frozenset[str]:
     """The entry point's class names, and the classes a module-level alias of one of them
     picks from (`MacaPlatform = MxsmlMacaPlatform if mxsml_available else NonMxsml...`)."""
     names = set(platform)
@@ -73,12 +73,12 @@ def _platform_names(facts: PluginFacts, platform: frozenset[str]) -> set[str]:
         for stmt in mod.tree.body if mod.tree is not None else ():
             if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id in platform for t in stmt.targets):
                 names |= {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name) and n.id[:1].isupper()}
-    return names
+    return frozenset(names)
 
 
 class _PluginRuns:
     """Which core code the plugin itself runs: a core function plugin code calls
-    (`set_random_seed(seed)` in the plugin's worker); a core method inherited by a plugin
+    (`set_random_seed(seed)` in the plugin's worker), or a core method it runs calls; a core method inherited by a plugin
     class, none of whose plugin classes defines it (vllm-kunlun's worker runs core's
     `Worker.init_device`); a method of a core class a plugin module names as a dotted string
     (`worker_cls = "vllm.v1.worker.gpu_worker.Worker"` in vllm-metax's platform)."""
@@ -100,11 +100,16 @@ class _PluginRuns:
         self.named = {s for s in loaded_strings(world.module(name) for name in ev.startup.parent)
                       if "." in s and len(s) < 200}
 
-    def runs(self, site: Site) -> bool:
+    def runs(self, site: Site, depth: int = 0) -> bool:
+        """`depth` 0: a core function also runs when core code the plugin runs calls it
+        (vllm-metax names core's `Worker`, whose `init_device` calls `set_random_seed`);
+        one such hop."""
         if site.func is None:
             return False
         if site.cls is None:
-            return any(s.plugin for s in self.ev.callers.sites(site.func, limit=COMMON) or [])
+            callers = self.ev.callers.sites(site.func, limit=COMMON) or []
+            return any(s.plugin for s in callers) or depth == 0 and any(
+                not s.plugin and s.cls is not None and s.func != site.func and self.runs(s, 1) for s in callers)
         if f"{site.module}.{site.cls}" in self.named:
             return True
         return any(site.func not in defined for defined in self.inherited.get((site.module, site.cls), []))
@@ -112,7 +117,7 @@ class _PluginRuns:
 
 def check_platform_stubs(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
     findings: list[Finding] = []
-    platform = _platform_names(facts, ev.platform) if ev.platform else set()
+    platform = ev.platform  # with the classes an alias picks from (engine: platform_names)
     runs = _PluginRuns(facts, world, ev) if platform else None
     for pc in facts.classes:
         if pc.node.name not in platform:

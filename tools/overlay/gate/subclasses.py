@@ -140,6 +140,8 @@ class Subclasses:
         self._plugin_definers: dict[str, set[str]] = {}
         self._parsed: dict[int, list[ast.ClassDef]] = {}
         self._plugin_parsed: dict[int, list[ast.ClassDef]] = {}
+        self._toplevel: dict[int, dict[str, list]] = {}  # file -> its module-level functions by name
+        self._members: dict[str, list] = {}
 
     def defined_below(self, owner: str, attr: str, plugin_only: bool = False) -> str | None:
         """`plugin_only`: only a subclass of the plugin's own counts. Without it, a
@@ -178,6 +180,47 @@ class Subclasses:
                 name.encode() in data and any(word.search(m.group(1)) for m in self._own_import.finditer(data))
                 for data in self._files or [])
         return self._from_trees_memo[name]
+
+    def hierarchy(self, roots: set[str]) -> set[str]:
+        """`roots` and every class below one of them, by name over both trees."""
+        self._load()
+        out = set(roots)
+        for root in roots:
+            out |= descendants(self._graph, root)
+        return out
+
+    def members(self, attr: str) -> list[tuple[str | None, ast.FunctionDef | ast.AsyncFunctionDef | None]]:
+        """Everything in both trees that answers `x.attr(...)`: (class name, its def) for
+        each class defining `attr` (def None when the class binds it otherwise, by an
+        assignment or `self.attr = ...`), and (None, def) for each module-level function
+        of that name (a module object answers too)."""
+        self._load()
+        if attr not in self._members:
+            found: list[tuple[str | None, ast.FunctionDef | ast.AsyncFunctionDef | None]] = []
+            needle = attr.encode()
+            for i, data in enumerate(self._files or []):
+                if needle not in data:
+                    continue
+                if i not in self._toplevel:
+                    try:
+                        tree = ast.parse(data)
+                    except (SyntaxError, ValueError, RecursionError, MemoryError):
+                        tree = ast.Module(body=[], type_ignores=[])
+                    self._parsed.setdefault(i, [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)])
+                    tops: dict[str, list] = {}
+                    for n in tree.body:
+                        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                            tops.setdefault(n.name, []).append(n)
+                    self._toplevel[i] = tops
+                found += [(None, n) for n in self._toplevel[i].get(attr, [])]
+                for cls in self._parsed[i]:
+                    if not _defines(cls, attr):
+                        continue
+                    defs = [n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                            and n.name == attr]
+                    found += [(cls.name, d) for d in defs] or [(cls.name, None)]
+            self._members[attr] = found
+        return self._members[attr]
 
     def stand_in(self, owner: str, attr: str) -> str | None:
         return owner if owner in self._defining(attr, plugin_only=True) else None

@@ -1,0 +1,69 @@
+"""Core calls whose receiver nothing types, matched to a hierarchy by the method's name.
+
+Core often reaches a plugin's override through an object no annotation types: a class
+taken from a registry (`method = get_quantization_config(name)`, then
+`method.override_quantization_method(cfg, user, hf_config=...)`), a manager a factory
+builds. A type checker, and the gate's own receiver typing, see no caller there. But a
+call `x.meth(...)` can only run a `meth` that something defines: when every class and
+module-level function of both trees that defines `meth` outside the overridden
+hierarchy would refuse the call's arguments (or none exists), the call is meant for the
+hierarchy, and so for the plugin's subclass in it. A name another class could answer
+with these arguments, or binds without a readable `def`, stays unmatched: then there is
+still no visible caller. Objects from outside both trees are not seen; the call's shape
+must at least fit core's declared method.
+"""
+
+from __future__ import annotations
+
+from overlay.gate.callers import COMMON, Site
+from overlay.gate.signature import Signature, accepts_call, from_ast
+
+# receivers that are the class itself or its instance (`self.meth`): the hierarchy's own
+# calls, read through the class (`ClassInfo.self_calls`); and vLLM's `current_platform`,
+# which is one class, the one the platform entry point names (checks._platform_sites)
+_OWN = ("self", "cls", "super", "", "?", "current_platform")
+
+
+def named_sites(meth: str, declared: Signature, roots: set[str], names: set[str], ev) -> list[Site]:
+    """Core's calls `x.meth(...)` that only the hierarchy can answer, in code that can
+    run. `declared`: core's method bound (what a call must fit); `roots`: the core classes
+    whose subclasses form the hierarchy; `names`: the plugin's classes in it (a receiver
+    typed or narrowed to other classes is theirs). Empty when `ev.classes` is absent."""
+    if ev.classes is None:
+        return []
+    sites = ev.callers.sites(meth, limit=COMMON)
+    if not sites:
+        return []
+    hierarchy = ev.classes.hierarchy(roots) | names
+    others: list[Signature | None] = []
+    for owner, node in ev.classes.members(meth):
+        if owner is not None and owner in hierarchy:
+            continue
+        if node is None:
+            others.append(None)
+            continue
+        sig = from_ast(node)
+        others.append(sig.bound() if owner is not None and not sig.is_static else sig)
+    out: list[Site] = []
+    for s in sites:
+        if s.plugin or s.receiver in _OWN:
+            continue
+        if s.narrowed and not (s.narrowed & hierarchy):
+            continue
+        named = s.receiver.rsplit(".", 1)[-1]
+        if named[:1].isupper() and not named.isupper() and named not in names | ev.replaced.get(s.module, set()):
+            continue  # a class by its name (`NewRequestData.from_request(...)`): that class's own method
+        if accepts_call(declared, s.shape):
+            continue  # core's own method refuses it: meant for another object
+        if any(sig is None or not accepts_call(sig, s.shape) for sig in others):
+            continue  # another class (or a module function) could answer this call
+        typed = {n for n in ev.callers.receiver_types(s.path, 0).get(s.receiver, set()) if n[:1].isupper()}
+        if typed and not (typed & hierarchy):
+            continue  # the file types the receiver as another class
+        built = ev.callers.receiver_builds(s.path, 0).get(s.receiver)
+        if built and not (built & (names | ev.replaced.get(s.module, set()))):
+            continue  # built only from core's own classes here: never the plugin's object
+        if not ev.callers.reachable(s)[0]:
+            continue
+        out.append(s)
+    return out
