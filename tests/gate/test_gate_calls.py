@@ -1145,16 +1145,7 @@ PLUGIN_PLATFORM = """
 """
 
 
-PLUGIN_PLATFORM_BASE = """
-    from vllm.platforms import Platform
-
-
-    class NPUPlatformBase(Platform):
-        @classmethod
-        def get_attn_backend_cls(cls, selected_backend, head_size, dtype, kv_cache_dtype, block_size,
-                                 use_mla, has_sink=False):
-            return "vllm_ascend.attention.AscendBackend"
-
+PLUGIN_PLATFORM_BASE = PLUGIN_PLATFORM.replace("class NPUPlatform(Platform)", "class NPUPlatformBase(Platform)") + """
 
     class SmiPlatform(NPUPlatformBase):
         pass
