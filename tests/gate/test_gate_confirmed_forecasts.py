@@ -1296,3 +1296,74 @@ def test_a_self_call_past_another_vllm_plugins_base_is_no_confirmed_forecast(run
         assert any("a class of another vLLM plugin" in f["reason"] for f in found), [f["reason"] for f in found]
     else:  # negative twin: a base not built on vLLM leaves core's method first, a real break
         assert any(f["severity"] == "error" for f in found), found
+
+
+# ------------------------------------------------- a method core dispatches on an op registered out of tree
+# (tuned on the twenty-fourth held-out set's misses, 2026-12-05: vllm-qaic registers its
+# QAicMMEncoderAttention for core's CustomOp MMEncoderAttention; its forward_oot calls
+# self.maybe_reshape_qkv_to_4d, which 0.23.0 renamed; no core code calls forward_oot by name,
+# core's CustomOp.forward dispatches to it)
+
+OP_CORE = """
+    class CustomOp:
+        op_registry_oot: dict = {}
+
+        def __new__(cls, *args, **kwargs):
+            return super().__new__(CustomOp.op_registry_oot.get(cls.__name__, cls))
+
+        @classmethod
+        def register_oot(cls, _decorated_op_cls=None, name=None):
+            CustomOp.op_registry_oot[name] = _decorated_op_cls
+
+        def __init__(self) -> None:
+            self._forward_method = self.dispatch_forward()
+
+        def dispatch_forward(self):
+            return self.forward_oot  # chosen by platform; never called by name
+
+        def forward(self, *args, **kwargs):
+            return self._forward_method(*args, **kwargs)
+
+        def forward_oot(self, *args, **kwargs):
+            raise NotImplementedError
+
+
+    class EncoderAttention(CustomOp):
+        def reshape_{name}(self, q):
+            return q
+
+
+    class VisionTower:
+        def __init__(self) -> None:
+            self.attn = EncoderAttention()
+
+        def run(self, q):
+            return self.attn(q)
+
+
+    TOWER = VisionTower()
+"""
+
+OP_PLUGIN = """
+    from vllm.ops import CustomOp, EncoderAttention
+
+
+    class NpuEncoderAttention(EncoderAttention):
+        def forward_oot(self, q):
+            return self.reshape_old(q)  # OOT: core's CustomOp.forward runs it
+
+
+    CustomOp.register_oot(_decorated_op_cls=NpuEncoderAttention, name="EncoderAttention")
+"""
+
+
+@pytest.mark.parametrize("registered", [True, False])
+def test_a_forward_oot_of_an_op_registered_out_of_tree_runs(run, tmp_path, registered):
+    old = _release(tmp_path, "1.0", {"vllm/ops.py": OP_CORE.replace("{name}", "old")})
+    new = _release(tmp_path, "2.0", {"vllm/ops.py": OP_CORE.replace("{name}", "new")})
+    text = OP_PLUGIN if registered else OP_PLUGIN.replace("CustomOp.register_oot(", "print(")
+    plugin = _loaded_plugin(tmp_path, "ops", text)
+    _, doc, marks = _gate_marks(run, tmp_path, old, new, plugin, "vllm_ascend/ops.py")
+    found = [f for f in marks.get("OOT", []) if "reshape_old" in f["message"]]
+    assert found, doc["findings"]
+    assert (found[0]["severity"] == "error") == registered, found[0]["reason"]

@@ -307,11 +307,14 @@ class Liveness:
             return None
         world, is_core = self.ctx.world, self.ctx.ev.is_core
         info = world.class_of(pc.module, pc.node)
-        base = next((b for b in checks._linearize(world, pc.module, info, pc.scope.local_imports)
-                     if b is not None and is_core(b[0].name) and func in b[1].methods), None)
+        chain = [b for b in checks._linearize(world, pc.module, info, pc.scope.local_imports) if b is not None]
+        base = next((b for b in chain if is_core(b[0].name) and func in b[1].methods), None)
         if base is None:
             return None
-        core_files = [path for path, tree in self.callers.files_calling(func) if not self.callers.trees[tree][3]]
+        # core's CustomOp.forward dispatches to forward_oot without naming it in a call
+        names = checks._dispatch_names(func, [b for b in chain if is_core(b[0].name)])
+        core_files = [path for name in names for path, tree in self.callers.files_calling(name)
+                      if not self.callers.trees[tree][3]]
         if not core_files:
             return None
         built, why = self.built(module, cls, depth)
@@ -329,8 +332,13 @@ class Liveness:
         spellings = [f"{module}{sep}{cls}".encode() for sep in (".", ":")]
         named = next(((path, word) for path, tree in self.callers.all_files() if self.callers.trees[tree][3]
                       for word in spellings if word in self.callers.text(path, tree)), None)
+        op = next((op for op in self.ctx.ev.oot if op.core and (op.plugin[0].name, op.plugin[1].name) == (module, cls)
+                   and self.startup.reached(op.reg.module.name)), None)
         if named is not None:
             answer = (True, f"{cls} is named as {named[1].decode()} for core to build ({named[0]})")
+        elif op is not None:
+            answer = (True, f"{cls} is registered for core's op {op.reg.op} ({op.reg.module.path}:{op.reg.line}): "
+                            f"core's {op.reg.op}(...) builds it")
         elif depth >= MAX_DEPTH:
             answer = (False, f"the depth limit: nothing live seen building {cls}")
         else:
