@@ -491,7 +491,8 @@ def _contract(plugin_sig: Signature, core_sig: Signature, core_classes: list[tup
     if live_call:
         return out
     core_names = {c.name for _, c in core_classes}
-    sites = [(s, meth) for s in _platform_sites(meth, declared, ev)] if _on_platform(meth, plugin_names, owner, ev) else []
+    on_platform = _on_platform(meth, plugin_names, owner, ev)
+    sites = [(s, meth) for s in _platform_sites(meth, declared, ev)] if on_platform else []
     sites = sites or [(s, name) for name in called_as for s in _foreign_sites(name, core_names, ev)]
     roots = {c.name for _, c in core_classes if meth in c.methods}
     sites = sites or [(s, meth) for s in named_sites(meth, declared, roots, plugin_names, ev)]
