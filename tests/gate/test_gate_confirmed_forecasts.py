@@ -1357,13 +1357,35 @@ OP_PLUGIN = """
 """
 
 
-@pytest.mark.parametrize("registered", [True, False])
-def test_a_forward_oot_of_an_op_registered_out_of_tree_runs(run, tmp_path, registered):
+# vllm-qaic registers its ops inside a function of its `ops` package, importing each class
+# relatively (`from .mm_encoder_attention import QAicMMEncoderAttention`), and its worker calls
+# that function (here a module start-up imports calls it)
+OPS_PACKAGE = {
+    "vllm_ascend/__init__.py": "def register():\n    import vllm_ascend.loader\n",
+    "vllm_ascend/loader.py": "from vllm_ascend.ops import register_ops\n\nregister_ops()\n",
+    "vllm_ascend/ops/__init__.py": """
+        def register_ops():
+            from vllm.ops import CustomOp
+
+            from .attn import NpuEncoderAttention
+
+            CustomOp.register_oot(_decorated_op_cls=NpuEncoderAttention, name="EncoderAttention")
+    """,
+    "vllm_ascend/ops/attn.py": OP_PLUGIN.split("\n\n\n    CustomOp.register_oot")[0] + "\n",
+}
+
+
+@pytest.mark.parametrize("how", ["module", "function, relative import", "unregistered"])
+def test_a_forward_oot_of_an_op_registered_out_of_tree_runs(run, tmp_path, how):
     old = _release(tmp_path, "1.0", {"vllm/ops.py": OP_CORE.replace("{name}", "old")})
     new = _release(tmp_path, "2.0", {"vllm/ops.py": OP_CORE.replace("{name}", "new")})
-    text = OP_PLUGIN if registered else OP_PLUGIN.replace("CustomOp.register_oot(", "print(")
-    plugin = _loaded_plugin(tmp_path, "ops", text)
-    _, doc, marks = _gate_marks(run, tmp_path, old, new, plugin, "vllm_ascend/ops.py")
+    if how == "function, relative import":
+        plugin, rel = tree(tmp_path / "plugin", {"setup.py": ENTRY, **OPS_PACKAGE}), "vllm_ascend/ops/attn.py"
+    else:
+        text = OP_PLUGIN if how == "module" else OP_PLUGIN.replace("CustomOp.register_oot(", "print(")
+        plugin, rel = _loaded_plugin(tmp_path, "ops", text), "vllm_ascend/ops.py"
+    _, doc, marks = _gate_marks(run, tmp_path, old, new, plugin, rel)
     found = [f for f in marks.get("OOT", []) if "reshape_old" in f["message"]]
     assert found, doc["findings"]
-    assert (found[0]["severity"] == "error") == registered, found[0]["reason"]
+    assert (found[0]["severity"] == "error") == (how != "unregistered"), found[0]["reason"]
+

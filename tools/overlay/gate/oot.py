@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from overlay.gate.aliascalls import constructor_calls
 from overlay.gate.callers import module_name
 from overlay.gate.findings import Finding
-from overlay.gate.index import ClassInfo, ModuleInfo, dotted, qualify
+from overlay.gate.index import ClassInfo, ModuleInfo, absolute_module, dotted, qualify
 from overlay.gate.signature import accepts_call
 
 # Ops are named in many core files (FusedMoE in 59 of vLLM 0.10.2's): the search is over the
@@ -89,12 +89,15 @@ def registrations(mod: ModuleInfo) -> list[Registration]:
 
 def _local_imports(mod: ModuleInfo) -> list[tuple[int, int, dict[str, str]]]:
     """(first line, last line, imports) of each function of the module that imports
-    (registrations import their classes where they register them)."""
+    (registrations import their classes where they register them, absolutely or relatively:
+    vllm-qaic's `from .mm_encoder_attention import QAicMMEncoderAttention`)."""
     out = []
     for fn in ast.walk(mod.tree) if mod.tree is not None else ():
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            names = {a.asname or a.name: f"{node.module}.{a.name}" for node in ast.walk(fn)
-                     if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 for a in node.names}
+            names = {a.asname or a.name: f"{absolute_module(mod.name, mod.is_package, node.level, node.module)}"
+                                         f".{a.name}"
+                     for node in ast.walk(fn) if isinstance(node, ast.ImportFrom) and (node.module or node.level)
+                     for a in node.names}
             if names:
                 out.append((fn.lineno, fn.end_lineno or fn.lineno, names))
     return out
