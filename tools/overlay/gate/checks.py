@@ -350,6 +350,8 @@ def _on_platform(meth: str, plugin_names: set[str], owner: str | None, ev: Evide
     if ev.classes is None or not ev.platform or owner is None:
         return False
     below = ev.classes.hierarchy({owner}) & ev.platform
+    if not below:
+        return False
     own = {owner for owner, _ in ev.classes.members(meth)}
     return any(p not in own for p in below)
 

@@ -16,7 +16,7 @@ must at least fit core's declared method.
 from __future__ import annotations
 
 from overlay.gate.callers import COMMON, Site
-from overlay.gate.signature import Signature, accepts_call, from_ast
+from overlay.gate.signature import Signature, accepts_call
 
 # receivers that are the class itself or its instance (`self.meth`): the hierarchy's own
 # calls, read through the class (`ClassInfo.self_calls`); and vLLM's `current_platform`,
@@ -35,16 +35,7 @@ def named_sites(meth: str, declared: Signature, roots: set[str], names: set[str]
     if not sites:
         return []
     hierarchy = ev.classes.hierarchy(roots) | names
-    others: list[Signature | None] = []
-    for owner, node in ev.classes.members(meth):
-        if owner is not None and owner in hierarchy:
-            continue
-        if node is None:
-            others.append(None)
-            continue
-        sig = from_ast(node)
-        others.append(sig.bound() if owner is not None and not sig.is_static else sig)
-    out: list[Site] = []
+    candidates: list[Site] = []
     for s in sites:
         if s.plugin or s.receiver in _OWN:
             continue
@@ -55,15 +46,20 @@ def named_sites(meth: str, declared: Signature, roots: set[str], names: set[str]
             continue  # a class by its name (`NewRequestData.from_request(...)`): that class's own method
         if accepts_call(declared, s.shape):
             continue  # core's own method refuses it: meant for another object
-        if any(sig is None or not accepts_call(sig, s.shape) for sig in others):
-            continue  # another class (or a module function) could answer this call
         typed = {n for n in ev.callers.receiver_types(s.path, 0).get(s.receiver, set()) if n[:1].isupper()}
         if typed and not (typed & hierarchy):
             continue  # the file types the receiver as another class
         built = ev.callers.receiver_builds(s.path, 0).get(s.receiver)
         if built and not (built & (names | ev.replaced.get(s.module, set()))):
             continue  # built only from core's own classes here: never the plugin's object
-        if not ev.callers.reachable(s)[0]:
+        candidates.append(s)
+    if not candidates:
+        return []  # nothing left to match: the trees' definitions of the name are not read
+    others: list[Signature | None] = []
+    for owner, sig in ev.classes.members(meth):
+        if owner is not None and owner in hierarchy:
             continue
-        out.append(s)
-    return out
+        others.append(None if sig is None else sig.bound() if owner is not None and not sig.is_static else sig)
+    return [s for s in candidates
+            if not any(sig is None or not accepts_call(sig, s.shape) for sig in others)  # another could answer
+            and ev.callers.reachable(s)[0]]

@@ -20,6 +20,7 @@ import ast
 import re
 from typing import Iterable
 
+from overlay.gate.signature import Signature, from_ast
 from overlay.gate.source import TreeSource
 
 _CLASS = re.compile(rb"^[ \t]*class[ \t]+([A-Za-z_]\w*)[ \t]*\(([^)]*)\)", re.M)
@@ -102,6 +103,39 @@ def definers(files: list[bytes], attr: str, parsed: dict[int, list[ast.ClassDef]
     return out
 
 
+def _definitions(data: bytes) -> dict[str, list[tuple[str | None, Signature | None]]]:
+    """Name -> (class or None, signature) of what one file defines: each class's functions
+    (a signature), its other bindings and `self.x = ...` stores (None), and the module-level
+    functions (no class). Pure."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    out: dict[str, list[tuple[str | None, Signature | None]]] = {}
+    for n in tree.body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.setdefault(n.name, []).append((None, from_ast(n)))
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        defs: dict[str, list[Signature]] = {}
+        for stmt in cls.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                defs.setdefault(stmt.name, []).append(from_ast(stmt))
+        bound = set()
+        for stmt in cls.body:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] \
+                if isinstance(stmt, ast.AnnAssign) else []
+            bound |= {t.id for t in targets if isinstance(t, ast.Name)}
+        for node in ast.walk(cls):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+                    and isinstance(node.value, ast.Name) and node.value.id == "self":
+                bound.add(node.attr)
+        for name, sigs in defs.items():
+            out.setdefault(name, []).extend((cls.name, sig) for sig in sigs)
+        for name in bound - set(defs):
+            out.setdefault(name, []).append((cls.name, None))
+    return out
+
+
 # bases that define nothing a diagnostic could name
 _EMPTY_BASES = frozenset({"object", "ABC", "Generic", "Protocol", "NamedTuple", "TypedDict", "ABCMeta"})
 # where a base named by its last name alone is looked up: the standard library's own
@@ -140,8 +174,7 @@ class Subclasses:
         self._plugin_definers: dict[str, set[str]] = {}
         self._parsed: dict[int, list[ast.ClassDef]] = {}
         self._plugin_parsed: dict[int, list[ast.ClassDef]] = {}
-        self._toplevel: dict[int, dict[str, list]] = {}  # file -> its module-level functions by name
-        self._members: dict[str, list] = {}
+        self._defined: dict[int, dict[str, list]] = {}  # file -> name -> (class or None, signature)
 
     def defined_below(self, owner: str, attr: str, plugin_only: bool = False) -> str | None:
         """`plugin_only`: only a subclass of the plugin's own counts. Without it, a
@@ -189,38 +222,21 @@ class Subclasses:
             out |= descendants(self._graph, root)
         return out
 
-    def members(self, attr: str) -> list[tuple[str | None, ast.FunctionDef | ast.AsyncFunctionDef | None]]:
-        """Everything in both trees that answers `x.attr(...)`: (class name, its def) for
-        each class defining `attr` (def None when the class binds it otherwise, by an
-        assignment or `self.attr = ...`), and (None, def) for each module-level function
-        of that name (a module object answers too)."""
+    def members(self, attr: str) -> list[tuple[str | None, Signature | None]]:
+        """Everything in both trees that answers `x.attr(...)`: (class name, its signature) for
+        each class defining `attr` (None when the class binds it otherwise, by an assignment
+        or `self.attr = ...`), and (None, signature) for each module-level function of that
+        name (a module object answers too). Each file is parsed once, and only what it
+        defines is kept, not its tree."""
         self._load()
-        if attr not in self._members:
-            found: list[tuple[str | None, ast.FunctionDef | ast.AsyncFunctionDef | None]] = []
-            needle = attr.encode()
-            for i, data in enumerate(self._files or []):
-                if needle not in data:
-                    continue
-                if i not in self._toplevel:
-                    try:
-                        tree = ast.parse(data)
-                    except (SyntaxError, ValueError, RecursionError, MemoryError):
-                        tree = ast.Module(body=[], type_ignores=[])
-                    self._parsed.setdefault(i, [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)])
-                    tops: dict[str, list] = {}
-                    for n in tree.body:
-                        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                            tops.setdefault(n.name, []).append(n)
-                    self._toplevel[i] = tops
-                found += [(None, n) for n in self._toplevel[i].get(attr, [])]
-                for cls in self._parsed[i]:
-                    if not _defines(cls, attr):
-                        continue
-                    defs = [n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                            and n.name == attr]
-                    found += [(cls.name, d) for d in defs] or [(cls.name, None)]
-            self._members[attr] = found
-        return self._members[attr]
+        needle = attr.encode()
+        found: list[tuple[str | None, Signature | None]] = []
+        for i, data in enumerate(self._files or []):
+            if needle in data:
+                if i not in self._defined:
+                    self._defined[i] = _definitions(data)
+                found += self._defined[i].get(attr, [])
+        return found
 
     def stand_in(self, owner: str, attr: str) -> str | None:
         return owner if owner in self._defining(attr, plugin_only=True) else None
