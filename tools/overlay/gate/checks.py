@@ -352,8 +352,8 @@ def _on_platform(meth: str, plugin_names: set[str], owner: str | None, ev: Evide
     below = ev.classes.hierarchy({owner}) & ev.platform
     if not below:
         return False
-    own = {owner for owner, _ in ev.classes.members(meth)}
-    return any(p not in own for p in below)
+    defining = {cls for cls, _ in ev.classes.members(meth)}
+    return any(p not in defining for p in below)
 
 
 def _platform_sites(meth: str, declared: Signature, ev: Evidence) -> list[Site]:

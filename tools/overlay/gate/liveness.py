@@ -332,15 +332,10 @@ class Liveness:
         spellings = [f"{module}{sep}{cls}".encode() for sep in (".", ":")]
         named = next(((path, word) for path, tree in self.callers.all_files() if self.callers.trees[tree][3]
                       for word in spellings if word in self.callers.text(path, tree)), None)
-        ops = [op for op in self.ctx.ev.oot if op.core and (op.plugin[0].name, op.plugin[1].name) == (module, cls)]
-        registered = next(((op, why) for op in ops for ok, why in [self.site(op.reg.module.path, op.reg.line)] if ok),
-                          None) if named is None else None
         if named is not None:
             answer = (True, f"{cls} is named as {named[1].decode()} for core to build ({named[0]})")
-        elif registered is not None:
-            op, why = registered
-            answer = (True, f"{cls} is registered for core's op {op.reg.op} ({op.reg.module.path}:{op.reg.line}, "
-                            f"{why or 'which runs'}): core's {op.reg.op}(...) builds it")
+        elif (registered := self._registration(module, cls)) is not None:
+            answer = (True, registered)
         elif depth >= MAX_DEPTH:
             answer = (False, f"the depth limit: nothing live seen building {cls}")
         else:
@@ -350,6 +345,17 @@ class Liveness:
             answer = (ok, f"{cls} is built: {why}" if ok else why)
         self._memo[key] = answer
         return answer
+
+    def _registration(self, module: str, cls: str) -> str | None:
+        """Why core builds the plugin class: a registration of it for a core op
+        (`CustomOp.register_oot(...)`) in code that runs; None when there is none."""
+        for op in self.ctx.ev.oot:
+            if op.core and (op.plugin[0].name, op.plugin[1].name) == (module, cls):
+                ok, why = self.site(op.reg.module.path, op.reg.line)
+                if ok:
+                    return (f"{cls} is registered for core's op {op.reg.op} ({op.reg.module.path}:{op.reg.line}, "
+                            f"{why or 'which runs'}): core's {op.reg.op}(...) builds it")
+        return None
 
     def _any_live(self, sites: list[Site], depth: int, otherwise: str) -> Answer:
         for s in sites:

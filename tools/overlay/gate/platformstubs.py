@@ -79,8 +79,8 @@ def platform_names(facts: PluginFacts, platform: frozenset[str]) -> frozenset[st
 class _PluginRuns:
     """Which core code the plugin itself runs: a core function plugin code calls
     (`set_random_seed(seed)` in the plugin's worker), or a core method it runs calls; a core
-    method inherited by a plugin class, none of whose plugin classes defines it (vllm-kunlun's worker runs core's
-    `Worker.init_device`); a method of a core class a plugin module names as a dotted string
+    method inherited by a plugin class, none of whose plugin classes defines it (vllm-kunlun's
+    worker runs core's `Worker.init_device`); a method of a core class a plugin module names as a dotted string
     (`worker_cls = "vllm.v1.worker.gpu_worker.Worker"` in vllm-metax's platform)."""
 
     def __init__(self, facts: PluginFacts, world: TreeIndex, ev: Evidence) -> None:

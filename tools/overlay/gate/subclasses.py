@@ -70,19 +70,27 @@ def descendants(graph: dict[str, set[str]], name: str) -> set[str]:
     return out
 
 
+def _bound_in_body(stmt: ast.stmt) -> list[str]:
+    """The plain names a class-body statement assigns (`x = ...`, `x: T = ...`)."""
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+    return [t.id for t in targets if isinstance(t, ast.Name)]
+
+
+def _self_store(node: ast.AST) -> str | None:
+    """The attribute `self.x = ...` stores, else None."""
+    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+            and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
 def _defines(cls: ast.ClassDef, attr: str) -> bool:
     for stmt in cls.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == attr:
             return True
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] \
-            if isinstance(stmt, ast.AnnAssign) else []
-        if any(isinstance(t, ast.Name) and t.id == attr for t in targets):
+        if attr in _bound_in_body(stmt):
             return True
-    for node in ast.walk(cls):
-        if isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.ctx, ast.Store) \
-                and isinstance(node.value, ast.Name) and node.value.id == "self":
-            return True
-    return False
+    return any(_self_store(node) == attr for node in ast.walk(cls))
 
 
 def definers(files: list[bytes], attr: str, parsed: dict[int, list[ast.ClassDef]] | None = None) -> set[str]:
@@ -120,15 +128,8 @@ def _definitions(data: bytes) -> dict[str, list[tuple[str | None, Signature | No
         for stmt in cls.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 defs.setdefault(stmt.name, []).append(from_ast(stmt))
-        bound = set()
-        for stmt in cls.body:
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] \
-                if isinstance(stmt, ast.AnnAssign) else []
-            bound |= {t.id for t in targets if isinstance(t, ast.Name)}
-        for node in ast.walk(cls):
-            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
-                    and isinstance(node.value, ast.Name) and node.value.id == "self":
-                bound.add(node.attr)
+        bound = {name for stmt in cls.body for name in _bound_in_body(stmt)}
+        bound |= {attr for node in ast.walk(cls) if (attr := _self_store(node)) is not None}
         for name, sigs in defs.items():
             out.setdefault(name, []).extend((cls.name, sig) for sig in sigs)
         for name in bound - set(defs):
