@@ -286,6 +286,11 @@ def test_an_untyped_receiver_is_matched_by_a_name_only_the_hierarchy_answers(tmp
         twin = dict(core, **{"vllm/other.py": other})
         (f,) = gate(tmp_path / f"t{i}", twin, plugin).findings
         assert f.severity == "warning" and "no core call site is visible" in f.reason, (i, f)
+    # a core file the gate cannot parse that names the method may define it for another
+    # class: the call is not proven to be the hierarchy's (fail closed)
+    unreadable = dict(core, **{"vllm/other.py": "class Loader:\n    def override_quantization_method(self, cfg\n"})
+    (f,) = gate(tmp_path / "u", unreadable, plugin).findings
+    assert f.severity == "warning" and "no core call site is visible" in f.reason, f
     # nor is a call through a class by its name one on the plugin's subclass: core's
     # `AWQConfig.override_quantization_method(...)` runs AWQConfig's own method
     by_class = dict(core, **{"vllm/config.py": core["vllm/config.py"].replace(

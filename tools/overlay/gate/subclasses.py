@@ -111,14 +111,19 @@ def definers(files: list[bytes], attr: str, parsed: dict[int, list[ast.ClassDef]
     return out
 
 
-def _definitions(data: bytes) -> dict[str, list[tuple[str | None, Signature | None]]]:
+# the owner `members` reports for a file that names the attribute but does not parse: it may
+# define it for any class
+UNREADABLE = "<a file that does not parse>"
+
+
+def _definitions(data: bytes) -> dict[str, list[tuple[str | None, Signature | None]]] | None:
     """Name -> (class or None, signature) of what one file defines: each class's functions
     (a signature), its other bindings and `self.x = ...` stores (None), and the module-level
-    functions (no class). Pure."""
+    functions (no class); None when the file does not parse. Pure."""
     try:
         tree = ast.parse(data)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return {}
+        return None
     out: dict[str, list[tuple[str | None, Signature | None]]] = {}
     for n in tree.body:
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -175,7 +180,7 @@ class Subclasses:
         self._plugin_definers: dict[str, set[str]] = {}
         self._parsed: dict[int, list[ast.ClassDef]] = {}
         self._plugin_parsed: dict[int, list[ast.ClassDef]] = {}
-        self._defined: dict[int, dict[str, list]] = {}  # file -> name -> (class or None, signature)
+        self._defined: dict[int, dict[str, list] | None] = {}  # file -> name -> (class or None, signature)
 
     def defined_below(self, owner: str, attr: str, plugin_only: bool = False) -> str | None:
         """`plugin_only`: only a subclass of the plugin's own counts. Without it, a
@@ -227,8 +232,9 @@ class Subclasses:
         """Everything in both trees that answers `x.attr(...)`: (class name, its signature) for
         each class defining `attr` (None when the class binds it otherwise, by an assignment
         or `self.attr = ...`), and (None, signature) for each module-level function of that
-        name (a module object answers too). Each file is parsed once, and only what it
-        defines is kept, not its tree."""
+        name (a module object answers too). A file naming `attr` that does not parse gives
+        (UNREADABLE, None): it may define it anywhere. Each file is parsed once, and only what
+        it defines is kept, not its tree."""
         self._load()
         needle = attr.encode()
         found: list[tuple[str | None, Signature | None]] = []
@@ -236,7 +242,8 @@ class Subclasses:
             if needle in data:
                 if i not in self._defined:
                     self._defined[i] = _definitions(data)
-                found += self._defined[i].get(attr, [])
+                defined = self._defined[i]
+                found += [(UNREADABLE, None)] if defined is None else defined.get(attr, [])
         return found
 
     def stand_in(self, owner: str, attr: str) -> str | None:
