@@ -206,3 +206,157 @@ def test_only_the_class_assigned_to_core_worker_field_is_a_worker(tmp_path):
                      'worker_cls: str = "b.W"\nParallelConfig(worker_cls="c.W", other="d.X")\n'
                      'p.sd_worker_cls = "e.W"\n')
     assert worker_names([tree]) == {"a.V1Worker", "a.V0Worker", "b.W", "c.W"}
+
+
+# Core reads what every worker returns: vLLM 0.21.0's `Executor.initialize_from_config` collects
+# `collective_rpc("compile_or_warm_up_model")` and reads `.language_model`/`.encoder` of each result
+# (a CompilationTimes); 0.17.x took `max()` of them. A worker whose override returns nothing (vllm-metal,
+# vllm-qaic, vllm-spyre) or a float (vllm-gaudi, vllm-rbln) breaks there.
+READS_RESULT = EXECUTOR.replace('''        def start(self):''', '''        def initialize_from_config(self):
+            compilation_times = self.collective_rpc("compile_or_warm_up_model")
+            if compilation_times:
+                self.compilation_time = max(t.language_model for t in compilation_times)
+                self.encoder_time = max(t.encoder for t in compilation_times)
+
+        def start(self):
+            self.initialize_from_config()''')
+BASE_WARMUP = WORKER_BASE.replace('''        def check_health(self):''', '''        def compile_or_warm_up_model(self) -> CompilationTimes:
+            raise NotImplementedError
+
+        def check_health(self):''')
+
+
+def _warmup(body: str) -> str:
+    return WORKER + "\n" + "\n".join("    " + line if line else "" for line in body.strip("\n").split("\n")) + "\n"
+
+
+def test_a_worker_method_whose_result_core_reads_must_return_what_core_reads(tmp_path):
+    none = _warmup('''
+    def compile_or_warm_up_model(self) -> None:
+        self.warm = True
+''')
+    assert _gate(tmp_path / "a", worker=none, executor=READS_RESULT, worker_base=BASE_WARMUP) == [
+        ("override:vllm_ascend.worker.NPUWorker.compile_or_warm_up_model", "warning"),
+        ("override:vllm_ascend.worker.NPUWorker.reset_encoder_cache", "warning"),
+        ("override:vllm_ascend.worker.NPUWorker.sample_tokens", "warning")]
+    a_float = _warmup('''
+    def compile_or_warm_up_model(self) -> float:
+        return self.vllm_config.compilation_time
+''')
+    assert ("override:vllm_ascend.worker.NPUWorker.compile_or_warm_up_model", "warning") in _gate(
+        tmp_path / "b", worker=a_float, executor=READS_RESULT, worker_base=BASE_WARMUP)
+    # max() of what each worker returns: None fails, a float does not
+    old = READS_RESULT.replace("max(t.language_model for t in compilation_times)", "max(compilation_times)")
+    old = old.replace("max(t.encoder for t in compilation_times)", "0.0")
+    assert ("override:vllm_ascend.worker.NPUWorker.compile_or_warm_up_model", "warning") in _gate(
+        tmp_path / "c", worker=none, executor=old, worker_base=BASE_WARMUP)
+    assert ("override:vllm_ascend.worker.NPUWorker.compile_or_warm_up_model", "warning") not in _gate(
+        tmp_path / "d", worker=a_float, executor=old, worker_base=BASE_WARMUP)
+
+
+@pytest.mark.parametrize("body", [
+    # it returns something the checker cannot name: not judged
+    '''
+    def compile_or_warm_up_model(self):
+        return self.model_runner.warm_up()
+''',
+    '''
+    def compile_or_warm_up_model(self):
+        return super().compile_or_warm_up_model()
+''',
+    # a nested function's `return 1.0` is not the method's: it returns the function
+    '''
+    def compile_or_warm_up_model(self):
+        def inner():
+            return 1.0
+        return inner
+''',
+    # it only raises, or it is a generator: not a method meant to return
+    '''
+    def compile_or_warm_up_model(self):
+        raise RuntimeError("not on this device")
+''',
+])
+def test_a_worker_method_that_returns_a_value_or_never_returns_is_fine(tmp_path, body):
+    assert ("override:vllm_ascend.worker.NPUWorker.compile_or_warm_up_model", "warning") not in _gate(
+        tmp_path, worker=_warmup(body), executor=READS_RESULT, worker_base=BASE_WARMUP)
+
+
+def test_a_result_core_drops_or_only_passes_on_is_not_read(tmp_path):
+    none = _warmup('''
+    def compile_or_warm_up_model(self) -> None:
+        self.warm = True
+''')
+    dropped = READS_RESULT.replace('compilation_times = self.collective_rpc("compile_or_warm_up_model")',
+                                   'self.collective_rpc("compile_or_warm_up_model"); compilation_times = []')
+    passed = READS_RESULT.replace("self.compilation_time = max(t.language_model for t in compilation_times)",
+                                  "self.compilation_time = compilation_times")
+    passed = passed.replace("self.encoder_time = max(t.encoder for t in compilation_times)", "pass")
+    for name, executor in (("dropped", dropped), ("passed", passed)):
+        assert ("override:vllm_ascend.worker.NPUWorker.compile_or_warm_up_model", "warning") not in _gate(
+            tmp_path / name, worker=none, executor=executor, worker_base=BASE_WARMUP), name
+
+
+@pytest.mark.skipif(__import__("overlay.gate.checker", fromlist=["installed"]).installed() is None,
+                    reason="mypy (the `gate` extra, which `make test` installs) is not installed")
+def test_the_checker_and_the_hand_gate_agree_on_a_result_core_reads_and_it_is_an_error(run, tmp_path):
+    """Core 1 declares `compile_or_warm_up_model() -> None` and drops the results; core 2 returns
+    CompilationTimes and reads `.language_model` of each. The plugin's override returning None
+    is the checker's override diagnostic (new with core 2) and the hand gate's warning: an error."""
+    import json
+
+    times = "\n    class CompilationTimes:\n        language_model: float = 0.0\n        encoder: float = 0.0\n"
+    old_base = (times + WORKER_BASE).replace('''        def check_health(self):''', '''        def compile_or_warm_up_model(self) -> None:
+            raise NotImplementedError
+
+        def check_health(self):''')
+    old_exec = READS_RESULT.replace('compilation_times = self.collective_rpc("compile_or_warm_up_model")',
+                                    'self.collective_rpc("compile_or_warm_up_model"); compilation_times = []')
+    worker = _warmup('''
+    def compile_or_warm_up_model(self) -> None:
+        self.warm = True
+''')
+    roots = {}
+    for name, base, executor in (("core-1", old_base, old_exec), ("core-2", times + BASE_WARMUP, READS_RESULT)):
+        roots[name] = gatekit.tree(tmp_path / name, {
+            "vllm/__init__.py": "", "vllm/_version.py": f"__version__ = version = '{name[-1]}.0'\n",
+            "vllm/v1/__init__.py": "", "vllm/v1/worker/__init__.py": "", "vllm/v1/worker/worker_base.py": base,
+            "vllm/v1/executor/__init__.py": "", "vllm/v1/executor/abstract.py": executor,
+            "vllm/v1/executor/ray_utils.py": RAY_UTILS, "vllm/v1/engine/__init__.py": "",
+            "vllm/v1/engine/core.py": ENGINE})
+    plugin = gatekit.tree(tmp_path / "plugin", {"setup.py": ENTRY, "vllm_ascend/__init__.py": INIT,
+                                                "vllm_ascend/platform.py": PLATFORM, "vllm_ascend/worker.py": worker})
+    code, out, err = run("gate", "--core", roots["core-2"], "--plugin", plugin, "--declared-core", roots["core-1"],
+                         "--engine", "both", "--json", root=tmp_path)
+    assert code == 1, err
+    found = [f for f in json.loads(out)["findings"]
+             if f["symbol"] == "override:vllm_ascend.worker.NPUWorker.compile_or_warm_up_model"]
+    assert [(f["severity"], f["engine"]) for f in found] == [("error", "both")], found
+    assert ".language_model" in found[0]["message"] and "compile_or_warm_up_model" in found[0]["reason"], found
+
+
+def test_a_worker_named_by_joining_strings_is_the_worker(tmp_path):
+    """vllm-qaic names its worker as `worker_cls = worker_cls_pkg_root + "." + worker_cls_name` in
+    its platform's class body, the name a conditional of two constants; an f-string over a
+    constant is read the same way. Parts the gate cannot read name no worker."""
+    from overlay.gate.workerrpc import worker_names
+
+    joined = PLATFORM.replace('''        device_name = "npu"
+''', '''        device_name = "npu"
+        worker_name = "NPUWorker" if True else "OtherWorker"
+        worker_root = "vllm_ascend.worker"
+        worker_cls = worker_root + "." + worker_name
+''').replace('"vllm_ascend.worker.NPUWorker"', "cls.worker_cls")
+    assert _gate(tmp_path, platform=joined) == [
+        ("override:vllm_ascend.worker.NPUWorker.reset_encoder_cache", "warning"),
+        ("override:vllm_ascend.worker.NPUWorker.sample_tokens", "warning")]
+    tree = ast.parse('ROOT = "a.b"\nclass P:\n    def f(self, p, x):\n        p.worker_cls = f"{ROOT}.W"\n'
+                     '        p.worker_cls = ROOT + "." + x\n')
+    assert worker_names([tree]) == {"a.b.W"}
+
+
+def test_a_join_nested_beyond_the_recursion_limit_names_no_worker_and_does_not_crash():
+    from overlay.gate.workerrpc import worker_names
+
+    tree = ast.parse("worker_cls = " + " + ".join(['"a."'] * 1500) + ' + "W"\n')
+    assert worker_names([tree]) == {"a."}  # not folded: the dotted constants, as for any unknown part
