@@ -38,7 +38,9 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from overlay.gate.aliascalls import _own_nodes
 from overlay.gate.callers import Site, module_name
+from overlay.gate.calls import _own_returns
 from overlay.gate.checks import Evidence, _kind, _linearize, _reason, _why
 from overlay.gate.findings import Finding
 from overlay.gate.index import TreeIndex
@@ -80,16 +82,6 @@ class ResultUse:
     computed: bool  # it computes with the results (`max(times)`)
 
 
-def _own_nodes(fn: ast.AST):
-    """The nodes of a function's own body: nested functions, lambdas and classes left out."""
-    todo = list(ast.iter_child_nodes(fn))
-    while todo:
-        node = todo.pop()
-        yield node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            todo.extend(ast.iter_child_nodes(node))
-
-
 def result_use(tree: ast.Module, line: int) -> ResultUse | None:
     """What core does with the results of the `collective_rpc(...)` call at `line`: read
     directly or through the one name it is bound to in its function, each result's attributes
@@ -129,10 +121,9 @@ def returned(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
     """What a method gives back, where the gate can name it: "None" when no `return` of its
     own body gives a value (it is no generator, and does not end by raising), else the builtin
     scalar its annotation names (`-> float`); None: not known. Pure."""
-    own = list(_own_nodes(fn))
-    if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in own):
+    returns = _own_returns(fn)
+    if returns is None:  # a generator
         return None
-    returns = [n for n in own if isinstance(n, ast.Return)]
     if not any(r.value is not None and not (isinstance(r.value, ast.Constant) and r.value.value is None)
                for r in returns):
         return None if not returns and isinstance(fn.body[-1], ast.Raise) else "None"
