@@ -1246,8 +1246,10 @@ def test_a_diagnostic_in_an_import_fallback_this_core_does_not_take_is_no_confir
     _, doc, marks = _gate_marks(run, tmp_path, old, new, plugin, "vllm_ascend/pool.py")
     [fallback] = [f for f in marks.get("FALLBACK", []) if f["engine"] == "checker"]
     assert fallback["severity"] == "warning" and "except ImportError" in fallback["reason"], fallback
-    [plain] = [f for f in marks.get("PLAIN", []) if f["engine"] == "checker"]
-    assert plain["severity"] == "error", plain  # the same diagnostic outside a fallback is confirmed
+    # the same diagnostic outside a fallback is confirmed (the hand engine reads the class
+    # object's missing attribute too, so both engines report it)
+    [plain] = [f for f in marks.get("PLAIN", []) if f["engine"] in ("checker", "both")]
+    assert plain["severity"] == "error", plain
 
 
 # A self-call in a plugin class that also inherits a class of another vLLM plugin (vllm-omni's

@@ -17,6 +17,7 @@ from typing import Callable
 
 from overlay.gate.aliascalls import constructor_calls, module_alias_calls
 from overlay.gate.captures import aliased
+from overlay.gate.classreads import certainly_unset, class_of, namespace
 from overlay.gate.classuses import function_class_uses
 from overlay.gate.callers import COMMON, Callers, Site
 from overlay.gate.conditions import unknown_bases_in_core
@@ -1134,6 +1135,20 @@ def _missing_attribute(world: TreeIndex, expr: str, ev: Evidence) -> tuple[str, 
     return None
 
 
+def _missing_from_own_namespace(world: TreeIndex, target: str, ev: Evidence) -> tuple | None:
+    """For `vars(C)["a"]`: (owner, path, line, why, certain) when core's class C resolves and
+    `a` is bound only by a base, or only as an annotation (so not in C's own `__dict__`)."""
+    owner, _, attr = target.rpartition(".")
+    held = class_of(world, owner)
+    if held is None or attr in namespace(held[1]):
+        return None
+    cmod, ccls = held
+    where = "a base class" if world.class_member(cmod, ccls, attr) is not None else "no class"
+    why = (f"class {ccls.name} binds no '{attr}' in its own body ({where} defines it), so `vars()` of it "
+           f"has no key '{attr}'")
+    return owner, cmod.path, ccls.line, why, False
+
+
 def _subclass_has(facts: PluginFacts, world: TreeIndex, owner: tuple[ModuleInfo, ClassInfo], attr: str,
                   memo: dict) -> bool:
     """A plugin class below core's `owner` defines `attr` (in its body, or as `self.attr = `
@@ -1282,6 +1297,26 @@ def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list
     # patches) is the plugin's own name. A store in a function does not count: it may come
     # after the read (`orig = mod.x; mod.x = wrapper`).
     supplied = {f"{r.owner}.{r.attr}" for r in facts.replacements if not r.in_class and r.at_import}
+    replaced_at = {(r.attr, r.path, r.line) for r in facts.replacements}
+    try_imports: dict[int, list[ImportUse]] = {}
+    for use in facts.imports:
+        if use.ctx.guard is not None and use.ctx.guard[1] == "body":
+            try_imports.setdefault(use.ctx.guard[0], []).append(use)
+
+    def untaken_fallback(ctx: Context) -> bool:
+        """In the `except ImportError:` branch of a try whose core imports this core has."""
+        uses = try_imports.get(ctx.guard[0], []) if ctx.guard is not None and ctx.guard[1] != "body" else []
+        return bool(uses) and all(lookup_import(world, u).status == "found" for u in uses)
+
+    def plugin_sets(read, attr: str) -> bool:
+        """Could the plugin have set `attr` on some object before `read` runs? Only a store
+        later in the reading function itself (`orig = vars(C)["a"]; C.a = new`) cannot; a
+        replacement that is no such store (`setattr(C, "a", new)`) may run anywhere."""
+        sites = facts.foreign_store_sites.get(attr, ())
+        if any(name == attr and (path, line) not in {(p, n) for p, n, _ in sites} for name, path, line in replaced_at):
+            return True
+        return any(not (func is not None and func == read.site and line > read.line) for _, line, func in sites)
+
     for read in facts.attr_reads:
         if read.ctx.probed and read.expr.split(".")[-1] in read.ctx.probed:
             continue  # read after probing for it (`if hasattr(mod, "x"): mod.x`)
@@ -1295,10 +1330,12 @@ def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list
         if target not in memo:
             memo[target] = _missing_attribute(world, target, ev)
         missing = memo[target]
+        if missing is None and read.own:
+            missing = _missing_from_own_namespace(world, target, ev)
         if missing is None:
             continue
         owner, path, line, why, certain = missing
-        if read.ctx.handles("AttributeError"):
+        if read.ctx.handles("KeyError" if read.own else "AttributeError"):
             continue  # `try: ... except (AttributeError|Exception):` handles it
         if not read.import_time and f"{owner}.{target[len(owner) + 1:].split('.')[0]}" in supplied:
             continue  # (at import, `orig = mod.x` before the plugin's `mod.x = new` still fails)
@@ -1309,9 +1346,16 @@ def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list
                 memo[bound] = _missing_attribute(world, bound, ev)
             if memo[bound] is not None:
                 continue  # the import binding `head` fails first, and is that break
-        if not read.import_time and not certain:
-            continue  # in a function body a class may have got the attribute at run time
         attr = target[len(owner) + 1:].split(".")[0]
+        if not read.import_time and not certain:
+            held = class_of(world, owner)  # in a function body a class may have got it at run time
+            if held is None or untaken_fallback(read.ctx):
+                continue
+            chain = [held, *_linearize(world, *held)]
+            if not certainly_unset(chain, attr, ev.callers.stores, ev.callers.mentions,
+                                   lambda name: plugin_sets(read, name)):
+                continue
+            why += " (no core file sets the name, and no plugin code sets it before this read)"
         when = "when the module is imported" if read.import_time else "when the function runs"
         message = f"`{read.expr}` is read {when}, and {why}"
         p = Problem(path, line, (why,), "read at import time" if read.import_time else

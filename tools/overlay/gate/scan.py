@@ -195,6 +195,26 @@ class AttrRead:
     # whose method it sits in (for `self.x.y` reads)
     types: dict | None = None
     cls: ast.ClassDef | None = None
+    # read from the class's own namespace (`vars(C)["a"]`, `C.__dict__["a"]`): a name only a
+    # base defines is a KeyError there
+    own: bool = False
+    site: tuple[str, int] | None = None  # (path, line) of the enclosing function's `def`
+
+
+def own_namespace_read(node: ast.Subscript) -> str | None:
+    """`vars(C)["a"]` or `C.__dict__["a"]` as the dotted read `C.a`; None for anything else."""
+    key = node.slice
+    if not (isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.isidentifier()):
+        return None
+    holder = node.value
+    if isinstance(holder, ast.Call) and isinstance(holder.func, ast.Name) and holder.func.id == "vars" \
+            and len(holder.args) == 1 and not holder.keywords:
+        owner = dotted(holder.args[0])
+    elif isinstance(holder, ast.Attribute) and holder.attr == "__dict__":
+        owner = dotted(holder.value)
+    else:
+        return None
+    return f"{owner}.{key.value}" if owner else None
 
 
 @dataclass
@@ -205,6 +225,9 @@ class PluginFacts:
     attr_stores: set[str] = field(default_factory=set)  # every `x.name = ...` target name in the plugin
     # those whose receiver is not `self` (`self.name = ...` sets the plugin's own object)
     foreign_stores: set[str] = field(default_factory=set)
+    # where each of those is stored: name -> [(path, line, the enclosing function's (path, def
+    # line), None at module level)]
+    foreign_store_sites: dict[str, list[tuple[str, int, tuple[str, int] | None]]] = field(default_factory=dict)
     # plugin module -> plugin modules it imports or names in a dotted string (any scope,
     # only the branches that run): the edges of the start-up import graph
     refs: dict[str, set[str]] = field(default_factory=dict)
@@ -542,7 +565,8 @@ class _Scanner:
             self.block(stmt.orelse, ctx, scope, in_class)
             self.block(stmt.finalbody, ctx, scope, in_class)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            outer = (self.top_func, self.method)
+            outer = (self.top_func, self.method, self.func_site)
+            self.func_site = (self.mod.path, stmt.lineno)
             if scope is self.top:
                 self.top_func = stmt.name
             if in_class:
@@ -552,7 +576,7 @@ class _Scanner:
             inner.types.update(_derived_types(stmt, inner.types))
             # a try around the definition does not run around the body
             self.block(stmt.body, dataclasses.replace(ctx, catches=frozenset(), attempt=None, fallback=None), inner)
-            self.top_func, self.method = outer
+            self.top_func, self.method, self.func_site = outer
         elif isinstance(stmt, ast.ClassDef):
             if not ctx.type_checking:
                 self.facts.classes.append(PluginClass(self.mod.path, stmt.lineno, self.mod, stmt,
@@ -702,6 +726,14 @@ class _Scanner:
                 self.facts.attr_stores.add(node.attr)
                 if not (isinstance(node.value, ast.Name) and node.value.id == "self"):
                     self.facts.foreign_stores.add(node.attr)
+                    self.facts.foreign_store_sites.setdefault(node.attr, []).append((self.mod.path, node.lineno,
+                                                                                  self.func_site))
+            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+                expr = own_namespace_read(node)
+                if expr is not None and expr.split(".")[0] not in ("self", "cls"):
+                    self.facts.attr_reads.append(AttrRead(self.mod.path, node.lineno, expr, self.mod, ctx,
+                                                          import_time, scope.local_imports, types, None, own=True,
+                                                          site=self.func_site))
             if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
                 expr = dotted(node)
                 if expr is not None:
@@ -710,7 +742,8 @@ class _Scanner:
                     if import_time or head != "cls" and (head != "self" or in_method and expr.count(".") > 1):
                         self.facts.attr_reads.append(AttrRead(self.mod.path, node.lineno, expr, self.mod, ctx,
                                                               import_time, scope.local_imports, types,
-                                                              self.class_stack[-1] if in_method else None))
+                                                              self.class_stack[-1] if in_method else None,
+                                                              site=self.func_site))
                     continue  # the longest chain only: its prefixes are checked with it
             stack.extend((child, types) for child in ast.iter_child_nodes(node))
 
@@ -831,6 +864,7 @@ class _Scanner:
         self.top = Scope().child(self.mod.tree.body)
         self.top_func: str | None = None
         self.method: str | None = None
+        self.func_site: tuple[str, int] | None = None
         self.class_stack: list[ast.ClassDef] = []
         self.flag_memo: dict = {}
         self.off_switches: dict = {}
