@@ -91,7 +91,7 @@ def test_a_store_later_in_the_same_function_does_not_precede_the_read(tmp_path):
 
 
 @pytest.mark.parametrize("case", ["core_store", "core_setattr", "plugin_store_elsewhere", "plugin_setattr",
-                                  "plugin_setattr_at_import",
+                                  "plugin_setattr_at_import", "class_rebound",
                                   "store_before", "key_error_caught", "probed", "unknown_base", "metaclass",
                                   "computed_setattr"])
 def test_a_name_something_may_have_set_or_a_handled_read_is_not_reported(tmp_path, case):
@@ -109,6 +109,9 @@ def test_a_name_something_may_have_set_or_a_handled_read_is_not_reported(tmp_pat
     elif case == "plugin_setattr_at_import":
         extra_plugin = {"vllm_ascend/other.py": "import vllm.config\n\n"
                                                 "setattr(vllm.config.VllmConfig, 'gone', 1)\n"}
+    elif case == "class_rebound":  # the plugin puts its own class in core's module
+        extra_plugin = {"vllm_ascend/other.py": "import vllm.config\n\n\nclass Mine:\n    gone = 1\n\n\n"
+                                                "def install():\n    vllm.config.VllmConfig = Mine\n"}
     elif case == "store_before":
         body = "        VllmConfig.gone = 1\n" + read
     elif case == "key_error_caught":

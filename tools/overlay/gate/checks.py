@@ -1135,7 +1135,7 @@ def _missing_attribute(world: TreeIndex, expr: str, ev: Evidence) -> tuple[str, 
     return None
 
 
-def _missing_from_own_namespace(world: TreeIndex, target: str, ev: Evidence) -> tuple | None:
+def _missing_from_own_namespace(world: TreeIndex, target: str) -> tuple | None:
     """For `vars(C)["a"]`: (owner, path, line, why, certain) when core's class C resolves and
     `a` is bound only by a base, or only as an annotation (so not in C's own `__dict__`)."""
     owner, _, attr = target.rpartition(".")
@@ -1298,6 +1298,7 @@ def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list
     # after the read (`orig = mod.x; mod.x = wrapper`).
     supplied = {f"{r.owner}.{r.attr}" for r in facts.replacements if not r.in_class and r.at_import}
     replaced_at = {(r.attr, r.path, r.line) for r in facts.replacements}
+    rebound = {f"{r.owner}.{r.attr}" for r in facts.replacements if not r.in_class}  # `mod.Cls = PluginCls`
     try_imports: dict[int, list[ImportUse]] = {}
     for use in facts.imports:
         if use.ctx.guard is not None and use.ctx.guard[1] == "body":
@@ -1331,7 +1332,7 @@ def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list
             memo[target] = _missing_attribute(world, target, ev)
         missing = memo[target]
         if missing is None and read.own:
-            missing = _missing_from_own_namespace(world, target, ev)
+            missing = _missing_from_own_namespace(world, target)
         if missing is None:
             continue
         owner, path, line, why, certain = missing
@@ -1349,8 +1350,8 @@ def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list
         attr = target[len(owner) + 1:].split(".")[0]
         if not read.import_time and not certain:
             held = class_of(world, owner)  # in a function body a class may have got it at run time
-            if held is None or untaken_fallback(read.ctx):
-                continue
+            if held is None or owner in rebound or untaken_fallback(read.ctx):
+                continue  # (a class the plugin rebinds may be its own, with the name)
             chain = [held, *_linearize(world, *held)]
             if not certainly_unset(chain, attr, ev.callers.stores, ev.callers.mentions,
                                    lambda name: plugin_sets(read, name)):

@@ -6,8 +6,8 @@ own namespace (vllm-rbln wraps `vars(VllmConfig)["use_v2_model_runner"].fget`, a
 vLLM 0.34.0 removed). In a function body a class may have got the name at run time, so
 the read is judged certain only when nothing could have set it: every class of its chain
 is readable and built without a custom metaclass, no core file stores the name (or, for a
-class that sets attributes by computed name, mentions it), and the plugin sets it on no
-object of its own choosing.
+class that sets attributes by computed name, mentions it), and no plugin code stores or
+`setattr`s the name before the read (a store later in the reading function cannot be first).
 """
 
 from __future__ import annotations
