@@ -25,7 +25,7 @@ from overlay.gate.findings import NO_CORE_CALLER, Finding
 from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, dotted, inert_base, qualify
 from overlay.gate.modalias import module_alias
 from overlay.gate.namedsites import named_sites
-from overlay.gate.scan import Context, ImportUse, PluginFacts, Replacement
+from overlay.gate.scan import Context, ImportUse, PluginFacts, Replacement, try_body_imports
 from overlay.gate.signature import (CallShape, Param, Signature, accepts_call, accepts_open_call, covers,
                                     from_ast)
 from overlay.gate.startup import Startup
@@ -1297,24 +1297,28 @@ def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list
     # patches) is the plugin's own name. A store in a function does not count: it may come
     # after the read (`orig = mod.x; mod.x = wrapper`).
     supplied = {f"{r.owner}.{r.attr}" for r in facts.replacements if not r.in_class and r.at_import}
-    replaced_at = {(r.attr, r.path, r.line) for r in facts.replacements}
+    replaced_at: dict[str, set[tuple[str, int]]] = {}  # name -> where the plugin replaces it
+    for r in facts.replacements:
+        replaced_at.setdefault(r.attr, set()).add((r.path, r.line))
     rebound = {f"{r.owner}.{r.attr}" for r in facts.replacements if not r.in_class}  # `mod.Cls = PluginCls`
-    try_imports: dict[int, list[ImportUse]] = {}
-    for use in facts.imports:
-        if use.ctx.guard is not None and use.ctx.guard[1] == "body":
-            try_imports.setdefault(use.ctx.guard[0], []).append(use)
+    try_imports = try_body_imports(facts.imports)
+    untaken: dict[int, bool] = {}
 
     def untaken_fallback(ctx: Context) -> bool:
         """In the `except ImportError:` branch of a try whose core imports this core has."""
-        uses = try_imports.get(ctx.guard[0], []) if ctx.guard is not None and ctx.guard[1] != "body" else []
-        return bool(uses) and all(lookup_import(world, u).status == "found" for u in uses)
+        if ctx.guard is None or ctx.guard[1] == "body" or not try_imports.get(ctx.guard[0]):
+            return False
+        tid = ctx.guard[0]
+        if tid not in untaken:
+            untaken[tid] = all(lookup_import(world, u).status == "found" for u in try_imports[tid])
+        return untaken[tid]
 
     def plugin_sets(read, attr: str) -> bool:
         """Could the plugin have set `attr` on some object before `read` runs? Only a store
         later in the reading function itself (`orig = vars(C)["a"]; C.a = new`) cannot; a
         replacement that is no such store (`setattr(C, "a", new)`) may run anywhere."""
         sites = facts.foreign_store_sites.get(attr, ())
-        if any(name == attr and (path, line) not in {(p, n) for p, n, _ in sites} for name, path, line in replaced_at):
+        if replaced_at.get(attr, set()) - {(path, line) for path, line, _ in sites}:
             return True
         return any(not (func is not None and func == read.site and line > read.line) for _, line, func in sites)
 

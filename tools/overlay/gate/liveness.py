@@ -35,6 +35,7 @@ from overlay.gate.callers import COMMON, MAX_DEPTH, Site, function_scopes, inner
 from overlay.gate.calls import foreign_base_first
 from overlay.gate.engine import Cache, Context, collector_paused, context, top_packages
 from overlay.gate.index import TreeIndex, dotted
+from overlay.gate.scan import try_body_imports
 from overlay.gate.source import TreeSource
 from overlay.gate.subclasses import Subclasses
 
@@ -193,11 +194,8 @@ class Liveness:
         A handler that also catches other errors (`Exception`, bare) may run for them."""
         if path not in self._fallbacks:
             out: dict[int, str] = {}
-            if self._try_imports is None:  # try id -> the core imports of its body, once per run
-                self._try_imports = {}
-                for use in self.ctx.facts.imports:
-                    if use.ctx.guard is not None and use.ctx.guard[1] == "body":
-                        self._try_imports.setdefault(use.ctx.guard[0], []).append(use)
+            if self._try_imports is None:  # once per run
+                self._try_imports = try_body_imports(self.ctx.facts.imports)
             starts = {line: tid for tid, (p, line) in self.ctx.facts.try_lines.items()
                       if p == path and tid in self._try_imports}
             tree = self._tree(path) if starts else None

@@ -201,6 +201,15 @@ class AttrRead:
     site: tuple[str, int] | None = None  # (path, line) of the enclosing function's `def`
 
 
+def try_body_imports(imports: list[ImportUse]) -> dict[int, list[ImportUse]]:
+    """Try id -> the core imports in that `try`'s body (those under its ImportError guard)."""
+    out: dict[int, list[ImportUse]] = {}
+    for use in imports:
+        if use.ctx.guard is not None and use.ctx.guard[1] == "body":
+            out.setdefault(use.ctx.guard[0], []).append(use)
+    return out
+
+
 def own_namespace_read(node: ast.Subscript) -> str | None:
     """`vars(C)["a"]` or `C.__dict__["a"]` as the dotted read `C.a`; None for anything else."""
     key = node.slice
