@@ -180,3 +180,37 @@ def test_a_cache_folder_others_may_write_is_never_read(tmp_path):
     report = run_gate(a, plugin, store_root=root, cache=cache)
     assert len(cache.text.names.computed) >= 8
     assert [n for n in report.notes if "writable by its group or by others: not used" in n]
+
+
+def test_a_bounded_cache_keeps_what_the_next_core_reuses_and_drops_what_no_run_used(tmp_path):
+    """Cache.bounded (gate-eval's, over many pairings in one process): after each run
+    `age()` drops the entries that run did not use. Release B reuses A's unchanged
+    modules (the very objects), and A's changed file goes once B's run is over; the
+    findings are those of a cache that keeps everything."""
+    a, b, plugin = two_releases(tmp_path)
+    cache = Cache.bounded()
+    run_gate(a, plugin, cache=cache)
+    cache.age()
+    kept = dict(cache.core)  # a plain copy: looking an entry up would count as using it
+    second = run_gate(b, plugin, cache=cache)
+    assert cache.age() > 0
+    held = set(cache.core.keys())
+    assert dict.__getitem__(cache.core, _key(b, UNCHANGED)) is kept[_key(a, UNCHANGED)]  # same content
+    assert _key(a, CHANGED) not in held and _key(b, CHANGED) in held and _key(a, UNCHANGED) in held
+    assert second.findings == run_gate(b, plugin, cache=Cache()).findings
+
+
+def test_an_aging_table_keeps_an_entry_any_access_touched():
+    from overlay.gate.engine import Aging
+
+    table = Aging(read=1, got=2, asked=3, put=4, defaulted=5, idle=6)
+    table.age()  # a table starts with nothing used
+    assert dict(table) == {}
+    for key, value in dict(read=1, got=2, asked=3, idle=6).items():
+        table[key] = value
+    table.age()
+    _ = table["read"], table.get("got"), "asked" in table, table.get("never"), "never" in table
+    table["put"] = 4
+    table.setdefault("defaulted", 5)
+    assert table.age() == 1  # "idle" alone went
+    assert sorted(table) == ["asked", "defaulted", "got", "put", "read"]

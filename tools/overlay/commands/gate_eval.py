@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import shutil
 import sys
 import tarfile
 import tempfile
@@ -106,6 +107,19 @@ def declared_core(mirror: Path, plugin: Path, core: str, stated: str = "") -> st
     return str(max(older)) if older else None
 
 
+def run_order(pairings) -> list[int]:
+    """The pairings' indexes in the order they run: by core release (then as listed), so
+    consecutive runs share what their cores have in common."""
+    from packaging.version import InvalidVersion, Version
+
+    def core(i: int):
+        try:
+            return (0, Version(pairings[i].core), i)
+        except InvalidVersion:  # validated at load; kept in place, last, if it ever is not
+            return (1, Version("0"), i)
+    return sorted(range(len(pairings)), key=core)
+
+
 def _say(line: str) -> None:
     print(f"gate-eval: {line}", file=sys.stderr, flush=True)
 
@@ -139,14 +153,18 @@ def run(args: argparse.Namespace) -> int:
     if repo is None and any(p.plugin_release is None for p in pairings):
         raise OverlayError("the mirror has no vllm-ascend repository", path=str(mirror))
     allowlist = args.root / "gate-allowlist.yaml"
-    scores = []
-    reports = []
+    done: dict[int, tuple[evaluation.Score, tuple]] = {}
     with tempfile.TemporaryDirectory(prefix="gate-eval-") as tmp:
         cores: dict[str, Path] = {}
-        shared = Cache()  # syntax trees shared by content across pairings
-        for i, p in enumerate(pairings):
+        # Syntax trees shared by content between pairings, kept only while used: the
+        # pairings run in core order, so neighbours share the files their cores have in
+        # common, and a table ages out what the pairing before did not use (memory stays
+        # that of a pairing or two, not of every core read).
+        shared = Cache.bounded()
+        for step, i in enumerate(run_order(pairings)):
+            p = pairings[i]
             if not args.json:
-                print(f"gate-eval: [{i + 1}/{len(pairings)}] {p.name}", file=sys.stderr, flush=True)
+                print(f"gate-eval: [{step + 1}/{len(pairings)}] {p.name}", file=sys.stderr, flush=True)
             core = core_tree(mirror, p.core, Path(tmp), cores)
             if p.plugin_release is not None:
                 plugin = release_plugin_tree(args.root, mirror, p.plugin_release, p.plugin_dist)
@@ -164,8 +182,12 @@ def run(args: argparse.Namespace) -> int:
                     report = add_checker(report, core, plugin, core_tree(mirror, declared, Path(tmp), cores),
                                          declared, "both", None if args.json else _say, cache=shared)
             scored = evaluation.score(p, report.findings, float(report.stats.get("seconds", 0.0)))
-            scores.append(replace(scored, checker_skipped=skipped))
-            reports.append(report.findings)
+            done[i] = (replace(scored, checker_skipped=skipped), report.findings)
+            shared.age()
+            if p.plugin_release is None:
+                shutil.rmtree(plugin)  # the archive extracted above, into this run's own folder
+    scores = [done[i][0] for i in sorted(done)]  # the classification's order
+    reports = [done[i][1] for i in sorted(done)]
     if args.json:
         print(json.dumps([{"pairing": s.pairing, "errors": s.errors, "true_errors": s.true_errors,
                            "precision": s.precision, "true_breaks": s.true_breaks, "caught": s.caught,
