@@ -298,6 +298,62 @@ def evaluate(test: ast.expr, mod: ModuleInfo, local: dict[str, str], env: Env) -
     return Verdict(PLAIN)
 
 
+def getattr_probe(value: ast.expr) -> tuple[str, str] | None:
+    """(receiver, name) for `getattr(receiver, "name", None)` on a plain local name: a value
+    that is None exactly when the object lacks the name (a feature probe)."""
+    if not (isinstance(value, ast.Call) and dotted(value.func) == "getattr" and len(value.args) == 3
+            and not value.keywords and isinstance(value.args[0], ast.Name)
+            and isinstance(value.args[1], ast.Constant) and isinstance(value.args[1].value, str)
+            and isinstance(value.args[2], ast.Constant) and value.args[2].value is None):
+        return None
+    return value.args[0].id, value.args[1].value
+
+
+# decorators after which a method looked up on an instance is still a bound function
+PLAIN_METHOD_DECORATORS = frozenset({"staticmethod", "classmethod", "abstractmethod", "abc.abstractmethod",
+                                     "override", "typing.override", "typing_extensions.override"})
+
+
+def successor_probe(test: ast.expr, probes: dict[str, tuple[str, str]], types: dict[str, tuple[str, ...]],
+                    mod: ModuleInfo, local: dict[str, str], env: Env) -> Verdict | None:
+    """A feature probe for a successor name on a typed object, decided: `if v is None:` (or
+    `not v`, `v is not None`, `v`) after `v = getattr(obj, "new", None)`, or `hasattr(obj,
+    "new")`, where `obj` is a parameter annotated with one core class that defines `new` as a
+    plain method: getattr then returns the bound method, never None, so the test is decided
+    (the fallback reading the old name does not run on this core). None where that is not
+    certain: another test, an untyped object, a property (it may return None), no such method."""
+    negate, node = False, test
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        negate, node = True, node.operand
+    if (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot))
+            and isinstance(node.left, ast.Name) and isinstance(node.comparators[0], ast.Constant)
+            and node.comparators[0].value is None):
+        probe, when_present = probes.get(node.left.id), isinstance(node.ops[0], ast.IsNot)
+    elif isinstance(node, ast.Name):
+        probe, when_present = probes.get(node.id), True
+    elif (isinstance(node, ast.Call) and dotted(node.func) == "hasattr" and len(node.args) == 2
+          and not node.keywords and isinstance(node.args[0], ast.Name)
+          and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+        probe, when_present = (node.args[0].id, node.args[1].value), True
+    else:
+        return None
+    if probe is None or len(types.get(probe[0], ())) != 1:
+        return None
+    target = qualify(mod, types[probe[0]][0], local)
+    if target is None or not env.is_core(target):
+        return None
+    found = env.world.resolve_dotted(target)
+    if found is None or found[0] != "class":
+        return None
+    member = env.world.class_member(*found[1], probe[1])  # type: ignore[misc]
+    if member is None or member[0] != "method":
+        return None
+    sig = member[1][2]  # type: ignore[index]
+    if any(d not in PLAIN_METHOD_DECORATORS for d in sig.decorators):
+        return None  # a property, a cached property or a wrapper may answer None
+    return Verdict(DECIDED, when_present != negate)
+
+
 def decide_branch(test: ast.expr, mod: ModuleInfo, env: Env) -> bool | None:
     """Which branch of `if test:` runs against this core, for indexing the plugin while
     its module is still being read: True (body), False (else), None (not decided; the

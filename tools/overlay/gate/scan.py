@@ -14,7 +14,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from overlay.gate.conditions import DECIDED, TYPE_CHECKING, UNDECIDABLE, Env, Verdict, evaluate
+from overlay.gate.conditions import (DECIDED, TYPE_CHECKING, UNDECIDABLE, Env, Verdict, evaluate, getattr_probe,
+                                     successor_probe)
 from overlay.gate.index import ModuleInfo, absolute_module, dotted, qualify
 from overlay.gate.runtimemod import bound, module_of
 from overlay.gate.signature import LAUNCH_OPTIONS, CallShape, call_shape
@@ -97,6 +98,9 @@ class Scope:
     # local names bound once to a module obtained at run time (`m = sys.modules.get("a.b")`):
     # (callee as written, module name), see runtimemod.py
     modules: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # local names whose latest binding, in straight-line code of this block, is a feature
+    # probe `getattr(obj, "name", None)`: name -> (obj, "name") (conditions.successor_probe)
+    probes: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def child(self, body: list[ast.stmt]) -> "Scope":
         new = Scope(dict(self.local_imports), dict(self.defs), dict(self.strings), dict(self.aliases),
@@ -113,6 +117,28 @@ class Scope:
                   and isinstance(stmt.value.value, str)):
                 new.strings[stmt.targets[0].id] = stmt.value.value
         return new
+
+
+def _forget_stored(scope: "Scope", stmt: ast.stmt) -> None:
+    """Drop the probes of every name `stmt` stores anywhere (its branches included)."""
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            scope.probes.pop(n.id, None)
+
+
+def _note_probe(scope: "Scope", stmt: ast.stmt) -> None:
+    """After `stmt` ran: `v = getattr(obj, "name", None)` makes `v` a probe; any other
+    binding of a name, here or in a branch of `stmt`, ends its probe (a branch may have
+    rebound it, so only straight-line bindings count)."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return  # its body binds its own names
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        probe = getattr_probe(stmt.value)
+        if probe is not None:
+            scope.probes[stmt.targets[0].id] = probe
+            return
+    if scope.probes:
+        _forget_stored(scope, stmt)
 
 
 def runtime_module_bindings(scope: "Scope", body: list[ast.stmt]) -> None:
@@ -479,7 +505,10 @@ class _Scanner:
 
     def block(self, body: list[ast.stmt], ctx: Context, scope: Scope, in_class: bool = False) -> None:
         for stmt in body:
+            if scope.probes and isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+                _forget_stored(scope, stmt)  # a later pass of the loop may have rebound it
             self.stmt(stmt, ctx, scope, in_class)
+            _note_probe(scope, stmt)
             if isinstance(stmt, ast.If) and self.ends_block(stmt, scope):
                 break  # `if vllm_version_is(X): return ...` taken: the rest never runs for this core
             if isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], (ast.Return, ast.Raise,
@@ -490,7 +519,8 @@ class _Scanner:
         """The branch this core takes returns or raises at its end."""
         if _isinstance_test(stmt.test) is not None:
             return False
-        v = self.instance_flag(stmt.test, scope) or evaluate(stmt.test, self.mod, scope.local_imports, self.env)
+        v = self.instance_flag(stmt.test, scope) or self.probe_flag(stmt.test, scope) \
+            or evaluate(stmt.test, self.mod, scope.local_imports, self.env)
         if v.kind != DECIDED:
             return False
         taken = stmt.body if v.value else stmt.orelse
@@ -538,7 +568,8 @@ class _Scanner:
                 scope.types[name] = before
             self.block(stmt.orelse, ctx, scope, in_class)
         elif isinstance(stmt, ast.If):
-            v = self.instance_flag(stmt.test, scope) or evaluate(stmt.test, self.mod, scope.local_imports, self.env)
+            v = self.instance_flag(stmt.test, scope) or self.probe_flag(stmt.test, scope) \
+                or evaluate(stmt.test, self.mod, scope.local_imports, self.env)
             if v.kind == TYPE_CHECKING:
                 self.block(stmt.body, dataclasses.replace(ctx, type_checking=True), scope, in_class)
                 self.block(stmt.orelse, ctx, scope, in_class)
@@ -633,6 +664,13 @@ class _Scanner:
                     attr = scope.strings.get(attr_node.id)
                 if attr is not None:
                     self.replacement(call.args[0], attr, call.args[2], stmt.lineno, ctx, scope, in_class)
+
+    def probe_flag(self, test: ast.expr, scope: Scope) -> Verdict | None:
+        """A feature probe for a successor name on a typed parameter, decided for this core
+        (see conditions.successor_probe); None when it is not that."""
+        if not scope.types:
+            return None
+        return successor_probe(test, scope.probes, scope.types, self.mod, scope.local_imports, self.env)
 
     def instance_flag(self, test: ast.expr, scope: Scope) -> Verdict | None:
         """`if self.flag:` where the class turns the flag off under a condition on core
