@@ -65,7 +65,8 @@ def test_a_hasattr_probe_on_the_typed_receiver_is_decided_the_same_way(tmp_path)
 
 
 @pytest.mark.parametrize("case", ["successor_gone", "successor_a_property", "probe_reassigned", "untyped_probe",
-                                  "probe_in_a_branch", "rebound_in_a_loop", "default_not_none"])
+                                  "probe_in_a_branch", "rebound_in_a_loop", "rebound_by_a_def",
+                                  "default_not_none"])
 def test_where_the_probe_is_not_certain_the_branch_is_judged(tmp_path, case):
     plugin, core = FALLBACK, CORE
     if case == "successor_gone":  # this core has neither name: the fallback runs and fails
@@ -91,6 +92,9 @@ def test_where_the_probe_is_not_certain_the_branch_is_judged(tmp_path, case):
             "        if create_view is None:\n            create_view = mmap_region.create_next_view\n",
             "        for _ in range(2):\n            if create_view is None:\n"
             "                create_view = mmap_region.create_next_view\n            create_view = None\n")
+    elif case == "rebound_by_a_def":  # a nested def of the same name rebinds it
+        plugin = FALLBACK.replace("        if create_view is None:",
+                                  "        def create_view():\n            return None\n\n        if create_view is None:")
     elif case == "default_not_none":  # getattr's default is not None: `is None` says nothing
         plugin = FALLBACK.replace('"create_next_worker_view", None)', '"create_next_worker_view", 0)')
     found = _reads(tmp_path, plugin, core)

@@ -131,7 +131,8 @@ def _note_probe(scope: "Scope", stmt: ast.stmt) -> None:
     binding of a name, here or in a branch of `stmt`, ends its probe (a branch may have
     rebound it, so only straight-line bindings count)."""
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return  # its body binds its own names
+        scope.probes.pop(stmt.name, None)  # the statement binds its name; its body binds its own
+        return
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
         probe = getattr_probe(stmt.value)
         if probe is not None:
