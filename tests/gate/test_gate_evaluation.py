@@ -1057,3 +1057,12 @@ def _blob(text: str) -> str:
 
     data = text.encode()
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def test_the_run_order_puts_a_core_packaging_cannot_read_last_instead_of_failing():
+    from types import SimpleNamespace
+
+    from overlay.commands.gate_eval import run_order
+
+    listed = [SimpleNamespace(core=c) for c in ("0.26.0", "0.25.0_x", "0.9.2", "0.25.0")]
+    assert run_order(listed) == [2, 3, 0, 1]

@@ -115,7 +115,7 @@ def run_order(pairings) -> list[int]:
     def core(i: int):
         try:
             return (0, Version(pairings[i].core), i)
-        except InvalidVersion:  # validated at load; kept in place, last, if it ever is not
+        except InvalidVersion:  # load admits `0.25.0_x`, which packaging does not: last, as listed
             return (1, Version("0"), i)
     return sorted(range(len(pairings)), key=core)
 
@@ -186,8 +186,9 @@ def run(args: argparse.Namespace) -> int:
             shared.age()
             if p.plugin_release is None:
                 shutil.rmtree(plugin)  # the archive extracted above, into this run's own folder
-    scores = [done[i][0] for i in sorted(done)]  # the classification's order
-    reports = [done[i][1] for i in sorted(done)]
+    ordered = [done[i] for i in sorted(done)]  # the classification's order
+    scores = [score for score, _ in ordered]
+    reports = [found for _, found in ordered]
     if args.json:
         print(json.dumps([{"pairing": s.pairing, "errors": s.errors, "true_errors": s.true_errors,
                            "precision": s.precision, "true_breaks": s.true_breaks, "caught": s.caught,

@@ -119,11 +119,15 @@ class Scope:
         return new
 
 
+def _stored_names(node: ast.AST) -> set[str]:
+    """Every plain name `node` binds or deletes anywhere inside it."""
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
+
+
 def _forget_stored(scope: "Scope", stmt: ast.stmt) -> None:
     """Drop the probes of every name `stmt` stores anywhere (its branches included)."""
-    for n in ast.walk(stmt):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-            scope.probes.pop(n.id, None)
+    for name in _stored_names(stmt):
+        scope.probes.pop(name, None)
 
 
 def _note_probe(scope: "Scope", stmt: ast.stmt) -> None:
@@ -349,7 +353,7 @@ def _annotated_params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, t
         if name and name[:1].isupper() or (name and "." in name and name.split(".")[-1][:1].isupper()):
             out[arg.arg] = (name,)
     if out:  # the walk only where a parameter qualifies: most functions have none
-        rebound = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
+        rebound = _stored_names(fn)
         out = {k: v for k, v in out.items() if k not in rebound}
     return out
 
