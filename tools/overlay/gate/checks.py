@@ -1267,6 +1267,51 @@ def check_typed_reads(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> lis
     return findings
 
 
+def check_tensor_field_reads(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
+    """`self.positions.gpu` in a plugin class whose `positions` core now sets to a plain
+    tensor (tensorfields.py): an attribute a tensor lacks, or a tensor method indexed or read
+    into. A read after probing for the name or inside `try: ... except AttributeError` (or
+    TypeError) is not one, nor one of a name the plugin stores on the field or on an object
+    it may be (tensorfields.stored_on_field)."""
+    from overlay.gate.tensorfields import TensorFields, core_stores_on, stored_on_field, tensor_misuse
+    fields = None
+    grouped: dict[tuple, list] = {}
+    for read in facts.attr_reads:
+        if read.import_time or read.cls is None:
+            continue
+        parts = read.expr.split(".")
+        if parts[0] != "self" or len(parts) < 3:
+            continue
+        if read.ctx.type_checking or read.ctx.handles("AttributeError") or read.ctx.handles("TypeError"):
+            continue
+        why = tensor_misuse(parts[2:], read.subscripted)
+        if why is None or parts[2] in read.ctx.probed \
+                or stored_on_field(facts.foreign_store_receivers.get(parts[2], ()), parts[1]):
+            continue
+        if fields is None:
+            fields = TensorFields(world, ev.is_core, _linearize, facts.classes)
+        field = fields.field(read.module, read.cls, parts[1])
+        if field is None or core_stores_on(fields, field, parts[2]):
+            continue
+        owner = f"{field.owner[0].name}.{field.owner[1].name}"
+        severity = _severity(read.ctx, ev, read.module.name)
+        grouped.setdefault((_kind(read.ctx, "attribute"), f"attribute:{owner}.{parts[1]}.{parts[2]}", read.path,
+                            severity), []).append((read, field, why))
+    findings: list[Finding] = []
+    for (kind, symbol, plugin_path, severity), items in grouped.items():
+        read, field, why = items[0]
+        lines = sorted({r.line for r, _, _ in items})
+        more = f" (also at line(s) {', '.join(map(str, lines[1:]))})" if len(lines) > 1 else ""
+        owner_mod, owner_cls = field.owner
+        sets = f"core's {owner_cls.name} sets `self.{field.attr} = {field.source}` ({owner_mod.path}:{field.line})"
+        message = f"`{read.expr}` is used when the function runs: {sets}, a plain tensor, and {why}{more}"
+        findings.append(Finding(kind, symbol, plugin_path, read.line, owner_mod.path, field.line,
+                                _why(read.ctx, message), severity=severity,
+                                reason=_reason(read.ctx, ev, read.module.name, "used in a function body"),
+                                summary=f"{owner_cls.name}.{field.attr} is a plain tensor: {why}"))
+    return findings
+
+
 def check_class_uses(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
     """A core name the plugin subclasses, tests with isinstance or matches as a class pattern
     that core defines as a plain function (classuses.py): one finding per import it rests on,
@@ -1290,7 +1335,8 @@ def check_class_uses(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list
 
 
 def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[Finding]:
-    findings: list[Finding] = check_typed_reads(facts, world, ev) + check_class_uses(facts, world, ev)
+    findings: list[Finding] = check_typed_reads(facts, world, ev) + check_tensor_field_reads(facts, world, ev) \
+        + check_class_uses(facts, world, ev)
     memo: dict[str, tuple | None] = {}
     # names the plugin itself sets on a core module or class when its module is imported
     # (`mamba_utils.extra = extra`): a read of one when a function runs (after start-up's

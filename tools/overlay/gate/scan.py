@@ -230,6 +230,23 @@ class AttrRead:
     # base defines is a KeyError there
     own: bool = False
     site: tuple[str, int] | None = None  # (path, line) of the enclosing function's `def`
+    subscripted: bool = False  # indexed where it stands (`a.b[i]`, read or assigned)
+
+
+def store_receiver(value: ast.expr) -> str:
+    """What an attribute is stored on, as far as it shows: `self.input_ids` for
+    `self.input_ids.cpu = ...` and for `self.batch.tables[0].cpu = ...` (an object reached from
+    that field), the dotted name for another dotted receiver, "" for anything else. Pure."""
+    name = dotted(value)
+    if name is not None:
+        return name if not name.startswith("self.") else ".".join(name.split(".")[:2])
+    node = value
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        inner = node.func if isinstance(node, ast.Call) else node.value
+        if isinstance(node, ast.Attribute) and isinstance(inner, ast.Name) and inner.id == "self":
+            return f"self.{node.attr}"
+        node = inner
+    return ""
 
 
 def try_body_imports(imports: list[ImportUse]) -> dict[int, list[ImportUse]]:
@@ -268,6 +285,9 @@ class PluginFacts:
     # where each of those is stored: name -> [(path, line, the enclosing function's (path, def
     # line), None at module level)]
     foreign_store_sites: dict[str, list[tuple[str, int, tuple[str, int] | None]]] = field(default_factory=dict)
+    # name -> the receivers it is stored on (store_receiver: `self.input_ids` for
+    # `self.input_ids.cpu = ...` and `self.input_ids.x[0].cpu = ...`; "" when it does not show)
+    foreign_store_receivers: dict[str, set[str]] = field(default_factory=dict)
     # plugin module -> plugin modules it imports or names in a dotted string (any scope,
     # only the branches that run): the edges of the start-up import graph
     refs: dict[str, set[str]] = field(default_factory=dict)
@@ -744,10 +764,13 @@ class _Scanner:
         # each node with the local types it is read under: `x.a if isinstance(x, C) else y`
         # and `isinstance(x, C) and x.a` narrow x to C there, as `if isinstance(...)` does
         stack: list[tuple[ast.AST, dict]] = [(r, scope.types) for r in roots]
+        subscripted: set[int] = set()  # attribute chains indexed where they stand
         while stack:
             node, types = stack.pop()
             if isinstance(node, ast.Lambda):
                 continue
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute):
+                subscripted.add(id(node.value))
             narrowed = _narrowing(node, types)
             if narrowed is not None:
                 stack.extend(narrowed)
@@ -778,6 +801,7 @@ class _Scanner:
                 self.facts.attr_stores.add(node.attr)
                 if not (isinstance(node.value, ast.Name) and node.value.id == "self"):
                     self.facts.foreign_stores.add(node.attr)
+                    self.facts.foreign_store_receivers.setdefault(node.attr, set()).add(store_receiver(node.value))
                     self.facts.foreign_store_sites.setdefault(node.attr, []).append((self.mod.path, node.lineno,
                                                                                   self.func_site))
             if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
@@ -795,7 +819,8 @@ class _Scanner:
                         self.facts.attr_reads.append(AttrRead(self.mod.path, node.lineno, expr, self.mod, ctx,
                                                               import_time, scope.local_imports, types,
                                                               self.class_stack[-1] if in_method else None,
-                                                              site=self.func_site))
+                                                              site=self.func_site,
+                                                              subscripted=id(node) in subscripted))
                     continue  # the longest chain only: its prefixes are checked with it
             stack.extend((child, types) for child in ast.iter_child_nodes(node))
 
