@@ -88,6 +88,17 @@ def test_the_message_names_core_s_assignment_and_what_the_tensor_lacks(tmp_path)
     assert "`cpu` is a method, which cannot be indexed" in cpu.message
 
 
+def test_a_computed_setattr_of_names_its_module_never_quotes_does_not_hide_it(tmp_path):
+    """vLLM's `GPUModelRunner.update_config` does `setattr(self, config_name, new_config)` for
+    the `allowed_config_names` it quotes ("load_config", "model_config")."""
+    core = CORE + ("\n        def update_config(self, overrides):\n"
+                   "            allowed = {'load_config', 'model_config'}\n"
+                   "            for name, value in overrides.items():\n"
+                   "                assert name in allowed\n"
+                   "                setattr(self, name, value)\n")
+    assert _found(tmp_path, core=core) == ALL
+
+
 def test_a_store_of_the_name_on_another_field_does_not_hide_it(tmp_path):
     """vllm-qaic sets `self.input_ids.cpu = ...` (a buffer of its own) and
     `self.input_batch.block_table[0].block_table.np = ...`, and reads `self.seq_lens.cpu[:n]`:
@@ -101,6 +112,7 @@ def test_a_store_of_the_name_on_another_field_does_not_hide_it(tmp_path):
 
 @pytest.mark.parametrize("case", ["core_makes_buffers", "plugin_sets_it", "plugin_subclass_sets_it",
                                   "plugin_subclass_unreadable_base", "core_property", "another_core_assignment",
+                                  "core_tuple_assignment", "core_setattr", "core_setattr_constant",
                                   "core_stores_on_it", "plugin_stores_on_a_tensor", "plugin_stores_on_the_field",
                                   "handled", "probed"])
 def test_where_the_field_is_not_certainly_a_plain_tensor_nothing_is_said(tmp_path, case):
@@ -140,6 +152,15 @@ def test_where_the_field_is_not_certainly_a_plain_tensor_nothing_is_said(tmp_pat
     elif case == "another_core_assignment":  # some path sets them to something else
         core = CORE + "\n        def reset(self, n):\n            self.positions = self._make_buffer(n)\n" \
                       "            self.seq_lens = self._make_buffer(n)\n"
+    elif case == "core_tuple_assignment":  # a store the plain-assignment walk does not see
+        core = CORE + "\n        def reset(self, n):\n" \
+                      "            self.positions, self.seq_lens = self._make_buffer(n), self._make_buffer(n)\n"
+    elif case == "core_setattr":  # a computed name its module quotes
+        core = CORE + "\n        def reset(self, n):\n            for name in ('positions', 'seq_lens'):\n" \
+                      "                setattr(self, name, self._make_buffer(n))\n"
+    elif case == "core_setattr_constant":
+        core = CORE + "\n        def reset(self, n):\n            setattr(self, 'positions', self._make_buffer(n))\n" \
+                      "            setattr(self, 'seq_lens', self._make_buffer(n))\n"
     elif case == "core_stores_on_it":  # core hangs the buffer's names on the tensor itself
         core = CORE.replace("            self.input_ids = self._make_buffer(n)\n",
                             "            self.input_ids = self._make_buffer(n)\n"

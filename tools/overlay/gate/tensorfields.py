@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from overlay.gate import tensormembers
 from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, dotted, qualify
-from overlay.gate.receivers import self_assignments
+from overlay.gate.receivers import Receivers
 
 # torch functions that return a new plain tensor (not a subclass such as nn.Parameter)
 FACTORIES = frozenset({"zeros", "empty", "ones", "full", "arange", "tensor", "as_tensor", "zeros_like",
@@ -75,14 +75,9 @@ class TensorFields:
         self.is_core = is_core
         self.linearize = linearize
         self.plugin_classes = plugin_classes  # scan's PluginClass list
-        self._assigned: dict[int, tuple[ast.AST, dict]] = {}
+        self._receivers = Receivers(world, is_core, linearize)  # its walk of each class's `self.x = `
         self._memo: dict[tuple[int, str], TensorField | None] = {}
         self._below: dict[int, list] | None = None
-
-    def _assignments(self, node: ast.ClassDef) -> dict:
-        if id(node) not in self._assigned:
-            self._assigned[id(node)] = (node, self_assignments(node))
-        return self._assigned[id(node)][1]
 
     def _subclasses(self, cls_node: ast.ClassDef) -> list:
         """The plugin classes whose bases include `cls_node`'s class (with their chains)."""
@@ -121,7 +116,9 @@ class TensorFields:
                 seen.add(id(ecls.node))
                 if self._defines(ecls, attr):
                     return None  # a property, a method or a class attribute
-                stores = self._assignments(ecls.node).get(attr, ())
+                stores = self._receivers.assignments(ecls.node).get(attr, ())
+                if other_stores(ecls.node, attr, stores, emod.tree):
+                    return None  # `self.a, self.b = ...`, `setattr(self, ...)`: not one value
                 if not stores:
                     continue
                 if not self.is_core(emod.name):
@@ -133,6 +130,33 @@ class TensorFields:
                     if found is None:
                         found = TensorField(attr, (emod, ecls), stmt.lineno, _shape(value))
         return found
+
+
+def other_stores(node: ast.ClassDef, attr: str, stores, module: ast.Module | None) -> bool:
+    """The class sets `self.<attr>` some other way than the plain assignments `stores` (from
+    Receivers.assignments): as part of a tuple or a loop target, augmented, through
+    `self.__dict__`, `setattr(self, "<attr>", ...)`, or `setattr(self, name, ...)` where its
+    module (`module`) quotes the name: a computed name comes from somewhere, and vLLM's
+    `GPUModelRunner.update_config` sets only the `allowed_config_names` it quotes. Pure."""
+    plain = {id(t) for _fn, stmt in stores
+             for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])}
+    quoted = None
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load) and n.attr == attr \
+                and dotted(n.value) == "self" and id(n) not in plain:
+            return True
+        if isinstance(n, ast.Attribute) and n.attr == "__dict__" and dotted(n.value) == "self":
+            return True
+        if isinstance(n, ast.Call) and dotted(n.func) == "setattr" and len(n.args) > 1 and dotted(n.args[0]) == "self":
+            if isinstance(n.args[1], ast.Constant):
+                if n.args[1].value == attr:
+                    return True
+                continue
+            if quoted is None:
+                quoted = module is None or any(isinstance(c, ast.Constant) and c.value == attr for c in ast.walk(module))
+            if quoted:
+                return True
+    return False
 
 
 def tensor_misuse(parts: list[str], subscripted: bool) -> str | None:
