@@ -114,6 +114,7 @@ def test_a_store_of_the_name_on_another_field_does_not_hide_it(tmp_path):
                                   "plugin_subclass_unreadable_base", "core_property", "another_core_assignment",
                                   "core_tuple_assignment", "core_setattr", "core_setattr_constant",
                                   "core_stores_on_it", "plugin_stores_on_a_tensor", "plugin_stores_on_the_field",
+                                  "plugin_stores_on_a_call_result",
                                   "handled", "probed"])
 def test_where_the_field_is_not_certainly_a_plain_tensor_nothing_is_said(tmp_path, case):
     plugin, core, extra = PLUGIN, CORE, None
@@ -174,6 +175,11 @@ def test_where_the_field_is_not_certainly_a_plain_tensor_nothing_is_said(tmp_pat
         plugin = PLUGIN.replace("        def dummy_run(self, n):",
                                 "        def attach(self, t):\n            self.positions.gpu = self.seq_lens.np = t\n"
                                 "            self.seq_lens.copy_to_gpu = self.seq_lens.cpu = t\n\n"
+                                "        def dummy_run(self, n):")
+    elif case == "plugin_stores_on_a_call_result":  # the method may return the field itself
+        plugin = PLUGIN.replace("        def dummy_run(self, n):",
+                                "        def attach(self, t):\n            self.table().gpu = self.table().np = t\n"
+                                "            self.table().copy_to_gpu = self.table().cpu = t\n\n"
                                 "        def dummy_run(self, n):")
     elif case == "handled":
         plugin = PLUGIN.replace("            self.seq_lens.np[:n] = 1\n", "            try:\n"

@@ -236,16 +236,16 @@ class AttrRead:
 def store_receiver(value: ast.expr) -> str:
     """What an attribute is stored on, as far as it shows: `self.input_ids` for
     `self.input_ids.cpu = ...` and for `self.batch.tables[0].cpu = ...` (an object reached from
-    that field), the dotted name for another dotted receiver, "" for anything else. Pure."""
+    that field), the dotted name for another dotted receiver, "" for anything else (a call's
+    result, `self.table().cpu = ...`, may be any object). Pure."""
     name = dotted(value)
     if name is not None:
         return name if not name.startswith("self.") else ".".join(name.split(".")[:2])
     node = value
-    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
-        inner = node.func if isinstance(node, ast.Call) else node.value
-        if isinstance(node, ast.Attribute) and isinstance(inner, ast.Name) and inner.id == "self":
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
             return f"self.{node.attr}"
-        node = inner
+        node = node.value
     return ""
 
 
