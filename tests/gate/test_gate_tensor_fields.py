@@ -215,3 +215,25 @@ def test_the_member_lists_cover_what_the_rule_relies_on():
     assert tensormembers.has("shape") and not tensormembers.is_method("shape")
     assert tensormembers.has("__getitem__") and not tensormembers.has("gpu") and not tensormembers.has("np")
     assert not tensormembers.TENSOR_DATA & tensormembers.TENSOR_METHODS
+
+
+def test_the_member_printer_names_what_a_newer_torch_adds(monkeypatch, capsys):
+    """`python -m overlay.gate.tensormembers` under a newer torch: a stand-in `torch` module
+    whose Tensor has every listed name (as torch 2.13's does) plus one new method and one new
+    property; the printer names those two, each in its list."""
+    import types
+
+    from overlay.gate import tensormembers
+
+    body = {name: (lambda self: None) for name in tensormembers.TENSOR_METHODS}
+    body.update({name: property(lambda self: None) for name in tensormembers.TENSOR_DATA})
+    body.update(new_method=lambda self: None, new_data=property(lambda self: None))
+    fake = types.ModuleType("torch")
+    fake.Tensor = type("Tensor", (), body)
+    fake.__version__ = "9.9.9"
+    monkeypatch.setitem(__import__("sys").modules, "torch", fake)
+    assert tensormembers.main() == 0
+    assert capsys.readouterr().out.split("\n")[:2] == ["TENSOR_DATA: new_data", "TENSOR_METHODS: new_method"]
+    del fake.Tensor.new_method, fake.Tensor.new_data
+    assert tensormembers.main() == 0
+    assert capsys.readouterr().out.strip() == "torch 9.9.9: nothing to add"

@@ -31,7 +31,7 @@ import ast
 from dataclasses import dataclass
 
 from overlay.gate.captures import aliased, class_capture
-from overlay.gate.findings import Finding
+from overlay.gate.findings import Finding, also_at
 from overlay.gate.forwarders import forwards
 from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, dotted, inert_base, qualify
 from overlay.gate.instances import plugin_function_reachable
@@ -613,7 +613,7 @@ def check_calls(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
         shown = ".".join(short[-2:]) if len(short) > 2 and short[-2][:1].isupper() else short[-1]
         spelled = use.func + ("[...]" if use.shape.launch else "")
         lines = sorted({u.line for u, _, _ in items})
-        more = f" (also at line(s) {', '.join(map(str, lines[1:]))})" if len(lines) > 1 else ""
+        more = also_at(lines)
         message = (f"{spelled}(...) calls core's {callee.qualname}{callee.sig.render()[len(callee.sig.name):]} "
                    f"({callee.how}) and it " + "; ".join(problems) + more)
         evidence = f"the plugin calls it at {use.path}:{use.line}"

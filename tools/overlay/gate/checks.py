@@ -21,7 +21,7 @@ from overlay.gate.classreads import certainly_unset, class_of, namespace
 from overlay.gate.classuses import function_class_uses
 from overlay.gate.callers import COMMON, Callers, Site
 from overlay.gate.conditions import unknown_bases_in_core
-from overlay.gate.findings import NO_CORE_CALLER, Finding
+from overlay.gate.findings import NO_CORE_CALLER, Finding, also_at
 from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, dotted, inert_base, qualify
 from overlay.gate.modalias import module_alias
 from overlay.gate.namedsites import named_sites
@@ -1158,8 +1158,7 @@ def _subclass_has(facts: PluginFacts, world: TreeIndex, owner: tuple[ModuleInfo,
         memo[key] = False
         for pc in facts.classes:
             info = world.class_of(pc.module, pc.node)
-            if attr not in info.methods and attr not in info.attrs \
-                    and not any(isinstance(f.target, ast.Name) and f.target.id == attr for f in info.fields) \
+            if not info.declares(attr) \
                     and not any(isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.ctx, ast.Store)
                                 and dotted(n.value) == "self" for n in ast.walk(pc.node)):
                 continue
@@ -1253,7 +1252,7 @@ def check_typed_reads(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> lis
         read, path, typed, search = items[0]
         attr = symbol.rsplit(".", 1)[-1]
         lines = sorted({r.line for r, _, _, _ in items})
-        more = f" (also at line(s) {', '.join(map(str, lines[1:]))})" if len(lines) > 1 else ""
+        more = also_at(lines)
         unset = "no core file mentions the name" if search == "mentions" else "no core file sets the name"
         why = (f"`{path}` is a {typed.cls.name} ({typed.how}), and core's {typed.cls.name} and its bases have no "
                f"attribute '{attr}' ({unset})")
@@ -1301,7 +1300,7 @@ def check_tensor_field_reads(facts: PluginFacts, world: TreeIndex, ev: Evidence)
     for (kind, symbol, plugin_path, severity), items in grouped.items():
         read, field, why = items[0]
         lines = sorted({r.line for r, _, _ in items})
-        more = f" (also at line(s) {', '.join(map(str, lines[1:]))})" if len(lines) > 1 else ""
+        more = also_at(lines)
         owner_mod, owner_cls = field.owner
         sets = f"core's {owner_cls.name} sets `self.{field.attr} = {field.source}` ({owner_mod.path}:{field.line})"
         message = f"`{read.expr}` is used when the function runs: {sets}, a plain tensor, and {why}{more}"

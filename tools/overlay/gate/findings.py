@@ -18,6 +18,12 @@ CONFIDENCES = ("high", "medium", "low")
 # start-up, a condition the gate cannot decide). info: worth knowing, not a break.
 SEVERITIES = ("error", "warning", "info")
 
+
+def also_at(lines: list[int]) -> str:
+    """` (also at line(s) 12, 40)` after a message grouped over sorted `lines`, the first
+    being the finding's own; "" for one line."""
+    return f" (also at line(s) {', '.join(map(str, lines[1:]))})" if len(lines) > 1 else ""
+
 # A hand finding checked only against what core declares, no call site of core seen: the
 # checker agreeing on the signature adds no caller, so agreement leaves it a warning.
 NO_CORE_CALLER = "no core caller seen"

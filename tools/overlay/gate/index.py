@@ -49,6 +49,12 @@ class ClassInfo:
     _super_ids: set = field(default_factory=set)
     _cls_ids: set = field(default_factory=set)  # calls through `cls.` (the class, not an instance)
 
+    def declares(self, name: str) -> bool:
+        """The class body binds `name`: a method, a class attribute, or an annotated field
+        (a dataclass field without a default leaves no class attribute, but is the instance's)."""
+        return name in self.methods or name in self.attrs \
+            or any(isinstance(f.target, ast.Name) and f.target.id == name for f in self.fields)
+
     def self_calls(self, name: str, include_super: bool = True) -> list[tuple[str, CallShape]]:
         """Calls `self.name(...)`, `cls.name(...)`, `super().name(...)` in this class's
         methods, each with the method it sits in. Without `include_super`, only calls

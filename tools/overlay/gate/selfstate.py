@@ -33,7 +33,7 @@ from __future__ import annotations
 import ast
 
 from overlay.gate import checks
-from overlay.gate.findings import Finding
+from overlay.gate.findings import Finding, also_at
 from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, dotted, qualify
 from overlay.gate.receivers import DYNAMIC, HARMLESS_BASES, self_assignments
 from overlay.gate.scan import PluginFacts
@@ -405,7 +405,7 @@ def check_replacement_reads(facts: PluginFacts, world: TreeIndex, ev) -> list[Fi
         r, fn, line, cmod, ccls, cond = items[0]
         attr = symbol.rsplit(".", 1)[-1]
         lines = sorted({i[2] for i in items})
-        more = f" (also at line(s) {', '.join(map(str, lines[1:]))})" if len(lines) > 1 else ""
+        more = also_at(lines)
         what = "member, attribute, property or registered buffer/parameter" if _bases_known(
             world, [(cmod, ccls)])[1] else "member, attribute or property"
         why = (f"{fn.name} is installed as {ccls.name}.{r.attr} ({r.path}:{r.line}), so self is a {ccls.name}, "

@@ -67,6 +67,40 @@ def _shape(value: ast.expr) -> str:
     return f"{head}(...)" + "".join(f".{n}(...)" for n in reversed(names))
 
 
+@dataclass(frozen=True)
+class SelfStores:
+    """How a class's methods store on `self`, from one walk of its body (`self_stores`)."""
+
+    targets: dict  # attr -> ids of every `self.attr` store target (plain, tuple, loop, augmented)
+    by_name: frozenset  # names set by `setattr(self, "name", ...)`
+    computed: bool  # `setattr(self, name, ...)` with a computed name
+    uses_dict: bool  # `self.__dict__`
+    nested: dict  # attr -> members stored on it (`self.attr.member = ...`)
+
+
+def self_stores(node: ast.ClassDef) -> SelfStores:
+    """One walk of the class: every way its methods store on `self`. Pure."""
+    targets: dict[str, set[int]] = {}
+    nested: dict[str, set[str]] = {}
+    by_name: set[str] = set()
+    computed = uses_dict = False
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute):
+            owner = dotted(n.value)
+            if n.attr == "__dict__" and owner == "self":
+                uses_dict = True
+            elif not isinstance(n.ctx, ast.Load) and owner == "self":
+                targets.setdefault(n.attr, set()).add(id(n))
+            elif isinstance(n.ctx, ast.Store) and owner and owner.count(".") == 1 and owner.startswith("self."):
+                nested.setdefault(owner[5:], set()).add(n.attr)
+        elif isinstance(n, ast.Call) and dotted(n.func) == "setattr" and len(n.args) > 1 and dotted(n.args[0]) == "self":
+            if isinstance(n.args[1], ast.Constant):
+                by_name.add(n.args[1].value)
+            else:
+                computed = True
+    return SelfStores(targets, frozenset(by_name), computed, uses_dict, nested)
+
+
 class TensorFields:
     """Which `self.attr` of a plugin class is certainly one of core's plain tensors."""
 
@@ -78,6 +112,25 @@ class TensorFields:
         self._receivers = Receivers(world, is_core, linearize)  # its walk of each class's `self.x = `
         self._memo: dict[tuple[int, str], TensorField | None] = {}
         self._below: dict[int, list] | None = None
+        # id(node) -> (the node, kept alive while its id is a key; what is derived from it)
+        self._stores: dict[int, tuple[ast.AST, SelfStores]] = {}
+        self._quotes: dict[int, tuple[ast.AST, frozenset]] = {}
+
+    def stores(self, node: ast.ClassDef) -> SelfStores:
+        """`self_stores(node)`, walked once per class (core's runner is thousands of lines,
+        and each field a plugin reads asks)."""
+        if id(node) not in self._stores:
+            self._stores[id(node)] = (node, self_stores(node))
+        return self._stores[id(node)][1]
+
+    def quotes(self, tree: ast.Module | None) -> frozenset | None:
+        """The string constants of a module, once per module; None when it has no tree."""
+        if tree is None:
+            return None
+        if id(tree) not in self._quotes:
+            self._quotes[id(tree)] = (tree, frozenset(n.value for n in ast.walk(tree)
+                                                      if isinstance(n, ast.Constant) and isinstance(n.value, str)))
+        return self._quotes[id(tree)][1]
 
     def _subclasses(self, cls_node: ast.ClassDef) -> list:
         """The plugin classes whose bases include `cls_node`'s class (with their chains)."""
@@ -97,10 +150,6 @@ class TensorFields:
             self._memo[key] = self._field(mod, cls_node, attr)
         return self._memo[key]
 
-    def _defines(self, info: ClassInfo, attr: str) -> bool:
-        return attr in info.methods or attr in info.attrs \
-            or any(isinstance(f.target, ast.Name) and f.target.id == attr for f in info.fields)
-
     def _field(self, mod: ModuleInfo, cls_node: ast.ClassDef, attr: str) -> TensorField | None:
         info = self.world.class_of(mod, cls_node)
         chains = [(mod, info, self.linearize(self.world, mod, info))] + self._subclasses(cls_node)
@@ -114,10 +163,10 @@ class TensorFields:
                 if id(ecls.node) in seen:
                     continue
                 seen.add(id(ecls.node))
-                if self._defines(ecls, attr):
+                if ecls.declares(attr):
                     return None  # a property, a method or a class attribute
                 stores = self._receivers.assignments(ecls.node).get(attr, ())
-                if other_stores(ecls.node, attr, stores, emod.tree):
+                if other_stores(self.stores(ecls.node), attr, stores, lambda: self.quotes(emod.tree)):
                     return None  # `self.a, self.b = ...`, `setattr(self, ...)`: not one value
                 if not stores:
                     continue
@@ -132,30 +181,21 @@ class TensorFields:
         return found
 
 
-def other_stores(node: ast.ClassDef, attr: str, stores, module: ast.Module | None) -> bool:
-    """The class sets `self.<attr>` some other way than the plain assignments `stores` (from
-    Receivers.assignments): as part of a tuple or a loop target, augmented, through
-    `self.__dict__`, `setattr(self, "<attr>", ...)`, or `setattr(self, name, ...)` where its
-    module (`module`) quotes the name: a computed name comes from somewhere, and vLLM's
-    `GPUModelRunner.update_config` sets only the `allowed_config_names` it quotes. Pure."""
+def other_stores(st: SelfStores, attr: str, stores, quotes) -> bool:
+    """The class (`st`, its `self_stores`) sets `self.<attr>` some other way than the plain
+    assignments `stores` (from Receivers.assignments): as part of a tuple or a loop target,
+    augmented, through `self.__dict__`, `setattr(self, "<attr>", ...)`, or `setattr(self,
+    name, ...)` where its module quotes the name (`quotes()`: its string constants, None when
+    unknown): a computed name comes from somewhere, and vLLM's `GPUModelRunner.update_config`
+    sets only the `allowed_config_names` it quotes. Pure but for `quotes`, asked only when
+    needed."""
     plain = {id(t) for _fn, stmt in stores
              for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])}
-    quoted = None
-    for n in ast.walk(node):
-        if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load) and n.attr == attr \
-                and dotted(n.value) == "self" and id(n) not in plain:
-            return True
-        if isinstance(n, ast.Attribute) and n.attr == "__dict__" and dotted(n.value) == "self":
-            return True
-        if isinstance(n, ast.Call) and dotted(n.func) == "setattr" and len(n.args) > 1 and dotted(n.args[0]) == "self":
-            if isinstance(n.args[1], ast.Constant):
-                if n.args[1].value == attr:
-                    return True
-                continue
-            if quoted is None:
-                quoted = module is None or any(isinstance(c, ast.Constant) and c.value == attr for c in ast.walk(module))
-            if quoted:
-                return True
+    if st.targets.get(attr, set()) - plain or st.uses_dict or attr in st.by_name:
+        return True
+    if st.computed:
+        known = quotes()
+        return known is None or attr in known
     return False
 
 
@@ -187,6 +227,4 @@ def stored_on_field(receivers, attr: str) -> bool:
 def core_stores_on(fields: TensorFields, field: TensorField, member: str) -> bool:
     """Core's owner class stores `self.<attr>.<member> = ...` itself."""
     node = field.owner[1].node
-    return node is not None and any(
-        isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and n.attr == member
-        and dotted(n.value) == f"self.{field.attr}" for n in ast.walk(node))
+    return node is not None and member in fields.stores(node).nested.get(field.attr, ())
