@@ -6,6 +6,10 @@ evaluates it against the core tree under test: a decided test checks only the
 branch that runs; a test it cannot decide checks both branches and reports any
 failure there as *undecidable*, never as a pass. Any other test (`is_310p()`,
 environment switches) is not about core: both branches are checked as usual.
+
+One environment switch is about core: `VLLM_USE_V1`, which chose between core's V0 and V1
+engines. On a core without a V0 engine (see `v1_only`) the switch's false branch never runs:
+the switch reads true, or reading it raises before either branch.
 """
 
 from __future__ import annotations
@@ -135,6 +139,44 @@ def _core_target(expr: ast.expr, mod: ModuleInfo, local: dict[str, str], env: En
     return target
 
 
+V0_SWITCH = "VLLM_USE_V1"  # core's switch between its V0 and V1 engines (`vllm.envs`)
+V0_ENGINE = "vllm.engine.llm_engine"  # where core's V0 engine was; an alias of V1's since 0.11.0
+V1_ENGINE = "vllm.v1.engine.llm_engine"
+
+
+def v1_only(env: Env) -> bool:
+    """Does core lack a V0 engine? True when `vllm.engine.llm_engine.LLMEngine` is V1's class
+    (0.11.0 on: `LLMEngine = V1LLMEngine`, imported from V1's engine module), or when only
+    V1's engine module exists; False when it is a class of its own (0.10.2 and before) or
+    the gate cannot tell."""
+    mod = env.world.module(V0_ENGINE)
+    if mod is None:
+        return env.world.module(V1_ENGINE) is not None
+    binds = mod.bindings.get("LLMEngine", [])
+    if len(binds) != 1 or mod.tree is None:
+        return False
+    target = None
+    if binds[0].kind == "from" and binds[0].target and binds[0].attr:
+        target = f"{binds[0].target}.{binds[0].attr}"
+    elif binds[0].kind == "assign":
+        value = next((s.value for s in mod.tree.body if isinstance(s, ast.Assign) and s.lineno == binds[0].line
+                      and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)), None)
+        name = dotted(value) if value is not None else None
+        target = qualify(mod, name, {}) if name else None
+    return target == f"{V1_ENGINE}.LLMEngine"
+
+
+def _v0_switch(test: ast.expr, mod: ModuleInfo, local: dict[str, str]) -> bool:
+    """Is `test` a read of the V0/V1 switch: `envs.VLLM_USE_V1` on any env module (core's or
+    the plugin's own, which may pass core's variables through), or the name imported from one?"""
+    if isinstance(test, ast.Attribute):
+        return test.attr == V0_SWITCH
+    if isinstance(test, ast.Name) and test.id == V0_SWITCH:
+        target = qualify(mod, test.id, local)
+        return target is not None and target != V0_SWITCH and target.endswith("." + V0_SWITCH)
+    return False
+
+
 def _has(env: Env, target: str, attr: str) -> Verdict:
     """Does core object `target` have attribute `attr`?"""
     obj = env.world.resolve_dotted(target)
@@ -255,6 +297,8 @@ def evaluate(test: ast.expr, mod: ModuleInfo, local: dict[str, str], env: Env) -
     name = dotted(test) or ""
     if name in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
         return Verdict(TYPE_CHECKING)
+    if _v0_switch(test, mod, local) and v1_only(env):
+        return Verdict(DECIDED, True)
     if isinstance(test, ast.Name):
         flag = _flag(test.id, mod, local, env)
         return flag if flag is not None else Verdict(PLAIN)
