@@ -17,6 +17,7 @@ when a name is asked for):
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -85,6 +86,27 @@ def _may_type(data: bytes, calls: re.Pattern, tail: re.Pattern, raw: list[bytes]
     return any((named and re.search(rb"\b%s\s*(:[^=\n]*\b(%s)\b|=\s*(%s)\s*\()" % (re.escape(r), alt, alt), data))
                or re.search(rb"\bfor\b[^\n]*\b%s\b[^\n]*\bin\b" % re.escape(r), data)
                for r in receivers)
+
+
+@functools.lru_cache(maxsize=4096)
+def _value_pattern(word: bytes) -> re.Pattern:
+    # `[=,(]\s*\[?`: a list's first element too (`WORKERS = [Cls]`); an annotation's
+    # subscript (`list[Cls]`) passes nothing
+    return re.compile(rb"""(\.%s\b(?!\s*[(\[])|["']%s["']|[=,(]\s*\[?\s*%s\b(?!\s*[(\[.]))""" % ((re.escape(word),) * 3))
+
+
+def value_use(code: bytes, word: bytes) -> bool:
+    """Does `code` use the name `word` as a value: `x.word` not called, `= word`, `(word`,
+    `"word"`? A class statement's bases, a quoted annotation (`runner: "GPUModelRunner"`,
+    `-> "Cls"`) and an instance test (`isinstance(runner, GPUModelRunner)`) name the class,
+    they pass nothing anywhere and make no instance. Pure."""
+    loose = _value_pattern(word)
+    if loose.search(code) is None:
+        return False
+    code = _QUOTED_ANNOTATION.sub(rb"\1#", _CLASS_HEADER.sub(b"", code))
+    if b"instance" in code or b"subclass" in code:
+        code = _INSTANCE_TEST.sub(b"isinstance()", code)
+    return loose.search(code) is not None
 
 
 def _aliases(data: bytes, alias: re.Pattern) -> frozenset[str]:
@@ -772,26 +794,23 @@ class Callers:
         return self.files_where("value", name, self._value_test(name))
 
     def _value_test(self, name: str):
-        word = name.encode()
-        loose = re.compile(rb"""(\.%s\b(?!\s*[(\[])|["']%s["']|[=,(]\s*%s\b(?!\s*[(\[.]))"""
-                           % ((re.escape(word),) * 3))
-
         def value(path: str, tree: int) -> bool:
-            if word not in self.text(path, tree):
-                return False
-            code = self._code(path, tree)
-            if loose.search(code) is None:
-                return False
-            # a class statement's bases, a quoted annotation (`runner: "GPUModelRunner"`,
-            # `-> "Cls"`) and an instance test (`isinstance(runner, GPUModelRunner)`) name
-            # the class, they pass nothing anywhere and make no instance
-            code = _QUOTED_ANNOTATION.sub(rb"\1#", _CLASS_HEADER.sub(b"", code))
-            if b"instance" in code or b"subclass" in code:
-                code = _INSTANCE_TEST.sub(b"isinstance()", code)
-            return loose.search(code) is not None
+            return self.value_use_in(path, tree, name)
 
         return value
 
+    def value_use_in(self, path: str, tree: int, name: str, ignoring: tuple[bytes, ...] = ()) -> bool:
+        """`passed_as_value(name)`'s test on one file, with the quoted strings `ignoring`
+        (`b'"pkg.mod.Cls"'`) blanked first."""
+        word = name.encode()
+        if word not in self.text(path, tree):
+            return False
+        code = self._code(path, tree)
+        for literal in ignoring:
+            code = code.replace(literal, b'""')
+        return value_use(code, word)
+
+    # -- reachability
     # -- reachability
 
     def is_dead(self, module: str, cls: str | None, func: str | None) -> bool:

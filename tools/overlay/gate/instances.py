@@ -26,10 +26,11 @@ a call in plugin code can only break when something can call the function around
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Callable
 
-from overlay.gate.callers import COMMON, MAX_DEPTH, Callers, Site, module_name
+from overlay.gate.callers import COMMON, MAX_DEPTH, Callers, Site, function_scopes, innermost, module_name
 
 
 def never_built(callers: Callers, plugin_imports: set[tuple[str, str]],
@@ -57,7 +58,17 @@ def _no_instance(callers: Callers, plugin_imports: set[tuple[str, str]], module:
     if (module, cls) in plugin_imports or len(callers.files_calling(cls)) > COMMON:
         return None
     sites = callers.sites(cls) or []
-    if not sites or any(s.plugin for s in sites) or _used_otherwise(callers, cls, module):
+    if any(s.plugin for s in sites):
+        return None
+    named: list[tuple[str, str | None, str | None, str]] = []
+    if _used_otherwise(callers, cls, module):
+        # core's platforms name their worker as a string ("pkg.mod.Cls"): such a string
+        # in code that cannot run (another platform's) builds nothing either
+        found = _named_in_full(callers, module, cls)
+        if not found or _used_otherwise(callers, cls, module, ignoring=(f"{module}.{cls}", f"{module}:{cls}")):
+            return None
+        named = found
+    if not sites and not named:
         return None
     # a subclass's instance runs the class's methods: each must have no instance either
     # (`XPUModelRunner(GPUModelRunner)`, built only by another platform's worker)
@@ -70,7 +81,38 @@ def _no_instance(callers: Callers, plugin_imports: set[tuple[str, str]], module:
         if ok:
             return None
         dead.append(f"{s.where()} ({reason})")
+    for where_module, owner, func, where in named:
+        if func is None:
+            return None  # module level: whatever reads the name may run
+        ok, reason = callers.function_reachable(where_module, owner, func)
+        if ok:
+            return None
+        dead.append(f"{where} as a string ({reason})")
     return f"{cls} is built only at {'; '.join(dead[:2])}: no instance exists with the plugin, so its methods never run"
+
+
+def _named_in_full(callers: Callers, module: str, cls: str) -> list[tuple[str, str | None, str | None, str]] | None:
+    """Where a string constant names the class in full (`"pkg.mod.Cls"`, `"pkg.mod:Cls"`, as
+    core's platforms name their worker for core to build): (module, class, function, path:line)
+    of each, class and function None at module level. None when a plugin file or a file the
+    gate cannot read names it so (the plugin's platform may choose that class)."""
+    spellings = (f"{module}.{cls}", f"{module}:{cls}")
+    raws = [x.encode() for x in spellings]
+    files = callers.files_where("named in full", spellings[0],
+                                lambda path, tree: any(r in callers.text(path, tree) for r in raws))
+    out: list[tuple[str, str | None, str | None, str]] = []
+    for path, tree in sorted(files):
+        index = callers.trees[tree][2]
+        mod = index.module(module_name(path))
+        if callers.trees[tree][3] or mod is None or mod.tree is None or mod.path != path:
+            return None
+        scopes = function_scopes(mod.tree)
+        for node in ast.walk(mod.tree):
+            if isinstance(node, ast.Constant) and node.value in spellings:
+                scope = innermost(scopes, node.lineno)
+                out.append((mod.name, scope[2] if scope else None, scope[3].name if scope else None,  # type: ignore[attr-defined]
+                            f"{path}:{node.lineno}"))
+    return out
 
 
 _CLASS_STATEMENT = rb"^[ \t]*class[ \t]+(\w+)[ \t]*\([^)]*\b%s\b"
@@ -90,14 +132,16 @@ def _subclasses(callers: Callers, cls: str) -> list[tuple[str | None, str]]:
     return out
 
 
-def _used_otherwise(callers: Callers, cls: str, module: str | None = None) -> bool:
+def _used_otherwise(callers: Callers, cls: str, module: str | None = None, ignoring: tuple[str, ...] = ()) -> bool:
     """An attribute of the class itself (`Cls.m`), or the class as a value or a string
     anywhere in either tree. With `module`, a core file whose name `cls` is another class
     (its own class statement, or an import from a module where the name is another class:
-    V0's `vllm.worker.cpu_model_runner.CPUModelRunner` beside V1's) does not count."""
+    V0's `vllm.worker.cpu_model_runner.CPUModelRunner` beside V1's) does not count. The
+    string constants `ignoring` (the class named in full) do not count either."""
     word = re.escape(cls.encode())
     attribute = re.compile(rb"\b%s[ \t]*\.[ \t]*[A-Za-z_]" % word)
     raw = cls.encode()
+    quoted = tuple(q + x.encode() + q for x in ignoring for q in (b'"', b"'"))
 
     def used(path: str, tree: int) -> bool:
         data = callers.text(path, tree)
@@ -105,10 +149,20 @@ def _used_otherwise(callers: Callers, cls: str, module: str | None = None) -> bo
 
     if not (callers.any_file("used otherwise", cls, used) or callers.passed_as_value(cls)):
         return False
-    if module is None:
-        return True
     files = callers.files_where("used otherwise", cls, used) | callers.value_uses(cls)
+    if quoted:
+        files = {(path, tree) for path, tree in files
+                 if callers.value_use_in(path, tree, cls, quoted)
+                 or attribute.search(_blank(callers.text(path, tree), quoted)) is not None}
+    if module is None:
+        return bool(files)
     return any(_names_the_class(callers, path, tree, module, cls) for path, tree in sorted(files))
+
+
+def _blank(data: bytes, literals: tuple[bytes, ...]) -> bytes:
+    for literal in literals:
+        data = data.replace(literal, b'""')
+    return data
 
 
 def _names_the_class(callers: Callers, path: str, tree: int, module: str, cls: str) -> bool:
