@@ -10,9 +10,11 @@ so core's only caller of `GPUModelRunner.setup_eplb_from_mapping` cannot run on 
 `never_built(...)` answers, for a core class, why it has no instance or None, and is
 chained after the platform answer as `Callers.alternative`. A class counts as built
 (None) unless every one of these holds, each found by name in the text of both trees:
-- core builds it somewhere by name (`Cls(...)`): a class nothing builds by name may be
-  made by reflection or a registry;
-- every such construction sits in code that cannot run (`Callers.reachable`);
+- core builds it somewhere by name (`Cls(...)`), or names it in full as a string
+  (`"pkg.mod.Cls"`, as core's platforms name their worker for core to build): a class
+  nothing names so may be made by reflection or a registry;
+- every such construction and string sits in code that cannot run (`Callers.reachable`),
+  never at module level;
 - the plugin does not import it, and no code uses it other than by calling it (a value,
   a string, `Cls.attr`: a classmethod runs without an instance; a quoted annotation
   `runner: "Cls"` and a class statement's bases pass nothing);
