@@ -1285,7 +1285,7 @@ def check_tensor_field_reads(facts: PluginFacts, world: TreeIndex, ev: Evidence)
             continue
         why = tensor_misuse(parts[2:], read.subscripted)
         if why is None or parts[2] in read.ctx.probed \
-                or stored_on_field(facts.foreign_store_receivers.get(parts[2], ()), parts[1]):
+                or stored_on_field({x.receiver for x in facts.foreign_stores.get(parts[2], ())}, parts[1]):
             continue
         if fields is None:
             fields = TensorFields(world, ev.is_core, _linearize, facts.classes)
@@ -1362,10 +1362,10 @@ def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list
         """Could the plugin have set `attr` on some object before `read` runs? Only a store
         later in the reading function itself (`orig = vars(C)["a"]; C.a = new`) cannot; a
         replacement that is no such store (`setattr(C, "a", new)`) may run anywhere."""
-        sites = facts.foreign_store_sites.get(attr, ())
-        if replaced_at.get(attr, set()) - {(path, line) for path, line, _ in sites}:
+        sites = facts.foreign_stores.get(attr, ())
+        if replaced_at.get(attr, set()) - {(x.path, x.line) for x in sites}:
             return True
-        return any(not (func is not None and func == read.site and line > read.line) for _, line, func in sites)
+        return any(not (x.func_site is not None and x.func_site == read.site and x.line > read.line) for x in sites)
 
     for read in facts.attr_reads:
         if read.ctx.probed and read.expr.split(".")[-1] in read.ctx.probed:

@@ -233,6 +233,18 @@ class AttrRead:
     subscripted: bool = False  # indexed where it stands (`a.b[i]`, read or assigned)
 
 
+@dataclass(frozen=True)
+class ForeignStore:
+    """`x.name = ...` in the plugin with a receiver other than `self`."""
+
+    path: str
+    line: int
+    func_site: tuple[str, int] | None  # the enclosing function's (path, def line); None at module level
+    # what it is stored on (store_receiver): `self.input_ids` for `self.input_ids.cpu = ...`
+    # and `self.input_ids.x[0].cpu = ...`; "" when it does not show
+    receiver: str
+
+
 def store_receiver(value: ast.expr) -> str:
     """What an attribute is stored on, as far as it shows: `self.input_ids` for
     `self.input_ids.cpu = ...` and for `self.batch.tables[0].cpu = ...` (an object reached from
@@ -280,14 +292,9 @@ class PluginFacts:
     calls: list[CallUse] = field(default_factory=list)
     attr_reads: list[AttrRead] = field(default_factory=list)
     attr_stores: set[str] = field(default_factory=set)  # every `x.name = ...` target name in the plugin
-    # those whose receiver is not `self` (`self.name = ...` sets the plugin's own object)
-    foreign_stores: set[str] = field(default_factory=set)
-    # where each of those is stored: name -> [(path, line, the enclosing function's (path, def
-    # line), None at module level)]
-    foreign_store_sites: dict[str, list[tuple[str, int, tuple[str, int] | None]]] = field(default_factory=dict)
-    # name -> the receivers it is stored on (store_receiver: `self.input_ids` for
-    # `self.input_ids.cpu = ...` and `self.input_ids.x[0].cpu = ...`; "" when it does not show)
-    foreign_store_receivers: dict[str, set[str]] = field(default_factory=dict)
+    # name -> every store of it whose receiver is not `self` (`self.name = ...` sets the
+    # plugin's own object)
+    foreign_stores: dict[str, list[ForeignStore]] = field(default_factory=dict)
     # plugin module -> plugin modules it imports or names in a dotted string (any scope,
     # only the branches that run): the edges of the start-up import graph
     refs: dict[str, set[str]] = field(default_factory=dict)
@@ -800,10 +807,8 @@ class _Scanner:
             if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
                 self.facts.attr_stores.add(node.attr)
                 if not (isinstance(node.value, ast.Name) and node.value.id == "self"):
-                    self.facts.foreign_stores.add(node.attr)
-                    self.facts.foreign_store_receivers.setdefault(node.attr, set()).add(store_receiver(node.value))
-                    self.facts.foreign_store_sites.setdefault(node.attr, []).append((self.mod.path, node.lineno,
-                                                                                  self.func_site))
+                    self.facts.foreign_stores.setdefault(node.attr, []).append(ForeignStore(
+                        self.mod.path, node.lineno, self.func_site, store_receiver(node.value)))
             if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
                 expr = own_namespace_read(node)
                 if expr is not None and expr.split(".")[0] not in ("self", "cls"):
