@@ -416,3 +416,35 @@ def test_a_plugin_class_named_as_the_core_class_it_extends_is_built_only_by_the_
                  ("vllm_ascend.engine",))
     missing = [f for f in built.findings if f.symbol.startswith("override:vllm_ascend.engine.TransferEngine.")]
     assert missing and {f.severity for f in missing} == {"error"}, [(f.symbol, f.severity) for f in missing]
+
+
+def test_a_quoted_annotation_of_the_shadowing_class_builds_nothing(tmp_path):
+    """vllm-metax's static `get_moe_method(...) -> "CompressedTensorsMoEMethod":` names the class
+    in a quoted return annotation, which passes nothing anywhere (9 false errors over four
+    vllm-metax pairings); a quoted registry entry still counts."""
+    plugin = """
+        import vllm.models.engine as core_engine
+        from vllm.models.engine import TransferEngine as CoreEngine
+
+
+        class TransferEngine(CoreEngine):
+            def init_transfer(self, info):
+                pass
+
+            @staticmethod
+            def pick(config: "TransferEngine") -> "TransferEngine":
+                return core_engine.TransferEngine.shutdown  # core's class, named through its module
+
+
+        def method():
+            return TransferEngine.pick(None)
+    """
+    report = gate(tmp_path, {"vllm/models/engine.py": CORE_ENGINE}, {"vllm_ascend/engine.py": plugin},
+                  ("vllm_ascend.engine",))
+    missing = [f for f in report.findings if f.symbol.startswith("override:vllm_ascend.engine.TransferEngine.")]
+    assert missing and {f.severity for f in missing} == {"warning"}, [(f.symbol, f.severity) for f in missing]
+    registered = gate(tmp_path / "registered", {"vllm/models/engine.py": CORE_ENGINE},
+                      {"vllm_ascend/engine.py": plugin + '\n\n        ENGINES = {"transfer": "TransferEngine"}\n'},
+                      ("vllm_ascend.engine",))
+    missing = [f for f in registered.findings if f.symbol.startswith("override:vllm_ascend.engine.TransferEngine.")]
+    assert missing and {f.severity for f in missing} == {"error"}, [(f.symbol, f.severity) for f in missing]

@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import re
 
+from overlay.gate.callers import without_quoted_annotations
 from overlay.gate.checks import Evidence, _kind, _reason, _severity, _why
 from overlay.gate.findings import Finding
 from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, inert_base, qualify
@@ -100,10 +101,11 @@ def _implemented(chain, name: str) -> bool:
 
 def _plugin_names_bare(ev: Evidence, name: str) -> bool:
     """A plugin file names `name` as a value by itself (`= Name`, `(Name,`, "Name"), not as
-    an attribute of a module (`core_mod.Name.get_moe_method(...)` is core's class)."""
+    an attribute of a module (`core_mod.Name.get_moe_method(...)` is core's class), nor in a
+    quoted annotation (`-> "Name":`, vllm-metax's `get_moe_method`), which passes nothing."""
     word = re.escape(name.encode())
     bare = re.compile(rb"(?<![.\w])" + word + rb"\b(?!\s*[(\[.])|[\"']" + word + rb"[\"']")
-    return any(ev.callers.trees[i][3] and bare.search(ev.callers._code(path, i))
+    return any(ev.callers.trees[i][3] and bare.search(without_quoted_annotations(ev.callers._code(path, i)))
                for path, i in ev.callers.value_uses(name))
 
 

@@ -32,9 +32,9 @@ MAX_DEPTH = 3
 _NEWLINE = re.compile(rb"\n")
 
 
-# `class X(Base, Other):` (its bases), and the opening quote of a string annotation
+# `class X(Base, Other):` (its bases), and a string annotation (`x: "Cls"`, `-> "Cls"`)
 _CLASS_HEADER = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\([^)]*\)", re.M)
-_QUOTED_ANNOTATION = re.compile(rb"(\w[ \t]*:[ \t]*|->[ \t]*)[\"']")
+_QUOTED_ANNOTATION = re.compile(rb"(\w[ \t]*:[ \t]*|->[ \t]*)([\"'])[^\"'\n]*\2")
 # an import statement: one line, or a parenthesised list over several
 _IMPORT_STATEMENT = re.compile(rb"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)", re.M)
 # a module's export list, `__all__ = [...]` (or `+=`, a tuple): names, not values passed
@@ -88,6 +88,12 @@ def _may_type(data: bytes, calls: re.Pattern, tail: re.Pattern, raw: list[bytes]
                for r in receivers)
 
 
+def without_quoted_annotations(code: bytes) -> bytes:
+    """`code` without its quoted annotations (`x: "Cls"`, `-> "Cls"` become `x: #`): a name
+    there is a type, not a value or a registry entry. Pure."""
+    return _QUOTED_ANNOTATION.sub(rb"\1#", code)
+
+
 @functools.lru_cache(maxsize=4096)
 def _value_pattern(word: bytes) -> re.Pattern:
     # `[=,(]\s*\[?`: a list's first element too (`WORKERS = [Cls]`); an annotation's
@@ -103,7 +109,7 @@ def value_use(code: bytes, word: bytes) -> bool:
     loose = _value_pattern(word)
     if loose.search(code) is None:
         return False
-    code = _QUOTED_ANNOTATION.sub(rb"\1#", _CLASS_HEADER.sub(b"", code))
+    code = without_quoted_annotations(_CLASS_HEADER.sub(b"", code))
     if b"instance" in code or b"subclass" in code:
         code = _INSTANCE_TEST.sub(b"isinstance()", code)
     return loose.search(code) is not None
