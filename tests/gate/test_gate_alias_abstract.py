@@ -420,7 +420,7 @@ def test_a_plugin_class_named_as_the_core_class_it_extends_is_built_only_by_the_
 
 def test_a_quoted_annotation_of_the_shadowing_class_builds_nothing(tmp_path):
     """vllm-metax's static `get_moe_method(...) -> "CompressedTensorsMoEMethod":` names the class
-    in a quoted return annotation, which passes nothing anywhere (9 false errors over four
+    in a quoted return annotation, which passes nothing anywhere (7 false errors over three
     vllm-metax pairings); a quoted registry entry still counts."""
     plugin = """
         import vllm.models.engine as core_engine
