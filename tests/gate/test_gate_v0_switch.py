@@ -177,3 +177,14 @@ def test_the_verdict_itself(tmp_path):
     v = _verdict(tmp_path / "b", V1_ONLY, "envs.VLLM_USE_V1")
     assert (v.kind, v.value) == (DECIDED, True)
     assert _verdict(tmp_path / "c", WITH_V0, "envs.VLLM_USE_V1").kind == PLAIN
+
+
+def test_the_switch_imported_by_name_is_the_same_switch(tmp_path):
+    platform = PLATFORM.replace("import vllm_x.envs as envs", "from vllm_x.envs import VLLM_USE_V1").replace(
+        "if envs.VLLM_USE_V1:", "if VLLM_USE_V1:")
+    assert "if VLLM_USE_V1:" in platform
+    assert not _v0(_errors(tmp_path / "v1", V1_ONLY, platform))
+    # a local variable of that name is not the environment switch
+    local = platform.replace("from vllm_x.envs import VLLM_USE_V1", "").replace(
+        "if VLLM_USE_V1:", "VLLM_USE_V1 = vllm_config is None\n            if VLLM_USE_V1:")
+    assert _v0(_errors(tmp_path / "local", V1_ONLY, local))

@@ -101,6 +101,13 @@ def _value_pattern(word: bytes) -> re.Pattern:
     return re.compile(rb"""(\.%s\b(?!\s*[(\[])|["']%s["']|[=,(]\s*\[?\s*%s\b(?!\s*[(\[.]))""" % ((re.escape(word),) * 3))
 
 
+def blank(data: bytes, literals: tuple[bytes, ...]) -> bytes:
+    """`data` with each of the quoted strings `literals` (`b'"pkg.mod.Cls"'`) made empty. Pure."""
+    for literal in literals:
+        data = data.replace(literal, b'""')
+    return data
+
+
 def value_use(code: bytes, word: bytes) -> bool:
     """Does `code` use the name `word` as a value: `x.word` not called, `= word`, `(word`,
     `"word"`? A class statement's bases, a quoted annotation (`runner: "GPUModelRunner"`,
@@ -811,12 +818,8 @@ class Callers:
         word = name.encode()
         if word not in self.text(path, tree):
             return False
-        code = self._code(path, tree)
-        for literal in ignoring:
-            code = code.replace(literal, b'""')
-        return value_use(code, word)
+        return value_use(blank(self._code(path, tree), ignoring), word)
 
-    # -- reachability
     # -- reachability
 
     def is_dead(self, module: str, cls: str | None, func: str | None) -> bool:

@@ -173,7 +173,7 @@ def _v0_switch(test: ast.expr, mod: ModuleInfo, local: dict[str, str]) -> bool:
         return test.attr == V0_SWITCH
     if isinstance(test, ast.Name) and test.id == V0_SWITCH:
         target = qualify(mod, test.id, local)
-        return target is not None and target != V0_SWITCH and target.endswith("." + V0_SWITCH)
+        return target is not None and target.endswith("." + V0_SWITCH)
     return False
 
 

@@ -32,7 +32,7 @@ import ast
 import re
 from typing import Callable
 
-from overlay.gate.callers import COMMON, MAX_DEPTH, Callers, Site, function_scopes, innermost, module_name
+from overlay.gate.callers import COMMON, MAX_DEPTH, Callers, Site, blank, function_scopes, innermost, module_name
 
 
 def never_built(callers: Callers, plugin_imports: set[tuple[str, str]],
@@ -155,16 +155,10 @@ def _used_otherwise(callers: Callers, cls: str, module: str | None = None, ignor
     if quoted:
         files = {(path, tree) for path, tree in files
                  if callers.value_use_in(path, tree, cls, quoted)
-                 or attribute.search(_blank(callers.text(path, tree), quoted)) is not None}
+                 or attribute.search(blank(callers.text(path, tree), quoted)) is not None}
     if module is None:
         return bool(files)
     return any(_names_the_class(callers, path, tree, module, cls) for path, tree in sorted(files))
-
-
-def _blank(data: bytes, literals: tuple[bytes, ...]) -> bytes:
-    for literal in literals:
-        data = data.replace(literal, b'""')
-    return data
 
 
 def _names_the_class(callers: Callers, path: str, tree: int, module: str, cls: str) -> bool:
