@@ -4,10 +4,11 @@ vLLM 0.11.0's TPU platform names its worker as a string (`parallel_config.worker
 "vllm.v1.worker.tpu_worker.TPUWorker"`, in `TpuPlatform.check_and_update_config`), and only
 that worker builds `TPUModelRunner`, whose `compute_logits` calls
 `self.model.compute_logits(hidden_states)`. With vllm-ascend's platform in place the TPU
-platform's code never runs, so neither does the TPU worker or its runner; the plugin's models
-that still take `sampling_metadata` are not broken by that call (four false errors on
-vllm-ascend 0.10.2rc1 -> 0.11.0, one each on vllm-rbln 0.10.0 -> 0.13.0 and vllm-spyre 1.0.2 ->
-0.11.0). Synthetic trees; the shapes are core's, no upstream code is copied."""
+platform's code never runs, so neither does the TPU worker or its runner; that call is no
+evidence against the plugin's models that still take `sampling_metadata` (the gate cited it for
+vllm-ascend 0.10.2rc1 -> 0.11.0, vllm-rbln 0.10.0 -> 0.13.0 and vllm-spyre 1.0.2 -> 0.11.0; with
+it gone they cite the next core caller, a multimodal model's `self.language_model.compute_logits`).
+Synthetic trees; the shapes are core's, no upstream code is copied."""
 
 from __future__ import annotations
 
