@@ -17,23 +17,7 @@ import pytest
 
 from overlay.gate import run_gate
 
-INTERFACES = """
-    from typing import Protocol, TypeVar, runtime_checkable
-
-    T = TypeVar("T")
-
-
-    @runtime_checkable
-    class VllmModel(Protocol[T]):
-        def __init__(self, vllm_config, prefix: str = "") -> None: ...
-
-        def forward(self, input_ids, positions) -> T: ...
-
-
-    @runtime_checkable
-    class VllmModelForTextGeneration(VllmModel[T], Protocol[T]):
-        def compute_logits(self, hidden_states: T) -> T: ...
-"""
+from test_gate_protocols import INTERFACES  # core's model protocols, shared with the protocol tests
 
 PLATFORM_BASE = """
     class Platform:
