@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from overlay.gate import tensormembers
 from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, dotted, qualify
 from overlay.gate.receivers import Receivers
+from overlay.gate.startup import loaded_strings
 
 # torch functions that return a new plain tensor (not a subclass such as nn.Parameter)
 FACTORIES = frozenset({"zeros", "empty", "ones", "full", "arange", "tensor", "as_tensor", "zeros_like",
@@ -123,14 +124,14 @@ class TensorFields:
             self._stores[id(node)] = (node, self_stores(node))
         return self._stores[id(node)][1]
 
-    def quotes(self, tree: ast.Module | None) -> frozenset | None:
-        """The string constants of a module, once per module; None when it has no tree."""
-        if tree is None:
+    def quotes(self, mod: ModuleInfo) -> frozenset | None:
+        """A module's short string constants (`startup.loaded_strings`), once per module; None
+        when it has no tree."""
+        if mod.tree is None:
             return None
-        if id(tree) not in self._quotes:
-            self._quotes[id(tree)] = (tree, frozenset(n.value for n in ast.walk(tree)
-                                                      if isinstance(n, ast.Constant) and isinstance(n.value, str)))
-        return self._quotes[id(tree)][1]
+        if id(mod.tree) not in self._quotes:
+            self._quotes[id(mod.tree)] = (mod.tree, frozenset(loaded_strings([mod])))
+        return self._quotes[id(mod.tree)][1]
 
     def _subclasses(self, cls_node: ast.ClassDef) -> list:
         """The plugin classes whose bases include `cls_node`'s class (with their chains)."""
@@ -166,7 +167,7 @@ class TensorFields:
                 if ecls.declares(attr):
                     return None  # a property, a method or a class attribute
                 stores = self._receivers.assignments(ecls.node).get(attr, ())
-                if other_stores(self.stores(ecls.node), attr, stores, lambda: self.quotes(emod.tree)):
+                if other_stores(self.stores(ecls.node), attr, stores, lambda: self.quotes(emod)):
                     return None  # `self.a, self.b = ...`, `setattr(self, ...)`: not one value
                 if not stores:
                     continue
