@@ -72,13 +72,26 @@ def _state_test(test: ast.expr, me: str) -> str | None:
     return None
 
 
-def _reads(fn, me: str) -> list[tuple[str, int, bool, str | None]]:
+def _exits(body: list[ast.stmt]) -> bool:
+    """Does the block always leave where it ends (`return`, `raise`, `continue`, `break`)?"""
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
+
+
+def _reads(fn, me: str, flow: bool = False) -> list[tuple[str, int, bool, str | None]]:
     """(attribute, line, called, state condition) of every `me.attr` read in `fn` (nested
-    functions too); the condition is the `me.flag` an enclosing `if`/`while`/conditional
-    expression tests (`if self.use_x: self.x[...]`): the object's own state decides
-    whether the read runs."""
+    functions too); the condition is the `me.flag` a test that decides whether the read
+    runs reads: an enclosing `if`/`while`/conditional expression (`if self.use_x:
+    self.x[...]`) and, with `flow`, an earlier operand of the same `and`/`or` (`if not
+    self.use_x or self.x > n:`) or an earlier `if` of the same block that always leaves
+    (`if not self.use_x: return`). The object's own state decides whether the read runs."""
     called = {id(n.func) for n in ast.walk(fn) if isinstance(n, ast.Call)}
     out: list[tuple[str, int, bool, str | None]] = []
+
+    def block(stmts: list, cond: str | None) -> None:
+        for stmt in stmts:
+            visit(stmt, cond)
+            if flow and cond is None and isinstance(stmt, ast.If) and not stmt.orelse and _exits(stmt.body):
+                cond = _state_test(stmt.test, me)  # what follows runs only when the test fails
 
     def visit(node: ast.AST, cond: str | None) -> None:
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) \
@@ -87,12 +100,28 @@ def _reads(fn, me: str) -> list[tuple[str, int, bool, str | None]]:
         if isinstance(node, (ast.If, ast.While, ast.IfExp)):
             visit(node.test, cond)
             inner = cond or _state_test(node.test, me)
-            branches = [node.body, node.orelse] if isinstance(node, ast.IfExp) else [*node.body, *node.orelse]
-            for child in branches:
-                visit(child, inner)
+            if isinstance(node, ast.IfExp):
+                visit(node.body, inner)
+                visit(node.orelse, inner)
+            else:
+                block(node.body, inner)
+                block(node.orelse, inner)
             return
-        for child in ast.iter_child_nodes(node):
-            visit(child, cond)
+        if flow and isinstance(node, ast.BoolOp):
+            guard = cond
+            for value in node.values:  # a later operand runs only as the earlier ones decide
+                visit(value, guard)
+                guard = guard or _state_test(value, me)
+            return
+        for _, value in ast.iter_fields(node):
+            if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+                block(value, cond)
+            elif isinstance(value, list):
+                for child in value:
+                    if isinstance(child, ast.AST):
+                        visit(child, cond)
+            elif isinstance(value, ast.AST):
+                visit(value, cond)
 
     visit(fn, None)
     return out
@@ -225,24 +254,44 @@ def _skipped_core(chain, is_core) -> tuple[ClassInfo, list] | None:
 IMPLICIT = "called implicitly"  # Callers.function_reachable's answer for a dunder method
 
 
-def _live(ev, meth: str, chain: frozenset[tuple[str, str]] | None = None) -> str:
-    """"yes": some call of `meth` (found by name in both trees) sits in code that can run,
-    not in a core method the plugin overrides or replaces (the skipped `__init__` among
-    them); "constructor": the only such calls sit in core constructors, which run only if
-    their class is built on a path the plugin runs, which a search by name cannot tell
-    (vLLM has two GPUModelRunner classes); "": none. With `chain` ((module, class) of the
-    object's class and its bases), a `self.meth(...)` in a class outside it runs on that
-    class's objects, not on this one: it does not count."""
-    answer = ""
+def _call_guard(site, meth: str, chain) -> str | None:
+    """The object's own state a `self.meth(...)` call at `site` runs under (see `_reads`),
+    read in the caller's class of `chain` ((ModuleInfo, ClassInfo) pairs); None when the
+    call is not so guarded or the caller cannot be read."""
+    owner = next((c for m, c in chain if (m.name, c.name) == (site.module, site.cls)), None)
+    fn = _functions(owner).get(site.func) if owner is not None and site.func else None
+    me = _self_name(fn) if fn is not None else None
+    if me is None or site.receiver != "self":
+        return None
+    conds = [cond for attr, line, called, cond in _reads(fn, me, flow=True)
+             if attr == meth and called and line == site.shape.line]
+    return conds[0] if conds and all(conds) else None
+
+
+def _live(ev, meth: str, chain=None) -> tuple[str, str | None]:
+    """("yes", None): some call of `meth` (found by name in both trees) sits in code that
+    can run, not in a core method the plugin overrides or replaces (the skipped `__init__`
+    among them); ("yes", "self.flag"): every such call is a `self.meth(...)` of this
+    object's classes under a test of its own state; ("constructor", None): the only such
+    calls sit in core constructors, which run only if their class is built on a path the
+    plugin runs, which a search by name cannot tell (vLLM has two GPUModelRunner classes);
+    ("", None): none. With `chain` ((ModuleInfo, ClassInfo) of the object's class and its
+    bases), a `self.meth(...)` in a class outside it runs on that class's objects, not on
+    this one: it does not count."""
+    answer, guards = "", []
+    mine = None if chain is None else frozenset((m.name, c.name) for m, c in chain)
     for site in ev.callers.sites(meth) or ():
-        if chain is not None and site.receiver in ("self", "cls") and (site.module, site.cls) not in chain:
+        if mine is not None and site.receiver in ("self", "cls") and (site.module, site.cls) not in mine:
             continue
         ok, why = ev.callers.reachable(site)
         if ok and (site.plugin or site.func != "__init__" or why != IMPLICIT):
-            return "yes"
-        if ok:
+            guard = _call_guard(site, meth, chain) if chain is not None and not site.plugin else None
+            if guard is None:
+                return "yes", None
+            guards.append(guard)
+        elif ok and not guards:
             answer = "constructor"
-    return answer
+    return ("yes", guards[0]) if guards else (answer, None)
 
 
 def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
@@ -272,8 +321,7 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
         if not init_only:
             continue
         owner_of: dict[str, tuple[ModuleInfo, ClassInfo]] = {}
-        live: dict[str, str] = {}
-        mine = frozenset((m.name, c.name) for m, c in chain)  # this object's classes
+        live: dict[str, tuple[str, str | None]] = {}
         for mod, cls in chain:
             for name in _functions(cls):
                 owner_of.setdefault(name, (mod, cls))
@@ -285,26 +333,31 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
             if me is None:
                 continue
             named = _strings(fn)
-            for attr, line, _, cond in _reads(fn, me):
+            for attr, line, _, cond in _reads(fn, me, flow=True):
                 if attr not in init_only or attr in named:
                     continue
                 if meth not in live:
-                    live[meth] = _live(ev, meth, mine)
-                severity = checks._severity(pc.ctx, ev, pc.module.name, error=cond is None and live[meth] == "yes")
+                    live[meth] = _live(ev, meth, chain)
+                called_under = None if cond else live[meth][1]  # the read's own guard, else its callers'
+                cond = cond or called_under
+                severity = checks._severity(pc.ctx, ev, pc.module.name, error=cond is None and live[meth][0] == "yes")
                 symbol = f"attribute:{mod.name}.{cls.name}.{attr}"
                 grouped.setdefault((checks._kind(pc.ctx, "attribute"), symbol, pc.path, severity), []).append(
-                    (pc, info, stopper, meth, mod, cls, line, init_only[attr], cond, live[meth]))
+                    (pc, info, stopper, meth, mod, cls, line, init_only[attr], cond, live[meth], called_under))
     out = []
     for (kind, symbol, path, severity), items in grouped.items():
-        pc, info, stopper, meth, mod, cls, line, (imod, icls), cond, alive = items[0]
+        pc, info, stopper, meth, mod, cls, line, (imod, icls), cond, (alive, _), called_under = items[0]
         attr = symbol.rsplit(".", 1)[-1]
-        methods = sorted({f"{c.name}.{m}" for _, _, _, m, _, c, _, _, _, _ in items})
+        methods = sorted({f"{item[5].name}.{item[3]}" for item in items})
         set_at = self_assignments(icls.node)[attr][0][1].lineno
         why = (f"{info.name} inherits core's {', '.join(methods)}, which read(s) self.{attr}; only core's "
                f"{icls.name}.__init__ sets it ({imod.path}:{set_at}), and {stopper.name}.__init__ never calls "
                f"the base __init__ nor sets it: AttributeError on the plugin's object")
         evidence = f"core's {cls.name}.{meth} reads it"
-        if cond is not None:
+        if called_under is not None:
+            evidence += (f", and every call of {meth} that runs on the plugin's object is under `{cond}`, the "
+                         f"object's own state, which the gate does not evaluate")
+        elif cond is not None:
             evidence += f" only under `{cond}`, the object's own state, which the gate does not evaluate"
         elif severity == "warning" and ev.startup.reached(pc.module.name):
             evidence += (", called only from core constructors, whose classes the gate cannot show are built "
