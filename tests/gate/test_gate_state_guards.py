@@ -8,8 +8,12 @@ with the flag `defer_block_free`, in three shapes the gate read as unguarded:
 return`, the append after that early exit, and `_drain_deferred_frees`, which core calls
 only under `if self.defer_block_free and ...:`. vllm-rbln's optimum scheduler skips core's
 `__init__` (and from 0.11.3 sets the flag False): each read was an error in four
-pairings. The gate does not evaluate the flag; as for a read nested under `if self.flag:`,
-such a read is a warning, and a read any unguarded path reaches stays an error.
+pairings. Such a guard counts where the flag is off on the plugin's object (its classes
+store only a false constant) or unset there (reading it raises first, its own finding): the
+read is then a warning. A flag the plugin sets otherwise (0.13.0's `if not self.log_stats:
+return None` before `self.kv_metrics_collector`, with `log_stats` passed through), a test
+that is no plain flag (`if not self.vllm_config.model_config.enable_return_routed_experts:`),
+or a read any unguarded path reaches stays an error.
 """
 
 from __future__ import annotations
@@ -117,3 +121,38 @@ def test_a_guarded_call_from_a_method_the_plugin_overrides_does_not_run_at_all(t
     `update` (no super()) leaves `_drain` with no caller there: a warning either way."""
     plugin = PLUGIN + "\n        def update(self, out):\n            return out\n"
     assert severities(gate(tmp_path, CORE, plugin), DEFERRED) == ["warning"]
+
+
+def test_a_flag_the_plugin_leaves_unset_raises_first(tmp_path):
+    unset = PLUGIN.replace("            self.defer_free = False\n", "")
+    report = gate(tmp_path, CORE, unset)
+    assert severities(report, PROCESSED) == ["warning"]
+    assert severities(report, DEFERRED) == ["warning"]
+    assert "itself unset" in gatekit.by_symbol(report, DEFERRED)[0].reason
+    assert severities(report, "attribute:vllm.v1.core.sched.Scheduler.defer_free") == ["error"]
+
+
+def test_a_flag_the_plugin_sets_from_its_input_or_turns_on_proves_nothing(tmp_path):
+    passed = PLUGIN.replace("self.defer_free = False", "self.defer_free = bool(config)")
+    assert passed != PLUGIN
+    report = gate(tmp_path / "a", CORE, passed)
+    assert severities(report, PROCESSED) == ["error"]
+    assert severities(report, DEFERRED) == ["error"]
+    turned_on = PLUGIN + "\n        def enable(self):\n            self.defer_free = True\n"
+    assert severities(gate(tmp_path / "b", CORE, turned_on), DEFERRED) == ["error"]
+
+
+def test_an_exit_taken_when_the_flag_is_on_leaves_the_rest_running_with_it_off(tmp_path):
+    flipped = CORE.replace("if not self.defer_free or request.seq <= self.processed_seq:",
+                           "if self.defer_free or request.seq <= self.processed_seq:")
+    assert flipped != CORE
+    report = gate(tmp_path, flipped)
+    assert severities(report, PROCESSED) == ["error"]  # `or` reaches it when the flag is off
+    assert severities(report, DEFERRED) == ["error"]  # so does the append after the exit
+
+
+def test_a_test_that_is_no_plain_flag_guards_nothing_new(tmp_path):
+    config = CORE.replace("if not self.defer_free or request.seq <= self.processed_seq:",
+                          "if not self.config.defer_free or request.seq <= self.processed_seq:")
+    assert config != CORE
+    assert severities(gate(tmp_path, config), PROCESSED) == ["error"]

@@ -31,6 +31,7 @@ core; `--baseline declared` (and `make gate`) drops what the declared pairing al
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 
 from overlay.gate import checks
 from overlay.gate.findings import Finding, also_at
@@ -72,34 +73,67 @@ def _state_test(test: ast.expr, me: str) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Guard:
+    """A test of the object's own state that a read runs under. `flag` None: an enclosing
+    `if`/`while`/conditional expression that reads `text` anywhere in its test, which counts
+    as it is. Otherwise a plain flag (`self.flag`, `not self.flag`, an operand of `and`/`or`)
+    whose value `value` the read needs, from an earlier operand or an early exit (`flow`):
+    it counts only where the flag is off on the plugin's object, or unset there (reading it
+    raises first), see `_holds`."""
+
+    text: str
+    flag: str | None = None
+    value: bool | None = None
+
+
+def _implied(test: ast.expr, me: str, value: bool) -> tuple[str, bool] | None:
+    """(flag, its value) that `test` evaluating to `value` implies, for a plain flag read
+    (`me.flag`, `not ...`, an operand of an `and` that is true or an `or` that is false);
+    None when it implies none."""
+    if isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == me:
+        return test.attr, value
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _implied(test.operand, me, not value)
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And if value else ast.Or):
+        return next((found for v in test.values if (found := _implied(v, me, value)) is not None), None)
+    return None
+
+
+def _flow_guard(test: ast.expr, me: str, value: bool) -> tuple["Guard", ...]:
+    found = _implied(test, me, value)
+    return (Guard(f"{'' if found[1] else 'not '}{me}.{found[0]}", found[0], found[1]),) if found else ()
+
+
 def _exits(body: list[ast.stmt]) -> bool:
     """Does the block always leave where it ends (`return`, `raise`, `continue`, `break`)?"""
     return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
 
 
-def _reads(fn, me: str, flow: bool = False) -> list[tuple[str, int, bool, str | None]]:
-    """(attribute, line, called, state condition) of every `me.attr` read in `fn` (nested
-    functions too); the condition is the `me.flag` a test that decides whether the read
-    runs reads: an enclosing `if`/`while`/conditional expression (`if self.use_x:
-    self.x[...]`) and, with `flow`, an earlier operand of the same `and`/`or` (`if not
-    self.use_x or self.x > n:`) or an earlier `if` of the same block that always leaves
-    (`if not self.use_x: return`). The object's own state decides whether the read runs."""
+def _reads(fn, me: str, flow: bool = False) -> list[tuple[str, int, bool, tuple[Guard, ...]]]:
+    """(attribute, line, called, guards) of every `me.attr` read in `fn` (nested functions
+    too). The guards are the tests of the object's own state that decide whether the read
+    runs: an enclosing `if`/`while`/conditional expression reading `me.x` in its test (`if
+    self.use_x: self.x[...]`) and, with `flow`, a plain flag in an earlier operand of the
+    same `and`/`or` (`if not self.use_x or self.x > n:`) or in the test of an earlier `if`
+    of the same block that always leaves (`if not self.use_x: return`)."""
     called = {id(n.func) for n in ast.walk(fn) if isinstance(n, ast.Call)}
-    out: list[tuple[str, int, bool, str | None]] = []
+    out: list[tuple[str, int, bool, tuple[Guard, ...]]] = []
 
-    def block(stmts: list, cond: str | None) -> None:
+    def block(stmts: list, guards: tuple[Guard, ...]) -> None:
         for stmt in stmts:
-            visit(stmt, cond)
-            if flow and cond is None and isinstance(stmt, ast.If) and not stmt.orelse and _exits(stmt.body):
-                cond = _state_test(stmt.test, me)  # what follows runs only when the test fails
+            visit(stmt, guards)
+            if flow and isinstance(stmt, ast.If) and not stmt.orelse and _exits(stmt.body):
+                guards = guards + _flow_guard(stmt.test, me, False)  # what follows runs when it fails
 
-    def visit(node: ast.AST, cond: str | None) -> None:
+    def visit(node: ast.AST, guards: tuple[Guard, ...]) -> None:
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) \
                 and isinstance(node.value, ast.Name) and node.value.id == me:
-            out.append((node.attr, node.lineno, id(node) in called, cond))
+            out.append((node.attr, node.lineno, id(node) in called, guards))
         if isinstance(node, (ast.If, ast.While, ast.IfExp)):
-            visit(node.test, cond)
-            inner = cond or _state_test(node.test, me)
+            visit(node.test, guards)
+            state = _state_test(node.test, me)
+            inner = guards + ((Guard(state),) if state else ())
             if isinstance(node, ast.IfExp):
                 visit(node.body, inner)
                 visit(node.orelse, inner)
@@ -108,22 +142,22 @@ def _reads(fn, me: str, flow: bool = False) -> list[tuple[str, int, bool, str | 
                 block(node.orelse, inner)
             return
         if flow and isinstance(node, ast.BoolOp):
-            guard = cond
+            inner = guards
             for value in node.values:  # a later operand runs only as the earlier ones decide
-                visit(value, guard)
-                guard = guard or _state_test(value, me)
+                visit(value, inner)
+                inner = inner + _flow_guard(value, me, isinstance(node.op, ast.And))
             return
         for _, value in ast.iter_fields(node):
             if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
-                block(value, cond)
+                block(value, guards)
             elif isinstance(value, list):
                 for child in value:
                     if isinstance(child, ast.AST):
-                        visit(child, cond)
+                        visit(child, guards)
             elif isinstance(value, ast.AST):
-                visit(value, cond)
+                visit(value, guards)
 
-    visit(fn, None)
+    visit(fn, ())
     return out
 
 
@@ -254,44 +288,97 @@ def _skipped_core(chain, is_core) -> tuple[ClassInfo, list] | None:
 IMPLICIT = "called implicitly"  # Callers.function_reachable's answer for a dunder method
 
 
-def _call_guard(site, meth: str, chain) -> str | None:
-    """The object's own state a `self.meth(...)` call at `site` runs under (see `_reads`),
-    read in the caller's class of `chain` ((ModuleInfo, ClassInfo) pairs); None when the
-    call is not so guarded or the caller cannot be read."""
+def _falsy(node: ast.expr | None) -> bool:
+    return isinstance(node, ast.Constant) and not node.value
+
+
+def _off_flags(facts: PluginFacts, chain, skipped, is_core) -> dict[str, str]:
+    """flag -> where the plugin's object gets it, for each attribute that is off on it: the
+    plugin's classes of `chain` store it only as a false constant (`self.defer_block_free =
+    False`, at least once, no other store, no name string that `setattr` could use), no
+    other plugin class and no plugin code on another object stores it, and no core class
+    of the chain provides it otherwise (a class attribute, a method other than a skipped
+    `__init__`)."""
+    mine = {id(c.node) for m, c in chain if not is_core(m.name)}
+    stores: dict[str, list[str]] = {}
+    for pc in facts.classes:
+        if id(pc.node) not in mine:
+            continue
+        for stmt in ast.walk(pc.node):
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Attribute) \
+                    and isinstance(stmt.targets[0].value, ast.Name) and stmt.targets[0].value.id == "self" \
+                    and _falsy(stmt.value):
+                stores.setdefault(stmt.targets[0].attr, []).append(f"{pc.path}:{stmt.lineno}")
+    out: dict[str, str] = {}
+    every_store: dict[str, int] = {}
+    for pc in facts.classes:
+        for n in ast.walk(pc.node):
+            if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and n.attr in stores:
+                every_store[n.attr] = every_store.get(n.attr, 0) + 1
+    for flag, where in stores.items():
+        if every_store[flag] != len(where) or flag in facts.foreign_stores \
+                or any(flag in _strings(c.node) for m, c in chain if not is_core(m.name) and c.node is not None) \
+                or any(flag in provides(c, skip_init=(m.name, c.name) in skipped) for m, c in chain if is_core(m.name)):
+            continue
+        out[flag] = f"False ({where[0]})"
+    return out
+
+
+def _holds(guard: Guard, unset, off: dict[str, str]) -> str | None:
+    """Why the read under `guard` does not run on the plugin's object, as evidence; None
+    when the guard proves nothing there (see `Guard`)."""
+    if guard.flag is None:
+        return f"under `{guard.text}`, the object's own state, which the gate does not evaluate"
+    if guard.flag in unset:
+        return f"under `{guard.text}`, and {guard.flag} is itself unset on the plugin's object: reading it raises first"
+    if guard.value and guard.flag in off:
+        return f"under `{guard.text}`, and the plugin's object sets {guard.flag} only to {off[guard.flag]}"
+    return None
+
+
+def _held(guards: tuple[Guard, ...], unset, off) -> str | None:
+    return next((why for g in guards if (why := _holds(g, unset, off)) is not None), None)
+
+
+def _call_guarded(site, meth: str, chain, unset, off) -> str | None:
+    """Why a `self.meth(...)` call at `site`, in the caller's class of `chain`
+    ((ModuleInfo, ClassInfo) pairs), does not run on the plugin's object (a guard of
+    `_reads` that holds, see `_holds`); None when it may run or the caller cannot be read."""
     owner = next((c for m, c in chain if (m.name, c.name) == (site.module, site.cls)), None)
     fn = _functions(owner).get(site.func) if owner is not None and site.func else None
     me = _self_name(fn) if fn is not None else None
     if me is None or site.receiver != "self":
         return None
-    conds = [cond for attr, line, called, cond in _reads(fn, me, flow=True)
-             if attr == meth and called and line == site.shape.line]
-    return conds[0] if conds and all(conds) else None
+    whys = [_held(guards, unset, off) for attr, line, called, guards in _reads(fn, me, flow=True)
+            if attr == meth and called and line == site.shape.line]
+    return whys[0] if whys and all(whys) else None
 
 
-def _live(ev, meth: str, chain=None) -> tuple[str, str | None]:
+def _live(ev, meth: str, chain=None, unset=frozenset(), off=None) -> tuple[str, str | None]:
     """("yes", None): some call of `meth` (found by name in both trees) sits in code that
     can run, not in a core method the plugin overrides or replaces (the skipped `__init__`
-    among them); ("yes", "self.flag"): every such call is a `self.meth(...)` of this
-    object's classes under a test of its own state; ("constructor", None): the only such
+    among them); ("yes", why): every such call is a `self.meth(...)` of this object's
+    classes under a guard that holds on it (`_holds`); ("constructor", None): the only such
     calls sit in core constructors, which run only if their class is built on a path the
     plugin runs, which a search by name cannot tell (vLLM has two GPUModelRunner classes);
     ("", None): none. With `chain` ((ModuleInfo, ClassInfo) of the object's class and its
     bases), a `self.meth(...)` in a class outside it runs on that class's objects, not on
     this one: it does not count."""
-    answer, guards = "", []
+    answer, whys = "", []
     mine = None if chain is None else frozenset((m.name, c.name) for m, c in chain)
     for site in ev.callers.sites(meth) or ():
         if mine is not None and site.receiver in ("self", "cls") and (site.module, site.cls) not in mine:
             continue
         ok, why = ev.callers.reachable(site)
         if ok and (site.plugin or site.func != "__init__" or why != IMPLICIT):
-            guard = _call_guard(site, meth, chain) if chain is not None and not site.plugin else None
-            if guard is None:
+            guarded = _call_guarded(site, meth, chain, unset, off or {}) \
+                if chain is not None and not site.plugin else None
+            if guarded is None:
                 return "yes", None
-            guards.append(guard)
-        elif ok and not guards:
+            whys.append(guarded)
+        elif ok and not whys:
             answer = "constructor"
-    return ("yes", guards[0]) if guards else (answer, None)
+    return ("yes", whys[0]) if whys else (answer, None)
 
 
 def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
@@ -322,6 +409,7 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
             continue
         owner_of: dict[str, tuple[ModuleInfo, ClassInfo]] = {}
         live: dict[str, tuple[str, str | None]] = {}
+        off = _off_flags(facts, chain, {(m.name, c.name) for m, c in core_classes}, ev.is_core)
         for mod, cls in chain:
             for name in _functions(cls):
                 owner_of.setdefault(name, (mod, cls))
@@ -333,11 +421,12 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
             if me is None:
                 continue
             named = _strings(fn)
-            for attr, line, _, cond in _reads(fn, me, flow=True):
+            for attr, line, _, guards in _reads(fn, me, flow=True):
                 if attr not in init_only or attr in named:
                     continue
                 if meth not in live:
-                    live[meth] = _live(ev, meth, chain)
+                    live[meth] = _live(ev, meth, chain, init_only, off)
+                cond = _held(guards, init_only, off)
                 called_under = None if cond else live[meth][1]  # the read's own guard, else its callers'
                 cond = cond or called_under
                 severity = checks._severity(pc.ctx, ev, pc.module.name, error=cond is None and live[meth][0] == "yes")
@@ -355,10 +444,9 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
                f"the base __init__ nor sets it: AttributeError on the plugin's object")
         evidence = f"core's {cls.name}.{meth} reads it"
         if called_under is not None:
-            evidence += (f", and every call of {meth} that runs on the plugin's object is under `{cond}`, the "
-                         f"object's own state, which the gate does not evaluate")
+            evidence += f", and every call of {meth} that runs on the plugin's object is {called_under}"
         elif cond is not None:
-            evidence += f" only under `{cond}`, the object's own state, which the gate does not evaluate"
+            evidence += f" only {cond}"
         elif severity == "warning" and ev.startup.reached(pc.module.name):
             evidence += (", called only from core constructors, whose classes the gate cannot show are built "
                          "on a path the plugin runs" if alive == "constructor" else ", and nothing calls it by name")
@@ -439,7 +527,8 @@ def check_replacement_reads(facts: PluginFacts, world: TreeIndex, ev) -> list[Fi
         named = _strings(fn)
         assigned = set(self_assignments(ast.ClassDef(name="_", bases=[], keywords=[], body=[fn],
                                                      decorator_list=[])))
-        for attr, line, called, cond in _reads(fn, me):
+        for attr, line, called, guards in _reads(fn, me):
+            cond = guards[0].text if guards else None
             if attr in avail or attr in named or attr in assigned or attr in facts.attr_stores:
                 continue
             if attr.startswith("_") or (torch and (called or attr in TORCH_MODULE_DATA)):
