@@ -156,3 +156,12 @@ def test_a_test_that_is_no_plain_flag_guards_nothing_new(tmp_path):
                           "if not self.config.defer_free or request.seq <= self.processed_seq:")
     assert config != CORE
     assert severities(gate(tmp_path, config), PROCESSED) == ["error"]
+
+
+def test_a_caller_under_a_state_test_that_is_no_proven_flag_still_runs_the_helper(tmp_path):
+    """A read nested under `if self.x:` in the method itself is a warning (the older rule); a
+    helper whose caller sits under such a test is not proven dead by it."""
+    other = CORE.replace("            if self.defer_free and out:\n", "            if self.config and out:\n")
+    assert other != CORE
+    no_append = other.replace("            self.deferred.append(request)\n", "            return None\n")
+    assert severities(gate(tmp_path, no_append), DEFERRED) == ["error"]

@@ -115,8 +115,9 @@ def _reads(fn, me: str, flow: bool = False) -> list[tuple[str, int, bool, tuple[
     too). The guards are the tests of the object's own state that decide whether the read
     runs: an enclosing `if`/`while`/conditional expression reading `me.x` in its test (`if
     self.use_x: self.x[...]`) and, with `flow`, a plain flag in an earlier operand of the
-    same `and`/`or` (`if not self.use_x or self.x > n:`) or in the test of an earlier `if`
-    of the same block that always leaves (`if not self.use_x: return`)."""
+    same `and`/`or` (`if not self.use_x or self.x > n:`), in the test of an earlier `if`
+    of the same block that always leaves (`if not self.use_x: return`) or of an enclosing
+    `if`/`while` (as a plain flag guard too)."""
     called = {id(n.func) for n in ast.walk(fn) if isinstance(n, ast.Call)}
     out: list[tuple[str, int, bool, tuple[Guard, ...]]] = []
 
@@ -134,12 +135,14 @@ def _reads(fn, me: str, flow: bool = False) -> list[tuple[str, int, bool, tuple[
             visit(node.test, guards)
             state = _state_test(node.test, me)
             inner = guards + ((Guard(state),) if state else ())
+            body, orelse = (inner + _flow_guard(node.test, me, True), inner + _flow_guard(node.test, me, False)) \
+                if flow else (inner, inner)
             if isinstance(node, ast.IfExp):
-                visit(node.body, inner)
-                visit(node.orelse, inner)
+                visit(node.body, body)
+                visit(node.orelse, orelse)
             else:
-                block(node.body, inner)
-                block(node.orelse, inner)
+                block(node.body, body)
+                block(node.orelse, orelse)
             return
         if flow and isinstance(node, ast.BoolOp):
             inner = guards
@@ -342,14 +345,17 @@ def _held(guards: tuple[Guard, ...], unset, off) -> str | None:
 
 def _call_guarded(site, meth: str, chain, unset, off) -> str | None:
     """Why a `self.meth(...)` call at `site`, in the caller's class of `chain`
-    ((ModuleInfo, ClassInfo) pairs), does not run on the plugin's object (a guard of
-    `_reads` that holds, see `_holds`); None when it may run or the caller cannot be read."""
+    ((ModuleInfo, ClassInfo) pairs), does not run on the plugin's object: a plain flag
+    guard of `_reads` (an enclosing `if`, an earlier operand, an early exit) that holds, see
+    `_holds`; None when it may run or the caller cannot be read."""
     owner = next((c for m, c in chain if (m.name, c.name) == (site.module, site.cls)), None)
     fn = _functions(owner).get(site.func) if owner is not None and site.func else None
     me = _self_name(fn) if fn is not None else None
     if me is None or site.receiver != "self":
         return None
-    whys = [_held(guards, unset, off) for attr, line, called, guards in _reads(fn, me, flow=True)
+    # only a plain flag proven off or unset: a nested test's state alone proves nothing here
+    whys = [_held(tuple(g for g in guards if g.flag is not None), unset, off)
+            for attr, line, called, guards in _reads(fn, me, flow=True)
             if attr == meth and called and line == site.shape.line]
     return whys[0] if whys and all(whys) else None
 
