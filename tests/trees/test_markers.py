@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -152,8 +153,9 @@ def _made_shape(name: str) -> bool:
 def test_leftover_removes_only_an_empty_folder_of_the_name_make_gives(tmp_path, name, content):
     from overlay.trees import ownership
 
-    parent = tmp_path / f"p{abs(hash((name, content)))}"
-    parent.mkdir()
+    # a fresh folder per example: hypothesis may run the same example twice (a replay, a
+    # shrink), and a folder the example leaves behind would meet it
+    parent = Path(tempfile.mkdtemp(dir=tmp_path))
     folder = parent / name
     try:
         folder.mkdir()
