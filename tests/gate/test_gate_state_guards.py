@@ -74,6 +74,13 @@ def severities(report, symbol: str) -> list[str]:
     return sorted(f.severity for f in gatekit.by_symbol(report, symbol))
 
 
+def exit_test(test: str) -> str:
+    """CORE with `free_request`'s early-exit test replaced by `test`."""
+    changed = CORE.replace("if not self.defer_free or request.seq <= self.processed_seq:", test)
+    assert changed != CORE
+    return changed
+
+
 def test_reads_behind_the_objects_own_flag_in_three_shapes_are_warnings(tmp_path):
     report = gate(tmp_path, CORE)
     assert severities(report, PROCESSED) == ["warning"]  # a later operand of `or`
@@ -83,21 +90,15 @@ def test_reads_behind_the_objects_own_flag_in_three_shapes_are_warnings(tmp_path
 
 
 def test_a_read_before_the_flag_is_tested_stays_an_error(tmp_path):
-    first = CORE.replace("if not self.defer_free or request.seq <= self.processed_seq:",
-                         "if request.seq <= self.processed_seq or not self.defer_free:")
-    assert first != CORE
+    first = exit_test("if request.seq <= self.processed_seq or not self.defer_free:")
     assert severities(gate(tmp_path, first), PROCESSED) == ["error"]
 
 
 def test_a_test_of_another_object_guards_nothing(tmp_path):
-    operand = CORE.replace("if not self.defer_free or request.seq <= self.processed_seq:",
-                           "if not request.defer_free or request.seq <= self.processed_seq:")
-    assert operand != CORE
+    operand = exit_test("if not request.defer_free or request.seq <= self.processed_seq:")
     assert severities(gate(tmp_path / "a", operand), PROCESSED) == ["error"]
-    exit_test = CORE.replace("if not self.defer_free or request.seq <= self.processed_seq:",
-                             "if not request.defer_free or request.seq <= request.done:")
-    assert exit_test != CORE
-    assert severities(gate(tmp_path / "b", exit_test), DEFERRED) == ["error"]  # the append runs unguarded
+    other_exit = exit_test("if not request.defer_free or request.seq <= request.done:")
+    assert severities(gate(tmp_path / "b", other_exit), DEFERRED) == ["error"]  # the append runs unguarded
 
 
 def test_an_if_that_does_not_always_leave_guards_only_its_own_body(tmp_path):
@@ -143,18 +144,14 @@ def test_a_flag_the_plugin_sets_from_its_input_or_turns_on_proves_nothing(tmp_pa
 
 
 def test_an_exit_taken_when_the_flag_is_on_leaves_the_rest_running_with_it_off(tmp_path):
-    flipped = CORE.replace("if not self.defer_free or request.seq <= self.processed_seq:",
-                           "if self.defer_free or request.seq <= self.processed_seq:")
-    assert flipped != CORE
+    flipped = exit_test("if self.defer_free or request.seq <= self.processed_seq:")
     report = gate(tmp_path, flipped)
     assert severities(report, PROCESSED) == ["error"]  # `or` reaches it when the flag is off
     assert severities(report, DEFERRED) == ["error"]  # so does the append after the exit
 
 
 def test_a_test_that_is_no_plain_flag_guards_nothing_new(tmp_path):
-    config = CORE.replace("if not self.defer_free or request.seq <= self.processed_seq:",
-                          "if not self.config.defer_free or request.seq <= self.processed_seq:")
-    assert config != CORE
+    config = exit_test("if not self.config.defer_free or request.seq <= self.processed_seq:")
     assert severities(gate(tmp_path, config), PROCESSED) == ["error"]
 
 

@@ -31,7 +31,9 @@ core; `--baseline declared` (and `make gate`) drops what the declared pairing al
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from dataclasses import dataclass
+from typing import Callable
 
 from overlay.gate import checks
 from overlay.gate.findings import Finding, also_at
@@ -100,7 +102,7 @@ def _implied(test: ast.expr, me: str, value: bool) -> tuple[str, bool] | None:
     return None
 
 
-def _flow_guard(test: ast.expr, me: str, value: bool) -> tuple["Guard", ...]:
+def _flow_guard(test: ast.expr, me: str, value: bool) -> tuple[Guard, ...]:
     found = _implied(test, me, value)
     return (Guard(f"{'' if found[1] else 'not '}{me}.{found[0]}", found[0], found[1]),) if found else ()
 
@@ -295,31 +297,31 @@ def _falsy(node: ast.expr | None) -> bool:
     return isinstance(node, ast.Constant) and not node.value
 
 
-def _off_flags(facts: PluginFacts, chain, skipped, is_core) -> dict[str, str]:
+def _attribute_stores(facts: PluginFacts) -> Counter:
+    """How many times the plugin's classes store each attribute name (`x.name = ...`, any
+    receiver, any form), for `_off_flags`: one walk of every plugin class."""
+    return Counter(n.attr for pc in facts.classes for n in ast.walk(pc.node)
+                   if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store))
+
+
+def _off_flags(facts: PluginFacts, chain, skipped, is_core, store_counts: Callable[[], Counter]) -> dict[str, str]:
     """flag -> where the plugin's object gets it, for each attribute that is off on it: the
     plugin's classes of `chain` store it only as a false constant (`self.defer_block_free =
     False`, at least once, no other store, no name string that `setattr` could use), no
-    other plugin class and no plugin code on another object stores it, and no core class
-    of the chain provides it otherwise (a class attribute, a method other than a skipped
-    `__init__`)."""
-    mine = {id(c.node) for m, c in chain if not is_core(m.name)}
+    other plugin class and no plugin code on another object stores it (`store_counts`, see
+    `_attribute_stores`), and no core class of the chain provides it otherwise (a class
+    attribute, a method other than a skipped `__init__`)."""
     stores: dict[str, list[str]] = {}
-    for pc in facts.classes:
-        if id(pc.node) not in mine:
+    for m, c in chain:
+        if is_core(m.name) or c.node is None:
             continue
-        for stmt in ast.walk(pc.node):
-            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Attribute) \
-                    and isinstance(stmt.targets[0].value, ast.Name) and stmt.targets[0].value.id == "self" \
-                    and _falsy(stmt.value):
-                stores.setdefault(stmt.targets[0].attr, []).append(f"{pc.path}:{stmt.lineno}")
+        for attr, sites in self_assignments(c.node).items():
+            stores.setdefault(attr, []).extend(
+                f"{m.path}:{stmt.lineno}" for _, stmt in sites
+                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _falsy(stmt.value))
     out: dict[str, str] = {}
-    every_store: dict[str, int] = {}
-    for pc in facts.classes:
-        for n in ast.walk(pc.node):
-            if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and n.attr in stores:
-                every_store[n.attr] = every_store.get(n.attr, 0) + 1
     for flag, where in stores.items():
-        if every_store[flag] != len(where) or flag in facts.foreign_stores \
+        if not where or store_counts()[flag] != len(where) or flag in facts.foreign_stores \
                 or any(flag in _strings(c.node) for m, c in chain if not is_core(m.name) and c.node is not None) \
                 or any(flag in provides(c, skip_init=(m.name, c.name) in skipped) for m, c in chain if is_core(m.name)):
             continue
@@ -360,7 +362,7 @@ def _call_guarded(site, meth: str, chain, unset, off) -> str | None:
     return whys[0] if whys and all(whys) else None
 
 
-def _live(ev, meth: str, chain=None, unset=frozenset(), off=None) -> tuple[str, str | None]:
+def _live(ev, meth: str, chain=None, unset=frozenset(), off: dict[str, str] | None = None) -> tuple[str, str | None]:
     """("yes", None): some call of `meth` (found by name in both trees) sits in code that
     can run, not in a core method the plugin overrides or replaces (the skipped `__init__`
     among them); ("yes", why): every such call is a `self.meth(...)` of this object's
@@ -377,8 +379,8 @@ def _live(ev, meth: str, chain=None, unset=frozenset(), off=None) -> tuple[str, 
             continue
         ok, why = ev.callers.reachable(site)
         if ok and (site.plugin or site.func != "__init__" or why != IMPLICIT):
-            guarded = _call_guarded(site, meth, chain, unset, off or {}) \
-                if chain is not None and not site.plugin else None
+            guarded = _call_guarded(site, meth, chain, unset, off or {}) if chain is not None and not site.plugin \
+                else None
             if guarded is None:
                 return "yes", None
             whys.append(guarded)
@@ -389,6 +391,13 @@ def _live(ev, meth: str, chain=None, unset=frozenset(), off=None) -> tuple[str, 
 
 def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
     grouped: dict[tuple, list] = {}
+    counted: list[Counter] = []  # `_attribute_stores`, made once, when a class first needs it
+
+    def store_counts() -> Counter:
+        if not counted:
+            counted.append(_attribute_stores(facts))
+        return counted[0]
+
     for pc in facts.classes:
         info = world.class_of(pc.module, pc.node)
         if not info.bases:
@@ -415,7 +424,7 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
             continue
         owner_of: dict[str, tuple[ModuleInfo, ClassInfo]] = {}
         live: dict[str, tuple[str, str | None]] = {}
-        off = _off_flags(facts, chain, {(m.name, c.name) for m, c in core_classes}, ev.is_core)
+        off = _off_flags(facts, chain, {(m.name, c.name) for m, c in core_classes}, ev.is_core, store_counts)
         for mod, cls in chain:
             for name in _functions(cls):
                 owner_of.setdefault(name, (mod, cls))
