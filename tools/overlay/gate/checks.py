@@ -124,9 +124,16 @@ def _import_findings(pairs: list[tuple[ImportUse, Lookup]], ev: Evidence, extra:
             summary = res.reason
         message = f"`{what}` fails: {res.reason}{extra}"
         severity = "warning" if kind == "undecidable" else _severity(use.ctx, ev, modname)
+        caught = ev.startup.caught_at(modname) if use.func is None else None
+        evidence = ""
+        if caught is not None:  # it fails while the module loads, into a handler that swallows it
+            severity = "warning"
+            message += (f"; {modname} is loaded only where the failure is swallowed, so it silently "
+                        "does not load (what it defines or replaces is not used)")
+            evidence = f"its load fails into the try at {caught[0]}:{caught[1]}, whose handler swallows it"
         out.append(Finding(_kind(use.ctx, kind), symbol, use.path, use.line, res.path, res.line,
                            _why(use.ctx, message), severity=severity,
-                           reason=_reason(use.ctx, ev, modname, ""), summary=summary))
+                           reason=_reason(use.ctx, ev, modname, evidence), summary=summary))
     return out
 
 

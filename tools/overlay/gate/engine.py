@@ -32,7 +32,7 @@ from overlay.gate.heldobjects import check_held_objects
 from overlay.gate.oot import check_oot_ops, registered
 from overlay.gate.findings import Finding, merge_sites
 from overlay.gate.index import ModuleInfo, TreeIndex
-from overlay.gate.scan import PluginFacts, scan_module
+from overlay.gate.scan import PluginFacts, caught_loads, scan_module
 from overlay.gate.source import TreeSource, file_limit
 from overlay.gate.startup import (PROGRAM, EntryPoint, core_imports, entry_points, package_data, platform_classes, reach,
                                   runs_as_program)
@@ -306,7 +306,8 @@ def context(core_src: TreeSource, plugin_src: TreeSource, core: TreeIndex, versi
         # make every other module opt-in
         points += tuple(programs) + package_data(plugin_src, plugin_packages,
                                                  lambda name: world.module(name) is not None)
-    startup = reach(points, facts.refs, plugin_packages, lambda name: world.module(name) is not None)
+    startup = reach(points, facts.refs, plugin_packages, lambda name: world.module(name) is not None,
+                    caught_loads(facts))
     callers.dead = dead_code(facts, world, is_core)
     # a core class for another platform, or one only such code builds, never runs here
     callers.alternative = instances.never_built(callers, {(u.module, u.name) for u in facts.imports},

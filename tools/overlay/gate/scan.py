@@ -45,6 +45,9 @@ class Context:
     # handler that catches TypeError (`fallback`: it runs only when the body raised one)
     attempt: tuple[str, int] | None = None  # (path, line) of that `try`
     fallback: tuple[str, int] | None = None
+    # the try (by id) whose body this is, in the same function, when it catches ImportError:
+    # a plugin module loaded here fails into that try's handlers, not into its importer
+    loading_try: int | None = None
 
     def probes(self, test: ast.expr) -> "Context":
         names = _probed_names(test)
@@ -270,6 +273,18 @@ def try_body_imports(imports: list[ImportUse]) -> dict[int, list[ImportUse]]:
     return out
 
 
+def caught_loads(facts: "PluginFacts") -> dict[tuple[str, str], tuple[str, int]]:
+    """Start-up edges (module, module it loads) made only inside tries whose handlers
+    swallow an ImportError (`except ImportError: pass`, `except Exception:` without a
+    raise, `contextlib.suppress(ImportError)`): the loaded module's failure to import
+    stops there. Each maps to one such try's (path, line). Pure."""
+    out: dict[tuple[str, str], tuple[str, int]] = {}
+    for edge, tries in facts.ref_guards.items():
+        if tries and all(t is not None and len(facts.try_branches.get(t, ())) > 1 for t in tries):
+            out[edge] = facts.try_lines[min(t for t in tries if t is not None)]
+    return out
+
+
 def own_namespace_read(node: ast.Subscript) -> str | None:
     """`vars(C)["a"]` or `C.__dict__["a"]` as the dotted read `C.a`; None for anything else."""
     key = node.slice
@@ -298,6 +313,8 @@ class PluginFacts:
     # plugin module -> plugin modules it imports or names in a dotted string (any scope,
     # only the branches that run): the edges of the start-up import graph
     refs: dict[str, set[str]] = field(default_factory=dict)
+    # (module, module it loads) -> the guarded try of each place it does so (None: unguarded)
+    ref_guards: dict[tuple[str, str], set[int | None]] = field(default_factory=dict)
     replacements: list[Replacement] = field(default_factory=list)
     classes: list[PluginClass] = field(default_factory=list)
     files: int = 0
@@ -575,7 +592,7 @@ class _Scanner:
                     self.record(ImportUse(self.mod.path, stmt.lineno, alias.name, None, ctx, self.mod.name,
                                           self.top_func))
                 elif not ctx.type_checking:
-                    self.ref(alias.name)
+                    self.ref(alias.name, ctx=ctx)
         elif isinstance(stmt, ast.ImportFrom):
             src = absolute_module(self.mod.name, self.mod.is_package, stmt.level, stmt.module)
             if stmt.level == 0 and src:
@@ -588,7 +605,7 @@ class _Scanner:
                                           None if alias.name == "*" else alias.name, ctx, self.mod.name,
                                           self.top_func))
                 elif src and not ctx.type_checking:
-                    self.ref(src if alias.name == "*" else f"{src}.{alias.name}", src)
+                    self.ref(src if alias.name == "*" else f"{src}.{alias.name}", src, ctx)
         elif isinstance(stmt, ast.If) and _isinstance_test(stmt.test) is not None:
             name, classes = _isinstance_test(stmt.test)  # type: ignore[misc]
             before = scope.types.get(name)
@@ -620,7 +637,8 @@ class _Scanner:
             if guarded:
                 tid = len(self.facts.try_lines)
                 self.facts.try_lines[tid] = (self.mod.path, stmt.lineno)
-                self.block(stmt.body, dataclasses.replace(body_ctx, guard=(tid, "body")), scope, in_class)
+                self.block(stmt.body, dataclasses.replace(body_ctx, guard=(tid, "body"), loading_try=tid), scope,
+                           in_class)
                 self.facts.try_branches[tid] = ("body",) + tuple(
                     f"except{i}" for i, h in enumerate(stmt.handlers)
                     if _catches_import_error(h) and not any(isinstance(x, ast.Raise) for x in h.body))
@@ -647,7 +665,8 @@ class _Scanner:
             inner.types = _annotated_params(stmt)
             inner.types.update(_derived_types(stmt, inner.types))
             # a try around the definition does not run around the body
-            self.block(stmt.body, dataclasses.replace(ctx, catches=frozenset(), attempt=None, fallback=None), inner)
+            self.block(stmt.body, dataclasses.replace(ctx, catches=frozenset(), attempt=None, fallback=None,
+                                                      loading_try=None), inner)
             self.top_func, self.method, self.func_site = outer
         elif isinstance(stmt, ast.ClassDef):
             if not ctx.type_checking:
@@ -665,7 +684,7 @@ class _Scanner:
             tid = len(self.facts.try_lines)
             self.facts.try_lines[tid] = (self.mod.path, stmt.lineno)
             self.facts.try_branches[tid] = ("body", "suppressed")
-            self.block(stmt.body, dataclasses.replace(ctx, guard=(tid, "body")), scope, in_class)
+            self.block(stmt.body, dataclasses.replace(ctx, guard=(tid, "body"), loading_try=tid), scope, in_class)
         elif isinstance(stmt, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)):
             self.block(stmt.body, ctx, scope, in_class)
             self.block(getattr(stmt, "orelse", []), ctx, scope, in_class)
@@ -740,9 +759,10 @@ class _Scanner:
                 return True
         return False
 
-    def ref(self, name: str, fallback: str | None = None) -> None:
+    def ref(self, name: str, fallback: str | None = None, ctx: Context | None = None) -> None:
         """An edge of the start-up graph to the plugin module `name` (or, when `name`
-        is not a module, `fallback` or its longest module prefix)."""
+        is not a module, `fallback` or its longest module prefix), with the guarded try
+        it sits in (see `caught_loads`)."""
         if name.split(".")[0] not in self.env.world.packages:
             return
         parts = name.split(".")
@@ -750,6 +770,8 @@ class _Scanner:
             candidate = ".".join(parts[:cut])
             if self.env.world.module(candidate) is not None:
                 self.facts.refs.setdefault(self.mod.name, set()).add(candidate)
+                self.facts.ref_guards.setdefault((self.mod.name, candidate), set()).add(
+                    ctx.loading_try if ctx is not None else None)
                 return
             if candidate == fallback:
                 return
@@ -786,20 +808,20 @@ class _Scanner:
                 text = node.value
                 if "." in text and len(text) < 200 and text.split(".")[0] in self.env.world.packages \
                         and all(p.isidentifier() for p in text.replace(":", ".").split(".")):
-                    self.ref(text.replace(":", "."))
+                    self.ref(text.replace(":", "."), ctx=ctx)
                 elif "{" in text and len(text) < 200 and text.split(".")[0] in self.env.world.packages:
                     for name in _template_modules(text, self.mod, self.env.world.module):
-                        self.ref(name)
+                        self.ref(name, ctx=ctx)
                 continue
             if isinstance(node, ast.JoinedStr):  # f'pkg{".v1" if x else ""}.mod.Cls': every text it can make
                 for text in _fstring_texts(node):
                     if "." in text and len(text) < 200 and text.split(".")[0] in self.env.world.packages \
                             and all(p.isidentifier() for p in text.replace(":", ".").split(".")):
-                        self.ref(text.replace(":", "."))
+                        self.ref(text.replace(":", "."), ctx=ctx)
                 template = _fstring_template(node)
                 if template is not None and template.split(".")[0] in self.env.world.packages:
                     for name in _template_modules(template, self.mod, self.env.world.module):
-                        self.ref(name)
+                        self.ref(name, ctx=ctx)
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 self.facts.name_reads.setdefault((self.mod.name, node.id), set()).add(ctx.guard is not None)
             if isinstance(node, ast.Call):

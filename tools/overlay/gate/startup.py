@@ -22,7 +22,7 @@ import ast
 import configparser
 import re
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 try:  # Python 3.11+
     import tomllib
@@ -244,9 +244,18 @@ class Startup:
     # the attributes the entry points (and core's own imports) name: core calls these
     # (`register_ops`) though nothing in the plugin's code does
     called: frozenset = frozenset()
+    # reached modules every chain to which passes a load that swallows its failure
+    # (`try: importlib.import_module(...) except Exception: pass`) -> (path, line) of
+    # the first such try: their import-time failure breaks nothing at start-up
+    caught: dict = field(default_factory=dict)
 
     def reached(self, module: str) -> bool:
         return not self.declared or module in self.parent
+
+    def caught_at(self, module: str) -> tuple[str, int] | None:
+        """Where the failure to load `module` is swallowed, when no chain reaches it
+        without passing such a guard; None otherwise."""
+        return self.caught.get(module)
 
     def chain(self, module: str) -> str:
         if not self.declared:
@@ -267,10 +276,11 @@ def _parents(module: str) -> list[str]:
 
 
 def reach(points: tuple[EntryPoint, ...], refs: dict[str, set[str]], plugin_packages: frozenset[str],
-          exists) -> Startup:
+          exists, caught_edges: dict[tuple[str, str], tuple[str, int]] | None = None) -> Startup:
     """Breadth-first over `refs` (module -> modules it imports or names) from the entry
     point modules of the plugin's own packages; importing a module runs its parent
-    packages first. `exists(name)`: whether the plugin has that module."""
+    packages first. `exists(name)`: whether the plugin has that module. `caught_edges`:
+    the edges whose load swallows the failure (scan.caught_loads)."""
     mine = [p for p in points if p.module.split(".")[0] in plugin_packages and exists(p.module)]
     if not mine:
         return Startup(False, {}, {})
@@ -292,7 +302,35 @@ def reach(points: tuple[EntryPoint, ...], refs: dict[str, set[str]], plugin_pack
     for mod in list(parent):
         if parent[mod] is None and mod not in roots:
             roots[mod] = "?"
-    return Startup(True, parent, roots, frozenset(p.attr.split(".")[-1] for p in mine if p.attr))
+    return Startup(True, parent, roots, frozenset(p.attr.split(".")[-1] for p in mine if p.attr),
+                   _caught(roots, refs, exists, caught_edges or {}))
+
+
+def _caught(roots: dict, refs: dict[str, set[str]], exists,
+            caught_edges: dict[tuple[str, str], tuple[str, int]]) -> dict[str, tuple[str, int]]:
+    """Modules reached only past a swallowing load -> where the first such load is. Pure:
+    breadth-first over the edges that let a failure through, then on from there over the
+    swallowing ones, each module keeping the try that first guarded its chain."""
+    firm = set(roots)
+    queue: deque[str] = deque(roots)
+    while queue:
+        mod = queue.popleft()
+        for nxt in sorted(set(_parents(mod)) | refs.get(mod, set())):
+            if nxt not in firm and exists(nxt) and (mod, nxt) not in caught_edges:
+                firm.add(nxt)
+                queue.append(nxt)
+    out: dict[str, tuple[str, int]] = {}
+    queue = deque(sorted(firm))
+    while queue:
+        mod = queue.popleft()
+        for nxt in sorted(set(_parents(mod)) | refs.get(mod, set())):
+            if nxt in firm or nxt in out or not exists(nxt):
+                continue
+            where = out.get(mod) or caught_edges.get((mod, nxt))
+            if where is not None:
+                out[nxt] = where
+                queue.append(nxt)
+    return out
 
 
 ALIAS_HOPS = 4  # `register = _register` chains are one or two names long
