@@ -22,8 +22,9 @@ from overlay.gate.classuses import function_class_uses
 from overlay.gate.callers import COMMON, Callers, Site
 from overlay.gate.conditions import unknown_bases_in_core
 from overlay.gate.findings import NO_CORE_CALLER, Finding, also_at
-from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, dotted, inert_base, qualify
+from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, absolute_module, dotted, inert_base, qualify
 from overlay.gate.modalias import module_alias
+from overlay.gate import nonebound
 from overlay.gate.namedsites import named_sites
 from overlay.gate.scan import Context, ImportUse, PluginFacts, Replacement, try_body_imports
 from overlay.gate.signature import (CallShape, Param, Signature, accepts_call, accepts_open_call, covers,
@@ -151,6 +152,30 @@ def _called_only_guarded(facts: PluginFacts, use: ImportUse) -> bool:
                    if name == use.func and mod != use.mod_name)
 
 
+def _none_breaking_use(facts: PluginFacts, ev: Evidence, use: ImportUse) -> int | None:
+    """The first line where the plugin uses a name core's module `__getattr__` answers with
+    None as an object: in the importing module, or anywhere when another plugin module
+    imports the name from it (its uses there are not read: the import line stands)."""
+    world = ev.env.world if ev.env is not None else None
+    mod = world.module(use.mod_name) if world is not None else None
+    if mod is None or mod.tree is None:
+        return use.line
+    local = next((a.asname or a.name for node in ast.walk(mod.tree)
+                  if isinstance(node, ast.ImportFrom) and node.lineno == use.line
+                  for a in node.names if a.name == use.name), None)
+    if local is None:
+        return use.line
+    for path, i in ev.callers.all_files():  # re-exported: another module's uses count too
+        if not ev.callers.trees[i][3] or path == use.path or local.encode() not in ev.callers.text(path, i):
+            continue
+        other = world.module(path[:-3].replace("/", ".").removesuffix(".__init__"))
+        if other is None or other.tree is None or any(
+                isinstance(n, ast.ImportFrom) and absolute_module(other.name, other.is_package, n.level, n.module)
+                == use.mod_name and any(a.name == local for a in n.names) for n in ast.walk(other.tree)):
+            return use.line
+    return nonebound.breaking_use(mod.tree, local)
+
+
 def check_imports(facts: PluginFacts, core: TreeIndex, ev: Evidence) -> list[Finding]:
     findings: list[Finding] = []
     groups: dict[int, dict[str, list[tuple[ImportUse, Lookup]]]] = defaultdict(lambda: defaultdict(list))
@@ -162,6 +187,11 @@ def check_imports(facts: PluginFacts, core: TreeIndex, ev: Evidence) -> list[Fin
             groups[tid][branch].append((use, res))
             continue
         if res.status != "found" and not _called_only_guarded(facts, use):
+            if res.kind == "none":  # the import binds None: only a use that needs an object breaks
+                line = _none_breaking_use(facts, ev, use)
+                if line is None:
+                    continue
+                res = dataclasses.replace(res, reason=f"{res.reason}, and {use.path}:{line} uses it as an object")
             plain.append((use, res))
     findings += _import_findings(plain, ev)
     for tid, branches in groups.items():

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from overlay.gate.signature import CallShape, Signature, call_shape, dotted, from_ast  # noqa: F401 (dotted re-exported)
+from overlay.gate.nonebound import serves_none
 from overlay.gate.source import TreeSource
 
 MAX_HOPS = 12  # re-export chains longer than this are treated as undecidable
@@ -135,6 +136,8 @@ class ModuleInfo:
     all_names: tuple[str, ...] | None = None
     lazy_names: dict[str, str | None] = field(default_factory=dict)  # name -> "mod:attr" target
     lazy_open: bool = False  # a __getattr__ we cannot read: anything may exist
+    # the module's __getattr__ may end without raising: a name it does not serve is None
+    lazy_none: int = 0  # the line of that __getattr__ (0: it raises for every other name)
     functions: dict[str, Signature] = field(default_factory=dict)
     classes: dict[str, ClassInfo] = field(default_factory=dict)
     syntax_error: str | None = None
@@ -393,6 +396,8 @@ def _index_module(name: str, path: str, is_package: bool, tree: ast.Module,
 
 def _read_lazy_table(mod: ModuleInfo, fn: ast.FunctionDef, literals: dict[str, ast.expr]) -> None:
     """Names a module-level `__getattr__(name)` serves, where they can be read statically."""
+    if serves_none(fn):
+        mod.lazy_none = fn.lineno
     if not fn.args.args:
         mod.lazy_open = True
         return
@@ -598,6 +603,10 @@ class TreeIndex:
             elif mod.skipped:
                 why = f"its file was not read (it {mod.skipped})"
             return Lookup("undecidable", module, mod.path, 0, reason=f"{module}: {why}")
+        if mod.lazy_none:
+            return Lookup("missing", module, mod.path, mod.lazy_none, kind="none",
+                          reason=f"{module} has no name '{name}' and its module __getattr__ "
+                                 f"(line {mod.lazy_none}) ends without raising for it: the name is None")
         if all_bindings:
             return Lookup("missing", module, mod.path, all_bindings[0].line,
                           reason=f"{module} binds '{name}' only under `if TYPE_CHECKING:`, for type "
