@@ -81,6 +81,7 @@ def test_a_use_that_needs_an_object_keeps_the_error_and_says_why(tmp_path, chat)
     errors = _errors(tmp_path, chat=chat)
     assert SYMBOL in errors
     assert "ends without raising" in errors[SYMBOL].message and "uses it as an object" in errors[SYMBOL].message
+    assert errors[SYMBOL].message.startswith("`from vllm.transformers_utils.tokenizer import AnyTokenizer` binds None")
 
 
 def test_a_getattr_that_raises_for_other_names_keeps_the_plain_error(tmp_path):

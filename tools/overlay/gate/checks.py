@@ -123,7 +123,8 @@ def _import_findings(pairs: list[tuple[ImportUse, Lookup]], ev: Evidence, extra:
             what = f"from {use.module} import {use.name}" if use.name else f"import {use.module}"
             symbol = f"import:{use.module}:{use.name}" if use.name else f"import:{use.module}"
             summary = res.reason
-        message = f"`{what}` fails: {res.reason}{extra}"
+        verb = "binds None" if res.kind == "none" else "fails"  # the import runs; a use of None breaks
+        message = f"`{what}` {verb}: {res.reason}{extra}"
         severity = "warning" if kind == "undecidable" else _severity(use.ctx, ev, modname)
         caught = ev.startup.caught_at(modname) if use.func is None else None
         evidence = ""
