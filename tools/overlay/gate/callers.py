@@ -37,6 +37,11 @@ _CLASS_HEADER = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\([^)]*\)", re.M)
 _QUOTED_ANNOTATION = re.compile(rb"(\w[ \t]*:[ \t]*|->[ \t]*)([\"'])[^\"'\n]*\2")
 # an import statement: one line, or a parenthesised list over several
 _IMPORT_STATEMENT = re.compile(rb"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import[ \t]+(?:\([^)]*\)|[^\n]*)", re.M)
+# a comment: `#` outside a one-line string, to the end of the line (a line inside a
+# multi-line string may lose prose after a `#`; one with an unpaired quote keeps its comment)
+_COMMENT = re.compile(rb"""^((?:[^#"'\n]|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')*)#[^\n]*""", re.M)
+# a triple-quoted string: a docstring or other prose, never a name passed as a value
+_TRIPLE_QUOTED = re.compile(rb'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'')
 # a module's export list, `__all__ = [...]` (or `+=`, a tuple): names, not values passed
 _EXPORT_LIST = re.compile(rb"^__all__[ \t]*\+?=[ \t]*[\[(][^\])]*[\])]", re.M)
 # an instance test, `isinstance(x, (A, type(None)))` (two levels of parentheses inside)
@@ -99,6 +104,17 @@ def _value_pattern(word: bytes) -> re.Pattern:
     # `[=,(]\s*\[?`: a list's first element too (`WORKERS = [Cls]`); an annotation's
     # subscript (`list[Cls]`) passes nothing
     return re.compile(rb"""(\.%s\b(?!\s*[(\[])|["']%s["']|[=,(]\s*\[?\s*%s\b(?!\s*[(\[.]))""" % ((re.escape(word),) * 3))
+
+
+def without_prose(code: bytes) -> bytes:
+    """`code` without its comments and triple-quoted strings (docstrings): a name there
+    (`# until _update_waiting_for_remote_kv runs`) is prose, not a value. Comments go first,
+    so a quote in one opens nothing. Pure."""
+    if b"#" in code:
+        code = _COMMENT.sub(rb"\1", code)
+    if b'"""' in code or b"'''" in code:
+        code = _TRIPLE_QUOTED.sub(b'""', code)
+    return code
 
 
 def blank(data: bytes, literals: tuple[bytes, ...]) -> bytes:
@@ -771,13 +787,13 @@ class Callers:
         return self._files
 
     def _code(self, path: str, tree: int) -> bytes:
-        """A file's text without its import statements and export list: importing a name
-        (`from m import (f as _f, ...)`) or listing it in `__all__` neither calls it nor
-        passes it around."""
+        """A file's text without its comments, docstrings, import statements and export
+        list: naming a name in prose, importing it (`from m import (f as _f, ...)`) or
+        listing it in `__all__` neither calls it nor passes it around."""
         key = (-1 - tree, path)
         data = self._texts.get(key)
         if data is None:
-            data = self.text(path, tree)
+            data = without_prose(self.text(path, tree))
             if b"import" in data:
                 data = _IMPORT_STATEMENT.sub(b"", data)
             if b"__all__" in data:
