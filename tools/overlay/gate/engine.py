@@ -31,7 +31,7 @@ from overlay.gate.fieldorder import check_field_order
 from overlay.gate.heldobjects import check_held_objects
 from overlay.gate.oot import check_oot_ops, registered
 from overlay.gate.findings import Finding, merge_sites
-from overlay.gate.index import ModuleInfo, TreeIndex
+from overlay.gate.index import ModuleInfo, TreeIndex, qualify
 from overlay.gate.scan import PluginFacts, caught_loads, scan_module
 from overlay.gate.source import TreeSource, file_limit
 from overlay.gate.startup import (PROGRAM, EntryPoint, core_imports, entry_points, package_data, platform_classes, reach,
@@ -346,7 +346,7 @@ def dead_code(facts: PluginFacts, world: TreeIndex, is_core) -> frozenset[tuple[
                 dead.add((base[0].name, base[1].name, meth))
     for r in facts.replacements:
         owner = world.resolve_dotted(r.owner)
-        if owner is None:
+        if owner is None or _captured(r, world, owner):
             continue
         if owner[0] == "module":
             dead.add((owner[1].name, None, r.attr))  # type: ignore[union-attr]
@@ -354,6 +354,30 @@ def dead_code(facts: PluginFacts, world: TreeIndex, is_core) -> frozenset[tuple[
             mod, cls = owner[1]  # type: ignore[misc]
             dead.add((mod.name, cls.name, r.attr))
     return frozenset(dead)
+
+
+def _captured(r, world: TreeIndex, owner) -> bool:
+    """Does the plugin keep the original it replaces (`_upstream_init = FusedMoE.__init__`
+    before `FusedMoE.__init__ = _init_with_masks`, which calls it)? Then the original's body
+    may still run: not dead code. Read from the names the replacing scope binds once to a
+    dotted expression (vllm-rbln 0.11.0a1 wraps core's `FusedMoE.__init__`, which builds the
+    `MoERunner` whose calls into the plugin's MoE methods are the contract)."""
+    for expr in r.scope.aliases.values():
+        head, _, attr = expr.rpartition(".")
+        if attr != r.attr or not head:
+            continue
+        target = qualify(r.module, head, r.scope.local_imports)
+        found = world.resolve_dotted(target) if target else None
+        if found is not None and found[0] == owner[0] and _named(found[1]) == _named(owner[1]):
+            return True
+    return False
+
+
+def _named(entity) -> tuple:
+    """A resolved module or (module, class) by name, for comparing two resolutions."""
+    if isinstance(entity, tuple):
+        return tuple(getattr(e, "name", None) for e in entity)
+    return (getattr(entity, "name", None),)
 
 
 def expected_core_package(imported: dict[str, int], plugin_packages: frozenset[str],
