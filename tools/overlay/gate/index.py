@@ -9,7 +9,8 @@ module is what `from M import name` would find at run time, read statically:
 - names pulled in by `from X import *` (X's `__all__`, else its public names),
 - names a module-level `__getattr__` serves from a table it reads statically
   (`if name in TABLE`, `name == "x"`, `TABLE[name]`); a `__getattr__` whose table
-  cannot be read makes every missing name *undecidable* rather than missing.
+  cannot be read makes every missing name *undecidable* rather than missing; one that can
+  end without raising answers every other name with None (`Lookup.kind == "none"`).
 """
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ platforms name their worker classes). A module no chain reaches is opt-in
 A plugin that declares no entry points, and that core does not import, is taken as
 reached everywhere. A configuration file the plugin ships inside its package (vllm-omni's
 stage configs name the worker class each stage runs) is one more way in: the modules its
-dotted names name run when that configuration is used.
+dotted names name run when that configuration is used. A module every chain reaches only
+through a load that swallows its failure (`try: ... except Exception: pass` around an import,
+vllm-kunlun's import hook) is reached, but its failing to import breaks nothing.
 """
 
 from __future__ import annotations
