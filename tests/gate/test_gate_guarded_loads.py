@@ -90,6 +90,12 @@ def _findings(tmp_path, hook=HOOK, platform=PLATFORM, worker_utils=WORKER_UTILS,
     return {f.symbol: f for f in run_gate(core, plugin).findings if f.symbol.startswith("import:")}
 
 
+def _severities(tmp_path, **trees) -> tuple[str, str]:
+    """The severity of the hooked module's broken import, and of the module only it imports."""
+    found = _findings(tmp_path, **trees)
+    return found[LOGPROB].severity, found[SAMPLE_LOGPROBS].severity
+
+
 def test_a_module_only_a_swallowing_hook_loads_breaks_nothing_at_start_up(tmp_path):
     found = _findings(tmp_path)
     for symbol in (LOGPROB, SAMPLE_LOGPROBS):  # the hooked module, and the module only it imports
@@ -107,32 +113,24 @@ def test_a_module_only_a_swallowing_hook_loads_breaks_nothing_at_start_up(tmp_pa
     HOOK.replace("        try:\n", "        if True:\n").replace("        except Exception:\n            pass\n", ""),
 ])
 def test_a_loader_that_lets_the_failure_through_keeps_the_error(tmp_path, hook):
-    found = _findings(tmp_path, hook=hook)
-    assert found[LOGPROB].severity == "error"
-    assert found[SAMPLE_LOGPROBS].severity == "error"
+    assert _severities(tmp_path, hook=hook) == ("error", "error")
 
 
 def test_another_plain_way_in_keeps_the_error(tmp_path):
     platform = "import vllm_x.worker_utils  # noqa\n\n\n" + PLATFORM.replace("\n    ", "\n")
     hook = HOOK.replace('return "vllm_x.platform.XPlatform"',
                         'import vllm_x.platform  # noqa\n        return "vllm_x.platform.XPlatform"')
-    found = _findings(tmp_path, hook=hook, platform=platform)
-    assert found[LOGPROB].severity == "error"
-    assert found[SAMPLE_LOGPROBS].severity == "error"
+    assert _severities(tmp_path, hook=hook, platform=platform) == ("error", "error")
     # the module only the guarded one imports is still guarded when the plain way in is elsewhere
     plain_sampler = HOOK.replace('return "vllm_x.platform.XPlatform"',
                                  'import vllm_x.sampler  # noqa\n        return "vllm_x.platform.XPlatform"')
-    found = _findings(tmp_path / "sampler", hook=plain_sampler)
-    assert found[LOGPROB].severity == "warning"
-    assert found[SAMPLE_LOGPROBS].severity == "error"
+    assert _severities(tmp_path / "sampler", hook=plain_sampler) == ("warning", "error")
 
 
 def test_an_import_inside_a_function_runs_later_outside_the_loader_s_try(tmp_path):
     worker_utils = ("import vllm_x.sampler  # noqa\n\n\n"
                     "def bind_kv_cache(caches):\n    from vllm.sequence import Logprob\n    return Logprob\n")
-    found = _findings(tmp_path, worker_utils=worker_utils)
-    assert found[LOGPROB].severity == "error"
-    assert found[SAMPLE_LOGPROBS].severity == "warning"
+    assert _severities(tmp_path, worker_utils=worker_utils) == ("error", "warning")
 
 
 def test_a_plain_optional_import_of_a_plugin_module_is_guarded_too(tmp_path):
@@ -148,20 +146,16 @@ def test_a_plain_optional_import_of_a_plugin_module_is_guarded_too(tmp_path):
     fallback = hook.replace("    except ImportError:\n        pass\n",
                             "    except ImportError:\n        import vllm_x.sampler  # noqa\n")
     fallback = fallback.replace("    with contextlib.suppress(ImportError):\n        import vllm_x.sampler  # noqa\n", "")
-    found = _findings(tmp_path / "fallback", hook=fallback)
-    assert found[LOGPROB].severity == "warning"
-    assert found[SAMPLE_LOGPROBS].severity == "error"
+    assert _severities(tmp_path / "fallback", hook=fallback) == ("warning", "error")
 
 
 def test_a_function_defined_inside_a_try_runs_outside_it(tmp_path):
     hook = ('try:\n    def _load():\n        import vllm_x.worker_utils  # noqa\nexcept ImportError:\n    _load = None\n\n\n'
             'def register():\n    _load()\n    return "vllm_x.platform.XPlatform"\n')
-    found = _findings(tmp_path, hook=hook)
-    assert found[LOGPROB].severity == "error"
+    assert _severities(tmp_path, hook=hook)[0] == "error"
 
 
 def test_the_same_module_loading_it_plainly_elsewhere_keeps_the_error(tmp_path):
     hook = HOOK.replace('return "vllm_x.platform.XPlatform"',
                         'import vllm_x.worker_utils  # noqa\n        return "vllm_x.platform.XPlatform"')
-    found = _findings(tmp_path, hook=hook)
-    assert found[LOGPROB].severity == "error"
+    assert _severities(tmp_path, hook=hook)[0] == "error"

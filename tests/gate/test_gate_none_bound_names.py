@@ -15,7 +15,7 @@ import ast
 import gatekit
 import pytest
 
-from overlay.gate import nonebound, run_gate
+from overlay.gate import index, run_gate
 
 ENTRY = """
     from setuptools import setup
@@ -108,4 +108,4 @@ def test_a_re_exported_name_keeps_the_error(tmp_path):
 ])
 def test_serves_none_reads_whether_the_getattr_can_end_without_raising(body, expected):
     fn = ast.parse("def __getattr__(name):\n" + "\n".join("    " + line for line in body.splitlines())).body[0]
-    assert nonebound.serves_none(fn) is expected
+    assert index.serves_none(fn) is expected

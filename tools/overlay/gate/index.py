@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from overlay.gate.signature import CallShape, Signature, call_shape, dotted, from_ast  # noqa: F401 (dotted re-exported)
-from overlay.gate.nonebound import serves_none
 from overlay.gate.source import TreeSource
 
 MAX_HOPS = 12  # re-export chains longer than this are treated as undecidable
@@ -393,6 +392,52 @@ def _index_module(name: str, path: str, is_package: bool, tree: ast.Module,
     for fn in getattr_defs:
         _read_lazy_table(mod, fn, literals)
     return mod
+
+
+def serves_none(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Can the module `__getattr__` `fn` return None (end without raising, `return`,
+    `return None`) for some name? Then `from M import X` binds None for any X it does
+    not serve (see gate/nonebound.py for which uses survive that)."""
+    going, none = _flow(fn.body)
+    return going or none
+
+
+def _flow(body: list[ast.stmt]) -> tuple[bool, bool]:
+    """(may run past the end of `body`, may return None inside it)."""
+    none = False
+    for stmt in body:
+        if isinstance(stmt, ast.Return):
+            return False, none or stmt.value is None or (isinstance(stmt.value, ast.Constant)
+                                                         and stmt.value.value is None)
+        if isinstance(stmt, ast.Raise):
+            return False, none
+        if isinstance(stmt, ast.If):
+            g1, n1 = _flow(stmt.body)
+            g2, n2 = _flow(stmt.orelse) if stmt.orelse else (True, False)
+            none = none or n1 or n2
+            if not (g1 or g2):
+                return False, none
+        elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            parts = [_flow(stmt.body + stmt.orelse)] + [_flow(h.body) for h in stmt.handlers]  # type: ignore[attr-defined]
+            none = none or any(n for _, n in parts)
+            if stmt.finalbody:  # type: ignore[attr-defined]
+                fg, fn = _flow(stmt.finalbody)  # type: ignore[attr-defined]
+                none = none or fn
+                if not fg:
+                    return False, none
+            if not any(g for g, _ in parts):
+                return False, none
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            g, n = _flow(stmt.body)
+            none = none or n
+            if not g:
+                return False, none
+        elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):  # the loop may run no time
+            none = none or _flow(stmt.body)[1] or _flow(stmt.orelse)[1]
+        elif isinstance(stmt, ast.Match):
+            flows = [_flow(c.body) for c in stmt.cases]
+            none = none or any(n for _, n in flows)
+    return True, none
 
 
 def _read_lazy_table(mod: ModuleInfo, fn: ast.FunctionDef, literals: dict[str, ast.expr]) -> None:

@@ -14,50 +14,7 @@ from __future__ import annotations
 
 import ast
 
-
-def serves_none(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """Can the module `__getattr__` `fn` return None (end without raising, `return`,
-    `return None`) for some name?"""
-    going, none = _flow(fn.body)
-    return going or none
-
-
-def _flow(body: list[ast.stmt]) -> tuple[bool, bool]:
-    """(may run past the end of `body`, may return None inside it)."""
-    none = False
-    for stmt in body:
-        if isinstance(stmt, ast.Return):
-            return False, none or stmt.value is None or (isinstance(stmt.value, ast.Constant)
-                                                         and stmt.value.value is None)
-        if isinstance(stmt, ast.Raise):
-            return False, none
-        if isinstance(stmt, ast.If):
-            g1, n1 = _flow(stmt.body)
-            g2, n2 = _flow(stmt.orelse) if stmt.orelse else (True, False)
-            none = none or n1 or n2
-            if not (g1 or g2):
-                return False, none
-        elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
-            parts = [_flow(stmt.body + stmt.orelse)] + [_flow(h.body) for h in stmt.handlers]  # type: ignore[attr-defined]
-            none = none or any(n for _, n in parts)
-            if stmt.finalbody:  # type: ignore[attr-defined]
-                fg, fn = _flow(stmt.finalbody)  # type: ignore[attr-defined]
-                none = none or fn
-                if not fg:
-                    return False, none
-            if not any(g for g, _ in parts):
-                return False, none
-        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
-            g, n = _flow(stmt.body)
-            none = none or n
-            if not g:
-                return False, none
-        elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):  # the loop may run no time
-            none = none or _flow(stmt.body)[1] or _flow(stmt.orelse)[1]
-        elif isinstance(stmt, ast.Match):
-            flows = [_flow(c.body) for c in stmt.cases]
-            none = none or any(n for _, n in flows)
-    return True, none
+from overlay.gate.scan import flat_statements
 
 
 def breaking_use(tree: ast.Module, name: str) -> int | None:
@@ -86,24 +43,13 @@ def _annotations(node: ast.AST):
                 yield a.annotation, True
         if node.returns is not None:
             yield node.returns, True
-        for stmt in _own_statements(node.body):  # a local variable's annotation is never evaluated
+        for stmt in flat_statements(node.body):  # a local variable's annotation is never evaluated
             if isinstance(stmt, ast.AnnAssign):
                 yield stmt.annotation, False
     elif isinstance(node, (ast.Module, ast.ClassDef)):
-        for stmt in _own_statements(node.body):
+        for stmt in flat_statements(node.body):
             if isinstance(stmt, ast.AnnAssign):
                 yield stmt.annotation, True
-
-
-def _own_statements(body: list[ast.stmt]):
-    """Statements of a module or class body, into its if/try/with blocks, not into defs."""
-    for stmt in body:
-        yield stmt
-        if isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.AsyncWith, ast.Try)):
-            for part in ("body", "orelse", "finalbody"):
-                yield from _own_statements(getattr(stmt, part, []))
-            for h in getattr(stmt, "handlers", []):
-                yield from _own_statements(h.body)
 
 
 def _none_tolerant(ann: ast.expr) -> set[int]:

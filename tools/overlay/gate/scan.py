@@ -109,7 +109,7 @@ class Scope:
         new = Scope(dict(self.local_imports), dict(self.defs), dict(self.strings), dict(self.aliases),
                     modules=dict(self.modules))
         runtime_module_bindings(new, body)
-        for stmt in _flat(body):
+        for stmt in flat_statements(body):
             if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
                     and isinstance(stmt.value, ast.Attribute) and dotted(stmt.value)):
                 new.aliases[stmt.targets[0].id] = dotted(stmt.value)  # type: ignore[assignment]
@@ -154,7 +154,7 @@ def runtime_module_bindings(scope: "Scope", body: list[ast.stmt]) -> None:
     run time (runtimemod.py); a name bound more than once here is not one."""
     counts: Counter = Counter()
     found: dict[str, tuple[str, str]] = {}
-    for stmt in _flat(body):
+    for stmt in flat_statements(body):
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             for t in targets:
@@ -332,14 +332,16 @@ class PluginFacts:
     version_tests: list[tuple[str, int, str, "Context"]] = field(default_factory=list)
 
 
-def _flat(body: list[ast.stmt]):
+def flat_statements(body: list[ast.stmt]):
+    """The statements of a body and of the blocks inside it (if/for/while/with/try), not
+    of the functions or classes it defines."""
     for stmt in body:
         yield stmt
         if isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.AsyncWith, ast.Try)):
             for part in ("body", "orelse", "finalbody"):
-                yield from _flat(getattr(stmt, part, []))
+                yield from flat_statements(getattr(stmt, part, []))
             for h in getattr(stmt, "handlers", []):
-                yield from _flat(h.body)
+                yield from flat_statements(h.body)
 
 
 def _catches_import_error(handler: ast.ExceptHandler) -> bool:
