@@ -109,3 +109,19 @@ def test_a_re_exported_name_keeps_the_error(tmp_path):
 def test_serves_none_reads_whether_the_getattr_can_end_without_raising(body, expected):
     fn = ast.parse("def __getattr__(name):\n" + "\n".join("    " + line for line in body.splitlines())).body[0]
     assert index.serves_none(fn) is expected
+
+
+def test_serves_none_walks_an_elif_chain_far_longer_than_python_recursion():
+    """An `elif` chain parses far deeper than Python recurses (tests/gate/test_gate_hostile_files.py);
+    one in a core `__getattr__` must neither raise nor turn the module into one the index cannot read."""
+    chain: list[ast.stmt] = [ast.Return(ast.Constant(0))]
+    for i in range(5000):
+        chain = [ast.If(ast.Compare(ast.Name("name"), [ast.Eq()], [ast.Constant(f"a{i}")]),
+                        [ast.Return(ast.Constant(i))], chain)]
+    fn = ast.FunctionDef("__getattr__", ast.arguments([], [ast.arg("name")], None, [], [], None, []), chain, [])
+    assert index.serves_none(fn) is False  # every branch returns a value
+    last = chain[0]
+    while last.orelse and isinstance(last.orelse[0], ast.If):
+        last = last.orelse[0]
+    last.orelse = []  # the last test falls through: every other name is None
+    assert index.serves_none(fn) is True

@@ -19,7 +19,7 @@ from overlay.gate.aliascalls import constructor_calls, module_alias_calls
 from overlay.gate.captures import aliased
 from overlay.gate.classreads import certainly_unset, class_of, namespace
 from overlay.gate.classuses import function_class_uses
-from overlay.gate.callers import COMMON, Callers, Site
+from overlay.gate.callers import COMMON, Callers, Site, module_name
 from overlay.gate.conditions import unknown_bases_in_core
 from overlay.gate.findings import NO_CORE_CALLER, Finding, also_at
 from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, absolute_module, dotted, inert_base, qualify
@@ -153,7 +153,7 @@ def _called_only_guarded(facts: PluginFacts, use: ImportUse) -> bool:
                    if name == use.func and mod != use.mod_name)
 
 
-def _none_breaking_use(facts: PluginFacts, ev: Evidence, use: ImportUse) -> int | None:
+def _none_breaking_use(ev: Evidence, use: ImportUse) -> int | None:
     """The first line where the plugin uses a name core's module `__getattr__` answers with
     None as an object: in the importing module, or anywhere when another plugin module
     imports the name from it (its uses there are not read: the import line stands)."""
@@ -169,7 +169,7 @@ def _none_breaking_use(facts: PluginFacts, ev: Evidence, use: ImportUse) -> int 
     for path, i in ev.callers.all_files():  # re-exported: another module's uses count too
         if not ev.callers.trees[i][3] or path == use.path or local.encode() not in ev.callers.text(path, i):
             continue
-        other = world.module(path[:-3].replace("/", ".").removesuffix(".__init__"))
+        other = world.module(module_name(path))
         if other is None or other.tree is None or any(
                 isinstance(n, ast.ImportFrom) and absolute_module(other.name, other.is_package, n.level, n.module)
                 == use.mod_name and any(a.name == local for a in n.names) for n in ast.walk(other.tree)):
@@ -189,7 +189,7 @@ def check_imports(facts: PluginFacts, core: TreeIndex, ev: Evidence) -> list[Fin
             continue
         if res.status != "found" and not _called_only_guarded(facts, use):
             if res.kind == "none":  # the import binds None: only a use that needs an object breaks
-                line = _none_breaking_use(facts, ev, use)
+                line = _none_breaking_use(ev, use)
                 if line is None:
                     continue
                 res = dataclasses.replace(res, reason=f"{res.reason}, and {use.path}:{line} uses it as an object")

@@ -412,18 +412,24 @@ def _flow(body: list[ast.stmt]) -> tuple[bool, bool]:
         if isinstance(stmt, ast.Raise):
             return False, none
         if isinstance(stmt, ast.If):
-            g1, n1 = _flow(stmt.body)
-            g2, n2 = _flow(stmt.orelse) if stmt.orelse else (True, False)
-            none = none or n1 or n2
-            if not (g1 or g2):
+            # an `elif` chain is walked as one statement: it may be thousands long
+            branches, last = [], stmt
+            while True:
+                branches.append(last.body)
+                if not (len(last.orelse) == 1 and isinstance(last.orelse[0], ast.If)):
+                    break
+                last = last.orelse[0]
+            parts = [_flow(b) for b in branches] + [_flow(last.orelse) if last.orelse else (True, False)]
+            none = none or any(n for _, n in parts)
+            if not any(g for g, _ in parts):
                 return False, none
         elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
             parts = [_flow(stmt.body + stmt.orelse)] + [_flow(h.body) for h in stmt.handlers]  # type: ignore[attr-defined]
             none = none or any(n for _, n in parts)
             if stmt.finalbody:  # type: ignore[attr-defined]
-                fg, fn = _flow(stmt.finalbody)  # type: ignore[attr-defined]
-                none = none or fn
-                if not fg:
+                final_goes, final_none = _flow(stmt.finalbody)  # type: ignore[attr-defined]
+                none = none or final_none
+                if not final_goes:
                     return False, none
             if not any(g for g, _ in parts):
                 return False, none

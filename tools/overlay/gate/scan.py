@@ -310,10 +310,9 @@ class PluginFacts:
     # name -> every store of it whose receiver is not `self` (`self.name = ...` sets the
     # plugin's own object)
     foreign_stores: dict[str, list[ForeignStore]] = field(default_factory=dict)
-    # plugin module -> plugin modules it imports or names in a dotted string (any scope,
-    # only the branches that run): the edges of the start-up import graph
-    refs: dict[str, set[str]] = field(default_factory=dict)
-    # (module, module it loads) -> the guarded try of each place it does so (None: unguarded)
+    # (plugin module, plugin module it imports or names in a dotted string, any scope, only
+    # the branches that run) -> the guarded try of each place it does so (None: unguarded):
+    # the edges of the start-up import graph (`refs`)
     ref_guards: dict[tuple[str, str], set[int | None]] = field(default_factory=dict)
     replacements: list[Replacement] = field(default_factory=list)
     classes: list[PluginClass] = field(default_factory=list)
@@ -330,6 +329,14 @@ class PluginFacts:
     name_reads: dict[tuple[str, str], set[bool]] = field(default_factory=dict)
     # every `vllm_version_is("X")` test the plugin evaluates: (path, line, X)
     version_tests: list[tuple[str, int, str, "Context"]] = field(default_factory=list)
+
+    @property
+    def refs(self) -> dict[str, set[str]]:
+        """plugin module -> the plugin modules it imports or names (see `ref_guards`)."""
+        out: dict[str, set[str]] = {}
+        for src, dst in self.ref_guards:
+            out.setdefault(src, set()).add(dst)
+        return out
 
 
 def flat_statements(body: list[ast.stmt]):
@@ -771,7 +778,6 @@ class _Scanner:
         for cut in range(len(parts), 0, -1):
             candidate = ".".join(parts[:cut])
             if self.env.world.module(candidate) is not None:
-                self.facts.refs.setdefault(self.mod.name, set()).add(candidate)
                 self.facts.ref_guards.setdefault((self.mod.name, candidate), set()).add(
                     ctx.loading_try if ctx is not None else None)
                 return

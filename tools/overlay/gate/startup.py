@@ -277,6 +277,11 @@ def _parents(module: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts))]
 
 
+def _loads(module: str, refs: dict[str, set[str]]) -> list[str]:
+    """What importing `module` runs: its parent packages, and what it imports or names."""
+    return sorted(set(_parents(module)) | refs.get(module, set()))
+
+
 def reach(points: tuple[EntryPoint, ...], refs: dict[str, set[str]], plugin_packages: frozenset[str],
           exists, caught_edges: dict[tuple[str, str], tuple[str, int]] | None = None) -> Startup:
     """Breadth-first over `refs` (module -> modules it imports or names) from the entry
@@ -296,7 +301,7 @@ def reach(points: tuple[EntryPoint, ...], refs: dict[str, set[str]], plugin_pack
             queue.append(p.module)
     while queue:
         mod = queue.popleft()
-        for nxt in sorted(set(_parents(mod)) | refs.get(mod, set())):
+        for nxt in _loads(mod, refs):
             if nxt not in parent and exists(nxt):
                 parent[nxt] = mod
                 queue.append(nxt)
@@ -313,11 +318,13 @@ def _caught(roots: dict, refs: dict[str, set[str]], exists,
     """Modules reached only past a swallowing load -> where the first such load is. Pure:
     breadth-first over the edges that let a failure through, then on from there over the
     swallowing ones, each module keeping the try that first guarded its chain."""
+    if not caught_edges:
+        return {}
     firm = set(roots)
     queue: deque[str] = deque(roots)
     while queue:
         mod = queue.popleft()
-        for nxt in sorted(set(_parents(mod)) | refs.get(mod, set())):
+        for nxt in _loads(mod, refs):
             if nxt not in firm and exists(nxt) and (mod, nxt) not in caught_edges:
                 firm.add(nxt)
                 queue.append(nxt)
@@ -325,7 +332,7 @@ def _caught(roots: dict, refs: dict[str, set[str]], exists,
     queue = deque(sorted(firm))
     while queue:
         mod = queue.popleft()
-        for nxt in sorted(set(_parents(mod)) | refs.get(mod, set())):
+        for nxt in _loads(mod, refs):
             if nxt in firm or nxt in out or not exists(nxt):
                 continue
             where = out.get(mod) or caught_edges.get((mod, nxt))
