@@ -499,6 +499,15 @@ class Callers:
             self._scopes[skey] = found
         return self._scopes[skey]
 
+    def function_at(self, path: str, tree: int, line: int) -> ast.AST | None:
+        """The innermost function of one file holding `line` (None at module level or where
+        the file is not the module the index reads there)."""
+        mod = self.trees[tree][2].module(module_name(path))
+        if mod is None or mod.path != path or mod.tree is None:
+            return None
+        inner = innermost(self._scopes_of(tree, path, mod), line)
+        return inner[3] if inner is not None else None
+
     def core_sites(self, path: str, name: str) -> list[Site]:
         """Calls of `name` in one core file (the first tree is core)."""
         return self.sites_in(path, 0, name)

@@ -26,6 +26,7 @@ from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, absolut
 from overlay.gate.modalias import module_alias
 from overlay.gate import nonebound
 from overlay.gate.namedsites import named_sites
+from overlay.gate.pinnedflags import Pin, blocked, pin_finder
 from overlay.gate.scan import Context, ImportUse, PluginFacts, Replacement, try_body_imports
 from overlay.gate.signature import (CallShape, Param, Signature, accepts_call, accepts_open_call, covers,
                                     from_ast)
@@ -494,12 +495,14 @@ class _PluginObject:
 
 def _contract(plugin_sig: Signature, core_sig: Signature, core_classes: list[tuple[ModuleInfo, ClassInfo]],
               meth: str, plugin_defined: set[str], ev: Evidence, plugin_names: set[str],
-              owner: str | None = None) -> list[Problem]:
+              owner: str | None = None, pin: Callable[[str], Pin | None] | None = None) -> list[Problem]:
     """Where a plugin method standing in for a core one fails what core passes.
 
     The contract is core's calls that can run: `self.meth(...)` in core's own classes
     (except in methods the plugin also defines, and in methods nothing live calls),
     else `obj.meth(...)` through other objects in core files naming the hierarchy.
+    A call under a guard of its receiver's flag that the plugin's class pins to a value
+    failing it (`pin`, see pinnedflags) cannot run with the plugin's object.
     With neither, a public method must accept everything core declares (a warning:
     no caller is in sight); a private one has no visible caller and nothing is required.
     """
@@ -513,11 +516,15 @@ def _contract(plugin_sig: Signature, core_sig: Signature, core_classes: list[tup
     seen_call = False
     called_as = _dispatch_names(meth, core_classes)
     for mod, cls in core_classes:
-        for enclosing, call in (c for name in called_as for c in cls.self_calls(name, include_super=False)):
+        for name, enclosing, call in ((name, *c) for name in called_as
+                                      for c in cls.self_calls(name, include_super=False)):
             seen_call = True  # core has callers: those that can run are the whole contract
             if enclosing in plugin_defined:
                 continue  # the plugin's own method runs instead: this call never does
             ok, why, certain = obj.live(enclosing)
+            if ok and pin is not None:
+                pinned = blocked(ev.callers.function_at(mod.path, 0, call.line), "self", name, call.line, pin)
+                ok, why = (False, pinned) if pinned else (ok, why)
             if not ok:
                 dead_calls.append(f"{mod.path}:{call.line} ({why})")
                 continue
@@ -542,6 +549,11 @@ def _contract(plugin_sig: Signature, core_sig: Signature, core_classes: list[tup
     for s, name in sites:
         if accepts_call(declared, s.shape):
             continue  # core's own method fails it too: the call is meant for another class
+        pinned = blocked(ev.callers.function_at(s.path, 1 if s.plugin else 0, s.shape.line), s.receiver, name,
+                         s.shape.line, pin) if pin is not None else None
+        if pinned:
+            dead_calls.append(f"{s.where()} ({pinned})")
+            continue
         live_call = True
         problems = _call_problems(bound, declared, s.shape)
         if problems:
@@ -592,6 +604,10 @@ def check_overrides(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[
         if not core_classes:
             continue
         plugin_defined = set(cls.methods) - super_calls(pc.node)
+        classes = ev.classes
+        pin = pin_finder([(pc.module, cls)] + [b for b in mro if b is not None], is_core, facts.attr_stores,
+                         lambda owner, flag: classes is None
+                         or classes.defined_below(owner, flag, plugin_only=True) is not None)
         for b in mro:
             if b is None or is_core(b[0].name):
                 break
@@ -621,7 +637,8 @@ def check_overrides(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[
                 if (sig.is_static, sig.is_classmethod) != (core_sig.is_static, core_sig.is_classmethod):
                     break
                 plugin_names = {cls.name} | {b[1].name for b in mro if b is not None and not is_core(b[0].name)}
-                for p in _contract(sig, core_sig, core_classes, meth, plugin_defined, ev, plugin_names, cls.name):
+                for p in _contract(sig, core_sig, core_classes, meth, plugin_defined, ev, plugin_names, cls.name,
+                                   pin):
                     if below is not None and not p.visible:
                         continue  # past the plugin's own override, only a core call that can run counts
                     message = (f"{cls.name}.{sig.render()} overrides {bcls.name}.{core_sig.render()} "

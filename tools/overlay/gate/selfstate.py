@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import ast
 from collections import Counter
-from dataclasses import dataclass
 from typing import Callable
 
 from overlay.gate import checks
 from overlay.gate.findings import Finding, also_at
+from overlay.gate.guards import Guard, reads as _reads
 from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, dotted, qualify
 from overlay.gate.receivers import DYNAMIC, HARMLESS_BASES, self_assignments
 from overlay.gate.scan import PluginFacts
@@ -65,105 +65,6 @@ def _self_name(fn) -> str | None:
 
 def _strings(node: ast.AST) -> set[str]:
     return {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
-
-
-def _state_test(test: ast.expr, me: str) -> str | None:
-    """The first `me.attr` a condition reads (`if self.use_x:`), else None."""
-    for n in ast.walk(test):
-        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == me:
-            return f"{me}.{n.attr}"
-    return None
-
-
-@dataclass(frozen=True)
-class Guard:
-    """A test of the object's own state that a read runs under. `flag` None: an enclosing
-    `if`/`while`/conditional expression that reads `text` anywhere in its test, which counts
-    as it is. Otherwise a plain flag (`self.flag`, `not self.flag`, an operand of `and`/`or`)
-    whose value `value` the read needs, from an earlier operand or an early exit (`flow`):
-    it counts only where the flag is off on the plugin's object, or unset there (reading it
-    raises first), see `_holds`."""
-
-    text: str
-    flag: str | None = None
-    value: bool | None = None
-
-
-def _implied(test: ast.expr, me: str, value: bool) -> tuple[str, bool] | None:
-    """(flag, its value) that `test` evaluating to `value` implies, for a plain flag read
-    (`me.flag`, `not ...`, an operand of an `and` that is true or an `or` that is false);
-    None when it implies none."""
-    if isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == me:
-        return test.attr, value
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return _implied(test.operand, me, not value)
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And if value else ast.Or):
-        return next((found for v in test.values if (found := _implied(v, me, value)) is not None), None)
-    return None
-
-
-def _flow_guard(test: ast.expr, me: str, value: bool) -> tuple[Guard, ...]:
-    found = _implied(test, me, value)
-    return (Guard(f"{'' if found[1] else 'not '}{me}.{found[0]}", found[0], found[1]),) if found else ()
-
-
-def _exits(body: list[ast.stmt]) -> bool:
-    """Does the block always leave where it ends (`return`, `raise`, `continue`, `break`)?"""
-    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
-
-
-def _reads(fn, me: str, flow: bool = False) -> list[tuple[str, int, bool, tuple[Guard, ...]]]:
-    """(attribute, line, called, guards) of every `me.attr` read in `fn` (nested functions
-    too). The guards are the tests of the object's own state that decide whether the read
-    runs: an enclosing `if`/`while`/conditional expression reading `me.x` in its test (`if
-    self.use_x: self.x[...]`) and, with `flow`, a plain flag in an earlier operand of the
-    same `and`/`or` (`if not self.use_x or self.x > n:`), in the test of an earlier `if`
-    of the same block that always leaves (`if not self.use_x: return`) or of an enclosing
-    `if`/`while` (as a plain flag guard too)."""
-    called = {id(n.func) for n in ast.walk(fn) if isinstance(n, ast.Call)}
-    out: list[tuple[str, int, bool, tuple[Guard, ...]]] = []
-
-    def block(stmts: list, guards: tuple[Guard, ...]) -> None:
-        for stmt in stmts:
-            visit(stmt, guards)
-            if flow and isinstance(stmt, ast.If) and not stmt.orelse and _exits(stmt.body):
-                guards = guards + _flow_guard(stmt.test, me, False)  # what follows runs when it fails
-
-    def visit(node: ast.AST, guards: tuple[Guard, ...]) -> None:
-        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) \
-                and isinstance(node.value, ast.Name) and node.value.id == me:
-            out.append((node.attr, node.lineno, id(node) in called, guards))
-        if isinstance(node, (ast.If, ast.While, ast.IfExp)):
-            visit(node.test, guards)
-            state = _state_test(node.test, me)
-            inner = guards + ((Guard(state),) if state else ())
-            body, orelse = (inner + _flow_guard(node.test, me, True), inner + _flow_guard(node.test, me, False)) \
-                if flow else (inner, inner)
-            if isinstance(node, ast.IfExp):
-                visit(node.body, body)
-                visit(node.orelse, orelse)
-            else:
-                block(node.body, body)
-                block(node.orelse, orelse)
-            return
-        if flow and isinstance(node, ast.BoolOp):
-            inner = guards
-            for value in node.values:  # a later operand runs only as the earlier ones decide
-                visit(value, inner)
-                inner = inner + _flow_guard(value, me, isinstance(node.op, ast.And))
-            return
-        for _, value in ast.iter_fields(node):
-            if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
-                block(value, guards)
-            elif isinstance(value, list):
-                for child in value:
-                    if isinstance(child, ast.AST):
-                        visit(child, guards)
-            elif isinstance(value, ast.AST):
-                visit(value, guards)
-
-    visit(fn, ())
-    return out
 
 
 def _registered(cls: ClassInfo) -> set[str]:
