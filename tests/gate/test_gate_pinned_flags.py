@@ -18,6 +18,8 @@ import pytest
 
 from overlay.gate import run_gate
 from overlay.gate.guards import reads
+from overlay.gate.index import ClassInfo, ModuleInfo
+from overlay.gate.pinnedflags import pin_finder
 
 ENTRY = """
     from setuptools import setup
@@ -184,6 +186,11 @@ def test_a_flag_that_is_not_pinned_against_the_guard_keeps_the_error(tmp_path, p
 @pytest.mark.parametrize("routed", [
     # a guard on another object's flag proves nothing about this one
     ROUTED.replace("assert not self.quant_method.is_monolithic", "assert not self.other.is_monolithic"),
+    # two calls on one line, one of them unguarded: that one runs
+    ROUTED.replace("assert not self.quant_method.is_monolithic\n            return self.quant_method.apply(layer=self, x=x, "
+                   "topk_weights=topk_weights, topk_ids=topk_ids)",
+                   "return (self.quant_method.apply(self, x, topk_weights, topk_ids) if not "
+                   "self.quant_method.is_monolithic else self.quant_method.apply(self, x, topk_weights, topk_ids))"),
     # a test after the call does not guard it
     ROUTED.replace("assert not self.quant_method.is_monolithic\n            return self.quant_method.apply(",
                    "out = self.quant_method.apply(").replace(
@@ -211,3 +218,23 @@ def test_reads_records_an_assert_as_a_guard_of_what_follows():
     got = {attr: [g.text for g in guards if g.flag] for attr, _, called, guards in reads(fn, "self.m", flow=True)
            if called}
     assert got == {"a": [], "b": ["not self.m.flag"]}
+
+
+def _link(source: str, name: str, module: str):
+    tree = ast.parse(textwrap.dedent(source))
+    node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
+    mod = ModuleInfo(module, module.replace(".", "/") + ".py", False, tree)
+    return mod, ClassInfo(name, node.lineno, (), {}, set(), (), node)
+
+
+def test_a_pin_is_read_from_the_first_binding_in_the_mro_and_never_past_an_unreadable_base():
+    is_core = lambda name: name.startswith("vllm.")  # noqa: E731
+    mine = _link("class X:\n    def apply(self):\n        pass\n", "X", "vllm_x.moe")
+    pinned = _link("class XBase:\n    is_monolithic = True\n", "XBase", "vllm_x.base")
+    core = _link("class Base:\n    is_monolithic = False\n", "Base", "vllm.moe")
+    never_below = lambda owner, flag: False  # noqa: E731
+    assert pin_finder([mine, pinned, core], is_core, set(), never_below)("is_monolithic").value is True
+    assert pin_finder([mine, None, pinned, core], is_core, set(), never_below)("is_monolithic") is None
+    assert pin_finder([mine, core, pinned], is_core, set(), never_below)("is_monolithic") is None
+    assert pin_finder([mine, pinned, core], is_core, {"is_monolithic"}, never_below)("is_monolithic") is None
+    assert pin_finder([mine, pinned, core], is_core, set(), lambda owner, flag: True)("is_monolithic") is None

@@ -605,7 +605,7 @@ def check_overrides(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list[
             continue
         plugin_defined = set(cls.methods) - super_calls(pc.node)
         classes = ev.classes
-        pin = pin_finder([(pc.module, cls)] + [b for b in mro if b is not None], is_core, facts.attr_stores,
+        pin = pin_finder([(pc.module, cls), *mro], is_core, facts.attr_stores,
                          lambda owner, flag: classes is None
                          or classes.defined_below(owner, flag, plugin_only=True) is not None)
         for b in mro:

@@ -24,6 +24,12 @@ def _is(node: ast.expr, recv: str) -> bool:
     return isinstance(node, ast.Attribute) and "." in recv and dotted(node) == recv
 
 
+def strings(node: ast.AST) -> set[str]:
+    """Every string constant under `node`: a name it may test or set through `getattr`,
+    `hasattr` or `setattr`."""
+    return {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+
+
 def state_test(test: ast.expr, recv: str) -> str | None:
     """The first `recv.attr` a condition reads (`if self.use_x:`), else None."""
     for n in ast.walk(test):

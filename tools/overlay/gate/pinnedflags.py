@@ -25,7 +25,7 @@ import ast
 from dataclasses import dataclass
 from typing import Callable
 
-from overlay.gate.guards import reads
+from overlay.gate.guards import reads, strings
 from overlay.gate.index import ClassInfo, ModuleInfo
 from overlay.gate.signature import dotted
 
@@ -72,10 +72,11 @@ def _binding(node: ast.ClassDef, name: str) -> tuple[object, int] | None:
     return found
 
 
-def pin_finder(chain: list[tuple[ModuleInfo, ClassInfo]], is_core: Callable[[str], bool], stored: set[str],
+def pin_finder(chain: list[tuple[ModuleInfo, ClassInfo] | None], is_core: Callable[[str], bool], stored: set[str],
                bound_below: Callable[[str, str], bool]) -> Callable[[str], Pin | None]:
     """flag -> its Pin where the plugin's class pins it (see the module's doc), else None;
-    memoised. `chain`: the class and its readable bases in MRO order; `stored`: every
+    memoised. `chain`: the class and its bases in MRO order, None for one the gate cannot
+    read (a binding past it is no pin); `stored`: every
     attribute name the plugin stores on any object; `bound_below(cls, flag)`: a plugin
     subclass of `cls` binds `flag`."""
     memo: dict[str, Pin | None] = {}
@@ -89,26 +90,26 @@ def pin_finder(chain: list[tuple[ModuleInfo, ClassInfo]], is_core: Callable[[str
 
 
 def _pin(chain, is_core, stored, bound_below, flag: str) -> Pin | None:
-    if not chain or is_core(chain[0][0].name) or flag in stored:
+    if not chain or chain[0] is None or is_core(chain[0][0].name) or flag in stored:
         return None
-    for mod, cls in chain:
+    for link in chain:
+        if link is None:
+            return None  # a base the gate cannot read may bind it first
+        mod, cls = link
         found = _binding(cls.node, flag) if cls.node is not None else (
             (_UNKNOWN, cls.line) if cls.declares(flag) else None)
         if found is None:
             continue
         value, line = found
         if is_core(mod.name) or value is _UNKNOWN or bound_below(chain[0][1].name, flag) \
-                or any(flag in _strings(c.node) for m, c in chain if not is_core(m.name) and c.node is not None):
+                or any(flag in strings(c.node) for m, c in filter(None, chain)
+                       if not is_core(m.name) and c.node is not None):
             return None
         return Pin(value, cls.name, f"{mod.path}:{line}")
     return None
 
 
-def _strings(node: ast.AST) -> set[str]:
-    return {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
-
-
-def guard_flags(fn: ast.AST, recv: str, meth: str, line: int) -> list[tuple]:
+def _guard_flags(fn: ast.AST, recv: str, meth: str, line: int) -> list[tuple]:
     """The flag guards (guards.Guard with a flag) of each call `recv.meth(...)` at `line`."""
     return [tuple(g for g in guards if g.flag is not None)
             for attr, at, called, guards in reads(fn, recv, flow=True) if attr == meth and called and at == line]
@@ -121,7 +122,7 @@ def blocked(fn: ast.AST | None, recv: str, meth: str, line: int, pin: Callable[[
     if fn is None or recv in ("", "?", "super", "cls"):
         return None
     whys = []
-    for guards in guard_flags(fn, recv, meth, line):
+    for guards in _guard_flags(fn, recv, meth, line):
         failing = [(g, p) for g in guards if (p := pin(g.flag)) is not None and bool(p.value) != g.value]
         whys.append(None if not failing else
                     f"core runs it only under `{failing[0][0].text}`, and {failing[0][1].owner}.{failing[0][0].flag} "

@@ -36,7 +36,7 @@ from typing import Callable
 
 from overlay.gate import checks
 from overlay.gate.findings import Finding, also_at
-from overlay.gate.guards import Guard, reads as _reads
+from overlay.gate.guards import Guard, reads as _reads, strings as _strings
 from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, dotted, qualify
 from overlay.gate.receivers import DYNAMIC, HARMLESS_BASES, self_assignments
 from overlay.gate.scan import PluginFacts
@@ -61,10 +61,6 @@ def _self_name(fn) -> str | None:
         return None
     args = fn.args.posonlyargs + fn.args.args
     return args[0].arg if args else None
-
-
-def _strings(node: ast.AST) -> set[str]:
-    return {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
 
 
 def _registered(cls: ClassInfo) -> set[str]:
