@@ -111,9 +111,23 @@ def test_a_module_only_a_swallowing_hook_loads_breaks_nothing_at_start_up(tmp_pa
     HOOK.replace("        except Exception:", "        except KeyError:"),
     # no try at all
     HOOK.replace("        try:\n", "        if True:\n").replace("        except Exception:\n            pass\n", ""),
+    # a raise anywhere in the handler lets the failures it does not expect through (vllm-omni
+    # 0.18.0's `except ModuleNotFoundError as exc: if exc.name != "vllm": raise`)
+    HOOK.replace("        except Exception:\n            pass",
+                 "        except Exception as exc:\n            if getattr(exc, 'name', None) != 'vllm':\n"
+                 "                raise\n            pass"),
+    # a handler of ModuleNotFoundError alone lets a missing name (a plain ImportError) through
+    HOOK.replace("        except Exception:", "        except ModuleNotFoundError:"),
 ])
 def test_a_loader_that_lets_the_failure_through_keeps_the_error(tmp_path, hook):
     assert _severities(tmp_path, hook=hook) == ("error", "error")
+
+
+def test_a_raise_only_inside_a_function_the_handler_defines_still_swallows(tmp_path):
+    hook = HOOK.replace("        except Exception:\n            pass",
+                        "        except Exception:\n            def _later():\n                raise RuntimeError(name)\n"
+                        "            pass")
+    assert _severities(tmp_path, hook=hook) == ("warning", "warning")
 
 
 def test_another_plain_way_in_keeps_the_error(tmp_path):

@@ -275,12 +275,13 @@ def try_body_imports(imports: list[ImportUse]) -> dict[int, list[ImportUse]]:
 
 def caught_loads(facts: "PluginFacts") -> dict[tuple[str, str], tuple[str, int]]:
     """Start-up edges (module, module it loads) made only inside tries whose handlers
-    swallow an ImportError (`except ImportError: pass`, `except Exception:` without a
-    raise, `contextlib.suppress(ImportError)`): the loaded module's failure to import
-    stops there. Each maps to one such try's (path, line). Pure."""
+    swallow every import failure (`except ImportError: pass`, `except Exception:` with no
+    raise anywhere in it, `contextlib.suppress(ImportError)`; not `except
+    ModuleNotFoundError`, which lets a missing name through): the loaded module's failure
+    to import stops there. Each maps to one such try's (path, line). Pure."""
     out: dict[tuple[str, str], tuple[str, int]] = {}
     for edge, tries in facts.ref_guards.items():
-        if tries and all(t is not None and len(facts.try_branches.get(t, ())) > 1 for t in tries):
+        if tries and all(t is not None and t in facts.try_swallows for t in tries):
             out[edge] = facts.try_lines[min(t for t in tries if t is not None)]
     return out
 
@@ -321,6 +322,9 @@ class PluginFacts:
     # branches of each guarded try that can stand in for a failed import (a handler
     # that re-raises cannot)
     try_branches: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    # guarded tries with a handler that swallows every import failure (see
+    # `_swallows_import_errors`): a load there stops a failure (`caught_loads`)
+    try_swallows: set[int] = field(default_factory=set)
     # top-level package of every absolute import (any condition, any scope), counted
     # by imported name: tells which package the plugin expects core to provide
     imported_tops: Counter = field(default_factory=Counter)
@@ -349,6 +353,30 @@ def flat_statements(body: list[ast.stmt]):
                 yield from flat_statements(getattr(stmt, part, []))
             for h in getattr(stmt, "handlers", []):
                 yield from flat_statements(h.body)
+
+
+# what a load's failure raises: a missing module (ModuleNotFoundError) or a missing name
+# (plain ImportError); only a handler of one of these catches both
+EVERY_IMPORT_ERROR = frozenset({"ImportError", "Exception", "BaseException"})
+
+
+def _swallows_import_errors(handler: ast.ExceptHandler) -> bool:
+    """The handler catches every import failure (a missing name as well as a missing module:
+    `except ModuleNotFoundError` lets `cannot import name` through) and raises nowhere in its
+    body (`if exc.name != "vllm": raise` re-raises the failures it does not expect); a
+    function defined there does not run there."""
+    if handler.type is not None:
+        types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+        if not any((dotted(t) or "").split(".")[-1] in EVERY_IMPORT_ERROR for t in types):
+            return False
+    todo: list[ast.AST] = list(handler.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Raise):
+            return False
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(node))
+    return True
 
 
 def _catches_import_error(handler: ast.ExceptHandler) -> bool:
@@ -545,11 +573,11 @@ def _fstring_texts(node: ast.JoinedStr, limit: int = 8) -> list[str]:
     return texts
 
 
-def _suppresses_import_error(expr: ast.expr) -> bool:
+def _suppresses_import_error(expr: ast.expr, errors: frozenset[str] = IMPORT_ERRORS) -> bool:
     """`contextlib.suppress(ImportError, ...)` (or `suppress(...)` imported by name)."""
     if not (isinstance(expr, ast.Call) and (dotted(expr.func) or "").split(".")[-1] == "suppress"):
         return False
-    return any((dotted(a) or "").split(".")[-1] in IMPORT_ERRORS for a in expr.args)
+    return any((dotted(a) or "").split(".")[-1] in errors for a in expr.args)
 
 
 class _Scanner:
@@ -651,6 +679,8 @@ class _Scanner:
                 self.facts.try_branches[tid] = ("body",) + tuple(
                     f"except{i}" for i, h in enumerate(stmt.handlers)
                     if _catches_import_error(h) and not any(isinstance(x, ast.Raise) for x in h.body))
+                if any(_swallows_import_errors(h) for h in stmt.handlers):
+                    self.facts.try_swallows.add(tid)
                 for i, h in enumerate(stmt.handlers):
                     branch = dataclasses.replace(ctx, guard=(tid, f"except{i}")) \
                         if _catches_import_error(h) else ctx
@@ -693,6 +723,8 @@ class _Scanner:
             tid = len(self.facts.try_lines)
             self.facts.try_lines[tid] = (self.mod.path, stmt.lineno)
             self.facts.try_branches[tid] = ("body", "suppressed")
+            if any(_suppresses_import_error(i.context_expr, EVERY_IMPORT_ERROR) for i in stmt.items):
+                self.facts.try_swallows.add(tid)
             self.block(stmt.body, dataclasses.replace(ctx, guard=(tid, "body"), loading_try=tid), scope, in_class)
         elif isinstance(stmt, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)):
             self.block(stmt.body, ctx, scope, in_class)
