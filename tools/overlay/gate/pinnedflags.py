@@ -76,9 +76,8 @@ def pin_finder(chain: list[tuple[ModuleInfo, ClassInfo] | None], is_core: Callab
                bound_below: Callable[[str, str], bool]) -> Callable[[str], Pin | None]:
     """flag -> its Pin where the plugin's class pins it (see the module's doc), else None;
     memoised. `chain`: the class and its bases in MRO order, None for one the gate cannot
-    read (a binding past it is no pin); `stored`: every
-    attribute name the plugin stores on any object; `bound_below(cls, flag)`: a plugin
-    subclass of `cls` binds `flag`."""
+    read (a binding past it is no pin); `stored`: every attribute name the plugin stores on
+    any object; `bound_below(cls, flag)`: a plugin subclass of `cls` binds `flag`."""
     memo: dict[str, Pin | None] = {}
 
     def pin(flag: str) -> Pin | None:
