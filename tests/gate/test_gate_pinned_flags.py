@@ -238,3 +238,14 @@ def test_a_pin_is_read_from_the_first_binding_in_the_mro_and_never_past_an_unrea
     assert pin_finder([mine, core, pinned], is_core, set(), never_below)("is_monolithic") is None
     assert pin_finder([mine, pinned, core], is_core, {"is_monolithic"}, never_below)("is_monolithic") is None
     assert pin_finder([mine, pinned, core], is_core, set(), lambda owner, flag: True)("is_monolithic") is None
+
+
+def test_a_core_function_deeper_than_the_recursion_limit_is_read_not_fatal(tmp_path):
+    """A 2,000-term expression in the core function holding the call (upstream material the
+    gate does not choose) nests deeper than Python's recursion limit; reading its guards
+    used to raise RecursionError out of the whole gate."""
+    deep = "            total = " + " + ".join(["x"] * 2000) + "\n"
+    routed = ROUTED.replace("            assert not self.quant_method.is_monolithic\n",
+                            deep + "            assert not self.quant_method.is_monolithic\n")
+    found = _findings(tmp_path, routed=routed)
+    assert APPLY in found and not _error(found)

@@ -77,49 +77,52 @@ def exits(body: list[ast.stmt]) -> bool:
 
 def reads(fn, recv: str, flow: bool = False) -> list[tuple[str, int, bool, tuple[Guard, ...]]]:
     """(attribute, line, called, guards) of every `recv.attr` read in `fn` (nested functions
-    too), with the guards described above."""
+    too), in source order, with the guards described above. Walked with an explicit stack:
+    a long expression chain (`a + a + ... + a`) nests deeper than Python's recursion limit."""
     called = {id(n.func) for n in ast.walk(fn) if isinstance(n, ast.Call)}
     out: list[tuple[str, int, bool, tuple[Guard, ...]]] = []
 
-    def block(stmts: list, guards: tuple[Guard, ...]) -> None:
+    def block(stmts: list, guards: tuple[Guard, ...]) -> list[tuple[ast.AST, tuple[Guard, ...]]]:
+        """Each statement with the guards it runs under: an earlier `if` that always
+        leaves, or an earlier `assert`, guards what follows it."""
+        tasks = []
         for stmt in stmts:
-            visit(stmt, guards)
+            tasks.append((stmt, guards))
             if flow and isinstance(stmt, ast.If) and not stmt.orelse and exits(stmt.body):
                 guards = guards + flow_guard(stmt.test, recv, False)  # what follows runs when it fails
             elif flow and isinstance(stmt, ast.Assert):
                 guards = guards + flow_guard(stmt.test, recv, True)  # what follows runs when it held
+        return tasks
 
-    def visit(node: ast.AST, guards: tuple[Guard, ...]) -> None:
-        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and _is(node.value, recv):
-            out.append((node.attr, node.lineno, id(node) in called, guards))
+    def children(node: ast.AST, guards: tuple[Guard, ...]) -> list[tuple[ast.AST, tuple[Guard, ...]]]:
         if isinstance(node, (ast.If, ast.While, ast.IfExp)):
-            visit(node.test, guards)
             state = state_test(node.test, recv)
             inner = guards + ((Guard(state),) if state else ())
             body, orelse = (inner + flow_guard(node.test, recv, True), inner + flow_guard(node.test, recv, False)) \
                 if flow else (inner, inner)
             if isinstance(node, ast.IfExp):
-                visit(node.body, body)
-                visit(node.orelse, orelse)
-            else:
-                block(node.body, body)
-                block(node.orelse, orelse)
-            return
+                return [(node.test, guards), (node.body, body), (node.orelse, orelse)]
+            return [(node.test, guards), *block(node.body, body), *block(node.orelse, orelse)]
         if flow and isinstance(node, ast.BoolOp):
-            inner = guards
+            tasks, inner = [], guards
             for value in node.values:  # a later operand runs only as the earlier ones decide
-                visit(value, inner)
+                tasks.append((value, inner))
                 inner = inner + flow_guard(value, recv, isinstance(node.op, ast.And))
-            return
+            return tasks
+        tasks = []
         for _, value in ast.iter_fields(node):
             if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
-                block(value, guards)
+                tasks += block(value, guards)
             elif isinstance(value, list):
-                for child in value:
-                    if isinstance(child, ast.AST):
-                        visit(child, guards)
+                tasks += [(child, guards) for child in value if isinstance(child, ast.AST)]
             elif isinstance(value, ast.AST):
-                visit(value, guards)
+                tasks.append((value, guards))
+        return tasks
 
-    visit(fn, ())
+    stack: list[tuple[ast.AST, tuple[Guard, ...]]] = [(fn, ())]
+    while stack:
+        node, guards = stack.pop()
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and _is(node.value, recv):
+            out.append((node.attr, node.lineno, id(node) in called, guards))
+        stack.extend(reversed(children(node, guards)))  # reversed: popped in source order
     return out

@@ -365,10 +365,8 @@ def _swallows_import_errors(handler: ast.ExceptHandler) -> bool:
     `except ModuleNotFoundError` lets `cannot import name` through) and raises nowhere in its
     body (`if exc.name != "vllm": raise` re-raises the failures it does not expect); a
     function defined there does not run there."""
-    if handler.type is not None:
-        types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-        if not any((dotted(t) or "").split(".")[-1] in EVERY_IMPORT_ERROR for t in types):
-            return False
+    if not _catches_import_error(handler, EVERY_IMPORT_ERROR):
+        return False
     todo: list[ast.AST] = list(handler.body)
     while todo:
         node = todo.pop()
@@ -379,11 +377,12 @@ def _swallows_import_errors(handler: ast.ExceptHandler) -> bool:
     return True
 
 
-def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+def _catches_import_error(handler: ast.ExceptHandler, errors: frozenset[str] = IMPORT_ERRORS) -> bool:
+    """The handler catches one of `errors` (a bare `except:` catches everything)."""
     if handler.type is None:
         return True
     types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    return any((dotted(t) or "").split(".")[-1] in IMPORT_ERRORS for t in types)
+    return any((dotted(t) or "").split(".")[-1] in errors for t in types)
 
 
 def _narrowing(node: ast.AST, types: dict) -> list[tuple[ast.AST, dict]] | None:

@@ -36,7 +36,7 @@ from typing import Callable
 
 from overlay.gate import checks
 from overlay.gate.findings import Finding, also_at
-from overlay.gate.guards import Guard, reads as _reads, strings as _strings
+from overlay.gate.guards import Guard, reads, strings
 from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, dotted, qualify
 from overlay.gate.receivers import DYNAMIC, HARMLESS_BASES, self_assignments
 from overlay.gate.scan import PluginFacts
@@ -219,7 +219,7 @@ def _off_flags(facts: PluginFacts, chain, skipped, is_core, store_counts: Callab
     out: dict[str, str] = {}
     for flag, where in stores.items():
         if not where or store_counts()[flag] != len(where) or flag in facts.foreign_stores \
-                or any(flag in _strings(c.node) for m, c in chain if not is_core(m.name) and c.node is not None) \
+                or any(flag in strings(c.node) for m, c in chain if not is_core(m.name) and c.node is not None) \
                 or any(flag in provides(c, skip_init=(m.name, c.name) in skipped) for m, c in chain if is_core(m.name)):
             continue
         out[flag] = f"False ({where[0]})"
@@ -245,7 +245,7 @@ def _held(guards: tuple[Guard, ...], unset, off) -> str | None:
 def _call_guarded(site, meth: str, chain, unset, off) -> str | None:
     """Why a `self.meth(...)` call at `site`, in the caller's class of `chain`
     ((ModuleInfo, ClassInfo) pairs), does not run on the plugin's object: a plain flag
-    guard of `_reads` (an enclosing `if`, an earlier operand, an early exit) that holds, see
+    guard of `reads` (an enclosing `if`, an earlier operand, an early exit) that holds, see
     `_holds`; None when it may run or the caller cannot be read."""
     owner = next((c for m, c in chain if (m.name, c.name) == (site.module, site.cls)), None)
     fn = _functions(owner).get(site.func) if owner is not None and site.func else None
@@ -254,7 +254,7 @@ def _call_guarded(site, meth: str, chain, unset, off) -> str | None:
         return None
     # only a plain flag proven off or unset: a nested test's state alone proves nothing here
     whys = [_held(tuple(g for g in guards if g.flag is not None), unset, off)
-            for attr, line, called, guards in _reads(fn, me, flow=True)
+            for attr, line, called, guards in reads(fn, me, flow=True)
             if attr == meth and called and line == site.shape.line]
     return whys[0] if whys and all(whys) else None
 
@@ -332,8 +332,8 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
             me = _self_name(fn)
             if me is None:
                 continue
-            named = _strings(fn)
-            for attr, line, _, guards in _reads(fn, me, flow=True):
+            named = strings(fn)
+            for attr, line, _, guards in reads(fn, me, flow=True):
                 if attr not in init_only or attr in named:
                     continue
                 if meth not in live:
@@ -436,10 +436,10 @@ def check_replacement_reads(facts: PluginFacts, world: TreeIndex, ev) -> list[Fi
         avail: set[str] = set()
         for _, cls in chain:
             avail |= provides(cls)
-        named = _strings(fn)
+        named = strings(fn)
         assigned = set(self_assignments(ast.ClassDef(name="_", bases=[], keywords=[], body=[fn],
                                                      decorator_list=[])))
-        for attr, line, called, guards in _reads(fn, me):
+        for attr, line, called, guards in reads(fn, me):
             cond = guards[0].text if guards else None
             if attr in avail or attr in named or attr in assigned or attr in facts.attr_stores:
                 continue
