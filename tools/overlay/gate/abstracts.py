@@ -105,7 +105,7 @@ def _plugin_names_bare(ev: Evidence, name: str) -> bool:
     quoted annotation (`-> "Name":`, vllm-metax's `get_moe_method`), which passes nothing."""
     word = re.escape(name.encode())
     bare = re.compile(rb"(?<![.\w])" + word + rb"\b(?!\s*[(\[.])|[\"']" + word + rb"[\"']")
-    return any(ev.callers.trees[i][3] and bare.search(without_quoted_annotations(ev.callers._code(path, i)))
+    return any(ev.callers.trees[i][3] and bare.search(without_quoted_annotations(ev.callers.code(path, i)))
                for path, i in ev.callers.value_uses(name))
 
 

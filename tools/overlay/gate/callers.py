@@ -345,6 +345,9 @@ class Callers:
         # (module, class) -> why the class never runs with the plugin in place (a core
         # class for another platform), or None; set by the engine
         self.alternative = lambda module, cls: None
+        # (module, class, method, depth) -> why a method whose name is too common to follow
+        # still cannot run (nothing that runs touches its class), or None; set by the engine
+        self.class_untouched = lambda module, cls, func, depth: None
 
     # -- the text index
 
@@ -795,6 +798,17 @@ class Callers:
         self._index()
         return self._files
 
+    def code(self, path: str, tree: int) -> bytes:
+        """A file's text as `_code` reads it: no prose, no imports, no export list."""
+        return self._code(path, tree)
+
+    def scopes(self, path: str, tree: int) -> list:
+        """`function_scopes` of one file the index reads (empty where it reads another)."""
+        mod = self.trees[tree][2].module(module_name(path))
+        if mod is None or mod.path != path or mod.tree is None:
+            return []
+        return self._scopes_of(tree, path, mod)
+
     def _code(self, path: str, tree: int) -> bytes:
         """A file's text without its comments, docstrings, import statements and export
         list: naming a name in prose, importing it (`from m import (f as _f, ...)`) or
@@ -875,7 +889,8 @@ class Callers:
         files = self.files_calling(func)
         result: tuple[bool, str]
         if len(files) > COMMON:
-            result = (True, f"{func} is called in {len(files)} files")
+            why = self.class_untouched(module, cls, func, depth) if cls is not None else None
+            result = (False, why) if why else (True, f"{func} is called in {len(files)} files")
         else:
             aliases = self.import_aliases(func)
             callers = [s for name in [func, *aliases] for s in self.sites(name) or []

@@ -310,8 +310,10 @@ def context(core_src: TreeSource, plugin_src: TreeSource, core: TreeIndex, versi
                     caught_loads(facts))
     callers.dead = dead_code(facts, world, is_core)
     # a core class for another platform, or one only such code builds, never runs here
-    callers.alternative = instances.never_built(callers, {(u.module, u.name) for u in facts.imports},
+    plugin_imports = {(u.module, u.name) for u in facts.imports}
+    callers.alternative = instances.never_built(callers, plugin_imports,
                                                 checks.platform_alternatives(facts, world, is_core, callers))
+    callers.class_untouched = instances.only_through_class(callers, plugin_imports)
     replaced: dict[str, set[str]] = {}
     for r in facts.replacements:
         replaced.setdefault(r.owner, set()).add(r.attr)

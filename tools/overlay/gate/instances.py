@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 from typing import Callable
 
 from overlay.gate.callers import COMMON, MAX_DEPTH, Callers, Site, blank, function_scopes, innermost, module_name
+from overlay.gate.signature import dotted
 
 
 def never_built(callers: Callers, plugin_imports: set[tuple[str, str]],
@@ -221,3 +223,155 @@ def _site_live(callers: Callers, site: Site, depth: int, memo: dict) -> bool:
     if site.func is None:
         return True  # module level: runs on import
     return plugin_function_reachable(callers, site.module, site.cls, site.func, depth + 1, memo)[0]
+
+
+def only_through_class(callers: Callers,
+                       plugin_imports: set[tuple[str, str]]) -> Callable[[str, str, str, int], str | None]:
+    """`(module, cls, func, depth)`: why core's method `cls.func` cannot run with the plugin in
+    place although its name is too common to follow by name (`EplbState.build`: `build` is
+    called in 32 files), or None. A method runs on an instance of its class or through the
+    class itself (`Cls.func(...)`, `cls.func` inside it), so it cannot run when no code
+    that can run touches the class. Every place that names the class, by AST in both trees,
+    must be one of:
+    - in a function that cannot run (`Callers.function_reachable`);
+    - an annotation (it names a type, passes nothing);
+    - inside the class's own methods (they run only if something else runs them);
+    - `Cls.attr` for another `attr` that is a static method not naming the class, or a
+      plain class attribute (no instance, no class object passed on:
+      `EplbState.build_initial_global_physical_to_logical_map(...)` in a live layer).
+    A class statement deriving from it names it too (its bases are no annotation), and so does
+    a string naming it, bare or in full. And: the plugin neither imports nor names it, nothing
+    imports it under another name, and it is undecorated but for `dataclass` (a registry
+    decorator may build it) with no metaclass. At least one place that names it must sit in
+    code that cannot run (a class nothing names may be made by reflection)."""
+    memo: dict[tuple[str, str], list | None] = {}
+
+    def answer(module: str, cls: str, func: str, depth: int) -> str | None:
+        key = (module, cls)
+        if key not in memo:
+            memo[key] = _class_references(callers, plugin_imports, module, cls)
+        refs = memo[key]
+        if not refs:
+            return None
+        dead: list[str] = []
+        for ref in refs:
+            if ref.benign_attr is not None and ref.benign_attr != func:
+                continue
+            if ref.scope is None:
+                return None  # module or class level: runs on import
+            ok, reason = callers.function_reachable(ref.module, ref.scope[0], ref.scope[1], depth + 1)
+            if ok:
+                return None
+            dead.append(f"{ref.where} ({reason})")
+        if not dead:
+            return None
+        return (f"{cls}.{func} runs only through {cls}, and the only code that touches {cls} cannot run: "
+                f"{'; '.join(dead[:2])}")
+
+    return answer
+
+
+# the one decorator that keeps a class as it is: no registry, no factory
+_DATACLASS = re.compile(r"(dataclasses\.)?dataclass")
+
+
+@dataclass(frozen=True)
+class _ClassRef:
+    module: str
+    where: str  # path:line
+    scope: tuple[str | None, str] | None  # (class, function) around it; None at module/class level
+    benign_attr: str | None  # `Cls.attr` where attr passes no instance nor the class on
+
+
+def _class_references(callers: Callers, plugin_imports: set[tuple[str, str]], module: str,
+                      cls: str) -> list[_ClassRef] | None:
+    """Every place in core that names `cls` of `module` and could touch it, or None where
+    the gate cannot see them all (see `only_through_class`)."""
+    if (module, cls) in plugin_imports:
+        return None
+    aliased = re.compile(rb"\b%s\s+as\s+\w" % re.escape(cls.encode()))
+    if callers.any_file("class aliased", cls, lambda path, tree: cls.encode() in callers.text(path, tree)
+                        and aliased.search(callers.text(path, tree)) is not None):
+        return None  # `import ... Cls as X`: X is not followed
+    home = None
+    for _src, _packages, index, is_plugin in callers.trees:
+        if not is_plugin and index.module(module) is not None:
+            home = index.module(module)
+            break
+    info = home.classes.get(cls) if home is not None else None
+    if info is None or info.node is None or info.node.keywords \
+            or not all(_DATACLASS.fullmatch(dotted(d.func if isinstance(d, ast.Call) else d) or "")
+                       for d in info.node.decorator_list):
+        return None
+    statics, plain = _static_and_plain(info.node)
+    spellings = (f"{module}.{cls}", f"{module}:{cls}")
+    word = re.compile(rb"\b%s\b" % re.escape(cls.encode()))
+    files = callers.files_where("class named", cls, lambda path, tree: cls.encode() in callers.text(path, tree)
+                                and word.search(callers.code(path, tree)) is not None)
+    refs: list[_ClassRef] = []
+    for path, tree in sorted(files):
+        index = callers.trees[tree][2]
+        mod = index.module(module_name(path))
+        if callers.trees[tree][3] or mod is None or mod.tree is None or mod.path != path:
+            return None  # the plugin names it, or a file the gate cannot read
+        if mod.name != module and not _names_the_class(callers, path, tree, module, cls):
+            continue
+        own = info.node if mod.name == module else None
+        scopes = callers.scopes(path, tree)
+        for node, parent in _mentions(mod.tree, cls, spellings):
+            line = node.lineno
+            if own is not None and own.lineno <= line <= (own.end_lineno or own.lineno):
+                if innermost(scopes, line) is None or not _inside_def(own, line):
+                    return None  # the class body itself, at import
+                continue
+            scope = innermost(scopes, line)
+            benign = None
+            if isinstance(parent, ast.Attribute) and parent.value is node:
+                if parent.attr in plain or (parent.attr in statics and not statics[parent.attr]):
+                    benign = parent.attr
+            refs.append(_ClassRef(mod.name, f"{path}:{line}",
+                                  (scope[2], scope[3].name) if scope else None, benign))  # type: ignore[attr-defined]
+    return refs
+
+
+def _static_and_plain(node: ast.ClassDef) -> tuple[dict[str, bool], set[str]]:
+    """The class body's static methods (name -> whether its body names the class: it may
+    then build one) and its plain attributes (bound to a constant)."""
+    statics: dict[str, bool] = {}
+    plain: set[str] = set()
+    for stmt in node.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in stmt.decorator_list) \
+                    and len(stmt.decorator_list) == 1:
+                statics[stmt.name] = any(isinstance(n, ast.Name) and n.id == node.name
+                                         or isinstance(n, ast.Attribute) and n.attr == node.name
+                                         for n in ast.walk(stmt))
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Constant):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            plain.update(t.id for t in targets if isinstance(t, ast.Name))
+    return statics, plain
+
+
+def _inside_def(node: ast.ClassDef, line: int) -> bool:
+    """`line` lies in one of the class body's own functions (not at class level)."""
+    return any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and s.lineno <= line <= (s.end_lineno or s.lineno) for s in node.body)
+
+
+def _mentions(tree: ast.Module, cls: str, spellings: tuple[str, ...]):
+    """(node, parent) of each `cls` name, `.cls` attribute and string naming it (bare or in
+    full) outside annotations and import statements, walked with an explicit stack."""
+    stack: list[tuple[ast.AST, ast.AST | None]] = [(tree, None)]
+    while stack:
+        node, parent = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.Name) and node.id == cls or isinstance(node, ast.Attribute) and node.attr == cls \
+                or isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and (node.value == cls or node.value in spellings):
+            yield node, parent
+        for name, value in ast.iter_fields(node):
+            if name in ("annotation", "returns"):
+                continue  # a type named: nothing passed, nothing built
+            items = value if isinstance(value, list) else [value]
+            stack.extend((c, node) for c in items if isinstance(c, ast.AST))

@@ -266,10 +266,11 @@ def _live(ev, meth: str, chain=None, unset=frozenset(), off: dict[str, str] | No
     classes under a guard that holds on it (`_holds`); ("constructor", None): the only such
     calls sit in core constructors, which run only if their class is built on a path the
     plugin runs, which a search by name cannot tell (vLLM has two GPUModelRunner classes);
+    ("dead", where and why): every one sits in code that cannot run (`Callers.reachable`);
     ("", None): none. With `chain` ((ModuleInfo, ClassInfo) of the object's class and its
     bases), a `self.meth(...)` in a class outside it runs on that class's objects, not on
     this one: it does not count."""
-    answer, whys = "", []
+    answer, whys, dead = "", [], None
     mine = None if chain is None else frozenset((m.name, c.name) for m, c in chain)
     for site in ev.callers.sites(meth) or ():
         if mine is not None and site.receiver in ("self", "cls") and (site.module, site.cls) not in mine:
@@ -283,7 +284,11 @@ def _live(ev, meth: str, chain=None, unset=frozenset(), off: dict[str, str] | No
             whys.append(guarded)
         elif ok and not whys:
             answer = "constructor"
-    return ("yes", whys[0]) if whys else (answer, None)
+        elif not ok and dead is None:
+            dead = f"{site.where()}: {why}"
+    if whys:
+        return "yes", whys[0]
+    return ("dead", dead) if not answer and dead is not None else (answer, None)
 
 
 def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
@@ -339,7 +344,8 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
                 if meth not in live:
                     live[meth] = _live(ev, meth, chain, init_only, off)
                 cond = _held(guards, init_only, off)
-                called_under = None if cond else live[meth][1]  # the read's own guard, else its callers'
+                # the read's own guard, else its callers'
+                called_under = None if cond or live[meth][0] != "yes" else live[meth][1]
                 cond = cond or called_under
                 severity = checks._severity(pc.ctx, ev, pc.module.name, error=cond is None and live[meth][0] == "yes")
                 symbol = f"attribute:{mod.name}.{cls.name}.{attr}"
@@ -347,7 +353,7 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
                     (pc, info, stopper, meth, mod, cls, line, init_only[attr], cond, live[meth], called_under))
     out = []
     for (kind, symbol, path, severity), items in grouped.items():
-        pc, info, stopper, meth, mod, cls, line, (imod, icls), cond, (alive, _), called_under = items[0]
+        pc, info, stopper, meth, mod, cls, line, (imod, icls), cond, (alive, dead), called_under = items[0]
         attr = symbol.rsplit(".", 1)[-1]
         methods = sorted({f"{item[5].name}.{item[3]}" for item in items})
         set_at = self_assignments(icls.node)[attr][0][1].lineno
@@ -360,8 +366,14 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
         elif cond is not None:
             evidence += f" only {cond}"
         elif severity == "warning" and ev.startup.reached(pc.module.name):
-            evidence += (", called only from core constructors, whose classes the gate cannot show are built "
-                         "on a path the plugin runs" if alive == "constructor" else ", and nothing calls it by name")
+            if alive == "constructor":
+                evidence += (", called only from core constructors, whose classes the gate cannot show are built "
+                             "on a path the plugin runs")
+            elif alive == "dead":
+                evidence += f", and no call of it can run ({dead})"
+            else:
+                evidence += ", and nothing calls it by name"
+
         p = checks.Problem(mod.path, line, (why,), evidence, True)
         out.append(Finding(kind, symbol, path, pc.line, mod.path, line, checks._why(pc.ctx, why),
                            severity=severity, reason=checks._reason(pc.ctx, ev, pc.module.name, p.evidence),
