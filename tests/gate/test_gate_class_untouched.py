@@ -21,16 +21,8 @@ import pytest
 
 from overlay.gate import run_gate
 
-ENTRY = """
-    from setuptools import setup
-    setup(name="vllm-ascend", entry_points={"vllm.platform_plugins": ["ascend = vllm_ascend:register"]})
-"""
-
-WORKER_BASE = """
-    class WorkerBase:
-        def init_device(self):
-            raise NotImplementedError
-"""
+# the platform plugin's entry point and core's worker base, as the instance-reachability tests have them
+from test_gate_reachability_instances import ENTRY, WORKER_BASE
 
 GPU_WORKER = """
     from vllm.v1.worker.worker_base import WorkerBase
