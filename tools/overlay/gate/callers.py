@@ -798,10 +798,6 @@ class Callers:
         self._index()
         return self._files
 
-    def code(self, path: str, tree: int) -> bytes:
-        """A file's text as `_code` reads it: no prose, no imports, no export list."""
-        return self._code(path, tree)
-
     def scopes(self, path: str, tree: int) -> list:
         """`function_scopes` of one file the index reads (empty where it reads another)."""
         mod = self.trees[tree][2].module(module_name(path))
@@ -809,7 +805,7 @@ class Callers:
             return []
         return self._scopes_of(tree, path, mod)
 
-    def _code(self, path: str, tree: int) -> bytes:
+    def code(self, path: str, tree: int) -> bytes:
         """A file's text without its comments, docstrings, import statements and export
         list: naming a name in prose, importing it (`from m import (f as _f, ...)`) or
         listing it in `__all__` neither calls it nor passes it around."""
@@ -857,7 +853,7 @@ class Callers:
         word = name.encode()
         if word not in self.text(path, tree):
             return False
-        return value_use(blank(self._code(path, tree), ignoring), word)
+        return value_use(blank(self.code(path, tree), ignoring), word)
 
     # -- reachability
 

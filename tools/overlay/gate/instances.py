@@ -289,20 +289,18 @@ def _class_references(callers: Callers, plugin_imports: set[tuple[str, str]], mo
     the gate cannot see them all (see `only_through_class`)."""
     if (module, cls) in plugin_imports:
         return None
-    aliased = re.compile(rb"\b%s\s+as\s+\w" % re.escape(cls.encode()))
-    if callers.any_file("class aliased", cls, lambda path, tree: cls.encode() in callers.text(path, tree)
-                        and aliased.search(callers.text(path, tree)) is not None):
-        return None  # `import ... Cls as X`: X is not followed
-    home = None
-    for _src, _packages, index, is_plugin in callers.trees:
-        if not is_plugin and index.module(module) is not None:
-            home = index.module(module)
-            break
+    home = next((index.module(module) for _src, _packages, index, is_plugin in callers.trees
+                 if not is_plugin and index.module(module) is not None), None)
     info = home.classes.get(cls) if home is not None else None
     if info is None or info.node is None or info.node.keywords \
             or not all(_DATACLASS.fullmatch(dotted(d.func if isinstance(d, ast.Call) else d) or "")
                        for d in info.node.decorator_list):
         return None
+    # after the class's own tests: a scan of every file's text
+    aliased = re.compile(rb"\b%s\s+as\s+\w" % re.escape(cls.encode()))
+    if callers.any_file("class aliased", cls, lambda path, tree: cls.encode() in callers.text(path, tree)
+                        and aliased.search(callers.text(path, tree)) is not None):
+        return None  # `import ... Cls as X`: X is not followed
     statics, plain = _static_and_plain(info.node)
     spellings = (f"{module}.{cls}", f"{module}:{cls}")
     word = re.compile(rb"\b%s\b" % re.escape(cls.encode()))
@@ -321,7 +319,7 @@ def _class_references(callers: Callers, plugin_imports: set[tuple[str, str]], mo
         for node, parent in _mentions(mod.tree, cls, spellings):
             line = node.lineno
             if own is not None and own.lineno <= line <= (own.end_lineno or own.lineno):
-                if innermost(scopes, line) is None or not _inside_def(own, line):
+                if not _inside_def(own, line):
                     return None  # the class body itself, at import
                 continue
             scope = innermost(scopes, line)
