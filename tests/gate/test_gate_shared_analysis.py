@@ -163,7 +163,7 @@ def _text_callers(core: Path, plugin: Path, cache):
 
 def test_the_class_used_otherwise_search_reads_only_the_changed_files(tmp_path, monkeypatch):
     """instances._used_otherwise (a class read as `Cls.x` or passed as a value anywhere)
-    and instances._subclasses (the classes deriving from it) are searches over every
+    and instances.derived_by_name (the classes deriving from it) are searches over every
     file: a later release shares their answers for the files it holds unchanged, and
     answers as a run that shares nothing."""
     from overlay.gate import instances
@@ -187,7 +187,7 @@ def test_the_class_used_otherwise_search_reads_only_the_changed_files(tmp_path, 
     shared = TextCache()
     answers = []
     def answer(callers):
-        return instances._used_otherwise(callers, "Runner"), instances._subclasses(callers, "Runner")
+        return instances._used_otherwise(callers, "Runner"), instances.derived_by_name(callers, "Runner")
 
     for r, core in enumerate(cores):
         alone = answer(_text_callers(core, plugin, TextCache()))

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 from overlay.gate.index import ModuleInfo, TreeIndex
-from overlay.gate.signature import CallShape, call_shape, dotted, from_ast
+from overlay.gate.signature import CallShape, accepts_call, call_shape, dotted, from_ast
 from overlay.gate.source import TreeSource
 
 # `\b` first: without it the engine retries inside every identifier (4x slower on core)
@@ -857,6 +857,58 @@ class Callers:
 
     # -- reachability
 
+    def core_class(self, module: str, cls: str):
+        """Core's class `cls` of `module` (its ClassInfo), or None where core has none."""
+        mod = self.trees[0][2].module(module)
+        return mod.classes.get(cls) if mod is not None else None
+
+    def binds_core_class(self, module: str, name: str, replaced: dict[str, set[str]],
+                         registered: set[str] = frozenset()) -> bool:  # type: ignore[assignment]
+        """Does core module `module` bind `name` only to a core class: its own class
+        statement, or `from m import name` of a class core defines? Then `name(...)` there
+        builds core's class, whatever the plugin calls its own classes. Not where the
+        plugin replaces the name there or in the module it comes from (`replaced`: module
+        -> names), nor for a class registered out of tree (`registered`: qualified names),
+        nor for any other binding (an assignment may hold anything)."""
+        index = self.trees[0][2]
+        mod = index.module(module)
+        bindings = mod.bindings.get(name, []) if mod is not None else []
+        if not bindings or name in replaced.get(module, ()):
+            return False
+        for b in bindings:
+            if b.kind == "class":
+                target = f"{module}.{name}"
+            elif b.kind == "from" and b.target and b.attr and b.attr not in replaced.get(b.target, ()):
+                target = f"{b.target}.{b.attr}"
+            else:
+                return False
+            found = index.resolve_dotted(target)
+            if found is None or found[0] != "class":
+                return False
+            cmod, ccls = found[1]  # type: ignore[misc]
+            if ccls.name in replaced.get(cmod.name, ()) or f"{cmod.name}.{ccls.name}" in registered:
+                return False
+        return True
+
+    def may_call(self, site: Site, module: str, cls: str | None, func: str) -> bool:
+        """Can the call `site`, found by the name `func`, be a call of core's `func` (a
+        method of `cls`, or `module`'s function)? Not when core's own signature of it would
+        refuse the call's arguments: `layer.set_eplb_state(moe_layer_idx=...)` in a model's
+        `set_eplb_state` is meant for the MoE layer's method, not the models'. A plugin call
+        always counts (the plugin may call its own override with its own arguments), and
+        so does any call the gate cannot match to a readable signature."""
+        if site.plugin:
+            return True
+        if cls is None:
+            mod = self.trees[0][2].module(module)
+            sig = mod.functions.get(func) if mod is not None else None
+        else:
+            info = self.core_class(module, cls)
+            sig = info.methods.get(func) if info is not None else None
+            if sig is not None and not sig.is_static:
+                sig = sig.bound()
+        return sig is None or not accepts_call(sig, site.shape)
+
     def is_dead(self, module: str, cls: str | None, func: str | None) -> bool:
         return func is not None and (module, cls, func) in self.dead
 
@@ -890,7 +942,7 @@ class Callers:
         else:
             aliases = self.import_aliases(func)
             callers = [s for name in [func, *aliases] for s in self.sites(name) or []
-                       if s.func != func or s.cls != cls]
+                       if (s.func != func or s.cls != cls) and self.may_call(s, module, cls, func)]
             live = None
             for s in callers:
                 ok, _ = self.reachable(s, depth + 1)

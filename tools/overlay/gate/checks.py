@@ -22,10 +22,11 @@ from overlay.gate.classuses import function_class_uses
 from overlay.gate.callers import COMMON, Callers, Site, module_name
 from overlay.gate.conditions import unknown_bases_in_core
 from overlay.gate.findings import NO_CORE_CALLER, Finding, also_at
+from overlay.gate import instances
 from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, absolute_module, dotted, inert_base, qualify
 from overlay.gate.modalias import module_alias
 from overlay.gate import nonebound
-from overlay.gate.namedsites import named_sites
+from overlay.gate.namedsites import named_sites, plugin_built
 from overlay.gate.pinnedflags import Pin, blocked, pin_finder
 from overlay.gate.scan import Context, ImportUse, PluginFacts, Replacement, try_body_imports
 from overlay.gate.signature import (CallShape, Param, Signature, accepts_call, accepts_open_call, covers,
@@ -490,7 +491,11 @@ class _PluginObject:
         built = self.ev.callers.receiver_builds(s.path, 0).get(s.receiver)
         if not built:
             return False
-        return not (built & (self.ev.replaced.get(s.module, set()) | self.names))
+        # core's hierarchy classes by name may be built as the plugin's (registered out of
+        # tree); a plugin class's name is the plugin's only where core does not bind it
+        core_names = {c.name for _, c in self.core_classes}
+        return not (built & (self.ev.replaced.get(s.module, set()) | core_names)) \
+            and not plugin_built(self.ev, s.module, built, self.names - core_names)
 
 
 def _contract(plugin_sig: Signature, core_sig: Signature, core_classes: list[tuple[ModuleInfo, ClassInfo]],
@@ -1099,7 +1104,56 @@ def platform_alternatives(facts: PluginFacts, world: TreeIndex, is_core: Callabl
             if b is not None:
                 in_mro.add((b[0].name, b[1].name))
     imported = {(u.module, u.name) for u in facts.imports}
+    shapes: dict[tuple[str, str], str | None] = {}
     memo: dict[tuple[str, str], str | None] = {}
+    kept: dict[tuple[str, str], bool] = {}
+
+    def alternative_shape(module: str, cls: str) -> str | None:
+        """Why the class has another platform's shape, judged on the hierarchy alone: it
+        derives directly from a core base a plugin class derives from directly, or
+        specialises (through core classes) one that does. Whether the class in between is
+        live is no matter: V0's `XPUWorker(Worker)` is another platform's worker even where
+        the plugin builds V0's `MultiStepWorker(Worker)`, which keeps `Worker` live."""
+        key = (module, cls)
+        if key in shapes:
+            return shapes[key]
+        shapes[key] = None
+        mod = world.module(module)
+        info = mod.classes.get(cls) if mod is not None else None
+        if info is None:
+            return None
+        for expr in info.bases:
+            target = qualify(mod, expr, None) if expr else None  # type: ignore[arg-type]
+            found = world.resolve_dotted(target) if target else None
+            if found and found[0] == "class":
+                base = (found[1][0].name, found[1][1].name)  # type: ignore[index]
+                if base in direct:
+                    shapes[key] = (f"{cls} is core's own {base[1]} for another platform: the plugin runs its "
+                                   f"{', '.join(sorted(set(direct[base])))} instead")
+                    break
+                inner = alternative_shape(*base) if is_core(base[0]) else None
+                if inner:
+                    shapes[key] = f"{cls} specialises {base[1]}, which does not run with the plugin: {inner}"
+                    break
+        return shapes[key]
+
+    def kept_live(module: str, cls: str) -> bool:
+        """A core subclass of the class, picked, called where it can run or imported by the
+        plugin, runs its methods (each judged on its own, and its own subclasses too)."""
+        for sub_module, sub in instances.derived_by_name(callers, cls):
+            if sub_module is None or not is_core(sub_module) \
+                    or not instances.may_derive_from(callers, sub_module, sub, module, cls):
+                continue
+            key = (sub_module, sub)
+            if key not in kept:
+                kept[key] = False  # while deciding: a cycle proves nothing
+                kept[key] = key in imported or key in in_mro \
+                    or any(callers.reachable(s)[0] for s in callers.sites(sub) or []) \
+                    or instances.picked_by_name(callers, sub_module, sub) is not None \
+                    or kept_live(sub_module, sub)
+            if kept[key]:
+                return True
+        return False
 
     def why(module: str, cls: str) -> str | None:
         key = (module, cls)
@@ -1108,23 +1162,13 @@ def platform_alternatives(facts: PluginFacts, world: TreeIndex, is_core: Callabl
         memo[key] = None
         mod = world.module(module)
         info = mod.classes.get(cls) if mod is not None else None
-        if info is None or key in in_mro or (module, cls) in imported or callers.sites(cls):
+        if info is None or key in in_mro or key in imported or callers.sites(cls):
             return None
-        for expr in info.bases:
-            target = qualify(mod, expr, None) if expr else None  # type: ignore[arg-type]
-            found = world.resolve_dotted(target) if target else None
-            if found and found[0] == "class":
-                base = (found[1][0].name, found[1][1].name)  # type: ignore[index]
-                if base in direct:
-                    memo[key] = (f"{cls} is core's own {base[1]} for another platform: the plugin runs its "
-                                 f"{', '.join(sorted(set(direct[base])))} instead")
-                    break
-                # a specialisation of another platform's class (`XPUWorker(Worker)` below
-                # the GPU worker) is another platform's too
-                if is_core(base[0]) and why(*base):
-                    memo[key] = f"{cls} specialises {base[1]}, which does not run with the plugin: {why(*base)}"
-                    break
-        return memo[key]
+        shape = alternative_shape(module, cls)
+        if shape is None or instances.picked_by_name(callers, module, cls) is not None or kept_live(module, cls):
+            return None
+        memo[key] = shape
+        return shape
 
     return why
 

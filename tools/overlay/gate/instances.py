@@ -76,7 +76,7 @@ def _no_instance(callers: Callers, plugin_imports: set[tuple[str, str]], module:
         return None
     # a subclass's instance runs the class's methods: each must have no instance either
     # (`XPUModelRunner(GPUModelRunner)`, built only by another platform's worker)
-    for sub_module, sub in _subclasses(callers, cls):
+    for sub_module, sub in derived_by_name(callers, cls):
         if sub_module is None or not why(sub_module, sub):
             return None
     dead = []
@@ -122,7 +122,7 @@ def _named_in_full(callers: Callers, module: str, cls: str) -> list[tuple[str, s
 _CLASS_STATEMENT = rb"^[ \t]*class[ \t]+(\w+)[ \t]*\([^)]*\b%s\b"
 
 
-def _subclasses(callers: Callers, cls: str) -> list[tuple[str | None, str]]:
+def derived_by_name(callers: Callers, cls: str) -> list[tuple[str | None, str]]:
     """(module, name) of every class statement deriving from `cls` by name in either tree;
     module None for one in the plugin (its instances are the plugin's to make)."""
     derived = re.compile(_CLASS_STATEMENT % re.escape(cls.encode()), re.M)
@@ -373,3 +373,143 @@ def _mentions(tree: ast.Module, cls: str, spellings: tuple[str, ...]):
                 continue  # a type named: nothing passed, nothing built
             items = value if isinstance(value, list) else [value]
             stack.extend((c, node) for c in items if isinstance(c, ast.AST))
+
+
+# ----------------------------------------------------------------------------- picked by the configuration
+
+
+def may_derive_from(callers: Callers, sub_module: str, sub: str, module: str, cls: str) -> bool:
+    """Can core's class `sub` of `sub_module`, found deriving from `cls` by name
+    (`derived_by_name`), derive from `module`'s class? Not where its base of that name
+    resolves to another module's class (V0's `vllm.worker.worker.Worker` below V1's
+    `vllm.v1.worker.gpu_worker.Worker`). Whatever the index cannot resolve may."""
+    index = callers.trees[0][2]
+    mod = index.module(sub_module)
+    info = mod.classes.get(sub) if mod is not None else None
+    if info is None:
+        return True
+    for expr, base in zip(info.bases, index.bases(mod, info)):  # type: ignore[arg-type]
+        if expr is None or expr.rsplit(".", 1)[-1] != cls:
+            continue
+        if base is None or (base[0].name, base[1].name) == (module, cls):
+            return True
+    return False
+
+
+# a string naming a class bare or in full, quoted: `"Cls"`, `"pkg.mod.Cls"`, `"pkg.mod:Cls"`
+_QUOTED_NAME = rb"""["'](?:[\w.]*[.:])?%s["']"""
+# isinstance and issubclass test a class; they pass it nowhere
+_TESTS = ("isinstance", "issubclass")
+
+
+def picked_by_name(callers: Callers, module: str, cls: str) -> str | None:
+    """Where the user's configuration or the plugin picks core's class `cls` of `module`
+    (models, LoRA layers and KV connectors are chosen from registries, never by the
+    platform), or None. A pick is, in code that can run (module level, or a function
+    `Callers.function_reachable` keeps):
+    - the bare name as a string in a table: an element of a list, tuple, set or dict, or
+      beside another string in a call (`"SarvamMLAForCausalLM": ("sarvam",
+      "SarvamMLAForCausalLM")`, `_LazyRegisteredModel("sarvam", "Cls")`);
+    - the class itself as a value (`_all_lora_classes = {..., Cls}`, `make(Cls)`);
+    - a module-level alias of it (`Alias = Cls`) picked by these same rules;
+    and anywhere, a plugin string naming it bare or in full.
+    Not picks: the full dotted name in core (how a platform names its worker, and how the
+    attention-backend enum lists backends), a string alone (`process_name = "Worker"`), the
+    export list, instance tests, comparisons, class bases, subscript indexes, assignment
+    targets, `Cls.attr`, annotations, and the class's own body."""
+    return _picked(callers, module, cls, set())
+
+
+def _picked(callers: Callers, module: str, cls: str, seen: set[tuple[str, str]]) -> str | None:
+    if (module, cls) in seen:
+        return None
+    seen.add((module, cls))
+    raw = cls.encode()
+    quoted = re.compile(_QUOTED_NAME % re.escape(raw))
+    plugin = callers.files_where("plugin string", cls, lambda path, tree: callers.trees[tree][3]
+                                 and raw in callers.text(path, tree)
+                                 and quoted.search(callers.code(path, tree)) is not None)
+    if plugin:
+        path, _ = sorted(plugin)[0]
+        return f"the plugin names {cls} in a string ({path})"
+    bare = re.compile(rb"""["']%s["']""" % re.escape(raw))
+    files = callers.files_where("bare string", cls, lambda path, tree: not callers.trees[tree][3]
+                                and raw in callers.text(path, tree)
+                                and bare.search(callers.code(path, tree)) is not None)
+    word = re.compile(rb"\b%s\b" % re.escape(raw))
+    files |= callers.files_where("named in code", cls, lambda path, tree: not callers.trees[tree][3]
+                                 and raw in callers.text(path, tree)
+                                 and word.search(callers.code(path, tree)) is not None)
+    for path, tree in sorted(files):
+        index = callers.trees[tree][2]
+        mod = index.module(module_name(path))
+        if mod is None or mod.tree is None or mod.path != path:
+            continue
+        as_value = mod.name == module or _names_the_class(callers, path, tree, module, cls)
+        own = [(n.lineno, n.end_lineno or n.lineno) for n in mod.tree.body
+               if isinstance(n, ast.ClassDef) and n.name == cls] if mod.name == module else []
+        scopes = callers.scopes(path, tree)
+        for node, kind, alias in _uses(mod.tree, cls, as_value):
+            line = node.lineno
+            if any(first <= line <= last for first, last in own):
+                continue  # the class's own body: it runs only if the class does
+            if alias is not None:
+                if _picked(callers, mod.name, alias, seen):
+                    return f"{cls} is picked as {alias} ({path}:{line})"
+                continue
+            scope = innermost(scopes, line)
+            if scope is None:
+                return f"{cls} is named {kind} at {path}:{line}"
+            ok, _ = callers.function_reachable(mod.name, scope[2], scope[3].name)  # type: ignore[attr-defined]
+            if ok:
+                return f"{cls} is named {kind} at {path}:{line}, in {scope[3].name}, which can run"  # type: ignore[attr-defined]
+    return None
+
+
+def _uses(tree: ast.Module, cls: str, as_value: bool):
+    """(node, how, alias) for each place in a module that may pick `cls`: `how` says which;
+    `alias` is the name a module-level `Alias = Cls` binds (its picks are the class's)."""
+    stack: list[tuple[ast.AST, ast.AST | None, ast.AST | None, int]] = [(tree, None, None, 0)]
+    while stack:
+        node, parent, grand, depth = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                continue  # the export list names, it passes nothing
+            if depth == 1 and isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) \
+                    and node.value.id == cls and as_value and all(isinstance(t, ast.Name) for t in targets):
+                for t in targets:
+                    yield node.value, "as an alias", t.id  # type: ignore[union-attr]
+                continue
+        if isinstance(node, ast.Constant) and node.value == cls:
+            if isinstance(parent, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
+                yield node, "as a string in a table", None
+            elif isinstance(parent, ast.Call) and node in parent.args \
+                    and any(isinstance(a, ast.Constant) and isinstance(a.value, str) and a is not node
+                            for a in parent.args):
+                yield node, "as a string beside another in a call", None
+        elif as_value and (isinstance(node, ast.Name) and node.id == cls
+                           or isinstance(node, ast.Attribute) and node.attr == cls) \
+                and isinstance(node.ctx, ast.Load) and _passes(node, parent, grand):
+            yield node, "as a value", None
+        for name, value in ast.iter_fields(node):
+            if name in ("annotation", "returns") or isinstance(node, ast.ClassDef) and name in ("bases", "keywords"):
+                continue  # a type named, or a class's bases: nothing passed, nothing built
+            items = value if isinstance(value, list) else [value]
+            stack.extend((c, node, parent, depth + 1) for c in items if isinstance(c, ast.AST))
+
+
+def _passes(node: ast.AST, parent: ast.AST | None, grand: ast.AST | None) -> bool:
+    """Does this load of the class hand it on (a value), rather than call it, test for it,
+    compare it, index with it or read an attribute of it?"""
+    if isinstance(parent, ast.Call):
+        return node is not parent.func and dotted(parent.func) not in _TESTS
+    if isinstance(parent, ast.Tuple) and isinstance(grand, ast.Call) and dotted(grand.func) in _TESTS:
+        return False
+    if isinstance(parent, (ast.Compare, ast.Subscript)):
+        return False
+    if isinstance(parent, ast.Attribute):
+        return False  # `Cls.attr`
+    return True

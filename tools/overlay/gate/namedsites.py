@@ -50,7 +50,8 @@ def named_sites(meth: str, declared: Signature, roots: set[str], names: set[str]
         if typed and not (typed & hierarchy):
             continue  # the file types the receiver as another class
         built = ev.callers.receiver_builds(s.path, 0).get(s.receiver)
-        if built and not (built & (names | ev.replaced.get(s.module, set()))):
+        if built and not (built & ev.replaced.get(s.module, set())) \
+                and not plugin_built(ev, s.module, built, names):
             continue  # built only from core's own classes here: never the plugin's object
         candidates.append(s)
     if not candidates:
@@ -63,3 +64,11 @@ def named_sites(meth: str, declared: Signature, roots: set[str], names: set[str]
     return [s for s in candidates
             if not any(sig is None or not accepts_call(sig, s.shape) for sig in others)  # another could answer
             and ev.callers.reachable(s)[0]]
+
+
+def plugin_built(ev, module: str, built: set[str], names: set[str]) -> set[str]:
+    """The names among `built` (classes a core module's receiver is built from) that may be
+    the plugin's classes `names`: a name the core module binds to core's own class of that
+    name (`Callers.binds_core_class`) is not, whatever the plugin calls its classes."""
+    registered = {name for op in ev.oot for name in op.core_names}
+    return {n for n in built & names if not ev.callers.binds_core_class(module, n, ev.replaced, registered)}
