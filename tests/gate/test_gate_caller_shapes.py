@@ -16,17 +16,11 @@ Synthetic fixtures; the shapes follow vLLM 0.10.0's `models/glm4_moe.py`,
 
 from __future__ import annotations
 
-from overlay.gate import run_gate
-
 import gatekit
 
 PKGS = {"vllm/__init__.py": "", "vllm/model_executor/__init__.py": "", "vllm/model_executor/models/__init__.py": "",
         "vllm/model_executor/layers/__init__.py": "", "vllm/distributed/__init__.py": ""}
 
-ENTRY = """
-    from setuptools import setup
-    setup(name="vllm-ascend", entry_points={"vllm.platform_plugins": ["ascend = vllm_ascend:register"]})
-"""
 
 MOE = """
     class FusedMoE:
@@ -84,12 +78,7 @@ OVERRIDE = "AscendFusedMoE.update_expert_map"
 
 
 def gate(tmp_path, plugin: str = PLUGIN, core: dict[str, str] = CORE):
-    core_dir = gatekit.tree(tmp_path / "core", {**PKGS, **core})
-    plugin_dir = gatekit.tree(tmp_path / "plugin", {"setup.py": ENTRY,
-                                                    "vllm_ascend/__init__.py": "def register():\n"
-                                                                               "    import vllm_ascend.moe  # noqa\n",
-                                                    "vllm_ascend/moe.py": plugin})
-    return run_gate(core_dir, plugin_dir)
+    return gatekit.gate_loaded(tmp_path, PKGS, core, {"vllm_ascend/moe.py": plugin}, ("vllm_ascend.moe",))
 
 
 def severities(report) -> list[str]:

@@ -20,18 +20,12 @@ The fixtures are synthetic; their shapes follow vLLM 0.30.0's
 
 from __future__ import annotations
 
-from overlay.gate import run_gate
-
 import gatekit
 
 PKGS = {"vllm/__init__.py": "", "vllm/model_executor/__init__.py": "", "vllm/model_executor/models/__init__.py": "",
         "vllm/model_executor/layers/__init__.py": "", "vllm/platforms/__init__.py": "",
         "vllm/worker/__init__.py": ""}
 
-ENTRY = """
-    from setuptools import setup
-    setup(name="vllm-ascend", entry_points={"vllm.platform_plugins": ["ascend = vllm_ascend:register"]})
-"""
 
 INTERFACES = """
     class SupportsPP:
@@ -89,12 +83,8 @@ OVERRIDE = "AscendMLA.forward_mla"
 
 
 def gate(tmp_path, core: dict[str, str], plugin: str = PLUGIN, extra: dict[str, str] | None = None):
-    core_dir = gatekit.tree(tmp_path / "core", {**PKGS, **core})
-    plugin_dir = gatekit.tree(tmp_path / "plugin", {"setup.py": ENTRY,
-                                                    "vllm_ascend/__init__.py": "def register():\n"
-                                                                               "    import vllm_ascend.models  # noqa\n",
-                                                    "vllm_ascend/models.py": plugin, **(extra or {})})
-    return run_gate(core_dir, plugin_dir)
+    return gatekit.gate_loaded(tmp_path, PKGS, core, {"vllm_ascend/models.py": plugin, **(extra or {})},
+                               ("vllm_ascend.models",))
 
 
 def severities(report, suffix: str = OVERRIDE) -> list[str]:

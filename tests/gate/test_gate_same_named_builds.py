@@ -17,16 +17,10 @@ Synthetic fixtures; the shapes follow vLLM 0.9.0's
 
 from __future__ import annotations
 
-from overlay.gate import run_gate
-
 import gatekit
 
 PKGS = {"vllm/__init__.py": "", "vllm/kv/__init__.py": ""}
 
-ENTRY = """
-    from setuptools import setup
-    setup(name="vllm-ascend", entry_points={"vllm.platform_plugins": ["ascend = vllm_ascend:register"]})
-"""
 
 BUFFER = """
     class KVLookupBufferBase:
@@ -65,12 +59,7 @@ OVERRIDE = "SimpleBuffer.drop_select"
 
 
 def gate(tmp_path, plugin: str = PLUGIN, core: dict[str, str] = CORE):
-    core_dir = gatekit.tree(tmp_path / "core", {**PKGS, **core})
-    plugin_dir = gatekit.tree(tmp_path / "plugin", {"setup.py": ENTRY,
-                                                    "vllm_ascend/__init__.py": "def register():\n"
-                                                                               "    import vllm_ascend.buffer  # noqa\n",
-                                                    "vllm_ascend/buffer.py": plugin})
-    return run_gate(core_dir, plugin_dir)
+    return gatekit.gate_loaded(tmp_path, PKGS, core, {"vllm_ascend/buffer.py": plugin}, ("vllm_ascend.buffer",))
 
 
 def errors(report) -> list[str]:

@@ -1108,6 +1108,10 @@ def platform_alternatives(facts: PluginFacts, world: TreeIndex, is_core: Callabl
     memo: dict[tuple[str, str], str | None] = {}
     kept: dict[tuple[str, str], bool] = {}
 
+    def class_at(module: str, cls: str):
+        mod = world.module(module)
+        return mod, (mod.classes.get(cls) if mod is not None else None)
+
     def alternative_shape(module: str, cls: str) -> str | None:
         """Why the class has another platform's shape, judged on the hierarchy alone: it
         derives directly from a core base a plugin class derives from directly, or
@@ -1118,8 +1122,7 @@ def platform_alternatives(facts: PluginFacts, world: TreeIndex, is_core: Callabl
         if key in shapes:
             return shapes[key]
         shapes[key] = None
-        mod = world.module(module)
-        info = mod.classes.get(cls) if mod is not None else None
+        mod, info = class_at(module, cls)
         if info is None:
             return None
         for expr in info.bases:
@@ -1160,8 +1163,7 @@ def platform_alternatives(facts: PluginFacts, world: TreeIndex, is_core: Callabl
         if key in memo:
             return memo[key]
         memo[key] = None
-        mod = world.module(module)
-        info = mod.classes.get(cls) if mod is not None else None
+        _, info = class_at(module, cls)
         if info is None or key in in_mro or key in imported or callers.sites(cls):
             return None
         shape = alternative_shape(module, cls)
