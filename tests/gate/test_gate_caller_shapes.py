@@ -104,3 +104,27 @@ def test_a_plugin_call_always_counts(tmp_path):
     # still a caller, as plugin code runs what it calls
     plugin = PLUGIN + "\n\n    def kick(model):\n        model.set_eplb_state(view=None, extra=1)\n"
     assert severities(gate(tmp_path / "a", plugin=plugin)) == ["error"]
+
+
+# the same cycle through a module-level function: its own signature decides too
+MODELS_FN = """
+    def set_eplb_state(model, expert_load_view):
+        for i, layer in enumerate(model.moe_layers):
+            layer.set_eplb_state(moe_layer_idx=i, expert_load_view=expert_load_view)
+            layer.update_expert_map(expert_load_view, new_arg=1)
+
+
+    class GlmForCausalLM:
+        def set_eplb_state(self, expert_load_view):
+            for i, layer in enumerate(self.moe_layers):
+                layer.set_eplb_state(moe_layer_idx=i, expert_load_view=expert_load_view)
+"""
+
+
+def test_a_call_a_core_function_would_refuse_is_no_caller_of_it(tmp_path):
+    eplb = EPLB.replace("model.set_eplb_state(self.load)",
+                        "from vllm.model_executor.models.deepseek import set_eplb_state\n"
+                        "            set_eplb_state(model, self.load)")
+    core = {**CORE, "vllm/model_executor/models/deepseek.py": MODELS_FN, "vllm/distributed/eplb.py": eplb}
+    found = severities(gate(tmp_path / "a", core=core))
+    assert found and "error" not in found

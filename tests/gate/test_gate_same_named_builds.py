@@ -84,3 +84,30 @@ def test_a_core_class_the_plugin_replaces_there_may_hold_it(tmp_path):
                        "    connector.SimpleBuffer = SimpleBuffer\n")
     found = errors(gate(tmp_path / "a", plugin=plugin))
     assert len(found) == 1
+
+
+def test_a_class_the_plugin_registers_out_of_tree_under_that_name_may_hold_it(tmp_path):
+    # `CustomOp.register_oot(_decorated_op_cls=SimpleBuffer, name="SimpleBuffer")`: core's
+    # `SimpleBuffer(...)` builds the plugin's class (oot.py: the op's base defines `__new__`
+    # and `register_oot`, as vLLM's CustomOp), so core's call reaches it
+    custom_op = ("\n\n    class CustomOp:\n"
+                 "        def __new__(cls, *args, **kwargs):\n            return super().__new__(cls)\n\n"
+                 "        @classmethod\n"
+                 "        def register_oot(cls, _decorated_op_cls=None, name=None):\n            return _decorated_op_cls\n")
+    core = {**CORE, "vllm/kv/simple_buffer.py": BUFFER.replace("class KVLookupBufferBase:",
+                                                               "class KVLookupBufferBase(CustomOp):") + custom_op}
+    plugin = PLUGIN + ("\n\n    from vllm.kv.simple_buffer import CustomOp\n\n"
+                       "    CustomOp.register_oot(_decorated_op_cls=SimpleBuffer, name=\"SimpleBuffer\")\n")
+    # the same core tree without the registration: core's own class, no error
+    assert errors(gate(tmp_path / "a", core=core)) == []
+    found = errors(gate(tmp_path / "b", plugin=plugin, core=core))
+    assert len(found) == 1
+
+
+def test_a_class_the_plugin_replaces_where_core_imports_it_from_may_hold_it(tmp_path):
+    # replaced in the module the connector imports it from: which class the connector binds
+    # depends on import order, so its call stays the plugin's contract
+    plugin = PLUGIN + ("\n\n    import vllm.kv.simple_buffer as buffers\n\n"
+                       "    buffers.SimpleBuffer = SimpleBuffer\n")
+    found = errors(gate(tmp_path / "a", plugin=plugin))
+    assert len(found) == 1
