@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 from overlay.gate.index import ModuleInfo, TreeIndex
+from overlay.gate.refusals import Refusals
 from overlay.gate.signature import CallShape, accepts_call, call_shape, dotted, from_ast
 from overlay.gate.source import TreeSource
 
@@ -345,6 +346,8 @@ class Callers:
         # (module, class) -> why the class never runs with the plugin in place (a core
         # class for another platform), or None; set by the engine
         self.alternative = lambda module, cls: None
+        # the registry names the plugin's platform refuses; set by the engine
+        self.refusals = Refusals()
         # (module, class, method, depth) -> why a method whose name is too common to follow
         # still cannot run (nothing that runs touches its class), or None; set by the engine
         self.class_untouched = lambda module, cls, func, depth: None

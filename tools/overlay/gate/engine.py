@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Callable
 
 from overlay.errors import OverlayError
-from overlay.gate import checks, instances, selfstate, store
+from overlay.gate import checks, instances, refusals, selfstate, store
 from overlay.gate.abstracts import check_abstract_methods
 from overlay.gate.platformstubs import check_platform_stubs, platform_names
 from overlay.gate.workerrpc import check_worker_rpcs
 from overlay.gate.protocols import check_protocols
 from overlay.gate.bindings import check_bindings
 from overlay.gate.replacedglobals import check_replaced_globals
-from overlay.gate.callers import Callers, TextCache
+from overlay.gate.callers import Callers, TextCache, module_name
 from overlay.gate.calls import check_calls
 from overlay.gate.conditions import Env, core_version, decide_branch
 from overlay.gate.fieldorder import check_field_order
@@ -309,6 +309,12 @@ def context(core_src: TreeSource, plugin_src: TreeSource, core: TreeIndex, versi
     startup = reach(points, facts.refs, plugin_packages, lambda name: world.module(name) is not None,
                     caught_loads(facts))
     callers.dead = dead_code(facts, world, is_core)
+    platform = platform_names(facts, platform_classes(points, world.module))
+    # the registry names the platform refuses are no picks (instances.picked_by_name)
+    callers.refusals = refusals.read(
+        ((pc.path, pc.module.tree, pc.node) for pc in facts.classes if pc.module.tree is not None), platform,
+        lambda name: any(not callers.trees[t][3] for _, t in callers.files_calling(name)),
+        plugin_trees(callers))
     # a core class for another platform, or one only such code builds, never runs here
     plugin_imports = {(u.module, u.name) for u in facts.imports}
     callers.alternative = instances.never_built(callers, plugin_imports,
@@ -318,10 +324,19 @@ def context(core_src: TreeSource, plugin_src: TreeSource, core: TreeIndex, versi
     for r in facts.replacements:
         replaced.setdefault(r.owner, set()).add(r.attr)
     ev = checks.Evidence(startup, callers, is_core, replaced, env,
-                         platform=platform_names(facts, platform_classes(points, world.module)),
+                         platform=platform,
                          classes=Subclasses(tuple(t[0] for t in callers.trees)))
     ev = dataclasses.replace(ev, oot=registered(facts, world, ev))
     return Context(facts, world, ev, notes, version)
+
+
+def plugin_trees(callers: Callers):
+    """Each plugin module's syntax tree, parsed as it is asked for."""
+    for src, packages, index, is_plugin in callers.trees:
+        for path in (p for pkg in sorted(packages) for p in src.py_files(pkg)) if is_plugin else ():
+            mod = index.module(module_name(path))
+            if mod is not None and mod.tree is not None and mod.path == path:
+                yield mod.tree
 
 
 def skipped_notes(core_src: TreeSource, plugin_src: TreeSource) -> list[str]:

@@ -29,11 +29,13 @@ a call in plugin code can only break when something can call the function around
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 from typing import Callable
 
 from overlay.gate.callers import COMMON, MAX_DEPTH, Callers, Site, blank, function_scopes, innermost, module_name
+from overlay.gate.refusals import attribute_reads, first_string
 from overlay.gate.signature import dotted
 
 
@@ -449,10 +451,13 @@ def _picked(callers: Callers, module: str, cls: str, seen: set[tuple[str, str]])
         own = [(n.lineno, n.end_lineno or n.lineno) for n in mod.tree.body
                if isinstance(n, ast.ClassDef) and n.name == cls] if mod.name == module else []
         scopes = callers.scopes(path, tree)
-        for node, kind, alias in _uses(mod.tree, cls, as_value):
+        reads = functools.cache(functools.partial(attribute_reads, mod.tree))
+        for node, kind, alias, entry in _uses(mod.tree, cls, as_value):
             line = node.lineno
             if any(first <= line <= last for first, last in own):
                 continue  # the class's own body: it runs only if the class does
+            if entry is not None and callers.refusals.refusing(*entry, reads):
+                continue  # the plugin's platform refuses that registry name
             if alias is not None:
                 if _picked(callers, mod.name, alias, seen):
                     return f"{cls} is picked as {alias} ({path}:{line})"
@@ -467,8 +472,10 @@ def _picked(callers: Callers, module: str, cls: str, seen: set[tuple[str, str]])
 
 
 def _uses(tree: ast.Module, cls: str, as_value: bool):
-    """(node, how, alias) for each place in a module that may pick `cls`: `how` says which;
-    `alias` is the name a module-level `Alias = Cls` binds (its picks are the class's)."""
+    """(node, how, alias, entry) for each place in a module that may pick `cls`: `how` says
+    which; `alias` is the name a module-level `Alias = Cls` binds (its picks are the
+    class's); `entry`, for a string, is (the registry name it is chosen by, a function giving
+    that registry's names), see `_registry_entry`."""
     stack: list[tuple[ast.AST, ast.AST | None, ast.AST | None, int]] = [(tree, None, None, 0)]
     while stack:
         node, parent, grand, depth = stack.pop()
@@ -481,24 +488,65 @@ def _uses(tree: ast.Module, cls: str, as_value: bool):
             if depth == 1 and isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) \
                     and node.value.id == cls and as_value and all(isinstance(t, ast.Name) for t in targets):
                 for t in targets:
-                    yield node.value, "as an alias", t.id  # type: ignore[union-attr]
+                    yield node.value, "as an alias", t.id, None  # type: ignore[union-attr]
                 continue
         if isinstance(node, ast.Constant) and node.value == cls:
             if isinstance(parent, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
-                yield node, "as a string in a table", None
+                yield node, "as a string in a table", None, _registry_entry(tree, node, parent, grand)
             elif isinstance(parent, ast.Call) and node in parent.args \
                     and any(isinstance(a, ast.Constant) and isinstance(a.value, str) and a is not node
                             for a in parent.args):
-                yield node, "as a string beside another in a call", None
+                yield node, "as a string beside another in a call", None, _registry_entry(tree, node, parent, grand)
         elif as_value and (isinstance(node, ast.Name) and node.id == cls
                            or isinstance(node, ast.Attribute) and node.attr == cls) \
                 and isinstance(node.ctx, ast.Load) and _passes(node, parent, grand):
-            yield node, "as a value", None
+            yield node, "as a value", None, None
         for name, value in ast.iter_fields(node):
             if name in ("annotation", "returns") or isinstance(node, ast.ClassDef) and name in ("bases", "keywords"):
                 continue  # a type named, or a class's bases: nothing passed, nothing built
             items = value if isinstance(value, list) else [value]
             stack.extend((c, node, parent, depth + 1) for c in items if isinstance(c, ast.AST))
+
+
+def _strings(nodes) -> frozenset[str]:
+    return frozenset(n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str))
+
+
+def _registry_entry(tree: ast.Module, node: ast.Constant, parent: ast.AST, grand: ast.AST | None):
+    """(the name a registry string is chosen by, a function giving the registry's names, the
+    registering function's dotted name for a call) or None. A dict's key, for the key or a string in its value (`"SarvamMLAForCausalLM":
+    ("sarvam", "SarvamMLAForCausalLM")`), the dict's keys its names; a list, tuple or set's
+    string, the collection's strings its names; a call's first string argument
+    (`register_connector("Name", "module", "Class")`), the first strings of every call to
+    the same function in the module its names."""
+    if isinstance(parent, ast.Dict):
+        keys = parent.keys
+        if node in keys:
+            name = node.value
+        else:
+            value = parent.values.index(node) if node in parent.values else None
+            key = keys[value] if value is not None else None
+            name = key.value if isinstance(key, ast.Constant) else None
+        return (name, lambda: _strings(keys), None) if isinstance(name, str) else None
+    if isinstance(parent, (ast.List, ast.Tuple, ast.Set)):
+        if isinstance(grand, ast.Dict) and parent in grand.values:
+            key = grand.keys[grand.values.index(parent)]
+            keys = grand.keys
+            return (key.value, lambda: _strings(keys), None) \
+                if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+        elts = parent.elts
+        return node.value, lambda: _strings(elts), None
+    if isinstance(parent, ast.Call):
+        first = first_string(parent)
+        callee = dotted(parent.func)
+        if first is None or not callee:
+            return None
+
+        def names() -> frozenset[str]:
+            calls = (n for n in ast.walk(tree) if isinstance(n, ast.Call) and dotted(n.func) == callee)
+            return frozenset(name for name in map(first_string, calls) if name is not None)
+        return first, names, callee
+    return None
 
 
 def _passes(node: ast.AST, parent: ast.AST | None, grand: ast.AST | None) -> bool:
