@@ -24,9 +24,14 @@ The fixtures are synthetic; their shapes follow vLLM 0.34.0's
 
 from __future__ import annotations
 
+import ast
 import textwrap
 
 import gatekit
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from overlay.gate import refusals
 
 PKGS = {"vllm/__init__.py": "", "vllm/platforms/__init__.py": "", "vllm/core/__init__.py": "",
         "vllm/kv/__init__.py": ""}
@@ -240,3 +245,48 @@ def test_an_allow_list_outside_the_platform_class_refuses_nothing(tmp_path):
     # the same guard in a class the entry point does not name
     init = 'def register():\n    import vllm_ascend.connector  # noqa\n    return None\n'
     assert severities(gate(tmp_path / "a", platform(), init=init)) == ["error"]
+
+
+# ----------------------------------------------------------------------------- the rule as a class
+
+WRAPPERS = {
+    "not-none": "if kv_transfer_config is not None:",  # the value's own object: no name is chosen without it
+    "other-not-none": "if vllm_config.afd_config is not None:",
+    "condition": "if vllm_config.strict:",
+}
+
+
+@settings(max_examples=200, deadline=None)
+@given(wrappers=st.lists(st.sampled_from(sorted(WRAPPERS)), max_size=3), return_before=st.booleans(),
+       raises=st.booleans(), return_in_body=st.booleans(), one_line=st.booleans(), by_name=st.booleans())
+def test_an_allow_list_is_read_exactly_where_it_is_proven_to_run(wrappers, return_before, raises, return_in_body,
+                                                                  one_line, by_name):
+    lines = ["kv_transfer_config = vllm_config.kv_transfer_config"]
+    if return_before:
+        lines += ["if vllm_config.lenient:", "    return"]
+    if by_name:
+        lines.append('allowed = ("TPUConnector", "TPUConnectorHMA")')
+    strings = "allowed" if by_name else '("TPUConnector", "TPUConnectorHMA")'
+    indent = ""
+    for w in wrappers:
+        lines.append(indent + WRAPPERS[w])
+        indent += "    "
+    test = (f"kv_transfer_config is not None and kv_transfer_config.kv_connector not in {strings}" if one_line
+            else f"kv_transfer_config.kv_connector not in {strings}")
+    lines.append(f"{indent}if {test}:")
+    if return_in_body:
+        lines += [f"{indent}    if vllm_config.lenient:", f"{indent}        return"]
+    lines.append(f"{indent}    " + ('raise ValueError("unsupported")' if raises else 'logger.warning("unsupported")'))
+    source = platform("\n".join(lines))
+    tree = ast.parse(source)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef))
+    found = refusals.read([("p.py", tree, cls)], frozenset({"TpuPlatform"}), lambda name: True, [])
+    proven = all(w == "not-none" for w in wrappers) and not return_before and raises and not return_in_body
+    assert bool(found.allow_lists) == proven, source
+    if proven:
+        (allow,) = found.allow_lists
+        assert allow.allowed == {"TPUConnector", "TPUConnectorHMA"} and allow.read == "kv_connector"
+        # it refuses another name of a registry whose module reads the value, and only there
+        assert found.refusing("OffloadConnector", lambda: frozenset(), None, lambda: frozenset({"kv_connector"})) is allow
+        assert found.refusing("TPUConnector", lambda: frozenset(), None, lambda: frozenset({"kv_connector"})) is None
+        assert found.refusing("OffloadConnector", lambda: frozenset(), None, lambda: frozenset({"kv_role"})) is None
