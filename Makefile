@@ -48,7 +48,7 @@ TGT_ARG   = $(if $(TARGETS),--targets $(call q,$(TARGETS)))
 CHECK_PIN = $(call valid,PIN,$(NAME_CHARS),a pin set name (letters, digits and . _ -))
 CHECK_TGT = $(call valid,TARGETS,$(LIST_CHARS),target names separated by commas)
 
-.PHONY: apply check docs test test-cluster constraints refresh lock bench clean composed-test mutation-check gate gate-eval drift help evidence drift-scan drift-ci bench-drift evidence-e2e smoke rebase
+.PHONY: apply check docs test test-cluster constraints refresh lock bench clean composed-test mutation-check gate gate-eval mirror drift help evidence drift-scan drift-ci bench-drift evidence-e2e smoke rebase
 
 help:
 	@echo "make apply [PIN=..] [TARGETS=..]  compose the pinned trees with the series (default pin set)"
@@ -60,6 +60,7 @@ help:
 	@echo "make lock [PIN=..]                 record composed tree ids in the pin file"
 	@echo "make gate [PIN=..]                 contract gate on the composed trees: new findings only (--baseline declared)"
 	@echo "make gate-eval OVERLAY_MIRROR=DIR  gate precision/recall on real pairings (benchmarks/gate_eval.yaml)"
+	@echo "make mirror OVERLAY_MIRROR=DIR     rebuild the mirror's pypi/ byte for byte from benchmarks/mirror.yaml (ARGS=--check: verify only)"
 	@echo "make drift PIN=.. ONTO=plugin=main rebase-drift report for the given upstream refs"
 	@echo "make drift-scan [DRIFT_SCAN=plugin=main] [BISECT=1]  where along history each patch changed class"
 	@echo "make drift-ci OVERLAY_MIRROR=DIR [OFFLINE=1]  what the nightly workflow runs (fails on conflict); OFFLINE=1 skips the fetch"
@@ -141,6 +142,11 @@ gate: $(VENV)/.installed
 gate-eval: $(VENV)/.installed
 	@test -n $(call q,$(OVERLAY_MIRROR)) || { echo "make gate-eval: set OVERLAY_MIRROR=DIR (vllm-ascend repository and pypi/vllm-<version>.tar.gz)" >&2; exit 2; }
 	$(OVERLAY) gate-eval $(XARGS)$(STATUS)
+
+# What gate-eval reads from <mirror>/pypi/, made again from benchmarks/mirror.yaml (docs/gate.md).
+mirror: $(VENV)/.installed
+	@test -n $(call q,$(MIRROR_DIR)) || { echo "make mirror: set OVERLAY_MIRROR=DIR (the mirror holding the git snapshots; pypi/ is made there)" >&2; exit 2; }
+	$(OVERLAY) mirror --mirror $(call q,$(MIRROR_DIR)) $(XARGS)$(STATUS)
 
 ONTO ?= plugin=main
 drift: $(VENV)/.installed

@@ -108,6 +108,8 @@ def test_makefile_values_reach_the_tool_as_single_words_never_as_syntax(fake_ven
     ("composed-test", [], ["composed-test", "--pin", "v0.23.0"]),
     ("mutation-check", ["PIN=v0.27.1"], ["mutation-check", "--pin", "v0.27.1"]),
     ("gate-eval", ["OVERLAY_MIRROR=/nowhere", "ARGS=--only x"], ["gate-eval", "--only", "x"]),
+    ("mirror", ["OVERLAY_MIRROR=/a mirror", "ARGS=--check --json"],
+     ["mirror", "--mirror", "/a mirror", "--check", "--json"]),
     ("evidence-e2e", ["E2E_ENV=/env", "E2E_RESULTS=out"],
      ["evidence-e2e", "--env", "/env", "--protocol", "evidence/cpu-engine-smoke/protocol.yaml",
       "--results", "out"]),
@@ -120,6 +122,13 @@ def test_tool_targets_are_aliases_of_overlay_subcommands(fake_venv, target, extr
     proc, calls = fake_venv(target, *extra)
     assert proc.returncode == 0, proc.stderr
     assert calls == [expected]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_mirror_without_a_mirror_says_what_to_set(fake_venv):
+    proc, calls = fake_venv("mirror", "OVERLAY_MIRROR=", "MIRROR=")
+    assert proc.returncode == 2 and calls == []
+    assert "make mirror: set OVERLAY_MIRROR=DIR" in proc.stderr
 
 
 def test_no_target_runs_a_script_of_its_own():

@@ -38,7 +38,7 @@ inject_fault("import")
 # parsers set `func`, a callable taking the parsed arguments and returning the exit code.
 COMMANDS = tuple(f"overlay.commands.{name}" for name in (
     "apply", "check", "refresh", "lock", "gate", "drift", "rebase", "evidence", "smoke",
-    "composed_test", "mutation_check", "gate_eval", "evidence_e2e", "forward", "completion",
+    "composed_test", "mutation_check", "gate_eval", "mirror", "evidence_e2e", "forward", "completion",
     "status", "show", "range_diff", "site",
 ))
 
@@ -78,6 +78,9 @@ EXIT_STATUS = {
     "mutation-check": "0 every mutant killed; 1 a mutant survived or could not be judged; 2 bad input "
                       "or setup",
     "gate-eval": "0 every finding classified; 1 some finding is not classified yet; 2 bad input",
+    "mirror": "0 every file of the manifest made, kept or (--check) verified; 1 some file could not "
+              "be made or is missing or differs (each listed); 2 bad input (no mirror, a manifest "
+              "entry refused)",
     "status": "0 status printed (whatever the states are); 2 bad input (an unknown pin set)",
     "show": "0 shown; 2 bad input (an unknown patch or pin set, an unreadable report)",
     "range-diff": "0 compared (whatever differs); 1 a side's series does not apply; 2 bad input "

@@ -400,8 +400,22 @@ def parse_project_page(page_url: str, ctype: str, body: bytes, local_ok: bool) -
 
 # ------------------------------------------------------------------------------ search
 
-def _candidates(transport: Transport, config: IndexConfig, name: str, version: str,
-                notes: list[str]) -> list[Candidate]:
+def _project_of(filename: str) -> str | None:
+    """The normalised project a release file's name says it belongs to (None: no release file)."""
+    wheel = wheel_release(filename)
+    if wheel is not None:
+        return normalize(wheel[0])
+    for ext in SDIST_EXTS:
+        if filename.endswith(ext):
+            dist, sep, _ = filename[: -len(ext)].rpartition("-")
+            return normalize(dist) if sep else None
+    return None
+
+
+def project_files(transport: Transport, config: IndexConfig, name: str,
+                  notes: list[str]) -> list[Candidate]:
+    """Every file the configured indexes (project page of `name`) and find-links entries
+    (files named as `name`'s) list, any version; what could not be read is said in `notes`."""
     found: list[Candidate] = []
     for index in config.index_urls:
         bare, _ = _split_credentials(index)
@@ -414,25 +428,30 @@ def _candidates(transport: Transport, config: IndexConfig, name: str, version: s
         except IndexRefused as exc:
             notes.append(exc.message)
             continue
-        for filename, url, sha in parse_project_page(final, ctype, body, local_ok=local):
-            if _is_sdist_of(filename, name, version):
-                found.append(Candidate(filename, url, sha, _show(bare)))
+        found += [Candidate(filename, url, sha, _show(bare))
+                  for filename, url, sha in parse_project_page(final, ctype, body, local_ok=local)]
     for link in config.find_links:
-        found += _find_links(transport, link, name, version, notes)
+        found += _find_links(transport, link, name, notes)
     return found
 
 
-def _find_links(transport: Transport, link: str, name: str, version: str,
+def _candidates(transport: Transport, config: IndexConfig, name: str, version: str,
                 notes: list[str]) -> list[Candidate]:
+    return [c for c in project_files(transport, config, name, notes)
+            if _is_sdist_of(c.filename, name, version)]
+
+
+def _find_links(transport: Transport, link: str, name: str, notes: list[str]) -> list[Candidate]:
     bare, _ = _split_credentials(link)
     scheme = urllib.parse.urlsplit(bare).scheme
+    ours = normalize(name)
     if scheme in ("", "file"):
         folder = Path(urllib.request.url2pathname(urllib.parse.urlsplit(bare).path)
                       if scheme else os.path.expanduser(bare))
         if folder.is_dir():
             return [Candidate(p.name, p.resolve().as_uri(), None, str(folder))
                     for p in sorted(folder.iterdir())
-                    if p.is_file() and _is_sdist_of(p.name, name, version)]
+                    if p.is_file() and _project_of(p.name) == ours]
         if not folder.exists():
             notes.append(f"find-links {folder} does not exist")
             return []
@@ -447,7 +466,23 @@ def _find_links(transport: Transport, link: str, name: str, version: str,
     local = urllib.parse.urlsplit(bare).scheme == "file"
     return [Candidate(f, u, s, _show(bare))
             for f, u, s in parse_project_page(final, ctype or "text/html", body, local_ok=local)
-            if _is_sdist_of(f, name, version)]
+            if _project_of(f) == ours]
+
+
+def download(transport: Transport, chosen: Candidate, sha256: str, dest: Path,
+             expected_by: str = "the pin") -> None:
+    """Stream `chosen` into `dest`, hashing as it goes; IndexRefused (one line) when the bytes
+    do not hash to `sha256` (what `expected_by` says). The caller removes `dest` then."""
+    digest = hashlib.sha256()
+    with dest.open("wb") as out:
+        def sink(chunk: bytes) -> None:
+            digest.update(chunk)
+            out.write(chunk)
+        transport.get(chosen.url, archive_limit(), None, sink)
+    got = digest.hexdigest()
+    if got != sha256:
+        raise IndexRefused(f"{_show(chosen.url)} has sha256 {got}, {expected_by} says {sha256}; discarded",
+                           hint=f"the index serves a different file: check the index or {expected_by}")
 
 
 def fetch_sdist(config: IndexConfig, name: str, version: str, sha256: str, dest: Path,
@@ -478,14 +513,5 @@ def fetch_sdist(config: IndexConfig, name: str, version: str, sha256: str, dest:
     chosen = sorted(matching, key=lambda c: (c.sha256 is None, wheel_release(c.filename) is not None))[0]
     if progress:
         progress(f"downloading {chosen.filename} from {chosen.where}")
-    digest = hashlib.sha256()
-    with dest.open("wb") as out:
-        def sink(chunk: bytes) -> None:
-            digest.update(chunk)
-            out.write(chunk)
-        transport.get(chosen.url, archive_limit(), None, sink)
-    got = digest.hexdigest()
-    if got != sha256:
-        raise IndexRefused(f"{_show(chosen.url)} has sha256 {got}, the pin says {sha256}; discarded",
-                           hint="the index serves a different file: check the index or the pin")
+    download(transport, chosen, sha256, dest)
     return chosen.filename
