@@ -388,7 +388,9 @@ def _catches_import_error(handler: ast.ExceptHandler, errors: frozenset[str] = I
 def _narrowing(node: ast.AST, types: dict) -> list[tuple[ast.AST, dict]] | None:
     """The parts of a conditional expression or an `and` with the types each is read under,
     where an `isinstance(name, C)` test narrows `name` for the part that runs when it holds;
-    None for any other node."""
+    a comprehension's parts (`_comprehension_parts`); None for any other node."""
+    if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+        return _comprehension_parts(node, types)
     if isinstance(node, ast.IfExp) and (test := _isinstance_test(node.test)) is not None:
         return [(node.test, types), (node.body, {**types, test[0]: test[1]}), (node.orelse, types)]
     if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And) \
@@ -400,6 +402,48 @@ def _narrowing(node: ast.AST, types: dict) -> list[tuple[ast.AST, dict]] | None:
                 current = {**current, test[0]: test[1]}
         return out
     return None
+
+
+def _element_of(target: ast.expr, it: ast.expr, types: dict) -> tuple[str, tuple[str, ...]] | None:
+    """`for name in a.b:` with `a` typed (or `self`): (name, an element of `a.b`), else None."""
+    path = dotted(it)
+    if not (isinstance(target, ast.Name) and path and "." in path):
+        return None
+    root = path.split(".")[0]
+    if root == target.id or not (root in types or root == "self"):
+        return None
+    return target.id, (f"={path}[]",)
+
+
+def _loop_element(stmt: ast.For | ast.AsyncFor, types: dict) -> tuple[str, tuple[str, ...]] | None:
+    """The loop target's type inside the body of `for name in a.b:`, where the body never
+    rebinds `name`: an element of `a.b`, however often the function binds the name
+    elsewhere (vLLM plugins loop twice with one name, over core's list and then over a
+    local one). Not in the `else:` part, which runs after the last pass."""
+    element = _element_of(stmt.target, stmt.iter, types)
+    if element is None or any(element[0] in _stored_names(s) for s in stmt.body):
+        return None
+    return element
+
+
+def _comprehension_parts(node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
+                         types: dict) -> list[tuple[ast.AST, dict]]:
+    """A comprehension's parts with the types each is read under: the first iterable in the
+    enclosing scope's; then each target shadows what it binds and, over `a.b` with `a`
+    typed, is an element of `a.b` (`[t for t in cfg.kv_cache_tensors if t.shared_by]`)."""
+    out: list[tuple[ast.AST, dict]] = []
+    current = types
+    for g in node.generators:
+        out.append((g.iter, current))
+        element = _element_of(g.target, g.iter, current)
+        bound = _stored_names(g.target)
+        current = {k: v for k, v in current.items() if k not in bound}
+        if element is not None:
+            current[element[0]] = element[1]
+        out.append((g.target, current))
+        out.extend((c, current) for c in g.ifs)
+    out.extend((e, current) for e in ((node.key, node.value) if isinstance(node, ast.DictComp) else (node.elt,)))
+    return out
 
 
 def _isinstance_test(test: ast.expr) -> tuple[str, tuple[str, ...]] | None:
@@ -644,13 +688,10 @@ class _Scanner:
                     self.ref(src if alias.name == "*" else f"{src}.{alias.name}", src, ctx)
         elif isinstance(stmt, ast.If) and _isinstance_test(stmt.test) is not None:
             name, classes = _isinstance_test(stmt.test)  # type: ignore[misc]
-            before = scope.types.get(name)
-            scope.types[name] = classes
+            # a dict of its own: the reads keep the types they were made under until checked
+            outer, scope.types = scope.types, {**scope.types, name: classes}
             self.block(stmt.body, ctx, scope, in_class)
-            if before is None:
-                scope.types.pop(name, None)
-            else:
-                scope.types[name] = before
+            scope.types = outer
             self.block(stmt.orelse, ctx, scope, in_class)
         elif isinstance(stmt, ast.If):
             v = self.instance_flag(stmt.test, scope) or self.probe_flag(stmt.test, scope) \
@@ -725,6 +766,12 @@ class _Scanner:
             if any(_suppresses_import_error(i.context_expr, EVERY_IMPORT_ERROR) for i in stmt.items):
                 self.facts.try_swallows.add(tid)
             self.block(stmt.body, dataclasses.replace(ctx, guard=(tid, "body"), loading_try=tid), scope, in_class)
+        elif isinstance(stmt, (ast.For, ast.AsyncFor)) and (element := _loop_element(stmt, scope.types)) is not None:
+            # a dict of its own: the reads keep the types they were made under until checked
+            outer, scope.types = scope.types, {**scope.types, element[0]: element[1]}
+            self.block(stmt.body, ctx, scope, in_class)
+            scope.types = outer
+            self.block(stmt.orelse, ctx, scope, in_class)
         elif isinstance(stmt, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)):
             self.block(stmt.body, ctx, scope, in_class)
             self.block(getattr(stmt, "orelse", []), ctx, scope, in_class)
