@@ -290,3 +290,29 @@ def test_an_allow_list_is_read_exactly_where_it_is_proven_to_run(wrappers, retur
         assert found.refusing("OffloadConnector", lambda: frozenset(), None, lambda: frozenset({"kv_connector"})) is allow
         assert found.refusing("TPUConnector", lambda: frozenset(), None, lambda: frozenset({"kv_connector"})) is None
         assert found.refusing("OffloadConnector", lambda: frozenset(), None, lambda: frozenset({"kv_role"})) is None
+
+
+# core's registry as a table instead of calls: the dict's keys are the registry's names
+# (vLLM's model registry, `"SarvamMLAForCausalLM": ("sarvam", "SarvamMLAForCausalLM")`)
+TABLE = """
+    _CONNECTORS = {
+        "NixlConnector": ("vllm.kv.nixl", "NixlConnector"),
+        "OffloadConnector": ("vllm.kv.offload", "OffloadConnector"),
+    }
+"""
+
+
+def test_an_allow_list_sharing_a_table_s_keys_refuses_its_other_entries(tmp_path):
+    body = GUARD.replace('"TPUConnectorHMA"', '"NixlConnector"')
+    assert "error" not in severities(gate(tmp_path / "a", platform(body), connector=UNREGISTERED, factory=TABLE))
+
+
+def test_an_allow_list_sharing_no_key_of_the_table_refuses_nothing(tmp_path):
+    assert severities(gate(tmp_path / "a", platform(), connector=UNREGISTERED, factory=TABLE)) == ["error"]
+
+
+def test_an_allow_list_name_bound_twice_is_not_proven(tmp_path):
+    body = GUARD.replace('            if kv_transfer_config.kv_connector',
+                         '            allowed = allowed + extra_connectors()\n'
+                         '            if kv_transfer_config.kv_connector')
+    assert severities(gate(tmp_path / "a", platform(body))) == ["error"]
