@@ -83,6 +83,7 @@ class _Resolver:
         self.linearize = _linearize
         self.memo: dict = {}
         self._subclass_defs: dict[tuple[str, str], set[str]] | None = None
+        self._mixers: dict[tuple[str, str], list] | None = None
         self._self_assigned: dict[int, set[str]] = {}
         self._self_assignments: dict[int, tuple] = {}
         self._receivers: dict[tuple[int, str], object] = {}
@@ -184,6 +185,25 @@ class _Resolver:
                         out.setdefault((b[0].name, b[1].name), set()).update(own)
             self._subclass_defs = out
         return self._subclass_defs
+
+    def mixers(self, mod: ModuleInfo, info: ClassInfo) -> list:
+        """The method resolution orders (the class first) of the plugin classes that have the
+        plugin class `info` in theirs and a core class after it: what `self` is in a mixin
+        with no core base of its own."""
+        if self._mixers is None:
+            out: dict[tuple[str, str], list] = {}
+            for pc in self.facts.classes:
+                cinfo = self.class_info(pc.module, pc.node)
+                if not cinfo.bases:
+                    continue
+                order = [(pc.module, cinfo)] + list(self.mro(pc.module, cinfo, pc.scope.local_imports))
+                if not any(b is not None and self.is_core(b[0].name) for b in order):
+                    continue
+                for b in order[1:]:
+                    if b is not None and not self.is_core(b[0].name):
+                        out.setdefault((b[0].name, b[1].name), []).append(order)
+            self._mixers = out
+        return self._mixers.get((mod.name, info.name), [])
 
     def self_assignments(self, node: ast.ClassDef) -> dict[str, list[tuple[ast.expr | None, ast.expr | None]]]:
         """attr -> (value, annotation) of every `self.attr = ...` / `self.attr: T = ...` in
@@ -345,7 +365,20 @@ class _Resolver:
         chain = self.mro(use.module, info, use.local)
         if any(b is not None and self.is_core(b[0].name) for b in chain):
             return self.method_in_mro(chain, meth, f"self.{meth} in {info.name}, inherited from core")
-        return None
+        if any(b is None for b in chain):
+            return None
+        # a mixin: `self` is an instance of each plugin class that mixes it into core classes;
+        # judged only when all of them resolve the name to one and the same core signature
+        found, result = set(), None
+        for order in self.mixers(use.module, info):
+            mixer = order[0][1].name
+            callee = self.method_in_mro(order, meth, f"self.{meth} in the mixin {info.name}, which {mixer} "
+                                                     f"mixes into core's classes")
+            if callee is None:
+                return None
+            found.add(callee.sig.render())
+            result = result or callee
+        return result if len(found) == 1 else None
 
     def attr_callee(self, use: CallUse, attr: str, meth: str) -> Callee | None:
         node = use.cls
@@ -611,7 +644,7 @@ def check_calls(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
         use, callee, problems = items[0]
         short = callee.qualname.rsplit(".", 2)
         shown = ".".join(short[-2:]) if len(short) > 2 and short[-2][:1].isupper() else short[-1]
-        spelled = use.func + ("[...]" if use.shape.launch else "")
+        spelled = (use.written or use.func) + ("[...]" if use.shape.launch else "")
         lines = sorted({u.line for u, _, _ in items})
         more = also_at(lines)
         message = (f"{spelled}(...) calls core's {callee.qualname}{callee.sig.render()[len(callee.sig.name):]} "

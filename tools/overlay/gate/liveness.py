@@ -123,6 +123,7 @@ class Liveness:
         self._memo: dict[tuple, Answer] = {}
         self._classes = {(pc.module.name, pc.node.name): pc for pc in ctx.facts.classes}
         self._foreign: dict[tuple, str | None] = {}
+        self._handoffs: dict[tuple[str, str], list[tuple[str, int, str]]] | None = None
 
     def site(self, path: str, line: int) -> Answer:
         module = module_name(path)
@@ -332,7 +333,7 @@ class Liveness:
                       for word in spellings if word in self.callers.text(path, tree)), None)
         if named is not None:
             answer = (True, f"{cls} is named as {named[1].decode()} for core to build ({named[0]})")
-        elif (registered := self._registration(module, cls)) is not None:
+        elif (registered := self._registration(module, cls) or self._handed_to_core(module, cls)) is not None:
             answer = (True, registered)
         elif depth >= MAX_DEPTH:
             answer = (False, f"the depth limit: nothing live seen building {cls}")
@@ -355,6 +356,25 @@ class Liveness:
                             f"{why or 'which runs'}): core's {op.reg.op}(...) builds it")
         return None
 
+    def _handed_to_core(self, module: str, cls: str) -> str | None:
+        """Why core builds the plugin class: code that runs passes the class itself to a core
+        `register*` call, a registry core builds it from (`@MULTIMODAL_REGISTRY.register_processor(
+        Proc, info=Info)` on a model class, `ModelRegistry.register_model("Arch", Cls)`); None when
+        none is seen. The out-of-tree op registry (`register_oot`) has its own rule (_registration)."""
+        if self._handoffs is None:
+            self._handoffs = {}
+            for path, tree in self.callers.all_files():
+                if self.callers.trees[tree][3] and path.endswith(".py"):
+                    for key, line, func in _handoffs(self._tree(path), module_name(path),
+                                                     path.endswith("__init__.py"), self.ctx.ev.is_core):
+                        self._handoffs.setdefault(key, []).append((path, line, func))
+        for path, line, func in self._handoffs.get((module, cls), ()):
+            ok, why = self.site(path, line)
+            if ok:
+                return (f"{cls} is handed to core's {func} ({path}:{line}, {why or 'which runs'}): core builds it "
+                        f"from there")
+        return None
+
     def _any_live(self, sites: list[Site], depth: int, otherwise: str) -> Answer:
         for s in sites:
             ok, why = self._live(s, depth)
@@ -370,3 +390,42 @@ class Liveness:
         if s.func is None:
             return True, ""
         return self.function(s.module, s.cls, s.func, depth + 1)
+
+
+def _handoffs(tree: ast.Module | None, module: str, package: bool, is_core: Callable[[str], bool]):
+    """((module, class), line, callee) for each plugin class passed by name to a core
+    `register*` call in one file: the callee's root a name imported from core, the class
+    defined in the file or imported from the plugin."""
+    if tree is None:
+        return
+    base = module if package else module.rpartition(".")[0]
+    imported: dict[str, tuple[str, str | None]] = {}  # name -> (module, attribute or None)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            parent = base
+            for _ in range(max(node.level - 1, 0)):
+                parent = parent.rpartition(".")[0]
+            src = (f"{parent}.{node.module}" if node.module else parent) if node.level else (node.module or "")
+            for a in node.names:
+                imported[a.asname or a.name] = (src, a.name)
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                imported[a.asname or a.name.split(".")[0]] = (a.name if a.asname else a.name.split(".")[0], None)
+    local = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = dotted(node.func)
+        if not func or "." not in func:
+            continue
+        last = func.rsplit(".", 1)[1]
+        root = imported.get(func.split(".")[0])
+        if not last.startswith("register") or last == "register_oot" or root is None or not is_core(root[0]):
+            continue
+        for arg in [*node.args, *(k.value for k in node.keywords)]:
+            if not isinstance(arg, ast.Name):
+                continue
+            if arg.id in local:
+                yield (module, arg.id), node.lineno, func
+            elif arg.id in imported and imported[arg.id][1] is not None and not is_core(imported[arg.id][0]):
+                yield imported[arg.id], node.lineno, func

@@ -95,6 +95,9 @@ class Scope:
     # the keys such a dictionary gets only after a probe for that name: the plugin's
     # feature test decides them, so a call spreading it neither passes nor misses them
     kwguarded: dict[str, set[str]] = field(default_factory=dict)
+    # in a method: local names bound once to `self` or to `cast(T, self)` (a cast returns its
+    # argument at run time): `processor = cast(Any, self); processor.meth(...)` calls self's
+    self_aliases: frozenset[str] = frozenset()
     # local names whose class is known: a parameter's annotation (`spec: KVCacheSpec`,
     # not reassigned in the function), narrowed under `if isinstance(spec, (A, B)):`
     types: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -211,6 +214,7 @@ class CallUse:
     method: str | None = None  # that method
     aliases: dict | None = None  # local names bound to a dotted expression (`orig = mod.f`)
     receiver_types: tuple[str, ...] = ()  # for `x.meth(...)`: the class(es) `x` is known to be
+    written: str = ""  # the expression as written where `func` reads a local bound to self as `self`
 
 
 @dataclass(frozen=True)
@@ -457,6 +461,22 @@ def _isinstance_test(test: ast.expr) -> tuple[str, tuple[str, ...]] | None:
     if not names or any(n is None for n in names):
         return None
     return test.args[0].id, names  # type: ignore[return-value]
+
+
+def _self_aliases(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """Names the method binds once, to `self` or to `cast(T, self)` (`typing.cast`, `t.cast`)."""
+    def is_self(value: ast.expr) -> bool:
+        if isinstance(value, ast.Call) and (dotted(value.func) or "").split(".")[-1] == "cast" \
+                and len(value.args) == 2 and not value.keywords:
+            value = value.args[1]
+        return isinstance(value, ast.Name) and value.id == "self"
+    found = {n.targets[0].id for n in ast.walk(fn)
+             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+             and is_self(n.value)}
+    if not found:
+        return frozenset()
+    stores = Counter(n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)))
+    return frozenset(name for name in found if stores[name] == 1 and name not in ("self", "cls"))
 
 
 def _annotated_params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, tuple[str, ...]]:
@@ -743,6 +763,8 @@ class _Scanner:
             inner = scope.child(stmt.body)
             inner.types = _annotated_params(stmt)
             inner.types.update(_derived_types(stmt, inner.types))
+            if in_class:
+                inner.self_aliases = _self_aliases(stmt)
             # a try around the definition does not run around the body
             self.block(stmt.body, dataclasses.replace(ctx, catches=frozenset(), attempt=None, fallback=None,
                                                       loading_try=None), inner)
@@ -991,6 +1013,9 @@ class _Scanner:
                 and isinstance(node.args[0].value, str):
             self.facts.version_tests.append((self.mod.path, node.lineno, node.args[0].value, ctx))
         in_method = self.method is not None and bool(self.class_stack)
+        written = ""
+        if in_method and "." in func and func.split(".")[0] in scope.self_aliases:
+            written, func = func, "self" + func[func.index("."):]
         if func.split(".")[0] in ("self", "cls") and not in_method:
             return
         shape = call_shape(node)
@@ -1018,7 +1043,7 @@ class _Scanner:
                                         method=self.method if in_method else None,
                                         aliases=scope.aliases,
                                         receiver_types=scope.types.get(func.split(".")[0], ())
-                                        if func.count(".") == 1 else ()))
+                                        if func.count(".") == 1 else (), written=written))
 
     def record(self, use: ImportUse) -> None:
         if not use.ctx.type_checking:
