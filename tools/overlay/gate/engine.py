@@ -22,6 +22,7 @@ from overlay.gate.abstracts import check_abstract_methods
 from overlay.gate.platformstubs import check_platform_stubs, platform_names
 from overlay.gate.workerrpc import check_worker_rpcs
 from overlay.gate.protocols import check_protocols
+from overlay.gate.refusedattrs import check_refused_attributes
 from overlay.gate.bindings import check_bindings
 from overlay.gate.replacedglobals import check_replaced_globals
 from overlay.gate.callers import Callers, TextCache, module_name
@@ -229,7 +230,7 @@ def _gate_sources(core_src: TreeSource, plugin_src: TreeSource, *, version: str 
              + check_abstract_methods(facts, world, ev) + check_oot_ops(facts, world, ev)
              + check_held_objects(facts, world, ev) + check_platform_stubs(facts, world, ev)
              + check_worker_rpcs(facts, world, ev)
-             + check_protocols(facts, world, ev))
+             + check_protocols(facts, world, ev) + check_refused_attributes(facts, world, ev))
     found = checks.fold_dead_patches(found, facts, world, ev)
     found = demote_unreached(found, world, ev, version)
     unique = merge_sites(sorted(set(found), key=Finding.sort_key))
