@@ -554,6 +554,54 @@ def _own_returns(fn: ast.AST) -> list[ast.Return] | None:
     return out
 
 
+# the builtin types a return annotation may name: an instance has exactly their attributes
+BUILTIN_RESULTS = {"tuple": tuple, "Tuple": tuple, "list": list, "List": list, "dict": dict, "Dict": dict,
+                   "set": set, "Set": set, "frozenset": frozenset, "FrozenSet": frozenset, "str": str,
+                   "int": int, "float": float, "bool": bool, "bytes": bytes}
+
+
+def _callee_def(world: TreeIndex, callee: Callee) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    if not callee.path.endswith(".py"):
+        return None
+    from overlay.gate.callers import module_name
+    mod = world.module(module_name(callee.path))
+    if mod is None or mod.tree is None or mod.path != callee.path:
+        return None
+    return next((n for n in ast.walk(mod.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and n.lineno == callee.line and n.name == callee.qualname.rsplit(".", 1)[-1]), None)
+
+
+def result_problems(world: TreeIndex, callee: Callee, shape) -> list[str]:
+    """`x = core_f(...)` then `x.attr`, where core's `f` declares it returns a builtin type
+    (`-> tuple[...]`, `-> None`, ...) that has no `attr`: AttributeError wherever the read runs
+    (0.12.0's `_get_cache_missing_items` came to return a tuple). A core class, a union or an
+    annotation the gate cannot read says nothing (a subclass may answer)."""
+    if not shape.result_reads:
+        return []
+    fn = _callee_def(world, callee)
+    ann = fn.returns if fn is not None else None
+    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+        try:
+            ann = ast.parse(ann.value, mode="eval").body
+        except SyntaxError:
+            return []
+    if ann is None:
+        return []
+    if isinstance(ann, ast.Constant) and ann.value is None:
+        kind: type | None = type(None)
+    else:
+        name = dotted(ann.value if isinstance(ann, ast.Subscript) else ann) or ""
+        kind = BUILTIN_RESULTS.get(name.split(".")[-1]) if name.split(".")[0] in ("", "typing", name) else None
+    if kind is None:
+        return []
+    missing = [(attr, line) for attr, line in shape.result_reads if not hasattr(kind, attr)]
+    if not missing:
+        return []
+    attr, line = missing[0]
+    return [f"returns {ast.unparse(ann)}, which has no attribute '{attr}' (the plugin reads it off the result "
+            f"at line {line}: AttributeError)"]
+
+
 def unpack_problems(world: TreeIndex, callee: Callee, shape) -> list[str]:
     """`a, b = core_f(...)` where every return of core's `f` is a tuple display of another
     length: unpacking raises ValueError on every call (`get_computed_blocks` came to return
@@ -625,7 +673,8 @@ def check_calls(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
         if callee is None:
             continue
         problems = (accepts_call(callee.sig, use.shape) + launch_problems(world, callee, use.shape)
-                    or shifted_positions(callee.sig, use.shape) or unpack_problems(world, callee, use.shape))
+                    or shifted_positions(callee.sig, use.shape) or unpack_problems(world, callee, use.shape)
+                    or result_problems(world, callee, use.shape))
         if use.ctx.attempt is not None and not problems:
             accepted_attempts.add((use.ctx.attempt, callee.qualname))
         if use.ctx.handles("TypeError"):

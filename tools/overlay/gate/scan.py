@@ -479,6 +479,69 @@ def _self_aliases(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
     return frozenset(name for name in found if stores[name] == 1 and name not in ("self", "cls"))
 
 
+_CATCHES_ATTRIBUTE_ERROR = frozenset({"AttributeError", "Exception", "BaseException"})
+
+
+def _result_reads(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[int, tuple[tuple[str, int], ...]]:
+    """id of a call node -> the attributes read off the name its result is bound to
+    (`x = f(...)`, `x` bound once in the function, parameters included), with the line of each
+    first read after the binding. A read under a test that names `x` (`isinstance`, `hasattr`,
+    a comparison: the plugin telling shapes apart), in a `try` whose handlers catch
+    AttributeError, or in a nested function or class does not count."""
+    stores = Counter(n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)))
+    a = fn.args
+    stores.update(p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x])
+    binds = {n.targets[0].id: n for n in ast.walk(fn)
+             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+             and isinstance(n.value, ast.Call)}
+    binds = {name: n for name, n in binds.items() if stores[name] == 1}
+    if not binds:
+        return {}
+    reads: dict[str, dict[str, int]] = {name: {} for name in binds}
+
+    def names_in(node: ast.AST) -> set[str]:
+        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+    def visit(node: ast.AST, guarded: frozenset[str]) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)) and node is not fn:
+            return
+        if isinstance(node, (ast.If, ast.While, ast.IfExp)):
+            inner = guarded | names_in(node.test)
+            visit(node.test, guarded)
+            for part in (node.body, node.orelse):
+                for child in part if isinstance(part, list) else [part]:
+                    visit(child, inner)
+            return
+        if isinstance(node, ast.Try):
+            caught = set()
+            for h in node.handlers:
+                kinds = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type] if h.type else []
+                caught |= {(dotted(k) or "").split(".")[-1] for k in kinds} if kinds else {"BaseException"}
+            inner = guarded | set(binds) if caught & _CATCHES_ATTRIBUTE_ERROR else guarded
+            for child in node.body:
+                visit(child, inner)
+            for child in node.handlers + node.orelse + node.finalbody:
+                visit(child, guarded)
+            return
+        if isinstance(node, ast.BoolOp):  # `x is not None and x.attr`: the earlier operands test x
+            seen: set[str] = set()
+            for value in node.values:
+                visit(value, guarded | frozenset(seen))
+                seen |= names_in(value)
+            return
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and isinstance(node.ctx, ast.Load) \
+                and node.value.id in binds and node.value.id not in guarded \
+                and node.lineno > binds[node.value.id].lineno:
+            reads[node.value.id].setdefault(node.attr, node.lineno)
+        for child in ast.iter_child_nodes(node):
+            visit(child, guarded)
+
+    for stmt in fn.body:
+        visit(stmt, frozenset())
+    return {id(binds[name].value): tuple(sorted(found.items(), key=lambda kv: kv[1]))
+            for name, found in reads.items() if found}
+
+
 def _annotated_params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, tuple[str, ...]]:
     """Parameters annotated with one class (`x: C`, `x: C | None`, `Optional[C]`) that the
     function never rebinds."""
@@ -765,6 +828,7 @@ class _Scanner:
             inner.types.update(_derived_types(stmt, inner.types))
             if in_class:
                 inner.self_aliases = _self_aliases(stmt)
+            self.result_reads.update(_result_reads(stmt))
             # a try around the definition does not run around the body
             self.block(stmt.body, dataclasses.replace(ctx, catches=frozenset(), attempt=None, fallback=None,
                                                       loading_try=None), inner)
@@ -1021,6 +1085,8 @@ class _Scanner:
         shape = call_shape(node)
         if id(node) in self.unpacked:
             shape = dataclasses.replace(shape, unpacked=self.unpacked[id(node)])
+        if id(node) in self.result_reads:
+            shape = dataclasses.replace(shape, result_reads=self.result_reads[id(node)])
         spread = [self.spread_keys(k.value, scope) for k in node.keywords if k.arg is None]
         if spread and all(keys is not None for keys in spread):
             # `f(**kw)` with `kw` built here from literal keys, `f(**{"a": 1})`, or
@@ -1084,6 +1150,7 @@ class _Scanner:
         self.flag_memo: dict = {}
         self.off_switches: dict = {}
         self.unpacked: dict[int, int] = {}  # id of a call node -> how many names take its result
+        self.result_reads: dict[int, tuple[tuple[str, int], ...]] = {}  # id of a call node -> reads of its result
         self.block(self.mod.tree.body, Context(), self.top)
 
 

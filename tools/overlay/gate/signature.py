@@ -161,6 +161,9 @@ class CallShape:
     guarded: frozenset[str] = frozenset()
     # `a, b = f(...)`: how many names the result is unpacked into (None: not unpacked so)
     unpacked: int | None = None
+    # `x = f(...)` with `x` bound once in the function: the attributes read off `x`, each with
+    # the line of its first read, outside tests of `x` and tries that catch AttributeError
+    result_reads: tuple[tuple[str, int], ...] = ()
 
 
 # Options a Triton launcher `kernel[grid](...)` takes besides the kernel's parameters.
