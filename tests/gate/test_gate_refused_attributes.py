@@ -73,7 +73,11 @@ PLUGIN = """
         {body}
 
 
-    class Plain:
+    class Base:
+        pass
+
+
+    class Plain(Base):
         multimodal_cpu_fields = {{"image_grid_thw"}}
 """
 
@@ -115,7 +119,7 @@ def test_a_refusal_no_core_code_runs_is_no_finding(tmp_path):
 
 
 def test_a_class_outside_core_s_hierarchy_is_not_judged(tmp_path):
-    # Plain sets the attribute too, but no core class of the refusing module is among its bases
+    # Plain sets the attribute too and has a base, but no core class is in its method resolution order
     assert [f.symbol for f in findings(tmp_path, 'multimodal_cpu_fields = {"a"}')] == \
         ["override:vllm_ascend.models.MyVL.multimodal_cpu_fields"]
 

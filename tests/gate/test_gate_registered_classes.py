@@ -19,6 +19,8 @@ processor class for `create_processor` to build).
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from gatekit import tree
@@ -148,8 +150,6 @@ def _trees(root, registry: str):
 def test_a_property_called_in_a_class_handed_to_core_s_registry_is_a_confirmed_break(run, tmp_path, registry):
     if checker.installed() is None:
         pytest.skip("mypy (the `gate` extra) is not installed")
-    import json
-
     old, new, plugin = _trees(tmp_path, registry)
     code, out, err = run("gate", "--core", new, "--plugin", plugin, "--declared-core", old,
                          "--engine", "both", "--json", root=tmp_path)
@@ -179,3 +179,37 @@ def test_only_a_builtin_value_that_is_never_callable_raises(shown, raising):
     f = Finding("type", f"type:operator:{shown}", "vllm_ascend/asr.py", 5, "", 0, shown, severity="warning",
                 engine="checker", confidence="medium")
     assert raises(f) is raising
+
+
+def test_a_class_imported_relatively_and_handed_to_core_s_registry_is_built(run, tmp_path):
+    # the processor in a module of its own, imported with a relative import where the model
+    # class registers it (the import is resolved as Python does: `from .asr_proc import ...`)
+    if checker.installed() is None:
+        pytest.skip("mypy (the `gate` extra) is not installed")
+    old, new, _ = _trees(tmp_path, "MULTIMODAL_REGISTRY")
+    processor, model = PLUGIN.format(registry="MULTIMODAL_REGISTRY").split("\n\n\n    @")
+    model = ("\n    from vllm.multimodal.registry import MULTIMODAL_REGISTRY\n"
+             "    from .asr_proc import AsrInfo, AsrProcessor\n\n\n    @" + model)
+    plugin = tree(tmp_path / "plugin2", {
+        "setup.py": ENTRY, "vllm_ascend/__init__.py": "def register():\n    import vllm_ascend.procs.models\n",
+        "vllm_ascend/own_registry.py": OWN_REGISTRY, "vllm_ascend/procs/__init__.py": "",
+        "vllm_ascend/procs/asr_proc.py": processor + "\n", "vllm_ascend/procs/models.py": model})
+    code, out, err = run("gate", "--core", new, "--plugin", plugin, "--declared-core", old,
+                         "--engine", "both", "--json", root=tmp_path)
+    assert code in (0, 1), err
+    lines = (plugin / "vllm_ascend/procs/asr_proc.py").read_text().splitlines()
+    called = [f for f in json.loads(out)["findings"] if f["plugin"]["path"] == "vllm_ascend/procs/asr_proc.py"
+              and "CALLED" in lines[f["plugin"]["line"] - 1]]
+    assert [(f["symbol"], f["severity"]) for f in called] == [('type:operator:"int" not callable', "error")], called
+    assert "vllm_ascend/procs/models.py" in called[0]["reason"], called[0]["reason"]
+
+
+def test_code_in_a_hostile_class_attribute_is_never_run(tmp_path):
+    # upstream material is data: a class attribute whose value is a program is no literal,
+    # so nothing is evaluated (and nothing is judged)
+    from test_gate_refused_attributes import findings
+
+    marker = tmp_path / "ran"
+    body = f'multimodal_cpu_fields = __import__("os").system("touch {marker}")'
+    assert findings(tmp_path / "gate", body) == []
+    assert not marker.exists()

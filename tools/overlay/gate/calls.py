@@ -298,19 +298,14 @@ class _Resolver:
         `isinstance(x, (A, B))`: judged when every class resolves, in core, to the same
         core method (one signature for all of them)."""
         meth = use.func.split(".")[1]
-        found = set()
-        result = None
+        callees = []
         for expr in use.receiver_types:
             cls = self.class_named(use.module, expr, use.local)
             if cls is None or not self.is_core(cls[0].name):
                 return None
-            callee = self.method_in_mro([cls] + list(self.mro(cls[0], cls[1], None)), meth,
-                                        f"{use.func.split('.')[0]} is a {expr}")
-            if callee is None:
-                return None
-            found.add(callee.sig.render())
-            result = result or callee
-        return result if len(found) == 1 else None
+            callees.append(self.method_in_mro([cls] + list(self.mro(cls[0], cls[1], None)), meth,
+                                              f"{use.func.split('.')[0]} is a {expr}"))
+        return _one_signature(callees)
 
     def explicit_super_callee(self, use: CallUse) -> Callee | None:
         """`super(X, self).meth(...)`: the first definer after X in the class's order."""
@@ -369,16 +364,9 @@ class _Resolver:
             return None
         # a mixin: `self` is an instance of each plugin class that mixes it into core classes;
         # judged only when all of them resolve the name to one and the same core signature
-        found, result = set(), None
-        for order in self.mixers(use.module, info):
-            mixer = order[0][1].name
-            callee = self.method_in_mro(order, meth, f"self.{meth} in the mixin {info.name}, which {mixer} "
-                                                     f"mixes into core's classes")
-            if callee is None:
-                return None
-            found.add(callee.sig.render())
-            result = result or callee
-        return result if len(found) == 1 else None
+        return _one_signature([self.method_in_mro(order, meth, f"self.{meth} in the mixin {info.name}, which "
+                                                               f"{order[0][1].name} mixes into core's classes")
+                               for order in self.mixers(use.module, info)])
 
     def attr_callee(self, use: CallUse, attr: str, meth: str) -> Callee | None:
         node = use.cls
@@ -537,6 +525,14 @@ def _return_annotation(mod: ModuleInfo, sig: Signature) -> str | None:
     return None
 
 
+def _one_signature(callees: list[Callee | None]) -> Callee | None:
+    """The first callee when every candidate resolved and all share one signature; else None
+    (which runs depends on the object, and they disagree or one is unknown)."""
+    if not callees or any(c is None for c in callees):
+        return None
+    return callees[0] if len({c.sig.render() for c in callees}) == 1 else None  # type: ignore[union-attr]
+
+
 def _own_returns(fn: ast.AST) -> list[ast.Return] | None:
     """The function's own return statements (not those of functions nested in it); None
     for a generator, whose call returns no tuple at all."""
@@ -561,6 +557,7 @@ BUILTIN_RESULTS = {"tuple": tuple, "Tuple": tuple, "list": list, "List": list, "
 
 
 def _callee_def(world: TreeIndex, callee: Callee) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The core function's definition node (None where its module is not read from source)."""
     if not callee.path.endswith(".py"):
         return None
     from overlay.gate.callers import module_name
@@ -591,7 +588,7 @@ def result_problems(world: TreeIndex, callee: Callee, shape) -> list[str]:
         kind: type | None = type(None)
     else:
         name = dotted(ann.value if isinstance(ann, ast.Subscript) else ann) or ""
-        kind = BUILTIN_RESULTS.get(name.split(".")[-1]) if name.split(".")[0] in ("", "typing", name) else None
+        kind = BUILTIN_RESULTS.get(name.removeprefix("typing."))
     if kind is None:
         return []
     missing = [(attr, line) for attr, line in shape.result_reads if not hasattr(kind, attr)]
@@ -606,14 +603,9 @@ def unpack_problems(world: TreeIndex, callee: Callee, shape) -> list[str]:
     """`a, b = core_f(...)` where every return of core's `f` is a tuple display of another
     length: unpacking raises ValueError on every call (`get_computed_blocks` came to return
     three values)."""
-    if shape.unpacked is None or not callee.path.endswith(".py"):
+    if shape.unpacked is None:
         return []
-    from overlay.gate.callers import module_name
-    mod = world.module(module_name(callee.path))
-    if mod is None or mod.tree is None or mod.path != callee.path:
-        return []
-    fn = next((n for n in ast.walk(mod.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-               and n.lineno == callee.line and n.name == callee.qualname.rsplit(".", 1)[-1]), None)
+    fn = _callee_def(world, callee)
     returns = _own_returns(fn) if fn is not None else None
     if not returns or any(not isinstance(r.value, ast.Tuple) or any(isinstance(e, ast.Starred) for e in r.value.elts)
                           for r in returns):

@@ -34,7 +34,7 @@ from overlay.gate import checks
 from overlay.gate.callers import COMMON, MAX_DEPTH, Site, function_scopes, innermost, module_name
 from overlay.gate.calls import foreign_base_first
 from overlay.gate.engine import Cache, Context, collector_paused, context, top_packages
-from overlay.gate.index import TreeIndex, dotted
+from overlay.gate.index import TreeIndex, absolute_module, dotted
 from overlay.gate.scan import try_body_imports
 from overlay.gate.source import TreeSource
 from overlay.gate.subclasses import Subclasses
@@ -398,14 +398,10 @@ def _handoffs(tree: ast.Module | None, module: str, package: bool, is_core: Call
     defined in the file or imported from the plugin."""
     if tree is None:
         return
-    base = module if package else module.rpartition(".")[0]
     imported: dict[str, tuple[str, str | None]] = {}  # name -> (module, attribute or None)
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            parent = base
-            for _ in range(max(node.level - 1, 0)):
-                parent = parent.rpartition(".")[0]
-            src = (f"{parent}.{node.module}" if node.module else parent) if node.level else (node.module or "")
+            src = absolute_module(module, package, node.level, node.module)
             for a in node.names:
                 imported[a.asname or a.name] = (src, a.name)
         elif isinstance(node, ast.Import):

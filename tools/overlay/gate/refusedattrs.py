@@ -20,6 +20,7 @@ Pure: reads the index's syntax trees.
 from __future__ import annotations
 
 import ast
+from collections import Counter
 
 from overlay.gate import checks
 from overlay.gate.findings import Finding
@@ -83,63 +84,76 @@ def _raises(body: list[ast.stmt]) -> ast.Raise | None:
 def refusals(tree: ast.Module, name: str) -> list[tuple[str, ast.If, ast.Raise, object]]:
     """(function, the `if`, its `raise`, which test nodes stand for the value) for each function of a core module
     that raises on the class attribute `name` read off one of its parameters."""
-    out = []
+    return refusals_by_name(tree).get(name, [])
+
+
+def refusals_by_name(tree: ast.Module) -> dict[str, list[tuple[str, ast.If, ast.Raise, object]]]:
+    """Every refusal of a core module, by the attribute name it reads: one walk of the module,
+    and a closer look only at the functions that read a parameter's attribute by a literal
+    name (`getattr(p, "NAME", ...)`, `hasattr(p, "NAME")`)."""
+    out: dict[str, list[tuple[str, ast.If, ast.Raise, object]]] = {}
     for fn in ast.walk(tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
-        # names bound once in the function to a probe of `name` on a parameter
-        probes = [n for n in ast.walk(fn) if isinstance(n, ast.Assign) and len(n.targets) == 1
-                  and isinstance(n.targets[0], ast.Name) and _probe(n.value, name)
-                  and isinstance(n.value.args[0], ast.Name) and n.value.args[0].id in params]
-        stores: dict[str, int] = {}
-        for n in ast.walk(fn):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                stores[n.id] = stores.get(n.id, 0) + 1
-        bound = {p.targets[0].id: p.value for p in probes if stores.get(p.targets[0].id) == 1}
-        for node in ast.walk(fn):
-            if not isinstance(node, ast.If):
-                continue
-            raised = _raises(node.body)
-            if raised is None:
-                continue
+        names = {n.args[1].value for n in ast.walk(fn) if isinstance(n, ast.Call) and len(n.args) >= 2
+                 and dotted(n.func) in ("getattr", "hasattr") and isinstance(n.args[1], ast.Constant)
+                 and isinstance(n.args[1].value, str) and isinstance(n.args[0], ast.Name) and n.args[0].id in params}
+        if not names:
+            continue
+        stores = Counter(n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+        for name in sorted(names):
+            found = _function_refusals(fn, params, stores, name)
+            if found:
+                out.setdefault(name, []).extend(found)
+    return out
 
-            def subject(n: ast.expr, bound=bound, params=params) -> bool:
-                if isinstance(n, ast.Name) and n.id in bound:
-                    return True
-                return _probe(n, name) and isinstance(n.args[0], ast.Name) and n.args[0].id in params
 
-            if not any(subject(n) for n in ast.walk(node.test)):
-                continue
+def _function_refusals(fn: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str], stores: Counter,
+                       name: str) -> list[tuple[str, ast.If, ast.Raise, object]]:
+    # names bound once in the function to a probe of `name` on a parameter
+    bound = {n.targets[0].id: n.value for n in ast.walk(fn) if isinstance(n, ast.Assign) and len(n.targets) == 1
+             and isinstance(n.targets[0], ast.Name) and _probe(n.value, name)
+             and isinstance(n.value.args[0], ast.Name) and n.value.args[0].id in params  # type: ignore[attr-defined]
+             and stores[n.targets[0].id] == 1}
+
+    def subject(n: ast.expr) -> bool:
+        if isinstance(n, ast.Name) and n.id in bound:
+            return True
+        return _probe(n, name) and isinstance(n.args[0], ast.Name) and n.args[0].id in params  # type: ignore[attr-defined]
+
+    out = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.If) and (raised := _raises(node.body)) is not None \
+                and any(subject(n) for n in ast.walk(node.test)):
             out.append((fn.name, node, raised, subject))
     return out
 
 
 def check_refused_attributes(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
     out: list[Finding] = []
-    memo: dict[tuple[str, str], list] = {}
+    memo: dict[str, dict] = {}  # core module -> its refusals by name
     for pc in facts.classes:
         info = world.class_of(pc.module, pc.node)
-        if not info.bases:
+        switches = [stmt for stmt in pc.node.body if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                    and isinstance(stmt.targets[0], ast.Name) and not stmt.targets[0].id.startswith("__")]
+        if not info.bases or not switches:
             continue
         chain = [b for b in checks._linearize(world, pc.module, info, pc.scope.local_imports) if b is not None]
         core_modules = []
         for m, _ in chain:
             if ev.is_core(m.name) and m.tree is not None and m not in core_modules:
                 core_modules.append(m)
-        if not core_modules:
-            continue
-        for stmt in pc.node.body:
-            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
-                continue
-            name, value = stmt.targets[0].id, _literal(stmt.value)
-            if value is UNKNOWN or name.startswith("__"):
-                continue
+        for stmt in switches:
+            name = stmt.targets[0].id  # type: ignore[attr-defined]
             for m in core_modules:
-                key = (m.name, name)
-                if key not in memo:
-                    memo[key] = refusals(m.tree, name)  # type: ignore[arg-type]
-                for func, node, raised, subject in memo[key]:
+                if m.name not in memo:
+                    memo[m.name] = refusals_by_name(m.tree)  # type: ignore[arg-type]
+                found = memo[m.name].get(name, [])
+                value = _literal(stmt.value) if found else UNKNOWN
+                if value is UNKNOWN:
+                    continue
+                for func, node, raised, subject in found:
                     if _evaluate(node.test, value, subject) is not True or not _called_by_core(ev, m.name, func):
                         continue
                     exc = dotted(raised.exc.func if isinstance(raised.exc, ast.Call) else raised.exc) or "an error"

@@ -463,38 +463,46 @@ def _isinstance_test(test: ast.expr) -> tuple[str, tuple[str, ...]] | None:
     return test.args[0].id, names  # type: ignore[return-value]
 
 
-def _self_aliases(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+def _bindings(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[Counter, list[ast.Assign]]:
+    """One walk of a function: how often each name is bound or deleted in it, and its
+    assignments of one value to one plain name (`x = ...`)."""
+    stores: Counter = Counter()
+    assigns: list[ast.Assign] = []
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            stores[n.id] += 1
+        elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            assigns.append(n)
+    return stores, assigns
+
+
+def _self_aliases(stores: Counter, assigns: list[ast.Assign]) -> frozenset[str]:
     """Names the method binds once, to `self` or to `cast(T, self)` (`typing.cast`, `t.cast`)."""
     def is_self(value: ast.expr) -> bool:
         if isinstance(value, ast.Call) and (dotted(value.func) or "").split(".")[-1] == "cast" \
                 and len(value.args) == 2 and not value.keywords:
             value = value.args[1]
         return isinstance(value, ast.Name) and value.id == "self"
-    found = {n.targets[0].id for n in ast.walk(fn)
-             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
-             and is_self(n.value)}
-    if not found:
-        return frozenset()
-    stores = Counter(n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)))
-    return frozenset(name for name in found if stores[name] == 1 and name not in ("self", "cls"))
+    return frozenset(n.targets[0].id for n in assigns  # type: ignore[attr-defined]
+                     if is_self(n.value) and stores[n.targets[0].id] == 1  # type: ignore[attr-defined]
+                     and n.targets[0].id not in ("self", "cls"))  # type: ignore[attr-defined]
 
 
 _CATCHES_ATTRIBUTE_ERROR = frozenset({"AttributeError", "Exception", "BaseException"})
 
 
-def _result_reads(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[int, tuple[tuple[str, int], ...]]:
+def _result_reads(fn: ast.FunctionDef | ast.AsyncFunctionDef, stores: Counter,
+                  assigns: list[ast.Assign]) -> dict[int, tuple[tuple[str, int], ...]]:
     """id of a call node -> the attributes read off the name its result is bound to
-    (`x = f(...)`, `x` bound once in the function, parameters included), with the line of each
+    (`x = f(...)`, `x` bound once in the function and not a parameter), with the line of each
     first read after the binding. A read under a test that names `x` (`isinstance`, `hasattr`,
     a comparison: the plugin telling shapes apart), in a `try` whose handlers catch
     AttributeError, or in a nested function or class does not count."""
-    stores = Counter(n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)))
     a = fn.args
-    stores.update(p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x])
-    binds = {n.targets[0].id: n for n in ast.walk(fn)
-             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
-             and isinstance(n.value, ast.Call)}
-    binds = {name: n for name, n in binds.items() if stores[name] == 1}
+    params = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]}
+    binds = {n.targets[0].id: n for n in assigns  # type: ignore[attr-defined]
+             if isinstance(n.value, ast.Call) and stores[n.targets[0].id] == 1  # type: ignore[attr-defined]
+             and n.targets[0].id not in params}  # type: ignore[attr-defined]
     if not binds:
         return {}
     reads: dict[str, dict[str, int]] = {name: {} for name in binds}
@@ -826,9 +834,10 @@ class _Scanner:
             inner = scope.child(stmt.body)
             inner.types = _annotated_params(stmt)
             inner.types.update(_derived_types(stmt, inner.types))
+            stores, assigns = _bindings(stmt)  # one walk, shared by the two readings below
             if in_class:
-                inner.self_aliases = _self_aliases(stmt)
-            self.result_reads.update(_result_reads(stmt))
+                inner.self_aliases = _self_aliases(stores, assigns)
+            self.result_reads.update(_result_reads(stmt, stores, assigns))
             # a try around the definition does not run around the body
             self.block(stmt.body, dataclasses.replace(ctx, catches=frozenset(), attempt=None, fallback=None,
                                                       loading_try=None), inner)
