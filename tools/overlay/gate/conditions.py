@@ -279,12 +279,131 @@ def _equality_predicate(fn: str, mod: ModuleInfo, local: dict[str, str], env: En
     return node is not None and version_equality(node)
 
 
-def evaluate(test: ast.expr, mod: ModuleInfo, local: dict[str, str], env: Env) -> Verdict:
+def _is_dataclass(cls) -> bool:
+    """Does a @dataclass decorator (dataclasses' or pydantic's, bare or called) build `cls`?"""
+    return cls.node is not None and any(
+        (dotted(d.func if isinstance(d, ast.Call) else d) or "").split(".")[-1] == "dataclass"
+        for d in cls.node.decorator_list)
+
+
+def _dataclass_field_names(env: Env, mod: ModuleInfo, cls) -> frozenset[str] | None:
+    """The keys of a core class's `__dataclass_fields__`: every name annotated in the body of
+    each dataclass in its hierarchy (ClassVar, InitVar and KW_ONLY pseudo-fields and
+    `field(init=False)` included, as Python keeps them). None where the gate cannot tell: a base outside the
+    tree, or no dataclass anywhere in the hierarchy (then the read raises instead)."""
+    chain = [(mod, cls)] + _all_bases(env.world, mod, cls)
+    if any(link is None for link in chain):
+        return None
+    built = [c for _, c in chain if _is_dataclass(c)]
+    if not built:
+        return None
+    return frozenset(stmt.target.id for c in built for stmt in c.fields
+                     if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name))
+
+
+def _parameter_names(env: Env, target: str, positional_only: bool) -> frozenset[str] | None:
+    """The parameter names `inspect.signature(target).parameters` holds (with
+    `positional_only`, the `args` of `inspect.getfullargspec`), for a core function or a
+    method read through its class; None where a decorator may change what inspect reports,
+    or `target` is no function."""
+    found = env.world.resolve_dotted(target)
+    if found is None or found[0] not in ("func", "method"):
+        return None
+    sig = found[1][-1]  # type: ignore[index]
+    if any(d not in PLAIN_METHOD_DECORATORS for d in sig.decorators):
+        return None  # a wrapper may report another signature
+    if sig.is_classmethod and not positional_only:
+        sig = sig.bound()  # read through its class a classmethod is bound: signature drops `cls`
+        # (getfullargspec keeps a bound argument)
+    names = [p.name for p in sig.positional]
+    if not positional_only:
+        names += [x for x in (sig.vararg, sig.kwarg) if x] + [p.name for p in sig.kwonly]
+    return frozenset(names)
+
+
+def _unwrap_names(expr: ast.expr) -> ast.expr:
+    """`set(x)`, `list(x)`, `x.keys()` hold the names `x` holds."""
+    while True:
+        if isinstance(expr, ast.Call) and not expr.keywords and len(expr.args) == 1 \
+                and dotted(expr.func) in ("set", "list", "tuple", "frozenset"):
+            expr = expr.args[0]
+        elif isinstance(expr, ast.Call) and not expr.args and not expr.keywords \
+                and isinstance(expr.func, ast.Attribute) and expr.func.attr == "keys":
+            expr = expr.func.value
+        else:
+            return expr
+
+
+def member_probe(test: ast.Compare, mod: ModuleInfo, local: dict[str, str], env: Env) -> Verdict | None:
+    """`"x" in C.__dataclass_fields__`, `"x" in inspect.signature(f).parameters` (also
+    `.parameters.keys()`, `set(...)` of it) and `"x" in inspect.getfullargspec(f).args`, with
+    `not in`, decided from core's source where `C`/`f` is a core class/function the index
+    reads whole. None otherwise: the test stays a probe of the name (Context.probed)."""
+    if not (len(test.ops) == 1 and isinstance(test.ops[0], (ast.In, ast.NotIn))
+            and isinstance(test.left, ast.Constant) and isinstance(test.left.value, str)):
+        return None
+    name, holder = test.left.value, _unwrap_names(test.comparators[0])
+    names: frozenset[str] | None = None
+    if isinstance(holder, ast.Attribute) and holder.attr == "__dataclass_fields__":
+        target = _core_target(holder.value, mod, local, env)
+        found = env.world.resolve_dotted(target) if target else None
+        if found is not None and found[0] == "class":
+            names = _dataclass_field_names(env, *found[1])  # type: ignore[misc]
+    elif isinstance(holder, ast.Attribute) and holder.attr in ("parameters", "args") \
+            and isinstance(holder.value, ast.Call) and len(holder.value.args) == 1 and not holder.value.keywords:
+        inspector = qualify(mod, dotted(holder.value.func) or "", local)
+        wanted = {"parameters": "inspect.signature", "args": "inspect.getfullargspec"}[holder.attr]
+        target = _core_target(holder.value.args[0], mod, local, env)
+        if inspector == wanted and target is not None:
+            names = _parameter_names(env, target, positional_only=holder.attr == "args")
+    if names is None:
+        return None
+    return Verdict(DECIDED, (name in names) != isinstance(test.ops[0], ast.NotIn))
+
+
+MAX_PREDICATE_DEPTH = 3
+
+
+def _predicate_body(fn: str, mod: ModuleInfo, local: dict[str, str], env: Env) \
+        -> tuple[ast.expr, ModuleInfo, dict[str, str]] | None:
+    """A plugin helper that only answers a question (`def has_x() -> bool: return <test>`,
+    no parameters, imports allowed before the return): its test, its module and the names
+    its own imports bind. None for anything else."""
+    if not fn or "." in fn or env.is_core(fn):
+        return None
+    target = qualify(mod, fn, local)
+    found = env.world.resolve_dotted(target) if target else None
+    if found is None or found[0] != "func":
+        return None
+    fmod, sig = found[1]  # type: ignore[misc]
+    if sig.positional or sig.kwonly or sig.vararg or sig.kwarg or sig.decorators or fmod.tree is None:
+        return None
+    node = next((n for n in fmod.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and n.name == sig.name and n.lineno == sig.line), None)
+    if node is None or isinstance(node, ast.AsyncFunctionDef):
+        return None
+    body = node.body[1:] if node.body and isinstance(node.body[0], ast.Expr) \
+        and isinstance(node.body[0].value, ast.Constant) else node.body
+    imports: dict[str, str] = {}
+    for stmt in body[:-1]:
+        if isinstance(stmt, ast.Import):
+            imports.update({a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0]
+                            for a in stmt.names})
+        elif isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and stmt.module:
+            imports.update({a.asname or a.name: f"{stmt.module}.{a.name}" for a in stmt.names})
+        else:
+            return None
+    if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
+        return None
+    return body[-1].value, fmod, imports
+
+
+def evaluate(test: ast.expr, mod: ModuleInfo, local: dict[str, str], env: Env, depth: int = 0) -> Verdict:
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        v = evaluate(test.operand, mod, local, env)
+        v = evaluate(test.operand, mod, local, env, depth)
         return Verdict(DECIDED, not v.value) if v.kind == DECIDED else v
     if isinstance(test, ast.BoolOp):
-        parts = [evaluate(v, mod, local, env) for v in test.values]
+        parts = [evaluate(v, mod, local, env, depth) for v in test.values]
         short = isinstance(test.op, ast.Or)  # the value that decides the whole expression
         if any(p.kind == DECIDED and p.value is short for p in parts):
             return Verdict(DECIDED, short)
@@ -302,9 +421,13 @@ def evaluate(test: ast.expr, mod: ModuleInfo, local: dict[str, str], env: Env) -
     if isinstance(test, ast.Name):
         flag = _flag(test.id, mod, local, env)
         return flag if flag is not None else Verdict(PLAIN)
+    if isinstance(test, ast.Compare):
+        probe = member_probe(test, mod, local, env)
+        if probe is not None:
+            return probe
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.comparators[0], ast.Constant) \
             and test.comparators[0].value is None and isinstance(test.ops[0], (ast.Is, ast.IsNot)):
-        inner = evaluate(test.left, mod, local, env)
+        inner = evaluate(test.left, mod, local, env, depth)
         if inner.kind == DECIDED and isinstance(test.left, ast.Call) \
                 and (dotted(test.left.func) == "getattr" or _is_find_spec(test.left)):
             return Verdict(DECIDED, inner.value if isinstance(test.ops[0], ast.IsNot) else not inner.value)
@@ -339,6 +462,12 @@ def evaluate(test: ast.expr, mod: ModuleInfo, local: dict[str, str], env: Env) -
         if v.kind == UNDECIDABLE:
             return Verdict(UNDECIDABLE, why=f"{fn}({target}, {attr!r}): {v.why}")
         return v
+    if not test.args and not test.keywords and depth < MAX_PREDICATE_DEPTH:
+        helper = _predicate_body(fn, mod, local, env)
+        if helper is not None:
+            inner = evaluate(helper[0], helper[1], helper[2], env, depth + 1)
+            if inner.kind == DECIDED:
+                return inner  # only a decided answer: the call itself is no test of core otherwise
     return Verdict(PLAIN)
 
 
