@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from overlay.gate.captures import aliased, class_capture
 from overlay.gate.findings import Finding, also_at
 from overlay.gate.forwarders import forwards
-from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, dotted, inert_base, qualify
+from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, dataclass_options, dotted, inert_base, qualify
 from overlay.gate.instances import plugin_function_reachable
 from overlay.gate.launches import missing_in_launch
 from overlay.gate.scan import CallUse, PluginFacts
@@ -503,8 +503,7 @@ def _passes_construction_on(cls: ClassInfo) -> bool:
     it: no `__init__`/`__new__` of its own (or an `__init__` that only forwards `*args,
     **kwargs` to `super().__init__`), no class decorator (a dataclass or one that may
     build a constructor), no `__init__` bound in its body otherwise."""
-    from overlay.gate.checks import _dataclass_options
-    if "__new__" in cls.attrs or cls.decorators or _dataclass_options(cls) is not None:
+    if "__new__" in cls.attrs or cls.decorators or dataclass_options(cls) is not None:
         return False
     if "__init__" in cls.methods:
         return forwards(cls.node, "__init__")

@@ -23,7 +23,8 @@ from overlay.gate.callers import COMMON, Callers, Site, module_name
 from overlay.gate.conditions import unknown_bases_in_core
 from overlay.gate.findings import NO_CORE_CALLER, Finding, also_at
 from overlay.gate import instances
-from overlay.gate.index import ClassInfo, Lookup, ModuleInfo, TreeIndex, absolute_module, dotted, inert_base, qualify
+from overlay.gate.index import (ClassInfo, Lookup, ModuleInfo, TreeIndex, absolute_module, dataclass_options, dotted,
+                                inert_base, qualify)
 from overlay.gate.modalias import module_alias
 from overlay.gate import nonebound
 from overlay.gate.namedsites import named_sites, plugin_built
@@ -935,24 +936,6 @@ def _construction_contract(vsig: Signature, core_sig: Signature, mod: ModuleInfo
 # ----------------------------------------------------------------------------- constructor calls
 
 
-def _dataclass_options(cls: ClassInfo) -> dict[str, bool] | None:
-    """The keyword options of a class's @dataclass decorator ({} when bare), None
-    when it is not a dataclass."""
-    if cls.node is None:
-        return None
-    for d in cls.node.decorator_list:
-        target = d.func if isinstance(d, ast.Call) else d
-        if (dotted(target) or "").split(".")[-1] != "dataclass":
-            continue
-        opts: dict[str, bool] = {}
-        if isinstance(d, ast.Call):
-            for kw in d.keywords:
-                if kw.arg and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, bool):
-                    opts[kw.arg] = kw.value.value
-        return opts
-    return None
-
-
 def _fields(cls: ClassInfo, kw_only: bool) -> list[tuple[str, bool, bool]] | None:
     """(name, has default, keyword-only) of a dataclass's own fields, in order."""
     out = []
@@ -994,7 +977,7 @@ def constructor_signature(world: TreeIndex, mod: ModuleInfo, cls: ClassInfo, is_
         if link is None:
             return None
         m, c = link
-        opts = _dataclass_options(c)
+        opts = dataclass_options(c)
         # @dataclass never replaces an __init__ its class body defines (vllm.sequence's
         # IntermediateTensors writes its own, with a default the fields do not show)
         if opts is not None and "__init__" not in c.methods:

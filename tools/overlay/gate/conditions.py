@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from overlay.gate.index import ModuleInfo, TreeIndex, dotted, qualify
+from overlay.gate.index import ModuleInfo, TreeIndex, dataclass_options, dotted, qualify
 
 PLAIN = "plain"  # not about core
 DECIDED = "decided"
@@ -75,6 +75,8 @@ class Env:
     # whether any core file mentions an identifier at all (text search): a class whose
     # bases are built at run time still cannot have an attribute no core file names
     core_mentions: Callable[[str], bool] | None = None
+    # qualified name -> (module, def node) of a plugin function conditions call, or None
+    defs: dict = field(default_factory=dict)
 
 
 def module_flags(mod: ModuleInfo, env: Env) -> dict[str, Verdict]:
@@ -265,25 +267,33 @@ def version_equality(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return bool(equal) and all(isinstance(r, ast.Constant) and r.value is False for r in rest)
 
 
+def _plugin_def(fn: str, mod: ModuleInfo, local: dict[str, str], env: Env) \
+        -> tuple[ModuleInfo, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+    """The module-level `def` of the plugin function a call in `mod` names, with its module;
+    None for a core name or anything else. Looked up once per name a module spells
+    (`is_310p()` is asked in hundreds of conditions)."""
+    if not fn or env.is_core(fn):
+        return None
+    target = qualify(mod, fn, local)
+    if target is None:
+        return None
+    if target not in env.defs:
+        env.defs[target] = None
+        found = env.world.resolve_dotted(target)
+        if found is not None and found[0] == "func":
+            fmod, sig = found[1]  # type: ignore[misc]
+            node = next((n for n in (fmod.tree.body if fmod.tree is not None else ())
+                         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                         and n.name == sig.name and n.lineno == sig.line), None)
+            if node is not None:
+                env.defs[target] = (fmod, node)
+    return env.defs[target]
+
+
 def _equality_predicate(fn: str, mod: ModuleInfo, local: dict[str, str], env: Env) -> bool:
     """Does the plugin function `fn` names compare core's version for equality?"""
-    if not fn or env.is_core(fn):
-        return False
-    target = qualify(mod, fn, local)
-    found = env.world.resolve_dotted(target) if target else None
-    if found is None or found[0] != "func":
-        return False
-    fmod, sig = found[1]  # type: ignore[misc]
-    node = next((n for n in (fmod.tree.body if fmod.tree is not None else ())
-                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == sig.name), None)
-    return node is not None and version_equality(node)
-
-
-def _is_dataclass(cls) -> bool:
-    """Does a @dataclass decorator (dataclasses' or pydantic's, bare or called) build `cls`?"""
-    return cls.node is not None and any(
-        (dotted(d.func if isinstance(d, ast.Call) else d) or "").split(".")[-1] == "dataclass"
-        for d in cls.node.decorator_list)
+    found = _plugin_def(fn, mod, local, env)
+    return found is not None and version_equality(found[1])
 
 
 def _dataclass_field_names(env: Env, mod: ModuleInfo, cls) -> frozenset[str] | None:
@@ -294,7 +304,7 @@ def _dataclass_field_names(env: Env, mod: ModuleInfo, cls) -> frozenset[str] | N
     chain = [(mod, cls)] + _all_bases(env.world, mod, cls)
     if any(link is None for link in chain):
         return None
-    built = [c for _, c in chain if _is_dataclass(c)]
+    built = [c for _, c in chain if dataclass_options(c) is not None]
     if not built:
         return None
     return frozenset(stmt.target.id for c in built for stmt in c.fields
@@ -369,18 +379,12 @@ def _predicate_body(fn: str, mod: ModuleInfo, local: dict[str, str], env: Env) \
     """A plugin helper that only answers a question (`def has_x() -> bool: return <test>`,
     no parameters, imports allowed before the return): its test, its module and the names
     its own imports bind. None for anything else."""
-    if not fn or "." in fn or env.is_core(fn):
+    found = _plugin_def(fn, mod, local, env) if "." not in fn else None
+    if found is None or isinstance(found[1], ast.AsyncFunctionDef):
         return None
-    target = qualify(mod, fn, local)
-    found = env.world.resolve_dotted(target) if target else None
-    if found is None or found[0] != "func":
-        return None
-    fmod, sig = found[1]  # type: ignore[misc]
-    if sig.positional or sig.kwonly or sig.vararg or sig.kwarg or sig.decorators or fmod.tree is None:
-        return None
-    node = next((n for n in fmod.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                 and n.name == sig.name and n.lineno == sig.line), None)
-    if node is None or isinstance(node, ast.AsyncFunctionDef):
+    fmod, node = found
+    a = node.args
+    if a.posonlyargs or a.args or a.kwonlyargs or a.vararg or a.kwarg or node.decorator_list:
         return None
     body = node.body[1:] if node.body and isinstance(node.body[0], ast.Expr) \
         and isinstance(node.body[0].value, ast.Constant) else node.body

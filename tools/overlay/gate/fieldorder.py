@@ -19,7 +19,7 @@ import ast
 
 from overlay.gate import checks
 from overlay.gate.findings import Finding
-from overlay.gate.index import TreeIndex
+from overlay.gate.index import TreeIndex, dataclass_options
 from overlay.gate.scan import PluginFacts
 
 RULE_MESSAGE = "Attributes without a default cannot follow attributes with one"
@@ -37,7 +37,7 @@ def order_break(world: TreeIndex, mod, cls, is_core, local=None):
     follows one with a default; None when the order holds, when `cls` is no dataclass
     with a generated `__init__`, when a base cannot be read, or when no core dataclass
     contributes a field (the plugin's own order is not core's contract)."""
-    opts = checks._dataclass_options(cls)
+    opts = dataclass_options(cls)
     if opts is None or opts.get("init") is False:
         return None
     chain = [(mod, cls)]
@@ -48,7 +48,7 @@ def order_break(world: TreeIndex, mod, cls, is_core, local=None):
     order: dict[str, tuple[bool, bool, tuple]] = {}
     core_fields = False
     for m, c in reversed(chain):  # base fields first; a redefinition keeps its place
-        c_opts = checks._dataclass_options(c)
+        c_opts = dataclass_options(c)
         if c_opts is None:
             continue
         for name, default, kw in checks._fields(c, c_opts.get("kw_only", False)) or []:

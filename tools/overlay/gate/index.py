@@ -798,6 +798,24 @@ def inert_base(mod: ModuleInfo, expr: str, local: dict[str, str] | None = None) 
     return qualify(mod, expr, local) in INERT_BASES
 
 
+def dataclass_options(cls: ClassInfo) -> dict[str, bool] | None:
+    """The keyword options of a class's @dataclass decorator ({} when bare), None
+    when it is not a dataclass."""
+    if cls.node is None:
+        return None
+    for d in cls.node.decorator_list:
+        target = d.func if isinstance(d, ast.Call) else d
+        if (dotted(target) or "").split(".")[-1] != "dataclass":
+            continue
+        opts: dict[str, bool] = {}
+        if isinstance(d, ast.Call):
+            for kw in d.keywords:
+                if kw.arg and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, bool):
+                    opts[kw.arg] = kw.value.value
+        return opts
+    return None
+
+
 def qualify(mod: ModuleInfo, expr: str, local: dict[str, str] | None = None) -> str | None:
     """The absolute dotted name an expression like `alias.attr` denotes in `mod`.
 
