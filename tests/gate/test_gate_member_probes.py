@@ -12,7 +12,11 @@ if `_upstream_from_mapping_accepts_valid_expert_count()` (a helper returning an
 keyword that comes with it (`resolve_block_ids`) and the helper's keyword were errors against
 vLLM 0.29.0, which has neither. Where the gate cannot be sure (no dataclass in the hierarchy, a
 base outside the tree, a decorated function, a helper with parameters), the test stays a
-probe of the name, as before. Synthetic trees; no upstream code is copied."""
+probe of the name, as before. Synthetic trees; no upstream code is copied. The fake core's shapes
+are cut from vLLM 0.29.0: `vllm/v1/core/sched/output.py:209` (`KVConnectorBlockState`, a dataclass
+of `block_ids` and `boundary_state_offloads`) and `vllm/distributed/eplb/eplb_state.py:1047`
+(`EplbState.from_mapping`, a classmethod of model, model_config, device, parallel_config,
+expanded_physical_to_logical)."""
 
 from __future__ import annotations
 
@@ -38,8 +42,8 @@ STATE_OLD = """
 
     @dataclass
     class KVConnectorBlockState:
-        block_ids: dict = field(default_factory=dict)
-        boundary_state_offloads: dict = field(default_factory=dict)
+        block_ids: dict[str, tuple[list[int], ...]]
+        boundary_state_offloads: dict[str, list[tuple[int, int, int]]]
 """
 
 STATE_NEW = """
@@ -93,7 +97,7 @@ def test_a_dataclass_field_probe_core_answers_yes_judges_that_branch(tmp_path):
 
 def test_the_else_branch_is_judged_where_it_runs(tmp_path):
     # core has neither form: the eager branch runs, and its `block_ids` is unknown there
-    bare = STATE_OLD.replace("        block_ids: dict = field(default_factory=dict)\n", "")
+    bare = STATE_OLD.replace("        block_ids: dict[str, tuple[list[int], ...]]\n", "")
     lines = _constructor_findings(tmp_path, bare)
     assert [sev for _, sev in lines] == ["error"]
     assert lines[0][0] == gatekit.line_of(tmp_path / "plugin", "vllm_ascend/sched.py", "return KVConnectorBlockState(block_ids")
@@ -115,7 +119,7 @@ def test_where_the_class_is_no_dataclass_the_probe_only_excuses_its_name(tmp_pat
 EPLB_CORE = """
     class EplbState:
         @classmethod
-        def from_mapping(cls, model, device, expanded_physical_to_logical, num_logical_experts):
+        def from_mapping(cls, model, model_config, device, parallel_config, expanded_physical_to_logical):
             return cls()
 """
 
@@ -132,15 +136,15 @@ EPLB_PLUGIN = """
 
     class AscendEplbState(_eplb_state.EplbState):
         @classmethod
-        def from_mapping(cls, model, device, mapping, num_logical, num_valid):
-            kwargs = {"model": model, "device": device, "expanded_physical_to_logical": mapping,
-                      "num_logical_experts": num_logical}
+        def from_mapping(cls, model, model_config, device, parallel_config, mapping, num_valid):
+            kwargs = {"model": model, "model_config": model_config, "device": device,
+                      "parallel_config": parallel_config, "expanded_physical_to_logical": mapping}
             if _upstream_accepts_valid_expert_count():
                 kwargs["num_valid_physical_experts"] = num_valid
             return super().from_mapping(**kwargs)
 
 
-    AscendEplbState.from_mapping(None, None, None, 1, 1)
+    AscendEplbState.from_mapping(None, None, None, None, None, 1)
 """
 
 
@@ -158,11 +162,11 @@ def test_a_signature_probe_through_a_helper_decides_the_keyword(tmp_path):
 
 
 def test_a_core_that_takes_the_keyword_gets_it(tmp_path):
-    core = EPLB_CORE.replace("num_logical_experts):", "num_logical_experts, num_valid_physical_experts=None):")
+    core = EPLB_CORE.replace("expanded_physical_to_logical):", "expanded_physical_to_logical, num_valid_physical_experts=None):")
     assert _from_mapping_findings(tmp_path, core) == []
     # and a core that requires it where the helper asks another name: the keyword never comes
     asks_other = EPLB_PLUGIN.replace('return "num_valid_physical_experts" in', 'return "something_else" in')
-    required = EPLB_CORE.replace("num_logical_experts):", "num_logical_experts, num_valid_physical_experts):")
+    required = EPLB_CORE.replace("expanded_physical_to_logical):", "expanded_physical_to_logical, num_valid_physical_experts):")
     assert _from_mapping_findings(tmp_path, required, asks_other) == ["error"]
 
 
