@@ -66,6 +66,7 @@ def _order(walks: list[Walk], r: Replacement, binder: str, line: int,
     'none' (nothing to say). `own`: the walk of importing the patch module itself (for
     a patch at import time): its own imports before the patch bind first, whoever
     imports it."""
+    placed = r.at_import and not r.installed_by  # a class-body patch runs when installed, not imported
     if own is not None:
         at = own.first("mark", r.module.name, r.line)
         bind = own.first("mark", binder, line, certain_only=True)
@@ -77,15 +78,15 @@ def _order(walks: list[Walk], r: Replacement, binder: str, line: int,
         bind = w.first("mark", binder, line, certain_only=True)
         any_bind = w.first("mark", binder, line)
         bound_somewhere = bound_somewhere or any_bind is not None
-        at = w.first("mark", r.module.name, r.line) if r.at_import else w.first("start", r.module.name)
+        at = w.first("mark", r.module.name, r.line) if placed else w.first("start", r.module.name)
         if at is None:
             continue  # this entry point never runs the patch
         if bind is None or bind > at:
-            return ("unknown" if not r.at_import and any_bind is not None else "none"), None
+            return ("unknown" if not placed and any_bind is not None else "none"), None
         shown = shown or w
     if shown is not None:
         return "before", shown
-    if bound_somewhere and not r.at_import:
+    if bound_somewhere and not placed:
         return "unknown", None
     return "none", None
 
@@ -109,7 +110,7 @@ def check_bindings(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
     marks: dict[str, set[int]] = {}
     for r, binder, _, line in todo:
         marks.setdefault(binder, set()).add(line)
-        if r.at_import:
+        if r.at_import and not r.installed_by:
             marks.setdefault(r.module.name, set()).add(r.line)
     def is_plugin(name: str) -> bool:
         return name.split(".")[0] in world.packages
@@ -119,7 +120,7 @@ def check_bindings(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
     out = []
     for r, binder, local, line in todo:
         own = None
-        if r.at_import:
+        if r.at_import and not r.installed_by:
             if r.module.name not in own_walks:
                 own_walks[r.module.name] = module_walk(world, ev.env, is_plugin, r.module.name, marks)
             own = own_walks[r.module.name]

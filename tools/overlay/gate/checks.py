@@ -184,7 +184,12 @@ def check_imports(facts: PluginFacts, core: TreeIndex, ev: Evidence) -> list[Fin
     findings: list[Finding] = []
     groups: dict[int, dict[str, list[tuple[ImportUse, Lookup]]]] = defaultdict(lambda: defaultdict(list))
     plain: list[tuple[ImportUse, Lookup]] = []
+    # names the plugin sets on a core module when it loads (`mod.x = ours` at import, a
+    # class-body patch's `_SP = None`): a function's `from mod import x` runs after that
+    supplied = {f"{r.owner}.{r.attr}" for r in facts.replacements if not r.in_class and r.at_import}
     for use in facts.imports:
+        if use.func is not None and use.name is not None and f"{use.module}.{use.name}" in supplied:
+            continue
         res = lookup_import(core, use)
         if use.ctx.guard is not None:
             tid, branch = use.ctx.guard
@@ -765,7 +770,8 @@ def _missing_target(r: Replacement, core_path: str, core_line: int, why: str, ev
     # A warning, also at start-up: nothing raises (core never looks the name up), and on
     # the release-bump evaluation 12 of 13 such findings were no-ops nothing reached.
     severity = "warning"
-    evidence = "assigned when the module is imported" if r.at_import else \
+    evidence = f"installed by {r.installed_by} when the plugin loads" if r.installed_by else \
+        "assigned when the module is imported" if r.at_import else \
         "assigned inside a function (when it runs is not known)"
     return [Finding(_kind(r.ctx, "patch-target"), f"patch-target:{r.owner}.{r.attr}", r.path, r.line,
                     core_path, core_line, _why(r.ctx, message), severity=severity,
@@ -850,7 +856,8 @@ def _moved_target(r: Replacement, core_path: str, why: str, ev: Evidence,
     moved_to = defs[0]
     message = (f"the plugin assigns {r.owner}.{r.attr}, but {why}; core now defines {r.attr} in {moved_to}: "
                "the patch does not reach the function core runs")
-    evidence = "assigned when the module is imported" if r.at_import else \
+    evidence = f"installed by {r.installed_by} when the plugin loads" if r.installed_by else \
+        "assigned when the module is imported" if r.at_import else \
         "assigned inside a function (when it runs is not known)"
     return [Finding(_kind(r.ctx, "patch-target"), f"patch-target:{r.owner}.{r.attr}", r.path, r.line,
                     moved_to, 0, _why(r.ctx, message),
@@ -1238,16 +1245,23 @@ def _subclass_has(facts: PluginFacts, world: TreeIndex, owner: tuple[ModuleInfo,
     """A plugin class below core's `owner` defines `attr` (in its body, or as `self.attr = `
     in a method): the object may be that subclass."""
     key = (owner[0].name, owner[1].name, attr)
+
+    def sets(info: ClassInfo) -> bool:
+        return info.declares(attr) or (info.node is not None and any(
+            isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.ctx, ast.Store)
+            and dotted(n.value) == "self" for n in ast.walk(info.node)))
+
     if key not in memo:
         memo[key] = False
         for pc in facts.classes:
             info = world.class_of(pc.module, pc.node)
-            if not info.declares(attr) \
-                    and not any(isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.ctx, ast.Store)
-                                and dotted(n.value) == "self" for n in ast.walk(pc.node)):
+            chain = _linearize(world, pc.module, info, pc.scope.local_imports)
+            if not any(b is not None and (b[0].name, b[1].name) == key[:2] for b in chain):
                 continue
-            if any(b is not None and (b[0].name, b[1].name) == key[:2]
-                   for b in _linearize(world, pc.module, info, pc.scope.local_imports)):
+            # the subclass's own body, or a plugin base beside core's (`class
+            # ArcticEngineArgs(EngineArgs, ArcticArgs)`: the fields come from ArcticArgs)
+            if sets(info) or any(b is not None and b[0].name.split(".")[0] in world.packages and sets(b[1])
+                                 for b in chain):
                 memo[key] = True
                 break
     return memo[key]
@@ -1426,6 +1440,18 @@ def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list
     # patches) is the plugin's own name. A store in a function does not count: it may come
     # after the read (`orig = mod.x; mod.x = wrapper`).
     supplied = {f"{r.owner}.{r.attr}" for r in facts.replacements if not r.in_class and r.at_import}
+    # ... and where a function stores it (`parallel_state._ORIG_TP = parallel_state._TP`):
+    # a read in another function, or earlier in another one's body, may come after that store
+    # (the gate cannot order them; the name is the plugin's), but one before the store in
+    # the same function (`orig = mod.x; mod.x = wrapper`) comes first
+    stored_later: dict[str, list[Replacement]] = {}
+    for r in facts.replacements:
+        if not r.in_class and not r.at_import:
+            stored_later.setdefault(f"{r.owner}.{r.attr}", []).append(r)
+
+    def stored_before(read, name: str) -> bool:
+        return any(not (r.func_site is not None and r.func_site == read.site and r.line >= read.line)
+                   for r in stored_later.get(name, ()))
     replaced_at: dict[str, set[tuple[str, int]]] = {}  # name -> where the plugin replaces it
     for r in facts.replacements:
         replaced_at.setdefault(r.attr, set()).add((r.path, r.line))
@@ -1471,7 +1497,8 @@ def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list
         owner, path, line, why, certain = missing
         if read.ctx.handles("KeyError" if read.own else "AttributeError"):
             continue  # `try: ... except (AttributeError|Exception):` handles it
-        if not read.import_time and f"{owner}.{target[len(owner) + 1:].split('.')[0]}" in supplied:
+        stored = f"{owner}.{target[len(owner) + 1:].split('.')[0]}"
+        if not read.import_time and (stored in supplied or stored_before(read, stored)):
             continue  # (at import, `orig = mod.x` before the plugin's `mod.x = new` still fails)
         head = read.expr.split(".")[0]
         bound = qualify(read.module, head, read.local) if head != read.expr else None

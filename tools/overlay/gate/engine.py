@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from overlay.errors import OverlayError
-from overlay.gate import checks, instances, refusals, selfstate, store
+from overlay.gate import checks, classpatches, instances, refusals, selfstate, store
 from overlay.gate.abstracts import check_abstract_methods
 from overlay.gate.platformstubs import check_platform_stubs, platform_names
 from overlay.gate.workerrpc import check_worker_rpcs
@@ -298,6 +298,7 @@ def context(core_src: TreeSource, plugin_src: TreeSource, core: TreeIndex, versi
                     notes.append(f"plugin file {path} is nested too deeply to scan: not gated")
                 if runs_as_program(name, mod.tree):
                     programs.append(EntryPoint(PROGRAM, name, name, None))
+    facts.replacements.extend(classpatches.replacements(facts, world, is_core))
     declared = entry_points(plugin_src)
     groups = frozenset(p.group.split(".")[0] for p in declared)
     if expected_core_package(facts.imported_tops, plugin_packages, groups) not in core_packages:

@@ -186,6 +186,8 @@ class Replacement:
     ctx: Context
     in_class: bool = False  # assigned inside a class body (not a replacement of core)
     at_import: bool = False  # runs when the module is imported (module level, not in a function)
+    func_site: tuple[str, int] | None = None  # the enclosing function's (path, def line); None at module level
+    installed_by: str = ""  # the call that installs a class-body patch (classpatches.py), when it is one
 
 
 @dataclass(frozen=True)
@@ -1146,7 +1148,8 @@ class _Scanner:
         if owner is None or not self.is_core(owner):
             return
         self.facts.replacements.append(Replacement(self.mod.path, line, owner, attr, value,
-                                                   self.mod, scope, ctx, in_class, scope is self.top))
+                                                   self.mod, scope, ctx, in_class, scope is self.top,
+                                                   None if scope is self.top else self.func_site))
 
     def run(self) -> None:
         assert self.mod.tree is not None

@@ -446,8 +446,10 @@ def check_replacement_reads(facts: PluginFacts, world: TreeIndex, ev) -> list[Fi
         if not known:
             continue  # a base the gate cannot read (other than nn.Module) may define anything
         avail: set[str] = set()
-        for _, cls in chain:
+        for m, cls in chain:
             avail |= provides(cls)
+            # what the plugin itself installs on the class (`C.helper = ours`, a class-body patch's names)
+            avail |= ev.replaced.get(f"{m.name}.{cls.name}", set())
         named = strings(fn)
         assigned = set(self_assignments(ast.ClassDef(name="_", bases=[], keywords=[], body=[fn],
                                                      decorator_list=[])))
