@@ -77,6 +77,9 @@ CORE = {
 
             def load_model(self, eep_scale_up: bool = False) -> None:
                 self.model = None
+
+            def _pool(self, hidden_states, kv_connector_output):
+                return hidden_states
     """,
     "vllm/v1/worker/gpu_worker.py": """
         import os
@@ -141,6 +144,10 @@ PATCHES = """
         def prepare_weights(self):
             return self.device
 
+        def execute_model(self, hidden_states):
+            self.prepare_weights()
+            return self._pool(hidden_states, None, None)
+
 
     def sp_group():
         return parallel_state._SP
@@ -197,6 +204,9 @@ def test_the_names_a_patch_adds_are_the_plugins_and_its_methods_face_cores_calle
     assert ("attribute:vllm.v1.worker.gpu_model_runner.GPUModelRunner.is_multimodal_model",
             _line(PATCHES, "self.is_multimodal_model")) in errors
     assert not [e for e in errors if "prepare_weights" in e[0]]
+    # a patch method's call on `self` meets core's method (`_pool` takes two arguments, not
+    # three); a method a patch installs is the plugin's own
+    assert ("call:vllm.v1.worker.gpu_model_runner.GPUModelRunner._pool", _line(PATCHES, "self._pool(")) in errors
     # `_SP`, which the module patch adds, read and imported when a function runs
     assert not [e for e in errors if "_SP" in e[0]], errors
 

@@ -357,6 +357,14 @@ class _Resolver:
             return None
         if meth in self.subclass_defs().get((use.module.name, info.name), set()):
             return None  # a plugin subclass may define it: the call may go there
+        target = self.facts.patch_targets.get(id(node))
+        if target is not None:  # a class-body patch: `self` is the target's object
+            found = self.world.resolve_dotted(target)
+            if found is None or found[0] != "class":
+                return None
+            tmod, tcls = found[1]  # type: ignore[misc]
+            return self.method_in_mro([(tmod, tcls)] + self.mro(tmod, tcls, None), meth,
+                                      f"self.{meth} in {info.name}, which patches core's {tcls.name}")
         chain = self.mro(use.module, info, use.local)
         if any(b is not None and self.is_core(b[0].name) for b in chain):
             return self.method_in_mro(chain, meth, f"self.{meth} in {info.name}, inherited from core")

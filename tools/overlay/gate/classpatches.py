@@ -125,6 +125,7 @@ def replacements(facts: PluginFacts, world: TreeIndex, is_core: Callable[[str], 
         if found is None or not _applied(facts, pc.node.name, found[1]):
             continue
         target, method = found
+        facts.patch_targets[id(pc.node)] = target
         body = pc.scope.child(pc.node.body)  # the body's defs, for the replacement's value
         mod: ModuleInfo = pc.module
         for stmt in pc.node.body:

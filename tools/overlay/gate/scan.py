@@ -323,6 +323,8 @@ class PluginFacts:
     ref_guards: dict[tuple[str, str], set[int | None]] = field(default_factory=dict)
     replacements: list[Replacement] = field(default_factory=list)
     classes: list[PluginClass] = field(default_factory=list)
+    # id of an applied class-body patch's ClassDef -> its core target (classpatches.py)
+    patch_targets: dict[int, str] = field(default_factory=dict)
     files: int = 0
     try_lines: dict[int, tuple[str, int]] = field(default_factory=dict)
     # branches of each guarded try that can stand in for a failed import (a handler
