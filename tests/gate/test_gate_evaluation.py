@@ -212,7 +212,12 @@ def test_the_committed_classification_loads_and_covers_the_pairings():
                                           "forward-metal-0.27.1-vs-0.34.0", "forward-qaic-0.23.0-vs-0.34.0",
                                           # the twenty-sixth: a fourteenth plugin (vllm-mblt), truth by
                                           # reading, moved when it was tuned on
-                                          "mblt-0.8.0-vs-0.12.0", "mblt-0.8.0-vs-0.13.0"]
+                                          "mblt-0.8.0-vs-0.12.0", "mblt-0.8.0-vs-0.13.0",
+                                          # the twenty-seventh: a fifteenth plugin (arctic-inference), moved
+                                          # when it was tuned on
+                                          "arctic-0.0.7-vs-0.9.0.1", "arctic-0.0.8-vs-0.9.2",
+                                          "arctic-0.0.9-vs-0.10.1", "arctic-0.1.1-vs-0.11.0",
+                                          "arctic-0.1.2-vs-0.18.0", "arctic-0.2.0-vs-0.26.0"]
     no_error = {"spyre-2.0.0rc3-vs-0.17.1", "spyre-2.0.0rc7-vs-0.18.0",  # the gate reported no error there
                 "spyre-0.6.0-vs-0.10.0", "spyre-2.0.0rc8-vs-0.18.1",
                 "metal-0.20.2-vs-0.21.0", "metal-0.21.0-vs-0.22.0", "metal-0.22.1-vs-0.23.0",
@@ -220,7 +225,7 @@ def test_the_committed_classification_loads_and_covers_the_pairings():
     assert all((p.verdicts or p.name in no_error) and all(v.reason for v in p.verdicts)
                for p in pairings if not p.held_out)
     bumps = [p for p in pairings if p.truth and not p.held_out]
-    assert len(bumps) == 137 and all(p.source for p in bumps)  # every truth set names where it was read from
+    assert len(bumps) == 143 and all(p.source for p in bumps)  # every truth set names where it was read from
     assert [p.name for p in pairings if p.control] == ["351879064c-vs-0.27.1"]
     assert not any(p.held_out for p in pairings)  # every held-out set so far is spent (tuned on)
     rbln = [p for p in pairings if p.name.startswith("rbln-")]
