@@ -232,6 +232,8 @@ def test_a_subscripted_base_that_copies_nothing_is_no_patcher(tmp_path):
 
 
 FUNCTION_STORES = """
+    import functools
+
     from vllm.distributed import parallel_state
 
 
@@ -246,6 +248,11 @@ FUNCTION_STORES = """
     def wrap():
         orig = parallel_state._GONE
         parallel_state._GONE = lambda: orig
+
+
+    def rewrap():
+        parallel_state._LOST = functools.wraps(parallel_state._TP)(
+            parallel_state._LOST)
 """
 
 
@@ -260,6 +267,10 @@ def test_a_name_a_function_stores_on_a_core_module_is_the_plugins_for_other_func
     assert not [e for e in errors if "_ORIG_TP" in e[0]], errors
     # read before the same function's store: core's name, which core lacks
     assert ("attribute:vllm.distributed.parallel_state._GONE", _line(FUNCTION_STORES, "orig = ")) in errors
+    # read on the storing statement's own next line (`m.f = wrap(\n m.f)`, vllm-ascend 0.17.0rc1's
+    # get_cudagraph_and_dp_padding): still before the store
+    assert ("attribute:vllm.distributed.parallel_state._LOST",
+            _line(FUNCTION_STORES, "parallel_state._LOST)")) in errors
 
 
 ARGS = """

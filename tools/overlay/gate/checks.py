@@ -1450,7 +1450,9 @@ def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list
             stored_later.setdefault(f"{r.owner}.{r.attr}", []).append(r)
 
     def stored_before(read, name: str) -> bool:
-        return any(not (r.func_site is not None and r.func_site == read.site and r.line >= read.line)
+        # a read in the storing statement itself (`m.f = wrap(\n    m.f)`) or before it comes first
+        return any(not (r.func_site is not None and r.func_site == read.site
+                        and max(r.line, r.end_line) >= read.line)
                    for r in stored_later.get(name, ()))
     replaced_at: dict[str, set[tuple[str, int]]] = {}  # name -> where the plugin replaces it
     for r in facts.replacements:

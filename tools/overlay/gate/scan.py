@@ -188,6 +188,7 @@ class Replacement:
     at_import: bool = False  # runs when the module is imported (module level, not in a function)
     func_site: tuple[str, int] | None = None  # the enclosing function's (path, def line); None at module level
     installed_by: str = ""  # the call that installs a class-body patch (classpatches.py), when it is one
+    end_line: int = 0  # the assigning statement's last line (`m.f = wrap(\n m.f)` reads m.f before it stores)
 
 
 @dataclass(frozen=True)
@@ -879,7 +880,8 @@ class _Scanner:
             self.track_kwdict(targets, stmt.value, ctx, scope)
             for t in targets:
                 if isinstance(t, ast.Attribute):
-                    self.replacement(t.value, t.attr, stmt.value, stmt.lineno, ctx, scope, in_class)
+                    self.replacement(t.value, t.attr, stmt.value, stmt.lineno, ctx, scope, in_class,
+                                     stmt.end_lineno or stmt.lineno)
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             call = stmt.value
             if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name) \
@@ -900,7 +902,8 @@ class _Scanner:
                 elif isinstance(attr_node, ast.Name):
                     attr = scope.strings.get(attr_node.id)
                 if attr is not None:
-                    self.replacement(call.args[0], attr, call.args[2], stmt.lineno, ctx, scope, in_class)
+                    self.replacement(call.args[0], attr, call.args[2], stmt.lineno, ctx, scope, in_class,
+                                     stmt.end_lineno or stmt.lineno)
 
     def probe_flag(self, test: ast.expr, scope: Scope) -> Verdict | None:
         """A feature probe for a successor name on a typed parameter, decided for this core
@@ -1129,7 +1132,7 @@ class _Scanner:
             self.facts.imports.append(use)
 
     def replacement(self, owner_expr: ast.expr, attr: str, value: ast.expr, line: int,
-                    ctx: Context, scope: Scope, in_class: bool) -> None:
+                    ctx: Context, scope: Scope, in_class: bool, end_line: int = 0) -> None:
         if ctx.type_checking:
             return
         name = dotted(owner_expr)
@@ -1151,7 +1154,8 @@ class _Scanner:
             return
         self.facts.replacements.append(Replacement(self.mod.path, line, owner, attr, value,
                                                    self.mod, scope, ctx, in_class, scope is self.top,
-                                                   None if scope is self.top else self.func_site))
+                                                   None if scope is self.top else self.func_site,
+                                                   end_line=max(line, end_line)))
 
     def run(self) -> None:
         assert self.mod.tree is not None
