@@ -66,7 +66,7 @@ def _order(walks: list[Walk], r: Replacement, binder: str, line: int,
     'none' (nothing to say). `own`: the walk of importing the patch module itself (for
     a patch at import time): its own imports before the patch bind first, whoever
     imports it."""
-    placed = r.at_import and not r.installed_by  # a class-body patch runs when installed, not imported
+    placed = r.at_module_line
     if own is not None:
         at = own.first("mark", r.module.name, r.line)
         bind = own.first("mark", binder, line, certain_only=True)
@@ -110,7 +110,7 @@ def check_bindings(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
     marks: dict[str, set[int]] = {}
     for r, binder, _, line in todo:
         marks.setdefault(binder, set()).add(line)
-        if r.at_import and not r.installed_by:
+        if r.at_module_line:
             marks.setdefault(r.module.name, set()).add(r.line)
     def is_plugin(name: str) -> bool:
         return name.split(".")[0] in world.packages
@@ -120,7 +120,7 @@ def check_bindings(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
     out = []
     for r, binder, local, line in todo:
         own = None
-        if r.at_import and not r.installed_by:
+        if r.at_module_line:
             if r.module.name not in own_walks:
                 own_walks[r.module.name] = module_walk(world, ev.env, is_plugin, r.module.name, marks)
             own = own_walks[r.module.name]

@@ -29,7 +29,7 @@ from overlay.gate.modalias import module_alias
 from overlay.gate import nonebound
 from overlay.gate.namedsites import named_sites, plugin_built
 from overlay.gate.pinnedflags import Pin, blocked, pin_finder
-from overlay.gate.scan import Context, ImportUse, PluginFacts, Replacement, try_body_imports
+from overlay.gate.scan import Context, ImportUse, PluginFacts, Replacement, supplied_at_load, try_body_imports
 from overlay.gate.signature import (CallShape, Param, Signature, accepts_call, accepts_open_call, covers,
                                     from_ast)
 from overlay.gate.startup import Startup
@@ -184,9 +184,8 @@ def check_imports(facts: PluginFacts, core: TreeIndex, ev: Evidence) -> list[Fin
     findings: list[Finding] = []
     groups: dict[int, dict[str, list[tuple[ImportUse, Lookup]]]] = defaultdict(lambda: defaultdict(list))
     plain: list[tuple[ImportUse, Lookup]] = []
-    # names the plugin sets on a core module when it loads (`mod.x = ours` at import, a
-    # class-body patch's `_SP = None`): a function's `from mod import x` runs after that
-    supplied = {f"{r.owner}.{r.attr}" for r in facts.replacements if not r.in_class and r.at_import}
+    # a function's `from mod import x` runs after the plugin loaded and set `mod.x`
+    supplied = supplied_at_load(facts)
     for use in facts.imports:
         if use.func is not None and use.name is not None and f"{use.module}.{use.name}" in supplied:
             continue
@@ -770,13 +769,19 @@ def _missing_target(r: Replacement, core_path: str, core_line: int, why: str, ev
     # A warning, also at start-up: nothing raises (core never looks the name up), and on
     # the release-bump evaluation 12 of 13 such findings were no-ops nothing reached.
     severity = "warning"
-    evidence = f"installed by {r.installed_by} when the plugin loads" if r.installed_by else \
-        "assigned when the module is imported" if r.at_import else \
-        "assigned inside a function (when it runs is not known)"
+    evidence = _assigned_when(r)
     return [Finding(_kind(r.ctx, "patch-target"), f"patch-target:{r.owner}.{r.attr}", r.path, r.line,
                     core_path, core_line, _why(r.ctx, message), severity=severity,
                     reason=_reason(r.ctx, ev, r.module.name, evidence),
                     summary=f"patch of {r.owner.rsplit('.', 1)[-1]}.{r.attr} does nothing: {why}")]
+
+
+def _assigned_when(r: Replacement) -> str:
+    """When a patch is made, as a finding's evidence says it."""
+    if r.installed_by:
+        return f"installed by {r.installed_by} when the plugin loads"
+    return "assigned when the module is imported" if r.at_import else \
+        "assigned inside a function (when it runs is not known)"
 
 
 def _patch_function(r: Replacement, world: TreeIndex) -> tuple[str, ast.AST] | None:
@@ -856,9 +861,7 @@ def _moved_target(r: Replacement, core_path: str, why: str, ev: Evidence,
     moved_to = defs[0]
     message = (f"the plugin assigns {r.owner}.{r.attr}, but {why}; core now defines {r.attr} in {moved_to}: "
                "the patch does not reach the function core runs")
-    evidence = f"installed by {r.installed_by} when the plugin loads" if r.installed_by else \
-        "assigned when the module is imported" if r.at_import else \
-        "assigned inside a function (when it runs is not known)"
+    evidence = _assigned_when(r)
     return [Finding(_kind(r.ctx, "patch-target"), f"patch-target:{r.owner}.{r.attr}", r.path, r.line,
                     moved_to, 0, _why(r.ctx, message),
                     severity=_severity(r.ctx, ev, r.module.name, error=r.at_import),
@@ -1255,7 +1258,10 @@ def _subclass_has(facts: PluginFacts, world: TreeIndex, owner: tuple[ModuleInfo,
         memo[key] = False
         for pc in facts.classes:
             info = world.class_of(pc.module, pc.node)
-            chain = _linearize(world, pc.module, info, pc.scope.local_imports)
+            chain_key = ("chain", id(pc.node))  # each class's order, once for every (owner, attr)
+            if chain_key not in memo:
+                memo[chain_key] = _linearize(world, pc.module, info, pc.scope.local_imports)
+            chain = memo[chain_key]
             if not any(b is not None and (b[0].name, b[1].name) == key[:2] for b in chain):
                 continue
             # the subclass's own body, or a plugin base beside core's (`class
@@ -1439,7 +1445,7 @@ def check_attributes(facts: PluginFacts, world: TreeIndex, ev: Evidence) -> list
     # (`mamba_utils.extra = extra`): a read of one when a function runs (after start-up's
     # patches) is the plugin's own name. A store in a function does not count: it may come
     # after the read (`orig = mod.x; mod.x = wrapper`).
-    supplied = {f"{r.owner}.{r.attr}" for r in facts.replacements if not r.in_class and r.at_import}
+    supplied = supplied_at_load(facts)
     # ... and where a function stores it (`parallel_state._ORIG_TP = parallel_state._TP`):
     # a read in another function, or earlier in another one's body, may come after that store
     # (the gate cannot order them; the name is the plugin's), but one before the store in

@@ -190,6 +190,18 @@ class Replacement:
     installed_by: str = ""  # the call that installs a class-body patch (classpatches.py), when it is one
     end_line: int = 0  # the assigning statement's last line (`m.f = wrap(\n m.f)` reads m.f before it stores)
 
+    @property
+    def at_module_line(self) -> bool:
+        """Made where its own line runs during the module's import (a class-body patch is
+        made later, when its patcher is called)."""
+        return self.at_import and not self.installed_by
+
+
+def supplied_at_load(facts: "PluginFacts") -> set[str]:
+    """`owner.attr` of every name the plugin sets on a core module or class when it loads
+    (`mod.x = ours` at import, a class-body patch's `_SP = None`)."""
+    return {f"{r.owner}.{r.attr}" for r in facts.replacements if not r.in_class and r.at_import}
+
 
 @dataclass(frozen=True)
 class PluginClass:
@@ -1155,7 +1167,7 @@ class _Scanner:
         self.facts.replacements.append(Replacement(self.mod.path, line, owner, attr, value,
                                                    self.mod, scope, ctx, in_class, scope is self.top,
                                                    None if scope is self.top else self.func_site,
-                                                   end_line=max(line, end_line)))
+                                                   end_line=end_line))
 
     def run(self) -> None:
         assert self.mod.tree is not None
