@@ -31,6 +31,7 @@ from typing import Iterable
 
 from overlay.gate.checker import Diagnostic
 from overlay.gate.findings import NO_CORE_CALLER, NOT_RUN_WITH_CORE, Finding
+from overlay.gate.guards import reraises
 from overlay.gate.source import TreeSource
 
 NEAR = 3  # lines between a hand site and a checker site that name the same thing
@@ -207,6 +208,8 @@ def shape_of(text: str) -> Shape:
         if isinstance(node, ast.Try):
             names = set()
             for h in node.handlers:
+                if reraises(h):
+                    continue  # it raises again: the line still fails
                 if h.type is None:
                     names.add("BaseException")
                 for t in (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type] if h.type else []):

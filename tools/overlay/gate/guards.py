@@ -75,6 +75,24 @@ def exits(body: list[ast.stmt]) -> bool:
     return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
 
 
+def reraises(handler: ast.ExceptHandler) -> bool:
+    """Does the handler raise again on every path (`except Exception: cleanup(); raise`, or
+    `raise RuntimeError(...) from e`)? Then it guards nothing: the failure still leaves the
+    `try`. Only a body whose last statement is a `raise`, with no `return`, `break` or
+    `continue` before it that could leave the handler quietly (nested definitions aside)."""
+    if not handler.body or not isinstance(handler.body[-1], ast.Raise):
+        return False
+    stack: list[ast.AST] = list(handler.body[:-1])
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, (ast.Return, ast.Break, ast.Continue)):
+            return False
+        stack.extend(ast.iter_child_nodes(node))
+    return True
+
+
 def reads(fn, recv: str, flow: bool = False) -> list[tuple[str, int, bool, tuple[Guard, ...]]]:
     """(attribute, line, called, guards) of every `recv.attr` read in `fn` (nested functions
     too), in source order, with the guards described above. Walked with an explicit stack:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from overlay.gate.conditions import (DECIDED, TYPE_CHECKING, UNDECIDABLE, Env, Verdict, evaluate, getattr_probe,
                                      successor_probe)
+from overlay.gate.guards import reraises
 from overlay.gate.index import ModuleInfo, absolute_module, dotted, qualify
 from overlay.gate.runtimemod import bound, module_of
 from overlay.gate.signature import LAUNCH_OPTIONS, CallShape, call_shape
@@ -818,7 +819,9 @@ class _Scanner:
                 self.block(stmt.orelse, ctx.probes(stmt.test), scope, in_class)
         elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
             guarded = any(_catches_import_error(h) for h in stmt.handlers)
-            body_ctx = dataclasses.replace(ctx, catches=ctx.catches | _caught(stmt.handlers))
+            # a handler that raises again catches nothing for good: what fails in the body still fails
+            body_ctx = dataclasses.replace(ctx, catches=ctx.catches | _caught(
+                [h for h in stmt.handlers if not reraises(h)]))
             if guarded:
                 tid = len(self.facts.try_lines)
                 self.facts.try_lines[tid] = (self.mod.path, stmt.lineno)
