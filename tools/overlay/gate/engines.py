@@ -8,7 +8,7 @@ The checker (checker.py) is a high-recall triage list; the hand gate is the prec
   gate's filters: a site under a guard (`hasattr`, `getattr(.., default)`,
   `__dataclass_fields__`, `inspect.signature`, or a `try` whose handlers catch what the
   diagnostic raises: `except AttributeError` for a missing attribute, not
-  `except (TypeError, ValueError)`) or whose
+  `except (TypeError, ValueError)`, nor one that raises again, guards.reraises) or whose
   runtime object is the plugin's own subclass that defines the name is info; a site in a
   file whose patch target is gone is folded into that one patch-target finding; a site
   in a module that start-up does not load has confidence low.
