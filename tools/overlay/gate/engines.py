@@ -14,7 +14,7 @@ The checker (checker.py) is a high-recall triage list; the hand gate is the prec
   in a module that start-up does not load has confidence low.
 - a forecast the filters confirm is an error (a confirmed forecast, `checker`, confidence
   high): its diagnostic is one that raises whenever the line runs (`RAISES`: a missing
-  attribute, a call's arguments, an abstract class built), and the hand gate's
+  attribute, a call's arguments, an abstract class built, an unpack of the wrong size), and the hand gate's
   reachability has positive evidence that the code holding the site runs (`runs`:
   liveness.judge_sites; "no caller found" is not evidence). Anything else stays a warning.
 Findings are clustered by (rule, message) for the report. Pure, apart from reading the
@@ -43,9 +43,10 @@ NO_ATTRIBUTE = re.compile(r'"([A-Za-z_]\w*)"(?: of "[^"]*")? has no attribute "(
 QUOTED = re.compile(r'"([A-Za-z_][\w.]*)"')
 FORECAST = "the checker alone (a forecast)"
 CONFIRMED = "the checker alone, confirmed: it raises whenever the line runs, and the hand gate sees it run"
+UNPACK = re.compile(r"^(Too many values to unpack|Need more than \d+ values? to unpack)\b")
 # (rule, first line) of the diagnostics that raise whenever their line runs: AttributeError
 # (an attribute, or a method `super()` no longer finds), TypeError for a call's arguments or
-# an abstract class built, ImportError for a module gone.
+# an abstract class built, ImportError for a module gone, ValueError for an unpack of the wrong size.
 # Type mismatches (arg-type, assignment, override, union-attr, ...) may never raise.
 RAISES = (
     ("attr-defined", re.compile(r'has no attribute "')),
@@ -60,6 +61,9 @@ RAISES = (
     # an assignment to a property without a setter (`self.ep_size = n` once core turned the
     # field into a read-only property): AttributeError, nn.Module's __setattr__ included
     ("misc", re.compile(r'^Property "[A-Za-z_]\w*" defined in "[^"]+" is read-only$')),
+    # unpacking a fixed-size tuple into another number of names (`a, b = f()` once core's `f`
+    # returns three): ValueError, whenever the line runs
+    ("misc", UNPACK),
     # isinstance(x, f) with a function (a class core turned into a factory): TypeError
     ("arg-type", re.compile(r'^Argument 2 to "(isinstance|issubclass)" has incompatible type "(Callable\[|def |'
                             r'Overload\()')),
@@ -102,6 +106,8 @@ def raised_by(finding: Finding) -> frozenset[str] | None:
         return frozenset({"ModuleNotFoundError"})
     if rule == "misc" and ("undefined in superclass" in head or "is read-only" in head):
         return frozenset({"AttributeError"})
+    if rule == "misc" and UNPACK.search(head):
+        return frozenset({"ValueError"})
     return frozenset({"TypeError"})  # a call's arguments, an abstract class built, isinstance with a function
 
 
@@ -214,7 +220,8 @@ def shape_of(text: str) -> Shape:
                     names.add("BaseException")
                 for t in (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type] if h.type else []):
                     names.add(_name(t))
-            if names & GUARD_EXCEPTIONS and node.body:
+            # ValueError guards only what raises it (an unpack): see catches
+            if names & (GUARD_EXCEPTIONS | {"ValueError"}) and node.body:
                 guarded.append((node.body[0].lineno, _end(node.body), f"try/except {', '.join(sorted(names))}",
                                 frozenset(names)))
         elif isinstance(node, ast.ClassDef):
