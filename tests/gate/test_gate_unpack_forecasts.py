@@ -17,6 +17,7 @@ from __future__ import annotations
 import pytest
 
 from gatekit import tree
+from overlay.gate.checker import Diagnostic, new_diagnostics
 from overlay.gate.engines import PluginShapes, combine, raised_by, raises
 from overlay.gate.findings import Finding
 from overlay.gate.source import DirSource
@@ -125,3 +126,22 @@ def test_the_unpack_of_a_changed_return_is_a_confirmed_forecast_end_to_end(run, 
     # the same plugin against the core it was written for: nothing new, nothing to report
     _, same, _ = _gate_marks(run, tmp_path, old, old, plugin, "vllm_ascend/engine.py")
     assert not [f for f in same["findings"] if "values to unpack" in f["message"]]
+
+
+def _diag(message: str, line: int = 10) -> Diagnostic:
+    return Diagnostic("vllm_omni/runner.py", line, "misc", message)
+
+
+def test_a_site_that_mismatched_with_the_declared_core_is_no_new_unpack():
+    """vllm-omni 0.27.0rc1's NPU runner unpacks `_bookkeeping_sync` into six names; the
+    checker reads core's method (7 values at 0.27.0, 8 at 0.28.0) where the object runs
+    vllm-ascend's override: a site that mismatched before is not new for its count."""
+    before = [_diag("Too many values to unpack (6 expected, 7 provided)", 1048)]
+    assert new_diagnostics([_diag("Too many values to unpack (6 expected, 8 provided)", 1050)], before) == []
+    assert new_diagnostics([_diag("Need more than 5 values to unpack (6 expected)")], before) == []
+    # another target count is another site; no mismatch before is a new one
+    assert len(new_diagnostics([_diag("Too many values to unpack (3 expected, 8 provided)")], before)) == 1
+    assert len(new_diagnostics([_diag("Too many values to unpack (6 expected, 8 provided)")], [])) == 1
+    # the message reported is the checker's own
+    [d] = new_diagnostics([_diag("Too many values to unpack (6 expected, 8 provided)")], [])
+    assert d.message == "Too many values to unpack (6 expected, 8 provided)"
