@@ -256,14 +256,23 @@ class Liveness:
         return answer
 
     def _dispatches_here(self, s: Site, module: str, cls: str | None) -> bool:
-        """Whether a core call may reach the plugin's method of `cls`: one through `self` or
-        `cls` in core class K runs on an instance of K, so only when K is among the plugin
-        class's bases (V0's `Scheduler._get_prompt_limit` calls its own, never the V1
-        scheduler subclass's of that name)."""
-        if s.plugin or cls is None or s.cls is None or s.receiver not in ("self", "cls"):
+        """Whether a call may reach the plugin's method of `cls`: one through `self` or `cls`
+        in core class K runs on an instance of K, so only when K is among the plugin class's
+        bases (V0's `Scheduler._get_prompt_limit` calls its own, never the V1 scheduler
+        subclass's of that name); one in plugin class K, also when `cls` is among K's bases.
+        A class whose hierarchy the gate cannot read may be either."""
+        if cls is None or s.cls is None or s.receiver not in ("self", "cls"):
             return True
         bases = self._bases(module, cls)
-        return bases is None or (s.module, s.cls) in bases
+        if not s.plugin:
+            return bases is None or (s.module, s.cls) in bases
+        # a plugin class K's `self.m(...)` runs on a K (or a subclass of K): it reaches `cls.m`
+        # only when one of the two classes is below the other (GLM-Image's processor calling
+        # its own `_call_hf_processor` is no evidence for Bagel's processor's)
+        if bases is None or (s.module, s.cls) in bases:
+            return True
+        theirs = self._bases(s.module, s.cls)
+        return theirs is None or (module, cls) in theirs
 
     def _bases(self, module: str, cls: str) -> frozenset[tuple[str, str]] | None:
         """(module, class) of every class in the plugin class's MRO the gate can read;
