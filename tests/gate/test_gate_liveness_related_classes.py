@@ -53,3 +53,20 @@ def test_a_call_through_self_in_an_unrelated_class_is_no_evidence(run, tmp_path)
 
 def test_a_call_through_self_in_a_subclass_that_is_built_is_evidence(run, tmp_path):
     assert _super_severities(run, tmp_path, PLUGIN + "\n    BagelChild().step()\n") == ["error"]
+
+
+def test_a_class_s_call_of_its_own_method_is_evidence(run, tmp_path):
+    # the class itself is no entry of the bases the gate linearizes: it must count all the same
+    own = PLUGIN.replace("""    class Glm(Speculator):""", """    class Bagel2(Speculator):
+        def _build_metadata(self, n: int) -> int:
+            return super()._build_metadata(n)  # SUPER: its own class calls it
+
+        def go(self) -> int:
+            return self._build_metadata(3)
+
+
+    Bagel2().go()
+
+
+    class Glm(Speculator):""")
+    assert sorted(_super_severities(run, tmp_path, own)) == ["error", "warning"]

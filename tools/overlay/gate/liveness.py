@@ -261,8 +261,14 @@ class Liveness:
         bases (V0's `Scheduler._get_prompt_limit` calls its own, never the V1 scheduler
         subclass's of that name); one in plugin class K, also when `cls` is among K's bases.
         A class whose hierarchy the gate cannot read may be either."""
+        if s.plugin and s.receiver == "super" and cls is not None and s.cls is not None:
+            # `super().m(...)` in plugin class K reaches a class after K: one of K's bases
+            theirs = self._bases(s.module, s.cls)
+            return theirs is None or (module, cls) in theirs
         if cls is None or s.cls is None or s.receiver not in ("self", "cls"):
             return True
+        if s.plugin and (s.module, s.cls) == (module, cls):
+            return True  # the class's own call (its MRO as read here leaves the class out)
         bases = self._bases(module, cls)
         if not s.plugin:
             return bases is None or (s.module, s.cls) in bases
