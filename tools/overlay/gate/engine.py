@@ -53,13 +53,22 @@ def tree_id(source: TreeSource) -> str:
 
 
 def top_packages(source: TreeSource) -> frozenset[str]:
-    """Importable top-level packages of a tree: directories with an __init__.py."""
+    """Importable top-level packages of a tree: directories with an __init__.py. A tree that
+    holds none is read as PEP 420 namespace packages: each top-level directory with a regular
+    package below it (optimum-neuron's `optimum/neuron/__init__.py`, which shares `optimum`
+    with other distributions). Only then, so a tree's stray folders of packages (an app, a
+    sibling project) never join the regular ones."""
     names = set()
+    below = set()
     for path in source.py_files():
         parts = path.split("/")
-        if len(parts) == 2 and parts[1] == "__init__.py" and parts[0] not in NOT_PACKAGES:
+        if parts[0] in NOT_PACKAGES or parts[-1] != "__init__.py":
+            continue
+        if len(parts) == 2:
             names.add(parts[0])
-    return frozenset(names)
+        elif parts[0].isidentifier():
+            below.add(parts[0])
+    return frozenset(names or below)
 
 
 class Aging(dict):
