@@ -6,8 +6,10 @@ found "no Python package in the plugin tree" and stopped. A tree with no regular
 package is now read as its namespace packages; a tree that has one keeps exactly its regular
 packages, so a stray folder of packages beside them (an app, a sibling project) is not read.
 
-Synthetic trees. The fake core's shape is cut from vLLM 0.11.0, whose
-`vllm/worker/worker_base.py` keeps `WorkerBase` and no longer has the V0
+Synthetic trees. The fake core's shapes are cut from vLLM 0.11.0: `vllm/platforms/interface.py`
+(`Platform`'s annotated `_enum`/`device_name`/`device_type` and `dispatch_key = "CPU"`;
+`UnspecifiedPlatform` with `_enum = PlatformEnum.UNSPECIFIED` and `device_type = ""`) and
+`vllm/worker/worker_base.py`, which keeps `WorkerBase(vllm_config)` and no longer has the V0
 `LocalOrDistributedWorkerBase` (vLLM 0.10.2's line 262)."""
 
 from __future__ import annotations
@@ -25,18 +27,32 @@ CORE = {
     "vllm/_version.py": "__version__ = version = '0.11.0'\n",
     "vllm/platforms/__init__.py": "",
     "vllm/platforms/interface.py": """
+        import enum
+
+
+        class PlatformEnum(enum.Enum):
+            OOT = enum.auto()
+            UNSPECIFIED = enum.auto()
+
+
         class Platform:
-            device_name = "cpu"
+            _enum: PlatformEnum
+            device_name: str
+            device_type: str
+            dispatch_key: str = "CPU"
 
 
         class UnspecifiedPlatform(Platform):
-            pass
+            _enum = PlatformEnum.UNSPECIFIED
+            device_type = ""
     """,
     "vllm/worker/__init__.py": "",
     "vllm/worker/worker_base.py": """
         class WorkerBase:
-            def __init__(self, vllm_config):
+            def __init__(self, vllm_config) -> None:
                 self.vllm_config = vllm_config
+                self.model_config = vllm_config.model_config
+                self.parallel_config = vllm_config.parallel_config
     """,
 }
 
@@ -112,3 +128,14 @@ def test_regular_packages_keep_a_stray_folder_of_packages_out(tmp_path):
     assert top_packages(DirSource(plugin)) == {"acme_plugin"}
     files = {f.plugin_path for f in run_gate(core, plugin).findings}
     assert not any(f.startswith("apps/") for f in files)
+
+
+def test_the_cli_gates_a_namespace_package_plugin_end_to_end(run, tmp_path):
+    """`overlay gate --core --plugin` on a namespace package plugin: the break is the one error
+    line and the exit is 1 (before, exit 2 with "no Python package in the plugin tree")."""
+    core = gatekit.tree(tmp_path / "core", CORE)
+    plugin = _namespace_plugin(tmp_path)
+    code, out, err = run("gate", "--core", core, "--plugin", plugin)
+    assert (code, err) == (1, "")
+    errors = [ln for ln in out.splitlines() if ln.startswith("error: ")]
+    assert len(errors) == 1 and "acme/neuron/vllm/worker.py" in errors[0], out

@@ -20,11 +20,11 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import re
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -58,6 +58,7 @@ class Diagnostic:
 # provided", "Need more than 2"): only the plugin's says which site it is. A site that
 # already mismatched with the declared core (7 provided) and mismatches otherwise with the
 # new one (8 provided) is no new break.
+UNPACK_HEAD = re.compile(r"^(Too many values to unpack|Need more than \d+ values? to unpack)\b")  # any unpack
 _UNPACK = re.compile(r"^(?:Too many values to unpack \((\d+) expected, \d+ provided\)"
                      r"|Need more than \d+ values? to unpack \((\d+) expected\))")
 

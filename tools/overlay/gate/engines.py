@@ -29,7 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Iterable
 
-from overlay.gate.checker import Diagnostic
+from overlay.gate.checker import UNPACK_HEAD, Diagnostic
 from overlay.gate.findings import NO_CORE_CALLER, NOT_RUN_WITH_CORE, Finding
 from overlay.gate.guards import reraises
 from overlay.gate.source import TreeSource
@@ -38,12 +38,13 @@ NEAR = 3  # lines between a hand site and a checker site that name the same thin
 GUARD_CALLS = ("hasattr", "signature", "getfullargspec")
 GUARD_EXCEPTIONS = frozenset({"AttributeError", "TypeError", "ImportError", "ModuleNotFoundError", "Exception",
                               "BaseException", "KeyError", "NameError"})
+# a try guards with these; ValueError only what raises it (an unpack: see catches)
+TRY_GUARDS = GUARD_EXCEPTIONS | {"ValueError"}
 MISSING_ATTRIBUTE = re.compile(r'has no attribute "([A-Za-z_]\w*)"')
 NO_ATTRIBUTE = re.compile(r'"([A-Za-z_]\w*)"(?: of "[^"]*")? has no attribute "([A-Za-z_]\w*)"')
 QUOTED = re.compile(r'"([A-Za-z_][\w.]*)"')
 FORECAST = "the checker alone (a forecast)"
 CONFIRMED = "the checker alone, confirmed: it raises whenever the line runs, and the hand gate sees it run"
-UNPACK = re.compile(r"^(Too many values to unpack|Need more than \d+ values? to unpack)\b")
 # (rule, first line) of the diagnostics that raise whenever their line runs: AttributeError
 # (an attribute, or a method `super()` no longer finds), TypeError for a call's arguments or
 # an abstract class built, ImportError for a module gone, ValueError for an unpack of the wrong size.
@@ -63,7 +64,7 @@ RAISES = (
     ("misc", re.compile(r'^Property "[A-Za-z_]\w*" defined in "[^"]+" is read-only$')),
     # unpacking a fixed-size tuple into another number of names (`a, b = f()` once core's `f`
     # returns three): ValueError, whenever the line runs
-    ("misc", UNPACK),
+    ("misc", UNPACK_HEAD),
     # isinstance(x, f) with a function (a class core turned into a factory): TypeError
     ("arg-type", re.compile(r'^Argument 2 to "(isinstance|issubclass)" has incompatible type "(Callable\[|def |'
                             r'Overload\()')),
@@ -106,7 +107,7 @@ def raised_by(finding: Finding) -> frozenset[str] | None:
         return frozenset({"ModuleNotFoundError"})
     if rule == "misc" and ("undefined in superclass" in head or "is read-only" in head):
         return frozenset({"AttributeError"})
-    if rule == "misc" and UNPACK.search(head):
+    if rule == "misc" and UNPACK_HEAD.search(head):
         return frozenset({"ValueError"})
     return frozenset({"TypeError"})  # a call's arguments, an abstract class built, isinstance with a function
 
@@ -220,8 +221,7 @@ def shape_of(text: str) -> Shape:
                     names.add("BaseException")
                 for t in (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type] if h.type else []):
                     names.add(_name(t))
-            # ValueError guards only what raises it (an unpack): see catches
-            if names & (GUARD_EXCEPTIONS | {"ValueError"}) and node.body:
+            if names & TRY_GUARDS and node.body:
                 guarded.append((node.body[0].lineno, _end(node.body), f"try/except {', '.join(sorted(names))}",
                                 frozenset(names)))
         elif isinstance(node, ast.ClassDef):
