@@ -84,6 +84,23 @@ def servers_gone(before: set[int], timeout: float = 20.0) -> list[int]:
     return left
 
 
+def workers_alive(results: Path) -> list[int]:
+    """Ray workers that ran blocks into these results and still live (each block records
+    its worker's pid and start time in cluster/pids/<run>/node.json)."""
+    from overlay.evidence import campaign, orchestrate  # noqa: PLC0415
+
+    alive = []
+    for f in sorted((results / campaign.PIDS).glob("*/node.json")):
+        try:
+            node = json.loads(f.read_text())
+            pid, started = int(node["worker_pid"]), int(node["worker_started"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if orchestrate._alive(pid, started):
+            alive.append(pid)
+    return sorted(set(alive))
+
+
 def running_with_server(results: Path):
     return next((m for m in partial_meta(results) if m.get("server_pid") and m.get("placement")), None)
 
@@ -139,11 +156,17 @@ def main() -> int:
             drv.kill()
             drv.wait()
             left_after_kill = servers_gone(before, timeout=30)
+            # Ray ends a dead driver's workers asynchronously: until they are gone one of
+            # them may still finish its run (stop the server, rename the partial folder),
+            # so the runs complete "before" are those on disk once no such worker lives.
+            workers_left = wait_for(lambda: not workers_alive(root / "ab"), timeout=60) is None
             complete_before = sorted(p.name for p in (root / "ab" / "runs").iterdir()
                                      if not p.name.endswith(".partial"))
             resumed = finish(cli(root, proto, address))
             report["driver-killed"] = {**resumed, "complete_before": complete_before,
-                                       "left_after_kill": left_after_kill, "results": str(root / "ab"),
+                                       "left_after_kill": left_after_kill,
+                                       "workers_left_after_kill": workers_alive(root / "ab") if workers_left else [],
+                                       "results": str(root / "ab"),
                                        "left": servers_gone(before)}
     if "unreachable" in wanted:
         root, proto = project(out, "unreachable", starts=2)

@@ -477,6 +477,7 @@ def test_a_killed_driver_resumes_without_double_counting(session):
     res = session["driver-killed"]
     assert res["complete_before"], "the driver was killed before any run completed"
     assert res["left_after_kill"] == []  # Ray ended the job's workers; their servers followed
+    assert res["workers_left_after_kill"] == []  # so no run of the killed driver completes later
     assert res["rc"] == 0, res["err"]
     data = json.loads(res["out"])
     assert sorted(data["already_complete"]) == res["complete_before"]
