@@ -611,3 +611,208 @@ def test_an_init_that_calls_only_torch_s_module_init_skips_core_s_and_a_protocol
         report = gate(tmp_path / f"b{i}", core, {"vllm_ascend/model.py": plugin}, ("vllm_ascend.model",))
         assert not by_symbol(report, REDUNDANT), call
 
+
+
+# ----------------------------------------------------------------------------- (A) more shapes of a skipped __init__
+# Each missed by the tuned set's truth (vllm-omni's `_has_fault` / `_num_nans`, vllm-metax's
+# `fi_ar_comm` and `fp8_enabled`): core's method runs on the plugin's object, and the field it
+# reads is set only where core's skipped `__init__` would have set it.
+
+def test_a_core_method_the_plugin_override_reaches_through_super_reads_the_unset_field(tmp_path):
+    """The plugin overrides `cache_blocks` but calls `super().cache_blocks(...)`: core's
+    `cache_blocks` runs on the plugin's object and reads `self.lookahead` (vllm-omni's
+    `get_output` reading `_has_fault` through `super().get_output()`)."""
+    plugin = PLUGIN_OVERRIDES_READER.replace("            return self.pool\n",
+                                             "            blocks = super().cache_blocks(request, num_tokens)\n"
+                                             "            return blocks\n")
+    core = {"vllm/v1/core/coordinator.py": CORE_COORDINATOR}
+    report = gate(tmp_path / "a", core, {"vllm_ascend/coord.py": plugin}, ("vllm_ascend.coord",))
+    found = by_symbol(report, LOOKAHEAD)
+    assert [f.severity for f in found] == ["error"]
+    assert "super()" in found[0].message and "cache_blocks" in found[0].message
+    # without the super() call core's cache_blocks never runs on it (the test above)
+    report = gate(tmp_path / "b", core, {"vllm_ascend/coord.py": PLUGIN_OVERRIDES_READER}, ("vllm_ascend.coord",))
+    assert not by_symbol(report, LOOKAHEAD)
+
+
+CORE_COMMUNICATORS = """
+    class DeviceCommunicatorBase:
+        def __init__(self, group):
+            self.group = group
+            self.world_size = 2
+
+
+    class CudaCommunicator(DeviceCommunicatorBase):
+        def __init__(self, group):
+            super().__init__(group)
+            self.fi_ar_comm = None
+            self._init_symm_state()
+
+        def _init_symm_state(self):
+            self.symm_enabled = False
+
+        def all_reduce(self, x):
+            if self.fi_ar_comm is not None:
+                return x
+            return x * self.world_size
+
+        def destroy(self):
+            return self.symm_enabled
+
+
+    class Group:
+        def __init__(self):
+            self.comm = None
+
+        def reduce(self, x):
+            self.comm.destroy()
+            return self.comm.all_reduce(x)
+"""
+
+PLUGIN_GRANDPARENT_INIT = """
+    from vllm.distributed.comm import CudaCommunicator, DeviceCommunicatorBase
+
+
+    class MacaCommunicator(CudaCommunicator):
+        def __init__(self, group):
+            DeviceCommunicatorBase.__init__(self, group)
+            self.maca = True
+"""
+
+FI_AR = "attribute:vllm.distributed.comm.CudaCommunicator.fi_ar_comm"
+SYMM = "attribute:vllm.distributed.comm.CudaCommunicator.symm_enabled"
+
+
+def test_an_init_that_calls_a_grandparents_init_by_name_skips_the_classes_between(tmp_path):
+    """`DeviceCommunicatorBase.__init__(self, ...)` runs that class's `__init__`, never
+    `CudaCommunicator.__init__`: what only the latter sets is unset (vllm-metax's
+    MacaCommunicator and `fi_ar_comm`). What the grandparent sets (`world_size`) is set.
+    A helper only the skipped `__init__` calls (`_init_symm_state`) sets nothing either."""
+    pkgs = {"vllm/distributed/__init__.py": ""}
+    core = {"vllm/distributed/comm.py": CORE_COMMUNICATORS}
+    report = gatekit.gate_loaded(tmp_path / "a", {**PKGS, **pkgs}, core,
+                                 {"vllm_ascend/comm.py": PLUGIN_GRANDPARENT_INIT}, ("vllm_ascend.comm",))
+    assert [f.severity for f in by_symbol(report, FI_AR)] == ["error"]
+    assert [f.severity for f in by_symbol(report, SYMM)] == ["error"]
+    assert not [f for f in report.findings if f.symbol.endswith(".world_size")]
+    # the parent's own __init__ by name, or super(), skips nothing
+    for i, call in enumerate(("CudaCommunicator.__init__(self, group)", "super().__init__(group)")):
+        plugin = PLUGIN_GRANDPARENT_INIT.replace("DeviceCommunicatorBase.__init__(self, group)", call)
+        report = gatekit.gate_loaded(tmp_path / f"b{i}", {**PKGS, **pkgs}, core, {"vllm_ascend/comm.py": plugin},
+                                     ("vllm_ascend.comm",))
+        assert not [f for f in report.findings if f.kind == "attribute"], call
+
+
+def test_a_field_a_helper_sets_is_unset_only_where_nothing_but_the_skipped_init_calls_the_helper(tmp_path):
+    pkgs = {"vllm/distributed/__init__.py": ""}
+    # another core method calls the helper too: the field may be set by then, not proven
+    core_text = CORE_COMMUNICATORS.replace("        def destroy(self):\n",
+                                           "        def reset(self):\n            self._init_symm_state()\n\n"
+                                           "        def destroy(self):\n")
+    report = gatekit.gate_loaded(tmp_path, {**PKGS, **pkgs}, {"vllm/distributed/comm.py": core_text},
+                                 {"vllm_ascend/comm.py": PLUGIN_GRANDPARENT_INIT}, ("vllm_ascend.comm",))
+    assert not by_symbol(report, SYMM)
+    assert [f.severity for f in by_symbol(report, FI_AR)] == ["error"]
+
+
+def test_super_with_a_core_class_named_starts_after_it_and_skips_its_init(tmp_path):
+    """`super(CudaCommunicator, self).__init__(...)` runs the class after CudaCommunicator:
+    CudaCommunicator's own `__init__` is skipped (vllm-metax's MMEncoderAttention calls
+    `super(vllm_MMEncoderAttention, self).__init__()`); `super(MacaCommunicator, self)`
+    is plain `super()`."""
+    pkgs = {"vllm/distributed/__init__.py": ""}
+    core = {"vllm/distributed/comm.py": CORE_COMMUNICATORS}
+    for i, (call, found) in enumerate((("super(CudaCommunicator, self).__init__(group)", ["error"]),
+                                       ("super(MacaCommunicator, self).__init__(group)", []))):
+        plugin = PLUGIN_GRANDPARENT_INIT.replace("DeviceCommunicatorBase.__init__(self, group)", call)
+        report = gatekit.gate_loaded(tmp_path / str(i), {**PKGS, **pkgs}, core, {"vllm_ascend/comm.py": plugin},
+                                     ("vllm_ascend.comm",))
+        assert [f.severity for f in by_symbol(report, FI_AR)] == found, call
+        assert not [f for f in report.findings if f.symbol.endswith(".world_size")]
+
+
+CORE_PROPOSERS = """
+    class SpecDecodeBaseProposer:
+        def __init__(self, config):
+            self.config = config
+            self.method = "eagle"
+
+        def propose(self):
+            return self.method
+
+
+    class EagleProposer(SpecDecodeBaseProposer):
+        def __init__(self, config):
+            super().__init__(config)
+            self.eagle_only = True
+
+        def load(self):
+            return self.eagle_only
+
+
+    class Runner:
+        def __init__(self):
+            self.drafter = None
+
+        def step(self):
+            self.drafter.load()
+            return self.drafter.propose()
+"""
+
+PLUGIN_DIAMOND = """
+    from vllm.v1.spec_decode.proposers import EagleProposer, SpecDecodeBaseProposer
+
+
+    class AscendBaseProposer(SpecDecodeBaseProposer):
+        def __init__(self, config):
+            super().__init__(config)
+
+
+    class AscendEagleProposer(EagleProposer, AscendBaseProposer):
+        def __init__(self, config):
+            AscendBaseProposer.__init__(self, config)
+"""
+
+
+def test_a_named_init_in_a_diamond_is_judged_by_the_mro_not_the_depth_first_order(tmp_path):
+    """The MRO is AscendEagleProposer, EagleProposer, AscendBaseProposer, SpecDecodeBaseProposer:
+    `AscendBaseProposer.__init__(self, ...)` skips EagleProposer's `__init__` only, and its
+    own `super().__init__` runs SpecDecodeBaseProposer's (vllm-ascend's proposers). The gate's
+    depth-first chain puts SpecDecodeBaseProposer before AscendBaseProposer, so it does not
+    judge such a diamond: no finding for `method` (which would be false)."""
+    pkgs = {"vllm/v1/spec_decode/__init__.py": ""}
+    core = {"vllm/v1/spec_decode/proposers.py": CORE_PROPOSERS}
+    report = gatekit.gate_loaded(tmp_path, {**PKGS, **pkgs}, core, {"vllm_ascend/proposer.py": PLUGIN_DIAMOND},
+                                 ("vllm_ascend.proposer",))
+    assert not by_symbol(report, "attribute:vllm.v1.spec_decode.proposers.SpecDecodeBaseProposer.method")
+    # on a single line of bases the same named call is judged (EagleProposer's field is unset)
+    line = PLUGIN_DIAMOND.replace("class AscendEagleProposer(EagleProposer, AscendBaseProposer):",
+                                  "class AscendEagleProposer(EagleProposer):").replace(
+        "AscendBaseProposer.__init__(self, config)", "SpecDecodeBaseProposer.__init__(self, config)")
+    report = gatekit.gate_loaded(tmp_path / "line", {**PKGS, **pkgs}, core, {"vllm_ascend/proposer.py": line},
+                                 ("vllm_ascend.proposer",))
+    assert [f.severity for f in by_symbol(report, "attribute:vllm.v1.spec_decode.proposers.EagleProposer.eagle_only")] \
+        == ["error"]
+    assert not by_symbol(report, "attribute:vllm.v1.spec_decode.proposers.SpecDecodeBaseProposer.method")
+
+
+def test_a_base_method_named_outright_skips_the_core_definition_between(tmp_path):
+    """`Coordinator.cache_blocks(self, ...)` in the plugin's override runs Coordinator's,
+    not HybridCoordinator's (vllm-ascend's `BaseLayerWithLoRA.set_mapping(self, ...)` in a
+    subclass of `FusedMoEWithLoRA`): only what the named class's method reads counts."""
+    core_text = CORE_COORDINATOR.replace(
+        "    class HybridCoordinator(Coordinator):\n",
+        "    class HybridCoordinator(Coordinator):\n        def cache_blocks(self, request, num_tokens):\n"
+        "            return self.lookahead\n\n")
+    core_text = core_text.replace("            limit = num_tokens - self.lookahead\n", "            limit = num_tokens\n")
+    assert core_text.count("self.lookahead") == 3  # set in __init__, read by Hybrid's cache_blocks and find_hit
+    named = PLUGIN_OVERRIDES_READER.replace("            return self.pool\n",
+                                            "            return Coordinator.cache_blocks(self, request, num_tokens)\n"
+                                            ).replace("import HybridCoordinator", "import Coordinator, HybridCoordinator")
+    plain = named.replace("Coordinator.cache_blocks(self, request, num_tokens)",
+                          "super().cache_blocks(request, num_tokens)")
+    core = {"vllm/v1/core/coordinator.py": core_text}
+    report = gate(tmp_path / "named", core, {"vllm_ascend/coord.py": named}, ("vllm_ascend.coord",))
+    assert not by_symbol(report, HYBRID_LOOKAHEAD)
+    report = gate(tmp_path / "super", core, {"vllm_ascend/coord.py": plain}, ("vllm_ascend.coord",))
+    assert [f.severity for f in by_symbol(report, HYBRID_LOOKAHEAD)] == ["error"]

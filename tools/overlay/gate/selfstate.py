@@ -37,7 +37,7 @@ from typing import Callable
 from overlay.gate import checks
 from overlay.gate.findings import Finding, also_at
 from overlay.gate.guards import Guard, reads, strings
-from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, dotted, qualify
+from overlay.gate.index import ClassInfo, ModuleInfo, TreeIndex, dotted, inert_base, qualify
 from overlay.gate.receivers import DYNAMIC, HARMLESS_BASES, self_assignments
 from overlay.gate.scan import PluginFacts
 from overlay.gate.supercalls import super_calls
@@ -88,13 +88,14 @@ def _members(cls: ClassInfo) -> set[str]:
     return names
 
 
-def _unpacked(cls: ClassInfo, skip_init: bool) -> set[str]:
+def _unpacked(cls: ClassInfo, skipped: frozenset[str]) -> set[str]:
     """`self.x` set by unpacking (`self.groups, self.ok, _ = init(...)`, `for self.i in ...`,
     `with ... as self.x`), which `self_assignments` (one value per attribute, for its type)
-    leaves out; `self.x += 1` reads first and sets nothing new."""
+    leaves out; `self.x += 1` reads first and sets nothing new. Functions named in
+    `skipped` never run: what they set is left out."""
     out: set[str] = set()
     for fn in ast.walk(cls.node) if cls.node is not None else ():
-        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or skip_init and fn.name == "__init__":
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name in skipped:
             continue
         augmented = {id(n.target) for n in ast.walk(fn) if isinstance(n, ast.AugAssign)}
         for n in ast.walk(fn):
@@ -104,13 +105,14 @@ def _unpacked(cls: ClassInfo, skip_init: bool) -> set[str]:
     return out
 
 
-def provides(cls: ClassInfo, skip_init: bool = False) -> set[str]:
+def provides(cls: ClassInfo, skip_init: bool = False, helpers: frozenset[str] = frozenset()) -> set[str]:
     """Every name an instance of `cls` gets from the class itself: its members, what its
-    functions assign to `self.x` (outside `__init__` with `skip_init`), unpacking included,
-    and register."""
-    names = _members(cls) | _registered(cls) | _unpacked(cls, skip_init)
+    functions assign to `self.x` (outside `__init__` and the `helpers` only it calls, with
+    `skip_init`), unpacking included, and register."""
+    skipped = frozenset({"__init__"} | helpers) if skip_init else frozenset()
+    names = _members(cls) | _registered(cls) | _unpacked(cls, skipped)
     for attr, sites in self_assignments(cls.node).items() if cls.node is not None else ():
-        if not skip_init or any(fn.name != "__init__" for fn, _ in sites):
+        if any(fn.name not in skipped for fn, _ in sites):
             names.add(attr)
     return names
 
@@ -172,19 +174,144 @@ def _calls_base_init(mod: ModuleInfo, cls: ClassInfo) -> bool:
                                    for e in explicit)
 
 
-def _skipped_core(chain, is_core) -> tuple[ClassInfo, list] | None:
+def _one_base(mod: ModuleInfo, cls: ClassInfo) -> bool:
+    """At most one base that counts (`checks._linearize` leaves inert ones out)."""
+    return len([e for e in cls.bases if not (e and inert_base(mod, e, None))]) <= 1
+
+
+def _mro_prefix(chain, upto: int) -> bool:
+    """chain[:upto + 1] is the method resolution order's start: `checks._linearize` walks
+    bases depth first, which is the MRO only along a single line of bases (a diamond such as
+    vllm-ascend's `AscendEagleProposer(EagleProposer, AscendSpecDecodeBaseProposer)` puts
+    core's shared base before the plugin's second one)."""
+    return all(_one_base(m, c) for m, c in chain[:upto])
+
+
+def _named_init_target(world: TreeIndex, chain, i: int) -> int | None:
+    """Where chain[i]'s `__init__` hands over when it names a base outright and never calls
+    `super().__init__`: the index in `chain` of the one class whose `__init__` runs next,
+    named by every `X.__init__(self, ...)` (vllm-metax's `DeviceCommunicatorBase.__init__(self,
+    ...)` in a subclass of `CudaCommunicator`) or `super(X, self).__init__(...)` (the class
+    after X); None when it calls `super().__init__`, names no class of the chain, or names
+    several."""
+    mod, cls = chain[i]
+    where = {(m.name, c.name): j for j, (m, c) in enumerate(chain)}
+
+    def index_of(expr: ast.expr) -> int | None:
+        name = dotted(expr)
+        target = qualify(mod, name, None) if name else None
+        found = world.resolve_dotted(target) if target else None
+        if found is None or found[0] != "class":
+            return None
+        return where.get((found[1][0].name, found[1][1].name))  # type: ignore[index]
+
+    targets = set()
+    for fn in _init_functions(cls):
+        for n in ast.walk(fn):
+            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "__init__"):
+                continue
+            recv = n.func.value
+            if isinstance(recv, ast.Call) and isinstance(recv.func, ast.Name) and recv.func.id == "super":
+                if not recv.args:  # super().__init__: the next class, as always
+                    return None
+                # super(X, self).__init__ starts after X (vllm-metax's MMEncoderAttention names core's)
+                k = index_of(recv.args[0])
+                j = k + 1 if k is not None else None
+            else:
+                j = index_of(recv)
+            if j is None or j <= i or not _mro_prefix(chain, j):
+                return None
+            targets.add(j)
+    return targets.pop() if len(targets) == 1 else None
+
+
+def _skipped_core(chain, is_core, world: TreeIndex | None = None) -> tuple[ClassInfo, list] | None:
     """(the plugin class whose `__init__` stops the chain, the core classes after it whose
-    `__init__` therefore never runs); None when core's `__init__` runs."""
-    for i, (mod, cls) in enumerate(chain):
+    `__init__` therefore never runs); None when core's `__init__` runs. A plugin `__init__`
+    that names a deeper base's `__init__` outright skips the core classes between."""
+    i = 0
+    while i < len(chain):
+        mod, cls = chain[i]
         if "__init__" not in cls.methods:
+            i += 1
             continue
         if is_core(mod.name):
             return None
         if _calls_base_init(mod, cls):
+            j = _named_init_target(world, chain, i) if world is not None else None
+            between = [(m, c) for m, c in chain[i + 1:j] if is_core(m.name) and "__init__" in c.methods] \
+                if j is not None else []
+            if between:
+                return cls, between
+            i = j if j is not None else i + 1
             continue
         rest = [(m, c) for m, c in chain[i + 1:] if is_core(m.name)]
         return (cls, rest) if rest else None
     return None
+
+
+def _init_helpers(ev, cls: ClassInfo, skipped: set[tuple[str, str]]) -> frozenset[str]:
+    """Methods of a skipped core class that only skipped `__init__`s call (`self._init_fp8_state()`
+    from `__init__`): on the plugin's object they never run either. A method called anywhere
+    else (core or plugin, by name) may run; too many callers to read proves nothing."""
+    out = set()
+    for name, fn in _functions(cls).items():
+        if name == "__init__" or name.startswith("__") and name.endswith("__"):
+            continue
+        sites = ev.callers.sites(name, limit=20)
+        if sites and all(not site.plugin and site.func == "__init__" and (site.module, site.cls) in skipped
+                         and site.receiver == "self" for site in sites):
+            out.add(name)
+    return frozenset(out)
+
+
+def _base_call_from(world: TreeIndex, chain, k: int, name: str) -> int | None:
+    """Where chain[k]'s `name` hands over to a base's: k + 1 for `super().name(...)`, the
+    index of X for `X.name(self, ...)` (vllm-ascend's `BaseLayerWithLoRA.set_mapping(self,
+    ...)` skips the core class between); None when it calls no base's, names a class
+    outside the chain, or hands over in more than one way."""
+    mod, cls = chain[k]
+    fn = _functions(cls).get(name)
+    if fn is None or cls.node is None or name not in super_calls(cls.node):
+        return None
+    where = {(m.name, c.name): j for j, (m, c) in enumerate(chain)}
+    found: set[int | None] = set()
+    for n in ast.walk(fn):
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name):
+            continue
+        recv = n.func.value
+        if isinstance(recv, ast.Call) and isinstance(recv.func, ast.Name) and recv.func.id == "super":
+            found.add(k + 1 if not recv.args else None)
+        elif isinstance(recv, (ast.Name, ast.Attribute)) and n.args and isinstance(n.args[0], ast.Name) \
+                and n.args[0].id == "self":
+            target = qualify(mod, dotted(recv) or "", None) if dotted(recv) else None
+            hit = world.resolve_dotted(target) if target else None
+            found.add(where.get((hit[1][0].name, hit[1][1].name)) if hit is not None and hit[0] == "class"
+                      else None)  # type: ignore[index]
+    return found.pop() if len(found) == 1 else None
+
+
+def _running_methods(world: TreeIndex, chain):
+    """(name, (ModuleInfo, ClassInfo) of a definition that runs on the object, the class
+    whose override reaches it through a base call, or None): the first definition of each
+    name in `chain`, and each next one a definition hands over to (`super().m(...)`: the next
+    definition; `Base.m(self, ...)`: the first from Base on), along a line of bases where the
+    chain is the MRO (`_mro_prefix`)."""
+    names: dict[str, None] = {}
+    for _, cls in chain:
+        names.update(dict.fromkeys(_functions(cls)))
+    for name in names:
+        via, start = None, 0
+        while start < len(chain):
+            k = next((j for j in range(start, len(chain)) if name in _functions(chain[j][1])), None)
+            if k is None or via is not None and not _mro_prefix(chain, k):
+                break  # no further definition, or the MRO's next one is not known here
+            mod, cls = chain[k]
+            yield name, (mod, cls), via
+            nxt = _base_call_from(world, chain, k, name)
+            if nxt is None or nxt <= k:
+                break
+            via, start = via or cls.name, nxt
 
 
 IMPLICIT = "called implicitly"  # Callers.function_reachable's answer for a dunder method
@@ -309,28 +436,27 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
             continue
         if any((DYNAMIC | {"__new__", "__setstate__"}) & set(c.methods) for _, c in chain):
             continue
-        skipped = _skipped_core(chain, ev.is_core)
+        skipped = _skipped_core(chain, ev.is_core, world)
         if skipped is None:
             continue
         stopper, core_classes = skipped
+        skipped_keys = {(m.name, c.name) for m, c in core_classes}
+        helpers = {(m.name, c.name): _init_helpers(ev, c, skipped_keys) for m, c in core_classes}
         avail: set[str] = set()
         for mod, cls in chain:
-            avail |= provides(cls, skip_init=ev.is_core(mod.name))
+            key = (mod.name, cls.name)
+            avail |= provides(cls, skip_init=key in skipped_keys, helpers=helpers.get(key, frozenset()))
         init_only: dict[str, tuple[ModuleInfo, ClassInfo]] = {}
         for mod, cls in core_classes:
+            unrun = {"__init__"} | helpers[(mod.name, cls.name)]
             for attr, sites in self_assignments(cls.node).items() if cls.node is not None else ():
-                if attr not in avail and attr not in facts.attr_stores and all(fn.name == "__init__"
-                                                                                 for fn, _ in sites):
+                if attr not in avail and attr not in facts.attr_stores and all(fn.name in unrun for fn, _ in sites):
                     init_only.setdefault(attr, (mod, cls))
         if not init_only:
             continue
-        owner_of: dict[str, tuple[ModuleInfo, ClassInfo]] = {}
         live: dict[str, tuple[str, str | None]] = {}
-        off = _off_flags(facts, chain, {(m.name, c.name) for m, c in core_classes}, ev.is_core, store_counts)
-        for mod, cls in chain:
-            for name in _functions(cls):
-                owner_of.setdefault(name, (mod, cls))
-        for meth, (mod, cls) in owner_of.items():
+        off = _off_flags(facts, chain, skipped_keys, ev.is_core, store_counts)
+        for meth, (mod, cls), via_super in _running_methods(world, chain):
             if not ev.is_core(mod.name) or meth.startswith("__") and meth.endswith("__"):
                 continue
             fn = _functions(cls)[meth]
@@ -350,16 +476,19 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
                 severity = checks._severity(pc.ctx, ev, pc.module.name, error=cond is None and live[meth][0] == "yes")
                 symbol = f"attribute:{mod.name}.{cls.name}.{attr}"
                 grouped.setdefault((checks._kind(pc.ctx, "attribute"), symbol, pc.path, severity), []).append(
-                    (pc, info, stopper, meth, mod, cls, line, init_only[attr], cond, live[meth], called_under))
+                    (pc, info, stopper, meth, mod, cls, line, init_only[attr], cond, live[meth], called_under,
+                     via_super))
     out = []
     for (kind, symbol, path, severity), items in grouped.items():
-        pc, info, stopper, meth, mod, cls, line, (imod, icls), cond, (alive, dead), called_under = items[0]
+        pc, info, stopper, meth, mod, cls, line, (imod, icls), cond, (alive, dead), called_under, via = items[0]
         attr = symbol.rsplit(".", 1)[-1]
-        methods = sorted({f"{item[5].name}.{item[3]}" for item in items})
-        set_at = self_assignments(icls.node)[attr][0][1].lineno
-        why = (f"{info.name} inherits core's {', '.join(methods)}, which read(s) self.{attr}; only core's "
-               f"{icls.name}.__init__ sets it ({imod.path}:{set_at}), and {stopper.name}.__init__ never calls "
-               f"the base __init__ nor sets it: AttributeError on the plugin's object")
+        methods = sorted({f"{item[5].name}.{item[3]}" + (f" (through {item[11]}'s super() call)" if item[11] else "")
+                          for item in items})
+        first_set = self_assignments(icls.node)[attr][0]
+        setter = "__init__" if first_set[0].name == "__init__" else f"{first_set[0].name}, which only __init__ calls,"
+        why = (f"{info.name} runs core's {', '.join(methods)}, which read(s) self.{attr}; only core's "
+               f"{icls.name}.{setter} sets it ({imod.path}:{first_set[1].lineno}), and {stopper.name}.__init__ "
+               f"never runs {icls.name}.__init__ nor sets it: AttributeError on the plugin's object")
         evidence = f"core's {cls.name}.{meth} reads it"
         if called_under is not None:
             evidence += f", and every call of {meth} that runs on the plugin's object is {called_under}"
@@ -377,8 +506,9 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
         p = checks.Problem(mod.path, line, (why,), evidence, True)
         out.append(Finding(kind, symbol, path, pc.line, mod.path, line, checks._why(pc.ctx, why),
                            severity=severity, reason=checks._reason(pc.ctx, ev, pc.module.name, p.evidence),
-                           summary=f"{info.name} skips {icls.name}.__init__, and inherited {cls.name}.{meth} "
-                                   f"reads self.{attr}"))
+                           summary=f"{info.name} skips {icls.name}.__init__, and "
+                                   + (f"{cls.name}.{meth}, which {via} calls through super(), "
+                                      if via else f"inherited {cls.name}.{meth} ") + f"reads self.{attr}"))
     return out
 
 
