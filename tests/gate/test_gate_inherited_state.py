@@ -715,20 +715,21 @@ def test_a_field_a_helper_sets_is_unset_only_where_nothing_but_the_skipped_init_
     assert [f.severity for f in by_symbol(report, FI_AR)] == ["error"]
 
 
-def test_super_with_a_core_class_named_starts_after_it_and_skips_its_init(tmp_path):
-    """`super(CudaCommunicator, self).__init__(...)` runs the class after CudaCommunicator:
-    CudaCommunicator's own `__init__` is skipped (vllm-metax's MMEncoderAttention calls
-    `super(vllm_MMEncoderAttention, self).__init__()`); `super(MacaCommunicator, self)`
-    is plain `super()`."""
+def test_super_with_a_core_class_named_is_not_judged(tmp_path):
+    """`super(CudaCommunicator, self).__init__(...)` does skip CudaCommunicator's `__init__`,
+    but the gate leaves that shape alone: judged, it put 12 false errors on vllm-ascend 0.9.0 ...
+    0.10.0, whose AscendFusedMoE calls `super(FusedMoE, self).__init__()` and overrides
+    `forward`, so core's `forward_impl`, which reads what it skipped, never runs on it (the
+    liveness check is one call deep). The named-base shape (`DeviceCommunicatorBase.__init__(
+    self, ...)`) is judged (above)."""
     pkgs = {"vllm/distributed/__init__.py": ""}
     core = {"vllm/distributed/comm.py": CORE_COMMUNICATORS}
-    for i, (call, found) in enumerate((("super(CudaCommunicator, self).__init__(group)", ["error"]),
-                                       ("super(MacaCommunicator, self).__init__(group)", []))):
+    for i, call in enumerate(("super(CudaCommunicator, self).__init__(group)",
+                              "super(MacaCommunicator, self).__init__(group)")):
         plugin = PLUGIN_GRANDPARENT_INIT.replace("DeviceCommunicatorBase.__init__(self, group)", call)
         report = gatekit.gate_loaded(tmp_path / str(i), {**PKGS, **pkgs}, core, {"vllm_ascend/comm.py": plugin},
                                      ("vllm_ascend.comm",))
-        assert [f.severity for f in by_symbol(report, FI_AR)] == found, call
-        assert not [f for f in report.findings if f.symbol.endswith(".world_size")]
+        assert not [f for f in report.findings if f.kind == "attribute"], call
 
 
 CORE_PROPOSERS = """
