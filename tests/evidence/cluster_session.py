@@ -159,13 +159,14 @@ def main() -> int:
             # Ray ends a dead driver's workers asynchronously: until they are gone one of
             # them may still finish its run (stop the server, rename the partial folder),
             # so the runs complete "before" are those on disk once no such worker lives.
-            workers_left = wait_for(lambda: not workers_alive(root / "ab"), timeout=60) is None
+            workers_left = [] if wait_for(lambda: not workers_alive(root / "ab"), timeout=60) \
+                else workers_alive(root / "ab")
             complete_before = sorted(p.name for p in (root / "ab" / "runs").iterdir()
                                      if not p.name.endswith(".partial"))
             resumed = finish(cli(root, proto, address))
             report["driver-killed"] = {**resumed, "complete_before": complete_before,
                                        "left_after_kill": left_after_kill,
-                                       "workers_left_after_kill": workers_alive(root / "ab") if workers_left else [],
+                                       "workers_left_after_kill": workers_left,
                                        "results": str(root / "ab"),
                                        "left": servers_gone(before)}
     if "unreachable" in wanted:

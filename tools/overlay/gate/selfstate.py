@@ -187,6 +187,23 @@ def _mro_prefix(chain, upto: int) -> bool:
     return all(_one_base(m, c) for m, c in chain[:upto])
 
 
+def _is_super(expr: ast.expr) -> bool:
+    """`super()` or `super(X, self)`, the receiver of a base call."""
+    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "super"
+
+
+def _chain_index(world: TreeIndex, mod: ModuleInfo, expr: ast.expr, chain) -> int | None:
+    """The position in `chain` of the class `expr` names in `mod` (`Base` in `Base.m(self)`),
+    None when it names no class of the chain."""
+    name = dotted(expr)
+    target = qualify(mod, name, None) if name else None
+    found = world.resolve_dotted(target) if target else None
+    if found is None or found[0] != "class":
+        return None
+    key = (found[1][0].name, found[1][1].name)  # type: ignore[index]
+    return next((j for j, (m, c) in enumerate(chain) if (m.name, c.name) == key), None)
+
+
 def _named_init_target(world: TreeIndex, chain, i: int) -> int | None:
     """Where chain[i]'s `__init__` hands over when it names a base outright and never calls
     `super(...).__init__`: the index in `chain` of the one class whose `__init__` runs next,
@@ -195,29 +212,19 @@ def _named_init_target(world: TreeIndex, chain, i: int) -> int | None:
     `super(X, self).__init__` (not judged, see below), names no class of the chain, or names
     several."""
     mod, cls = chain[i]
-    where = {(m.name, c.name): j for j, (m, c) in enumerate(chain)}
-
-    def index_of(expr: ast.expr) -> int | None:
-        name = dotted(expr)
-        target = qualify(mod, name, None) if name else None
-        found = world.resolve_dotted(target) if target else None
-        if found is None or found[0] != "class":
-            return None
-        return where.get((found[1][0].name, found[1][1].name))  # type: ignore[index]
-
     targets = set()
     for fn in _init_functions(cls):
         for n in ast.walk(fn):
             if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "__init__"):
                 continue
             recv = n.func.value
-            if isinstance(recv, ast.Call) and isinstance(recv.func, ast.Name) and recv.func.id == "super":
+            if _is_super(recv):
                 # super().__init__ runs the next class, as always; super(X, self) starts after X, but
                 # judging it put 12 false errors on vllm-ascend 0.9.0 ... 0.10.0 (AscendFusedMoE skips
                 # FusedMoE.__init__ and overrides forward; core's forward_impl reads what it skipped,
                 # and the liveness check, one call deep, took forward_impl's own caller as running)
                 return None
-            j = index_of(recv)
+            j = _chain_index(world, mod, recv, chain)
             if j is None or j <= i or not _mro_prefix(chain, j):
                 return None
             targets.add(j)
@@ -249,12 +256,20 @@ def _skipped_core(chain, is_core, world: TreeIndex | None = None) -> tuple[Class
     return None
 
 
-def _init_helpers(ev, cls: ClassInfo, skipped: set[tuple[str, str]]) -> frozenset[str]:
+def _self_calls_in_init(classes) -> set[str]:
+    """Names the `__init__`s of `classes` call on `self` (`self._init_fp8_state()`)."""
+    return {n.func.attr for _, c in classes for fn in _init_functions(c) for n in ast.walk(fn)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"}
+
+
+def _init_helpers(ev, cls: ClassInfo, skipped: set[tuple[str, str]], candidates: set[str]) -> frozenset[str]:
     """Methods of a skipped core class that only skipped `__init__`s call (`self._init_fp8_state()`
     from `__init__`): on the plugin's object they never run either. A method called anywhere
-    else (core or plugin, by name) may run; too many callers to read proves nothing."""
+    else (core or plugin, by name) may run; too many callers to read proves nothing. Only
+    `candidates` (what those `__init__`s call on `self`, `_self_calls_in_init`) are looked up."""
     out = set()
-    for name, fn in _functions(cls).items():
+    for name in _functions(cls).keys() & candidates:
         if name == "__init__" or name.startswith("__") and name.endswith("__"):
             continue
         sites = ev.callers.sites(name, limit=20)
@@ -273,20 +288,16 @@ def _base_call_from(world: TreeIndex, chain, k: int, name: str) -> int | None:
     fn = _functions(cls).get(name)
     if fn is None or cls.node is None or name not in super_calls(cls.node):
         return None
-    where = {(m.name, c.name): j for j, (m, c) in enumerate(chain)}
     found: set[int | None] = set()
     for n in ast.walk(fn):
         if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name):
             continue
         recv = n.func.value
-        if isinstance(recv, ast.Call) and isinstance(recv.func, ast.Name) and recv.func.id == "super":
+        if _is_super(recv):
             found.add(k + 1 if not recv.args else None)
         elif isinstance(recv, (ast.Name, ast.Attribute)) and n.args and isinstance(n.args[0], ast.Name) \
                 and n.args[0].id == "self":
-            target = qualify(mod, dotted(recv) or "", None) if dotted(recv) else None
-            hit = world.resolve_dotted(target) if target else None
-            found.add(where.get((hit[1][0].name, hit[1][1].name)) if hit is not None and hit[0] == "class"
-                      else None)  # type: ignore[index]
+            found.add(_chain_index(world, mod, recv, chain))
     return found.pop() if len(found) == 1 else None
 
 
@@ -440,7 +451,8 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
             continue
         stopper, core_classes = skipped
         skipped_keys = {(m.name, c.name) for m, c in core_classes}
-        helpers = {(m.name, c.name): _init_helpers(ev, c, skipped_keys) for m, c in core_classes}
+        called = _self_calls_in_init(core_classes)
+        helpers = {(m.name, c.name): _init_helpers(ev, c, skipped_keys, called) for m, c in core_classes}
         avail: set[str] = set()
         for mod, cls in chain:
             key = (mod.name, cls.name)
