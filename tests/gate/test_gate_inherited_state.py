@@ -715,21 +715,327 @@ def test_a_field_a_helper_sets_is_unset_only_where_nothing_but_the_skipped_init_
     assert [f.severity for f in by_symbol(report, FI_AR)] == ["error"]
 
 
-def test_super_with_a_core_class_named_is_not_judged(tmp_path):
-    """`super(CudaCommunicator, self).__init__(...)` does skip CudaCommunicator's `__init__`,
-    but the gate leaves that shape alone: judged, it put 12 false errors on vllm-ascend 0.9.0 ...
-    0.10.0, whose AscendFusedMoE calls `super(FusedMoE, self).__init__()` and overrides
-    `forward`, so core's `forward_impl`, which reads what it skipped, never runs on it (the
-    liveness check is one call deep). The named-base shape (`DeviceCommunicatorBase.__init__(
-    self, ...)`) is judged (above)."""
+def test_super_with_a_core_class_named_skips_that_class_s_init(tmp_path):
+    """`super(CudaCommunicator, self).__init__(...)` starts after CudaCommunicator: its
+    `__init__` never runs, and what only it sets is unset where core reads it (vllm-metax's
+    `fp8_enabled`). `super(MacaCommunicator, self)`, the class itself, is `super()`."""
     pkgs = {"vllm/distributed/__init__.py": ""}
     core = {"vllm/distributed/comm.py": CORE_COMMUNICATORS}
-    for i, call in enumerate(("super(CudaCommunicator, self).__init__(group)",
-                              "super(MacaCommunicator, self).__init__(group)")):
+    for i, (call, expected) in enumerate((("super(CudaCommunicator, self).__init__(group)", ["error"]),
+                                          ("super(MacaCommunicator, self).__init__(group)", []))):
         plugin = PLUGIN_GRANDPARENT_INIT.replace("DeviceCommunicatorBase.__init__(self, group)", call)
         report = gatekit.gate_loaded(tmp_path / str(i), {**PKGS, **pkgs}, core, {"vllm_ascend/comm.py": plugin},
                                      ("vllm_ascend.comm",))
-        assert not [f for f in report.findings if f.kind == "attribute"], call
+        assert [f.severity for f in by_symbol(report, FI_AR)] == expected, call
+        assert not [f for f in report.findings if f.symbol.endswith(".world_size")], call
+
+
+# cut from vLLM 0.9.1's fused_moe/layer.py: `forward` calls `forward_impl` directly or
+# through the custom op `moe_forward`, registered at import, which looks the layer up by name
+CORE_MOE = """
+    import torch
+
+
+    class FusedMoE(torch.nn.Module):
+        def __init__(self, num_experts, layer_name=""):
+            super().__init__()
+            self.num_experts = num_experts
+            self.use_direct_call = True
+            self.dp_size = 1
+            self.moe_config = None
+            self.layer_name = layer_name
+            self.quant_method = None
+
+        def forward(self, hidden_states, router_logits):
+            if self.use_direct_call:
+                return self.forward_impl(hidden_states, router_logits)
+            return moe_forward(hidden_states, router_logits, self.layer_name)
+
+        def forward_impl_chunked(self, hidden_states, router_logits):
+            return self.moe_config, hidden_states
+
+        def forward_impl(self, hidden_states, router_logits):
+            assert self.quant_method is not None
+            if self.quant_method.use_pplx_kernels:
+                return self.forward_impl_chunked(hidden_states, router_logits)
+            if self.dp_size > 1:
+                hidden_states = hidden_states[0]
+            return self.quant_method.apply(self, hidden_states, router_logits)
+
+
+    def moe_forward(hidden_states, router_logits, layer_name):
+        self = LAYERS[layer_name]
+        return self.forward_impl(hidden_states, router_logits)
+
+
+    LAYERS = {}
+    OPS = {}
+
+
+    def direct_register_custom_op(op_name, op_func):
+        OPS[op_name] = op_func
+
+
+    direct_register_custom_op(op_name="moe_forward", op_func=moe_forward)
+"""
+
+# cut from vllm-ascend 0.9.1rc1's ops/fused_moe.py: AscendFusedMoE skips FusedMoE.__init__
+# with `super(FusedMoE, self).__init__()` and overrides `forward`
+PLUGIN_MOE = """
+    from vllm.model_executor.layers.fused_moe.layer import FusedMoE
+
+
+    class AscendFusedMoE(FusedMoE):
+        def __init__(self, num_experts, layer_name=""):
+            super(FusedMoE, self).__init__()
+            self.num_experts = num_experts
+            self.quant_method = object()
+
+        def forward(self, hidden_states, router_logits):
+            return self.quant_method.apply(self, hidden_states, router_logits)
+"""
+
+
+def test_a_reader_called_only_from_a_method_the_plugin_overrides_is_no_error(tmp_path):
+    """AscendFusedMoE overrides `forward`, so core's `FusedMoE.forward`, the one method that
+    calls `self.forward_impl(...)` on the layer, never runs on it: neither `forward_impl`'s
+    read of `dp_size` nor the read of `moe_config` in `forward_impl_chunked`, which only
+    `forward_impl` calls, is shown to run there (the second was an error while liveness
+    stopped one caller up). With the override handing over (`super().forward(...)`), core's
+    `forward` runs, and its read of `use_direct_call`, which only FusedMoE's skipped
+    `__init__` sets, is an error."""
+    pkgs = {"vllm/model_executor/__init__.py": "", "vllm/model_executor/layers/__init__.py": "",
+            "vllm/model_executor/layers/fused_moe/__init__.py": ""}
+    core = {"vllm/model_executor/layers/fused_moe/layer.py": CORE_MOE}
+    prefix = "attribute:vllm.model_executor.layers.fused_moe.layer.FusedMoE."
+    overriding = "            return self.quant_method.apply(self, hidden_states, router_logits)\n"
+    handing_over = "            return super().forward(hidden_states, router_logits)\n"
+    for i, (body, expected) in enumerate(((None, []), (handing_over, ["use_direct_call"]))):
+        plugin = PLUGIN_MOE if body is None else PLUGIN_MOE.replace(overriding, body)
+        report = gatekit.gate_loaded(tmp_path / str(i), {**PKGS, **pkgs}, core,
+                                     {"vllm_ascend/fused_moe.py": plugin}, ("vllm_ascend.fused_moe",))
+        unset = {f.symbol.removeprefix(prefix): f.severity for f in report.findings if f.symbol.startswith(prefix)}
+        assert sorted(k for k, v in unset.items() if v == "error") == expected, body
+        assert {"dp_size", "moe_config"} <= unset.keys(), body  # still reported, as warnings
+
+
+# cut from vllm-ascend 0.9.2rc1's models/pangu_moe.py: a plugin model builds core's own
+# FusedMoE and calls `forward_impl` on it
+PLUGIN_PANGU = """
+    from vllm.model_executor.layers.fused_moe.layer import FusedMoE
+
+
+    class PanguProMoESparseMoeBlock:
+        def __init__(self, config):
+            self.experts = FusedMoE(num_experts=8)
+
+        def forward(self, hidden_states, router_logits):
+            return self.experts.forward_impl(hidden_states, router_logits)
+"""
+
+
+def test_a_call_on_a_base_the_plugin_builds_outright_does_not_run_on_its_subclass(tmp_path):
+    """vllm-ascend's pangu model holds `self.experts = FusedMoE(...)`: its
+    `self.experts.forward_impl(...)` runs on core's FusedMoE, never on AscendFusedMoE, so it
+    does not make `forward_impl`'s reads run on the plugin's object. Built as the plugin's
+    class, or swapped in from outside (`block.experts = ...`), it does."""
+    pkgs = {"vllm/model_executor/__init__.py": "", "vllm/model_executor/layers/__init__.py": "",
+            "vllm/model_executor/layers/fused_moe/__init__.py": ""}
+    core = {"vllm/model_executor/layers/fused_moe/layer.py": CORE_MOE}
+    prefix = "attribute:vllm.model_executor.layers.fused_moe.layer.FusedMoE."
+    own = PLUGIN_PANGU.replace("from vllm.model_executor.layers.fused_moe.layer import FusedMoE",
+                               "from vllm_ascend.fused_moe import AscendFusedMoE as FusedMoE")
+    swapped = PLUGIN_PANGU + "\n\n    def swap(block, layer):\n        block.experts = layer\n"
+    for i, (pangu, expected) in enumerate(((PLUGIN_PANGU, []), (own, ["dp_size", "moe_config"]),
+                                           (swapped, ["dp_size", "moe_config"]))):
+        report = gatekit.gate_loaded(tmp_path / str(i), {**PKGS, **pkgs}, core,
+                                     {"vllm_ascend/fused_moe.py": PLUGIN_MOE, "vllm_ascend/pangu.py": pangu},
+                                     ("vllm_ascend.fused_moe", "vllm_ascend.pangu"))
+        unset = {f.symbol.removeprefix(prefix): f.severity for f in report.findings if f.symbol.startswith(prefix)}
+        assert sorted(k for k, v in unset.items() if v == "error") == expected, i
+
+
+# cut from vLLM 0.21.0's custom_op.py and attention/mm_encoder_attention.py: CustomOp's
+# `__new__` builds the out-of-tree class a plugin registers; MMEncoderAttention's FP8 state
+# is set by a helper only its `__init__` calls, and read where the model loader finishes
+# each such module
+CORE_CUSTOM_OP = """
+    import torch
+
+    op_registry_oot = {}
+
+
+    class CustomOp(torch.nn.Module):
+        def __new__(cls, *args, **kwargs):
+            op_name = cls.__name__
+            if op_name not in op_registry_oot:
+                op_cls_to_instantiate = cls
+            else:
+                op_cls_to_instantiate = op_registry_oot[op_name]
+            return super().__new__(op_cls_to_instantiate)
+
+        def __init__(self):
+            super().__init__()
+            self._forward_method = self.forward_native
+
+        @classmethod
+        def register_oot(cls, op_cls):
+            op_registry_oot[cls.__name__] = op_cls
+            return op_cls
+"""
+
+CORE_MM_ENCODER = """
+    from vllm.model_executor.custom_op import CustomOp
+
+
+    class MMEncoderAttention(CustomOp):
+        def __init__(self, num_heads, head_size):
+            super().__init__()
+            self.num_heads = num_heads
+            self.head_size = head_size
+            self._init_fp8_state()
+
+        def _init_fp8_state(self):
+            self.fp8_enabled = False
+
+        def process_weights_after_loading(self, act_dtype):
+            if not self.fp8_enabled:
+                return
+            self.head_size = act_dtype
+"""
+
+CORE_LOADER = """
+    from vllm.model_executor.layers.mm_encoder_attention import MMEncoderAttention
+
+
+    def process_weights_after_loading(model, model_config):
+        for _, module in model.named_modules():
+            if isinstance(module, MMEncoderAttention):
+                module.process_weights_after_loading(model_config.dtype)
+"""
+
+# cut from vllm-metax 0.20.0's customized/layers/mm_encoder_attention.py
+PLUGIN_MM_ENCODER = """
+    from vllm.model_executor.layers.mm_encoder_attention import MMEncoderAttention as vllm_MMEncoderAttention
+
+
+    @vllm_MMEncoderAttention.register_oot
+    class MMEncoderAttention(vllm_MMEncoderAttention):
+        def __init__(self, num_heads, head_size):
+            super(vllm_MMEncoderAttention, self).__init__()
+            self.num_heads = num_heads
+            self.head_size = head_size
+"""
+
+
+def test_a_class_built_through_a_core_new_is_not_judged(tmp_path):
+    """vllm-metax's MMEncoderAttention calls `super(vllm_MMEncoderAttention, self).__init__()`,
+    running CustomOp's `__init__` and skipping core MMEncoderAttention's, whose helper alone
+    sets `fp8_enabled`, which core's model loader reads. It is a real break, but CustomOp's
+    `__new__` keeps the class out of the check: judging such classes (a `__new__` that only
+    picks the out-of-tree class, stores nothing) put false errors on vllm-ascend 0.10.0 ...
+    0.14.0 (thirty-fourth session): `AscendLinearBase`, an `__init__` helper never built
+    itself, and layers that override `forward`, whose `forward_native` the gate took as run
+    through CustomOp's dispatch (`self._forward_method = self.forward_cuda`, a value it cannot
+    follow). Without the `__new__` the same class is judged."""
+    pkgs = {"vllm/model_executor/__init__.py": "", "vllm/model_executor/layers/__init__.py": "",
+            "vllm/model_executor/model_loader/__init__.py": ""}
+    symbol = "attribute:vllm.model_executor.layers.mm_encoder_attention.MMEncoderAttention.fp8_enabled"
+    start = CORE_CUSTOM_OP.index("        def __new__(")
+    without_new = CORE_CUSTOM_OP[:start] + CORE_CUSTOM_OP[CORE_CUSTOM_OP.index("        def __init__(self):"):]
+    for i, (custom_op, expected) in enumerate(((CORE_CUSTOM_OP, []), (without_new, ["error"]))):
+        core = {"vllm/model_executor/custom_op.py": custom_op,
+                "vllm/model_executor/layers/mm_encoder_attention.py": CORE_MM_ENCODER,
+                "vllm/model_executor/model_loader/utils.py": CORE_LOADER}
+        report = gatekit.gate_loaded(tmp_path / str(i), {**PKGS, **pkgs}, core,
+                                     {"vllm_ascend/mm.py": PLUGIN_MM_ENCODER}, ("vllm_ascend.mm",))
+        assert [f.severity for f in by_symbol(report, symbol)] == expected, i
+
+
+# cut from vLLM 0.18.0's v1/spec_decode/eagle.py: SpecDecodeBaseProposer.__init__ sets the
+# drafting flags that load_model reads; EagleProposer's __init__ hands over to it
+CORE_EAGLE = """
+    class SpecDecodeBaseProposer:
+        def __init__(self, vllm_config, device, runner=None):
+            self.vllm_config = vllm_config
+            self.device = device
+            self.parallel_drafting = False
+            self.pass_hidden_states_to_model = True
+
+        def load_model(self, target_model):
+            self.model = target_model
+            if self.parallel_drafting and self.pass_hidden_states_to_model:
+                self.model = None
+
+
+    class EagleProposer(SpecDecodeBaseProposer):
+        def __init__(self, vllm_config, device, runner=None):
+            super().__init__(vllm_config, device, runner)
+
+
+    class GPUModelRunner:
+        def __init__(self, vllm_config, device):
+            self.drafter = EagleProposer(vllm_config, device, self)
+
+        def load_model(self, model):
+            self.drafter.load_model(model)
+"""
+
+# cut from vllm-rbln 0.10.2.post2's v1/spec_decoding/eagle.py: a module-level function
+# installed as EagleProposer.__init__, setting its own fields
+PLUGIN_EAGLE_INIT = """
+    from vllm.v1.spec_decode.eagle import EagleProposer
+
+
+    def __custom_init__(self, vllm_config, device, runner=None):
+        self.vllm_config = vllm_config
+        self.device = device
+        self.runner = runner
+
+
+    EagleProposer.__init__ = __custom_init__
+"""
+
+
+def test_a_replacement_init_that_runs_no_other_leaves_core_s_fields_unset(tmp_path):
+    """vllm-rbln installs its own function as core's `EagleProposer.__init__`; it never runs
+    `SpecDecodeBaseProposer.__init__`, the one place that sets `parallel_drafting`, which
+    core's `load_model` reads on every EAGLE proposer; calling torch's `Module.__init__(self)`
+    changes nothing. A replacement that hands over to the original (`original(self, ...)`,
+    `self._orig_init(...)`) or to the base that sets the field, or sets it itself, is no
+    finding, and one installed by a function nothing calls is a warning."""
+    pkgs = {"vllm/v1/spec_decode/__init__.py": ""}
+    core = {"vllm/v1/spec_decode/eagle.py": CORE_EAGLE}
+    symbol = "attribute:vllm.v1.spec_decode.eagle.SpecDecodeBaseProposer.parallel_drafting"
+    handing_over = PLUGIN_EAGLE_INIT.replace(
+        "    def __custom_init__(self, vllm_config, device, runner=None):\n",
+        "    original = EagleProposer.__init__\n\n\n"
+        "    def __custom_init__(self, vllm_config, device, runner=None):\n"
+        "        original(self, vllm_config, device, runner)\n")
+    setting = PLUGIN_EAGLE_INIT.replace("        self.runner = runner\n",
+                                        "        self.runner = runner\n        self.parallel_drafting = False\n")
+    uncalled = PLUGIN_EAGLE_INIT.replace("    EagleProposer.__init__ = __custom_init__\n",
+                                         "    def install():\n        EagleProposer.__init__ = __custom_init__\n")
+    torch_init = PLUGIN_EAGLE_INIT.replace(
+        "    from vllm.v1.spec_decode.eagle import EagleProposer\n",
+        "    import torch\n    from vllm.v1.spec_decode.eagle import EagleProposer, SpecDecodeBaseProposer\n").replace(
+        "        self.vllm_config = vllm_config\n", "        torch.nn.Module.__init__(self)\n        self.vllm_config = vllm_config\n")
+    base_init = torch_init.replace("torch.nn.Module.__init__(self)",
+                                   "SpecDecodeBaseProposer.__init__(self, vllm_config, device)")
+    # arctic-inference's class-body patches keep the original on the class and call it on self
+    saved = PLUGIN_EAGLE_INIT.replace(
+        "    def __custom_init__(self, vllm_config, device, runner=None):\n",
+        "    EagleProposer._orig_init = EagleProposer.__init__\n\n\n"
+        "    def __custom_init__(self, vllm_config, device, runner=None):\n"
+        "        self._orig_init(vllm_config, device, runner)\n")
+    cases = ((PLUGIN_EAGLE_INIT, ["error"]), (handing_over, []), (setting, []), (uncalled, ["warning"]),
+             (torch_init, ["error"]), (base_init, []), (saved, []))
+    for i, (plugin, expected) in enumerate(cases):
+        report = gatekit.gate_loaded(tmp_path / str(i), {**PKGS, **pkgs}, core, {"vllm_ascend/eagle.py": plugin},
+                                     ("vllm_ascend.eagle",))
+        assert [f.severity for f in by_symbol(report, symbol)] == expected, i
+        # what the replacement sets is set
+        assert not [f for f in report.findings if f.symbol.endswith((".vllm_config", ".device"))], i
 
 
 CORE_PROPOSERS = """

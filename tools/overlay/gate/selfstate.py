@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 from collections import Counter
+from dataclasses import dataclass
 from typing import Callable
 
 from overlay.gate import checks
@@ -204,13 +205,22 @@ def _chain_index(world: TreeIndex, mod: ModuleInfo, expr: ast.expr, chain) -> in
     return next((j for j, (m, c) in enumerate(chain) if (m.name, c.name) == key), None)
 
 
+def _super_start(world: TreeIndex, mod: ModuleInfo, call: ast.Call, chain) -> int | None:
+    """Where `super(X, self)` starts looking: the chain position after X's; None when X is
+    not a class of the chain or the second argument is not the method's `self`."""
+    if len(call.args) != 2 or not isinstance(call.args[1], ast.Name) or call.args[1].id != "self":
+        return None
+    j = _chain_index(world, mod, call.args[0], chain)
+    return None if j is None else j + 1
+
+
 def _named_init_target(world: TreeIndex, chain, i: int) -> int | None:
     """Where chain[i]'s `__init__` hands over when it names a base outright and never calls
     `super(...).__init__`: the index in `chain` of the one class whose `__init__` runs next,
     named by every `X.__init__(self, ...)` (vllm-metax's `DeviceCommunicatorBase.__init__(self,
-    ...)` in a subclass of `CudaCommunicator`); None when it calls `super().__init__` or
-    `super(X, self).__init__` (not judged, see below), names no class of the chain, or names
-    several."""
+    ...)` in a subclass of `CudaCommunicator`), or by every `super(X, self).__init__` (the class
+    after X: vllm-ascend's `AscendFusedMoE` skips `FusedMoE.__init__` so); None when it calls
+    `super().__init__`, names no class of the chain, or names several."""
     mod, cls = chain[i]
     targets = set()
     for fn in _init_functions(cls):
@@ -218,13 +228,12 @@ def _named_init_target(world: TreeIndex, chain, i: int) -> int | None:
             if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "__init__"):
                 continue
             recv = n.func.value
-            if _is_super(recv):
-                # super().__init__ runs the next class, as always; super(X, self) starts after X, but
-                # judging it put 12 false errors on vllm-ascend 0.9.0 ... 0.10.0 (AscendFusedMoE skips
-                # FusedMoE.__init__ and overrides forward; core's forward_impl reads what it skipped,
-                # and the liveness check, one call deep, took forward_impl's own caller as running)
+            if _is_super(recv) and not recv.args:
+                return None  # super().__init__ runs the next class, as always
+            # super(X, self).__init__ starts after X; X.__init__(self) runs X's
+            j = _super_start(world, mod, recv, chain) if _is_super(recv) else _chain_index(world, mod, recv, chain)
+            if j == i + 1:
                 return None
-            j = _chain_index(world, mod, recv, chain)
             if j is None or j <= i or not _mro_prefix(chain, j):
                 return None
             targets.add(j)
@@ -294,7 +303,7 @@ def _base_call_from(world: TreeIndex, chain, k: int, name: str) -> int | None:
             continue
         recv = n.func.value
         if _is_super(recv):
-            found.add(k + 1 if not recv.args else None)
+            found.add(k + 1 if not recv.args else _super_start(world, mod, recv, chain))
         elif isinstance(recv, (ast.Name, ast.Attribute)) and n.args and isinstance(n.args[0], ast.Name) \
                 and n.args[0].id == "self":
             found.add(_chain_index(world, mod, recv, chain))
@@ -396,7 +405,93 @@ def _call_guarded(site, meth: str, chain, unset, off) -> str | None:
     return whys[0] if whys and all(whys) else None
 
 
-def _live(ev, meth: str, chain=None, unset=frozenset(), off: dict[str, str] | None = None) -> tuple[str, str | None]:
+@dataclass(frozen=True)
+class TheObject:
+    """The plugin's object whose skipped `__init__` is judged: its class and bases (`chain`,
+    (ModuleInfo, ClassInfo) pairs), the fields only the skipped `__init__` sets (`unset`),
+    the flags off on it (`_off_flags`), the (name, module, class) of each definition that
+    runs on it (`_running_methods`), and every attribute name the plugin stores on another
+    object than `self` (`PluginFacts.foreign_stores`)."""
+    world: TreeIndex
+    chain: list
+    unset: dict
+    off: dict
+    running: frozenset
+    stored: frozenset
+
+    def position(self, module: str, cls: str | None) -> int | None:
+        return next((j for j, (m, c) in enumerate(self.chain) if (m.name, c.name) == (module, cls)), None)
+
+
+def _runs_here(site, obj: TheObject) -> bool:
+    """Does a `self.meth(...)` call at `site`, in a class of the chain, run on the object? Not
+    when the method holding it is a definition that never runs there: one the plugin
+    overrides without handing over to it (core's `FusedMoE.forward` under vllm-ascend's
+    `AscendFusedMoE.forward`), or a skipped `__init__`. A call in a nested function or
+    outside a method of the class counts, as before."""
+    k = obj.position(site.module, site.cls)
+    if k is None or not site.func or site.func not in _functions(obj.chain[k][1]) or not _mro_prefix(obj.chain, k):
+        return True  # not a method of the chain's class, or where the chain is not the MRO: may run
+    return (site.func, site.module, site.cls) in obj.running
+
+
+def _a_base_built_outright(site, obj: TheObject) -> bool:
+    """The call's receiver is `self.attr`, and the plugin class holding the call sets
+    `self.attr` only to `C(...)`, C a base of the object's class: that object is a C, never
+    the plugin's subclass (vllm-ascend 0.9.2rc1's pangu_moe builds `self.experts =
+    FusedMoE(...)`, so its `self.experts.forward_impl(...)` runs on core's FusedMoE, not on
+    AscendFusedMoE). Not when C's construction may hand back another class (a `__new__` in
+    C's chain: CustomOp's out-of-tree registry), the plugin stores anything under C's name or
+    the attribute's (a module patch `layer.FusedMoE = AscendFusedMoE`, an object swapped in
+    later), or the holder is core's (which the plugin may patch in ways not read here)."""
+    recv = site.receiver
+    if not site.plugin or site.cls is None or not recv.startswith("self.") or recv.count(".") != 1 \
+            or recv[5:] in obj.stored:
+        return False
+    mod = obj.world.module(site.module)
+    holder = mod.classes.get(site.cls) if mod is not None else None
+    sets = self_assignments(holder.node).get(recv[5:]) if holder is not None and holder.node is not None else None
+    if not sets:
+        return False
+    for _, stmt in sets:
+        value = stmt.value
+        if not isinstance(value, ast.Call) or dotted(value.func) is None:
+            return False
+        j = _chain_index(obj.world, mod, value.func, obj.chain)
+        if not j or obj.chain[j][1].name in obj.stored or any("__new__" in c.methods for _, c in obj.chain[j:]):
+            return False
+    return True
+
+
+DEPTH = 3  # how many callers up `_live` follows a core method's own liveness
+
+
+def _caller_runs(ev, site, meth: str, obj: TheObject, depth: int, seen: frozenset) -> tuple[str, str | None]:
+    """For a `self.meth(...)` call inside core method B of the chain that runs on the object:
+    ("yes", None) when B itself is called where it runs (`_live` on B, `depth` levels up at
+    most); ("yes", why) when every such call of B is under a guard that holds (`_holds`), so
+    this call is too; ("constructor", None) when only core constructors call B; ("", None)
+    when nothing that runs on the object calls B (vllm-ascend's AscendFusedMoE overrides
+    `forward`, the one caller of core's `forward_impl` on the layer, so
+    `forward_impl_chunked`, called only by `forward_impl`, never runs either). A dunder
+    method, a call outside a method, a plugin caller, the depth reached, or a B passed
+    around as a value (`hooks = [self._promote]`): ("yes", None), as before."""
+    b = site.func
+    if site.plugin or not b or b == meth or b in seen or depth >= DEPTH or b.startswith("__") and b.endswith("__"):
+        return "yes", None
+    k = obj.position(site.module, site.cls)
+    if k is None or b not in _functions(obj.chain[k][1]):
+        return "yes", None
+    if ev.callers.passed_as_value(b):
+        return "yes", None  # passed around (a callback, a registry): may run from anywhere
+    answer, why = _live(ev, b, obj, depth + 1, seen | {meth})
+    if answer == "yes":
+        return answer, why and f"called from {b}, {why}"
+    return (answer if answer == "constructor" else ""), None
+
+
+def _live(ev, meth: str, obj: TheObject | None = None, depth: int = 0,
+          seen: frozenset = frozenset()) -> tuple[str, str | None]:
     """("yes", None): some call of `meth` (found by name in both trees) sits in code that
     can run, not in a core method the plugin overrides or replaces (the skipped `__init__`
     among them); ("yes", why): every such call is a `self.meth(...)` of this object's
@@ -404,22 +499,32 @@ def _live(ev, meth: str, chain=None, unset=frozenset(), off: dict[str, str] | No
     calls sit in core constructors, which run only if their class is built on a path the
     plugin runs, which a search by name cannot tell (vLLM has two GPUModelRunner classes);
     ("dead", where and why): every one sits in code that cannot run (`Callers.reachable`);
-    ("", None): none. With `chain` ((ModuleInfo, ClassInfo) of the object's class and its
-    bases), a `self.meth(...)` in a class outside it runs on that class's objects, not on
-    this one: it does not count."""
+    ("", None): none. With `obj`, a `self.meth(...)` in a class outside its chain runs on
+    that class's objects, not on this one: it does not count; nor does one inside a method
+    that never runs on this object (`_runs_here`) or that nothing running on it calls
+    (`_caller_runs`), nor one on an attribute that holds a base built outright
+    (`_a_base_built_outright`)."""
     answer, whys, dead = "", [], None
-    mine = None if chain is None else frozenset((m.name, c.name) for m, c in chain)
+    mine = None if obj is None else frozenset((m.name, c.name) for m, c in obj.chain)
     for site in ev.callers.sites(meth) or ():
         if mine is not None and site.receiver in ("self", "cls") and (site.module, site.cls) not in mine:
             continue
+        if obj is not None and (site.receiver == "self" and not _runs_here(site, obj)
+                                or _a_base_built_outright(site, obj)):
+            continue
         ok, why = ev.callers.reachable(site)
         if ok and (site.plugin or site.func != "__init__" or why != IMPLICIT):
-            guarded = _call_guarded(site, meth, chain, unset, off or {}) if chain is not None and not site.plugin \
-                else None
+            caller, caller_why = _caller_runs(ev, site, meth, obj, depth, seen) \
+                if obj is not None and site.receiver == "self" else ("yes", None)
+            if caller != "yes":
+                answer = answer or caller
+                continue
+            guarded = caller_why or (_call_guarded(site, meth, obj.chain, obj.unset, obj.off)
+                                     if obj is not None and not site.plugin else None)
             if guarded is None:
                 return "yes", None
             whys.append(guarded)
-        elif ok and not whys:
+        elif ok:
             answer = "constructor"
         elif not ok and dead is None:
             dead = f"{site.where()}: {why}"
@@ -428,15 +533,113 @@ def _live(ev, meth: str, chain=None, unset=frozenset(), off: dict[str, str] | No
     return ("dead", dead) if not answer and dead is not None else (answer, None)
 
 
-def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
-    grouped: dict[tuple, list] = {}
-    counted: list[Counter] = []  # `_attribute_stores`, made once, when a class first needs it
+@dataclass(frozen=True)
+class UnsetRead:
+    """A read, in a core method that runs on the object, of a field only a skipped `__init__`
+    (or a helper only it calls) sets."""
+    attr: str
+    meth: str  # the reading method
+    mod: ModuleInfo  # where the reading method is defined
+    cls: ClassInfo
+    line: int
+    setter: tuple[ModuleInfo, ClassInfo]  # the skipped class that sets it
+    cond: str | None  # why the read may not run (its own guard, else its callers')
+    live: tuple[str, str | None]  # `_live` of the reading method
+    called_under: str | None  # the callers' guard, when that is the reason
+    via: str | None  # the class whose override reaches the reading method through a base call
+
+    @property
+    def error(self) -> bool:
+        return self.cond is None and self.live[0] == "yes"
+
+
+def _unset_reads(facts: PluginFacts, world: TreeIndex, ev, chain, core_classes, store_counts,
+                 replaced: frozenset[str] = frozenset()) -> list[UnsetRead]:
+    """Every read of a field unset on the object: `chain` is its class and bases, whose core
+    `core_classes` never run their `__init__`; `replaced` names the plugin installs on the
+    object's class (their core definitions do not run, and they provide the name)."""
+    skipped_keys = {(m.name, c.name) for m, c in core_classes}
+    called = _self_calls_in_init(core_classes)
+    helpers = {(m.name, c.name): _init_helpers(ev, c, skipped_keys, called) for m, c in core_classes}
+    avail: set[str] = set(replaced)
+    for mod, cls in chain:
+        key = (mod.name, cls.name)
+        avail |= provides(cls, skip_init=key in skipped_keys, helpers=helpers.get(key, frozenset()))
+    init_only: dict[str, tuple[ModuleInfo, ClassInfo]] = {}
+    for mod, cls in core_classes:
+        unrun = {"__init__"} | helpers[(mod.name, cls.name)]
+        for attr, sites in self_assignments(cls.node).items() if cls.node is not None else ():
+            if attr not in avail and attr not in facts.attr_stores and all(fn.name in unrun for fn, _ in sites):
+                init_only.setdefault(attr, (mod, cls))
+    if not init_only:
+        return []
+    live: dict[str, tuple[str, str | None]] = {}
+    off = _off_flags(facts, chain, skipped_keys, ev.is_core, store_counts)
+    runs = [r for r in _running_methods(world, chain) if r[0] not in replaced]
+    obj = TheObject(world, chain, init_only, off, frozenset((meth, mod.name, cls.name) for meth, (mod, cls), _ in runs),
+                    frozenset(facts.foreign_stores))
+    out = []
+    for meth, (mod, cls), via_super in runs:
+        if not ev.is_core(mod.name) or meth.startswith("__") and meth.endswith("__"):
+            continue
+        fn = _functions(cls)[meth]
+        me = _self_name(fn)
+        if me is None:
+            continue
+        named = strings(fn)
+        for attr, line, _, guards in reads(fn, me, flow=True):
+            if attr not in init_only or attr in named:
+                continue
+            if meth not in live:
+                live[meth] = _live(ev, meth, obj)
+            cond = _held(guards, init_only, off)
+            # the read's own guard, else its callers'
+            called_under = None if cond or live[meth][0] != "yes" else live[meth][1]
+            out.append(UnsetRead(attr, meth, mod, cls, line, init_only[attr], cond or called_under, live[meth],
+                                 called_under, via_super))
+    return out
+
+
+def _evidence(u: UnsetRead, severity: str, started: bool, on: str) -> str:
+    """Why the read runs or may not run, for the finding's reason."""
+    evidence = f"core's {u.cls.name}.{u.meth} reads it"
+    if u.called_under is not None:
+        evidence += f", and every call of {u.meth} that runs on {on} is {u.called_under}"
+    elif u.cond is not None:
+        evidence += f" only {u.cond}"
+    elif severity == "warning" and started:
+        if u.live[0] == "constructor":
+            evidence += (", called only from core constructors, whose classes the gate cannot show are built "
+                         "on a path the plugin runs")
+        elif u.live[0] == "dead":
+            evidence += f", and no call of it can run ({u.live[1]})"
+        else:
+            evidence += ", and nothing calls it by name"
+    return evidence
+
+
+def _setter(u: UnsetRead) -> tuple[str, int]:
+    """(`__init__`, or the helper only `__init__` calls, as the message names it; its line)."""
+    imod, icls = u.setter
+    first_set = self_assignments(icls.node)[u.attr][0]
+    name = "__init__" if first_set[0].name == "__init__" else f"{first_set[0].name}, which only __init__ calls,"
+    return name, first_set[1].lineno
+
+
+def _store_counter(facts: PluginFacts) -> Callable[[], Counter]:
+    """`_attribute_stores` of the plugin, made once, when a class first needs it."""
+    counted: list[Counter] = []
 
     def store_counts() -> Counter:
         if not counted:
             counted.append(_attribute_stores(facts))
         return counted[0]
+    return store_counts
 
+
+def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
+    grouped: dict[tuple, list] = {}
+    store_counts = _store_counter(facts)
     for pc in facts.classes:
         info = world.class_of(pc.module, pc.node)
         if not info.bases:
@@ -450,76 +653,124 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
         if skipped is None:
             continue
         stopper, core_classes = skipped
-        skipped_keys = {(m.name, c.name) for m, c in core_classes}
-        called = _self_calls_in_init(core_classes)
-        helpers = {(m.name, c.name): _init_helpers(ev, c, skipped_keys, called) for m, c in core_classes}
-        avail: set[str] = set()
-        for mod, cls in chain:
-            key = (mod.name, cls.name)
-            avail |= provides(cls, skip_init=key in skipped_keys, helpers=helpers.get(key, frozenset()))
-        init_only: dict[str, tuple[ModuleInfo, ClassInfo]] = {}
-        for mod, cls in core_classes:
-            unrun = {"__init__"} | helpers[(mod.name, cls.name)]
-            for attr, sites in self_assignments(cls.node).items() if cls.node is not None else ():
-                if attr not in avail and attr not in facts.attr_stores and all(fn.name in unrun for fn, _ in sites):
-                    init_only.setdefault(attr, (mod, cls))
-        if not init_only:
-            continue
-        live: dict[str, tuple[str, str | None]] = {}
-        off = _off_flags(facts, chain, skipped_keys, ev.is_core, store_counts)
-        for meth, (mod, cls), via_super in _running_methods(world, chain):
-            if not ev.is_core(mod.name) or meth.startswith("__") and meth.endswith("__"):
-                continue
-            fn = _functions(cls)[meth]
-            me = _self_name(fn)
-            if me is None:
-                continue
-            named = strings(fn)
-            for attr, line, _, guards in reads(fn, me, flow=True):
-                if attr not in init_only or attr in named:
-                    continue
-                if meth not in live:
-                    live[meth] = _live(ev, meth, chain, init_only, off)
-                cond = _held(guards, init_only, off)
-                # the read's own guard, else its callers'
-                called_under = None if cond or live[meth][0] != "yes" else live[meth][1]
-                cond = cond or called_under
-                severity = checks._severity(pc.ctx, ev, pc.module.name, error=cond is None and live[meth][0] == "yes")
-                symbol = f"attribute:{mod.name}.{cls.name}.{attr}"
-                grouped.setdefault((checks._kind(pc.ctx, "attribute"), symbol, pc.path, severity), []).append(
-                    (pc, info, stopper, meth, mod, cls, line, init_only[attr], cond, live[meth], called_under,
-                     via_super))
+        for u in _unset_reads(facts, world, ev, chain, core_classes, store_counts):
+            severity = checks._severity(pc.ctx, ev, pc.module.name, error=u.error)
+            symbol = f"attribute:{u.mod.name}.{u.cls.name}.{u.attr}"
+            grouped.setdefault((checks._kind(pc.ctx, "attribute"), symbol, pc.path, severity), []).append(
+                (pc, info, stopper, u))
     out = []
     for (kind, symbol, path, severity), items in grouped.items():
-        pc, info, stopper, meth, mod, cls, line, (imod, icls), cond, (alive, dead), called_under, via = items[0]
-        attr = symbol.rsplit(".", 1)[-1]
-        methods = sorted({f"{item[5].name}.{item[3]}" + (f" (through {item[11]}'s super() call)" if item[11] else "")
-                          for item in items})
-        first_set = self_assignments(icls.node)[attr][0]
-        setter = "__init__" if first_set[0].name == "__init__" else f"{first_set[0].name}, which only __init__ calls,"
-        why = (f"{info.name} runs core's {', '.join(methods)}, which read(s) self.{attr}; only core's "
-               f"{icls.name}.{setter} sets it ({imod.path}:{first_set[1].lineno}), and {stopper.name}.__init__ "
+        pc, info, stopper, u = items[0]
+        imod, icls = u.setter
+        methods = sorted({f"{i[3].cls.name}.{i[3].meth}" + (f" (through {i[3].via}'s super() call)" if i[3].via else "")
+                          for i in items})
+        setter, set_line = _setter(u)
+        why = (f"{info.name} runs core's {', '.join(methods)}, which read(s) self.{u.attr}; only core's "
+               f"{icls.name}.{setter} sets it ({imod.path}:{set_line}), and {stopper.name}.__init__ "
                f"never runs {icls.name}.__init__ nor sets it: AttributeError on the plugin's object")
-        evidence = f"core's {cls.name}.{meth} reads it"
-        if called_under is not None:
-            evidence += f", and every call of {meth} that runs on the plugin's object is {called_under}"
-        elif cond is not None:
-            evidence += f" only {cond}"
-        elif severity == "warning" and ev.startup.reached(pc.module.name):
-            if alive == "constructor":
-                evidence += (", called only from core constructors, whose classes the gate cannot show are built "
-                             "on a path the plugin runs")
-            elif alive == "dead":
-                evidence += f", and no call of it can run ({dead})"
-            else:
-                evidence += ", and nothing calls it by name"
-
-        p = checks.Problem(mod.path, line, (why,), evidence, True)
-        out.append(Finding(kind, symbol, path, pc.line, mod.path, line, checks._why(pc.ctx, why),
+        evidence = _evidence(u, severity, ev.startup.reached(pc.module.name), "the plugin's object")
+        p = checks.Problem(u.mod.path, u.line, (why,), evidence, True)
+        out.append(Finding(kind, symbol, path, pc.line, u.mod.path, u.line, checks._why(pc.ctx, why),
                            severity=severity, reason=checks._reason(pc.ctx, ev, pc.module.name, p.evidence),
                            summary=f"{info.name} skips {icls.name}.__init__, and "
-                                   + (f"{cls.name}.{meth}, which {via} calls through super(), "
-                                      if via else f"inherited {cls.name}.{meth} ") + f"reads self.{attr}"))
+                                   + (f"{u.cls.name}.{u.meth}, which {u.via} calls through super(), "
+                                      if u.via else f"inherited {u.cls.name}.{u.meth} ") + f"reads self.{u.attr}"))
+    return out
+
+
+def _replacement_skips(world: TreeIndex, mod: ModuleInfo, fn, me: str, chain, is_core) -> list | None:
+    """The core classes of `chain` whose `__init__` never runs when `fn` replaces chain[0]'s:
+    every one, when `fn` hands `self` to nothing; those before X, when its only hand-over is
+    `X.__init__(self, ...)` with X a class of the chain (`nn.Module.__init__(self)`, torch's,
+    runs none of core's). None (not judged) when it calls `super()`, passes `self` on as a
+    first argument any other way (`original_init(self, ...)`, `helper(self)`), or names
+    several classes; nor when it calls a method on `self` that no core class of the chain
+    defines (`self._orig_init(...)`, the original saved on the class)."""
+    targets = set()
+    for n in ast.walk(fn):
+        if not isinstance(n, ast.Call):
+            continue
+        if isinstance(n.func, ast.Name) and n.func.id == "super":
+            return None
+        if isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) and n.func.value.id == me \
+                and not any(n.func.attr in _functions(c) for m, c in chain if is_core(m.name)):
+            return None  # `self._orig_init(...)`: a saved original (arctic-inference's class-body patches)
+        if not (n.args and isinstance(n.args[0], ast.Name) and n.args[0].id == me):
+            continue
+        if not (isinstance(n.func, ast.Attribute) and n.func.attr == "__init__"):
+            return None
+        name = dotted(n.func.value)
+        if name is not None and qualify(mod, name, None) in TORCH_MODULES:
+            continue
+        j = _chain_index(world, mod, n.func.value, chain)
+        if j is None or j == 0 or not _mro_prefix(chain, j):
+            return None
+        targets.add(j)
+    if len(targets) > 1:
+        return None
+    upto = targets.pop() if targets else len(chain)
+    return [(m, c) for m, c in chain[:upto] if is_core(m.name) and "__init__" in c.methods]
+
+
+def check_replaced_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
+    """A plugin function installed as a core class's `__init__` (`EagleProposer.__init__ =
+    __custom_init__`) that hands over to no other `__init__` leaves unset every field only
+    the class's own `__init__` chain sets: a core method of the class that reads one raises
+    AttributeError on every instance (vllm-rbln 0.10.2.post2's custom EagleProposer init
+    against 0.18.0's `load_model`, reading `parallel_drafting`). The same reads, liveness and
+    guards as `check_skipped_init`, with the core class as the object's class."""
+    grouped: dict[tuple, list] = {}
+    store_counts = _store_counter(facts)
+    for r in facts.replacements:
+        if r.in_class or r.attr != "__init__":
+            continue
+        owner = world.resolve_dotted(r.owner)
+        if owner is None or owner[0] != "class":
+            continue
+        cmod, ccls = owner[1]  # type: ignore[misc]
+        if not ev.is_core(cmod.name):
+            continue
+        found = checks._patch_function(r, world)
+        if found is None or not isinstance(found[1], (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        fpath, fn = found
+        me = _self_name(fn)
+        if me is None:
+            continue
+        chain = _chain(world, cmod, ccls)
+        if not _bases_known(world, chain)[0]:
+            continue
+        if any((DYNAMIC | {"__new__", "__setstate__"}) & set(c.methods) for _, c in chain):
+            continue
+        # names in the function resolve in its own module: judged only where that is the replacement's
+        core_classes = _replacement_skips(world, r.module, fn, me, chain, ev.is_core) if fpath == r.path else None
+        if not core_classes:
+            continue
+        replaced = frozenset(ev.replaced.get(f"{cmod.name}.{ccls.name}", set()))
+        installer = _installer(r, facts)
+        for u in _unset_reads(facts, world, ev, chain, core_classes, store_counts, replaced):
+            severity = checks._severity(r.ctx, ev, r.module.name,
+                                        error=u.error and (installer is None or installer[1]))
+            symbol = f"attribute:{u.mod.name}.{u.cls.name}.{u.attr}"
+            grouped.setdefault((checks._kind(r.ctx, "attribute"), symbol, fpath, severity), []).append(
+                (r, fn, cmod, ccls, installer, u))
+    out = []
+    for (kind, symbol, path, severity), items in grouped.items():
+        r, fn, cmod, ccls, installer, u = items[0]
+        imod, icls = u.setter
+        methods = sorted({f"{i[5].cls.name}.{i[5].meth}" for i in items})
+        setter, set_line = _setter(u)
+        why = (f"{fn.name} is installed as {ccls.name}.__init__ ({r.path}:{r.line}) and runs no other __init__; "
+               f"core's {', '.join(methods)} read(s) self.{u.attr}, which only core's {icls.name}.{setter} sets "
+               f"({imod.path}:{set_line}), and {fn.name} does not: AttributeError on every {ccls.name}")
+        evidence = _evidence(u, severity, ev.startup.reached(r.module.name), f"a {ccls.name}")
+        if installer is not None and not installer[1]:
+            evidence += f"; nothing calls {installer[0]}, which installs it, in a branch that runs"
+        p = checks.Problem(u.mod.path, u.line, (why,), evidence, True)
+        out.append(Finding(kind, symbol, path, fn.lineno, u.mod.path, u.line, checks._why(r.ctx, why),
+                           severity=severity, reason=checks._reason(r.ctx, ev, r.module.name, p.evidence),
+                           summary=f"the replacement {ccls.name}.__init__ skips {icls.name}.__init__, and "
+                                   f"{u.cls.name}.{u.meth} reads self.{u.attr}"))
     return out
 
 
@@ -635,4 +886,5 @@ def check_replacement_reads(facts: PluginFacts, world: TreeIndex, ev) -> list[Fi
 
 
 def check_self_state(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
-    return check_skipped_init(facts, world, ev) + check_replacement_reads(facts, world, ev)
+    return check_skipped_init(facts, world, ev) + check_replaced_init(facts, world, ev) \
+        + check_replacement_reads(facts, world, ev)
