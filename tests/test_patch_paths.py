@@ -63,8 +63,26 @@ PATHS = st.one_of(
     st.integers(1, 8).map(lambda n: "/".join(["d" * 100] * n) + "/x.py"))
 
 
+@given(st.one_of(PATHS, PATHS.map(lambda p: p.replace("/", "/ b/", 1))))
+@example("a/ b/c")  # git writes `diff --git a/a/ b/c b/a/ b/c`: unidiff alone splits it at the last ' b/'
+@example("\n/ b/")  # found by CI's hypothesis (2026-12-08): quoted, with ' b/' inside
+def test_every_header_git_writes_is_read_with_its_own_names(path):
+    """`patch_set` reads a new-file block for any path as git writes it (quoted or not, ' b/'
+    inside or not): the `+++` name decodes to the path, and the block prints back with its
+    own `diff --git` line."""
+    from overlay.series.patchfile import _strip_git, patch_set
+
+    block = new_file_block(path)
+    (pf,) = patch_set(block)
+    assert _strip_git(pf.target_file, "b/") == path
+    assert pf.source_file == "/dev/null"
+    assert str(pf).split("\n", 1)[0] == block.split("\n", 1)[0]
+
+
 @given(PATHS)
 @example("0:")  # found by CI's hypothesis (2026-12-05): a digit and a colon are no drive
+@example("a/ b/c")
+@example("\n/ b/")  # found by CI's hypothesis (2026-12-08): refused as 'diff does not parse', not as unsafe
 def test_the_canonical_path_check_refuses_exactly_the_paths_not_carried(path):
     """check's and apply's one check (patchfile.unsafe_reason), read from a mail as git
     writes it: a reason for every non-canonical path, none for a canonical one."""
@@ -103,6 +121,8 @@ def _snapshot(root: Path, skip: tuple[Path, ...]) -> dict[str, tuple[int, bytes 
 
 @settings(max_examples=max(8, settings.default.max_examples // 6))
 @given(PATHS)
+@example("a/ b/c")  # canonical, with ' b/' inside: carried
+@example("\n/ b/")  # found by CI's hypothesis (2026-12-08): refused as unsafe, not as a diff that does not parse
 def test_apply_carries_a_canonical_path_and_refuses_any_other_in_one_line(world, run, path):
     """End to end (composing is slow: fewer examples; OVERLAY_HYPOTHESIS_PROFILE=long for more)."""
     patch = world.patch_file(PATCH)

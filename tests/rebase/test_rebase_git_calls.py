@@ -48,7 +48,9 @@ def _counting_parses(monkeypatch) -> collections.Counter:
 
     class Counted(real):  # type: ignore[misc, valid-type]
         def __init__(self, data, *args, **kwargs):
-            if "parse_patch" in sys._getframe(1).f_code.co_name:  # reading a mail (not a hunk's own use)
+            # reading a mail (through patchfile.patch_set), not a hunk's own use; up to three
+            # frames up, as Python 3.11+ may put an `__init__` shim frame between
+            if any("parse_patch" in sys._getframe(k).f_code.co_name for k in (1, 2, 3)):
                 parsed[data if isinstance(data, str) else repr(data)] += 1
             super().__init__(data, *args, **kwargs)
 

@@ -407,7 +407,7 @@ def residue_mail(text: str, keep: set) -> str:
     hunk index) pairs, the file index counting the `diff --git` blocks in order, and (file
     index, None) for a file kept whole as it is written (a binary patch, a rename alone).
     The header stays (its diffstat may overstate; git am ignores it)."""
-    import unidiff
+    from overlay.series.patchfile import patch_set
 
     m = re.search(r"^diff --git ", text, re.M)
     if m is None:
@@ -420,7 +420,7 @@ def residue_mail(text: str, keep: set) -> str:
         wanted = {i for f, i in keep if f == k and i is not None}
         if not wanted:
             continue
-        pf = unidiff.PatchSet(block)[0]
+        pf = patch_set(block)[0]
         pf[:] = [h for i, h in enumerate(pf) if i in wanted]
         out.append(str(pf))
     return text[:m.start()] + "".join(out)

@@ -57,7 +57,7 @@ class PatchMail:
         return f"{self.author_name} <{self.author_email}>"
 
     def patchset(self) -> unidiff.PatchSet:
-        return unidiff.PatchSet(self.diff)
+        return patch_set(self.diff)
 
 
 def _decode_header(value: str) -> str:
@@ -136,6 +136,53 @@ def diff_git_names(header: str) -> tuple[str, ...]:
         a, b = header.split(" b/", 1)
         return a, "b/" + b
     return (header,)
+
+
+def _ambiguous_to_unidiff(names: str) -> bool:
+    """unidiff splits an unquoted `diff --git` line at its last ' b/' and cannot read a
+    quoted one: either way it may take another target than the `+++` line's and refuse the
+    block ('Target without source'). A path holding ' b/' (`diff --git a/x/ b/y b/x/ b/y`,
+    as git writes it) or one git quotes is such a line."""
+    return names.startswith('"') or ' "' in names or names.count(" b/") > 1
+
+
+def patch_set(diff: str) -> unidiff.PatchSet:
+    """unidiff's PatchSet of `diff`, each file with its names as written. A block whose
+    `diff --git` line unidiff would split wrongly (`_ambiguous_to_unidiff`) is parsed under a
+    placeholder name, then given back its own header, `---` and `+++` names, so `str()` of
+    a file still round-trips. Raises unidiff.UnidiffParseError as unidiff does."""
+    lines = diff.split("\n")
+    originals: dict[int, tuple[str, str | None, str | None]] = {}  # block -> (header, ---, +++)
+    block, in_header = -1, False
+    for i, line in enumerate(lines):
+        if line.startswith("diff --git "):
+            block += 1
+            in_header = _ambiguous_to_unidiff(line[len("diff --git "):])
+            if in_header:
+                originals[block] = (line, None, None)
+                lines[i] = f"diff --git a/overlay-path-{block} b/overlay-path-{block}"
+        elif in_header and line.startswith(("@@", "GIT binary patch")):
+            in_header = False
+        elif in_header and line.startswith(("--- ", "+++ ")):
+            name, tail = (line[4:].split("\t", 1) + [""])[:2]
+            if name != "/dev/null":
+                header, source, target = originals[block]
+                originals[block] = (header, name, target) if line[0] == "-" else (header, source, name)
+                side = "a" if line[0] == "-" else "b"
+                lines[i] = f"{line[:4]}{side}/overlay-path-{block}" + (f"\t{tail}" if tail else "")
+    ps = unidiff.PatchSet("\n".join(lines))
+    for k, pf in enumerate(ps):
+        if k not in originals:
+            continue
+        header, source, target = originals[k]
+        names = diff_git_names(header[len("diff --git "):])
+        pf.source_file = source if source is not None else (pf.source_file if pf.source_file == "/dev/null"
+                                                            else names[0])
+        pf.target_file = target if target is not None else (pf.target_file if pf.target_file == "/dev/null"
+                                                            else names[-1])
+        if pf.patch_info and pf.patch_info[0].startswith("diff --git "):
+            pf.patch_info[0] = header + "\n"
+    return ps
 
 
 def _strip_git(path: str | None, prefix: str) -> str | None:
@@ -219,7 +266,7 @@ def _parse_patch(text: str, path: Path, shown: str) -> PatchMail:
                            hint="e.g. 'Date: Wed, 1 Jul 2026 17:59:41 +0800' (git format-patch writes it)") from None
     message = body.split("\n---\n", 1)[0].strip("\n")
     try:
-        ps = unidiff.PatchSet(diff)
+        ps = patch_set(diff)
     except unidiff.UnidiffParseError as exc:
         raise OverlayError(f"diff does not parse: {shortened(str(exc))}", path=shown,
                            hint="regenerate the patch with `overlay refresh`") from None
