@@ -150,7 +150,8 @@ def patch_set(diff: str) -> unidiff.PatchSet:
     """unidiff's PatchSet of `diff`, each file with its names as written. A block whose
     `diff --git` line unidiff would split wrongly (`_ambiguous_to_unidiff`) is parsed under a
     placeholder name, then given back its own header, `---` and `+++` names, so `str()` of
-    a file still round-trips. Raises unidiff.UnidiffParseError as unidiff does."""
+    a file still round-trips. Raises unidiff.UnidiffParseError as unidiff does, and
+    ValueError for a header quoted the way git never writes it."""
     lines = diff.split("\n")
     originals: dict[int, tuple[str, str | None, str | None]] = {}  # block -> (header, ---, +++)
     block, in_header = -1, False
@@ -175,11 +176,12 @@ def patch_set(diff: str) -> unidiff.PatchSet:
         if k not in originals:
             continue
         header, source, target = originals[k]
-        names = diff_git_names(header[len("diff --git "):])
-        pf.source_file = source if source is not None else (pf.source_file if pf.source_file == "/dev/null"
-                                                            else names[0])
-        pf.target_file = target if target is not None else (pf.target_file if pf.target_file == "/dev/null"
-                                                            else names[-1])
+        if source is None and pf.source_file != "/dev/null" or target is None and pf.target_file != "/dev/null":
+            names = diff_git_names(header[len("diff --git "):])  # ValueError for a quoting git never writes
+            source = source if source is not None or pf.source_file == "/dev/null" else names[0]
+            target = target if target is not None or pf.target_file == "/dev/null" else names[-1]
+        pf.source_file = source if source is not None else pf.source_file
+        pf.target_file = target if target is not None else pf.target_file
         if pf.patch_info and pf.patch_info[0].startswith("diff --git "):
             pf.patch_info[0] = header + "\n"
     return ps
@@ -267,11 +269,10 @@ def _parse_patch(text: str, path: Path, shown: str) -> PatchMail:
     message = body.split("\n---\n", 1)[0].strip("\n")
     try:
         ps = patch_set(diff)
+        files = tuple(_file_changes(diff, ps))
     except unidiff.UnidiffParseError as exc:
         raise OverlayError(f"diff does not parse: {shortened(str(exc))}", path=shown,
                            hint="regenerate the patch with `overlay refresh`") from None
-    try:
-        files = tuple(_file_changes(diff, ps))
     except ValueError as exc:
         raise OverlayError(f"a path in the diff is quoted the way git never writes it ({shortened(str(exc))})",
                            path=shown, hint="regenerate the patch with `overlay refresh`") from None
