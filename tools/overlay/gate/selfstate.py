@@ -388,18 +388,18 @@ def _held(guards: tuple[Guard, ...], unset, off) -> str | None:
     return next((why for g in guards if (why := _holds(g, unset, off)) is not None), None)
 
 
-def _call_guarded(site, meth: str, chain, unset, off) -> str | None:
-    """Why a `self.meth(...)` call at `site`, in the caller's class of `chain`
-    ((ModuleInfo, ClassInfo) pairs), does not run on the plugin's object: a plain flag
-    guard of `reads` (an enclosing `if`, an earlier operand, an early exit) that holds, see
-    `_holds`; None when it may run or the caller cannot be read."""
-    owner = next((c for m, c in chain if (m.name, c.name) == (site.module, site.cls)), None)
-    fn = _functions(owner).get(site.func) if owner is not None and site.func else None
+def _call_guarded(site, meth: str, obj: TheObject) -> str | None:
+    """Why a `self.meth(...)` call at `site`, in the caller's class of the object's chain,
+    does not run on the plugin's object: a plain flag guard of `reads` (an enclosing `if`,
+    an earlier operand, an early exit) that holds, see `_holds`; None when it may run or the
+    caller cannot be read."""
+    k = obj.position(site.module, site.cls)
+    fn = _functions(obj.chain[k][1]).get(site.func) if k is not None and site.func else None
     me = _self_name(fn) if fn is not None else None
     if me is None or site.receiver != "self":
         return None
     # only a plain flag proven off or unset: a nested test's state alone proves nothing here
-    whys = [_held(tuple(g for g in guards if g.flag is not None), unset, off)
+    whys = [_held(tuple(g for g in guards if g.flag is not None), obj.unset, obj.off)
             for attr, line, called, guards in reads(fn, me, flow=True)
             if attr == meth and called and line == site.shape.line]
     return whys[0] if whys and all(whys) else None
@@ -440,10 +440,10 @@ def _a_base_built_outright(site, obj: TheObject) -> bool:
     `self.attr` only to `C(...)`, C a base of the object's class: that object is a C, never
     the plugin's subclass (vllm-ascend 0.9.2rc1's pangu_moe builds `self.experts =
     FusedMoE(...)`, so its `self.experts.forward_impl(...)` runs on core's FusedMoE, not on
-    AscendFusedMoE). Not when C's construction may hand back another class (a `__new__` in
-    C's chain: CustomOp's out-of-tree registry), the plugin stores anything under C's name or
-    the attribute's (a module patch `layer.FusedMoE = AscendFusedMoE`, an object swapped in
-    later), or the holder is core's (which the plugin may patch in ways not read here)."""
+    AscendFusedMoE; no judged hierarchy has a `__new__` that could hand back another class,
+    see `_judgeable`). Not when the plugin stores anything under C's name or the attribute's
+    (a module patch `layer.FusedMoE = AscendFusedMoE`, an object swapped in later), or the
+    holder is core's (which the plugin may patch in ways not read here)."""
     recv = site.receiver
     if not site.plugin or site.cls is None or not recv.startswith("self.") or recv.count(".") != 1 \
             or recv[5:] in obj.stored:
@@ -458,7 +458,7 @@ def _a_base_built_outright(site, obj: TheObject) -> bool:
         if not isinstance(value, ast.Call) or dotted(value.func) is None:
             return False
         j = _chain_index(obj.world, mod, value.func, obj.chain)
-        if not j or obj.chain[j][1].name in obj.stored or any("__new__" in c.methods for _, c in obj.chain[j:]):
+        if not j or obj.chain[j][1].name in obj.stored:
             return False
     return True
 
@@ -519,8 +519,7 @@ def _live(ev, meth: str, obj: TheObject | None = None, depth: int = 0,
             if caller != "yes":
                 answer = answer or caller
                 continue
-            guarded = caller_why or (_call_guarded(site, meth, obj.chain, obj.unset, obj.off)
-                                     if obj is not None and not site.plugin else None)
+            guarded = caller_why or (_call_guarded(site, meth, obj) if obj is not None and not site.plugin else None)
             if guarded is None:
                 return "yes", None
             whys.append(guarded)
@@ -637,6 +636,35 @@ def _store_counter(facts: PluginFacts) -> Callable[[], Counter]:
     return store_counts
 
 
+def _judgeable(world: TreeIndex, chain) -> bool:
+    """Can an unset field be proven on objects of this hierarchy? Not with a base the gate
+    cannot read (other than nn.Module), nor where `__getattr__`, `__getattribute__`,
+    `__new__` or `__setstate__` may give the object state its `__init__` does not."""
+    return _bases_known(world, chain)[0] \
+        and not any((DYNAMIC | {"__new__", "__setstate__"}) & set(c.methods) for _, c in chain)
+
+
+def _installed_on_core(r, world: TreeIndex, ev):
+    """(core module, core class, plugin path, function, its `self` name) for a replacement
+    that installs a plugin function on a core class (`C.m = ours`); None for anything else
+    (a class-body assignment, a module attribute, a plugin class, a value that is no
+    function the gate can read, a function without `self`)."""
+    if r.in_class:
+        return None
+    owner = world.resolve_dotted(r.owner)
+    if owner is None or owner[0] != "class":
+        return None
+    cmod, ccls = owner[1]  # type: ignore[misc]
+    if not ev.is_core(cmod.name):
+        return None
+    found = checks._patch_function(r, world)
+    if found is None or not isinstance(found[1], (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    fpath, fn = found
+    me = _self_name(fn)
+    return None if me is None else (cmod, ccls, fpath, fn, me)
+
+
 def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding]:
     grouped: dict[tuple, list] = {}
     store_counts = _store_counter(facts)
@@ -645,9 +673,7 @@ def check_skipped_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Finding
         if not info.bases:
             continue
         chain = _chain(world, pc.module, info, pc.scope.local_imports)
-        if not _bases_known(world, chain)[0]:
-            continue
-        if any((DYNAMIC | {"__new__", "__setstate__"}) & set(c.methods) for _, c in chain):
+        if not _judgeable(world, chain):
             continue
         skipped = _skipped_core(chain, ev.is_core, world)
         if skipped is None:
@@ -722,25 +748,12 @@ def check_replaced_init(facts: PluginFacts, world: TreeIndex, ev) -> list[Findin
     grouped: dict[tuple, list] = {}
     store_counts = _store_counter(facts)
     for r in facts.replacements:
-        if r.in_class or r.attr != "__init__":
+        installed = _installed_on_core(r, world, ev) if r.attr == "__init__" else None
+        if installed is None:
             continue
-        owner = world.resolve_dotted(r.owner)
-        if owner is None or owner[0] != "class":
-            continue
-        cmod, ccls = owner[1]  # type: ignore[misc]
-        if not ev.is_core(cmod.name):
-            continue
-        found = checks._patch_function(r, world)
-        if found is None or not isinstance(found[1], (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        fpath, fn = found
-        me = _self_name(fn)
-        if me is None:
-            continue
+        cmod, ccls, fpath, fn, me = installed
         chain = _chain(world, cmod, ccls)
-        if not _bases_known(world, chain)[0]:
-            continue
-        if any((DYNAMIC | {"__new__", "__setstate__"}) & set(c.methods) for _, c in chain):
+        if not _judgeable(world, chain):
             continue
         # names in the function resolve in its own module: judged only where that is the replacement's
         core_classes = _replacement_skips(world, r.module, fn, me, chain, ev.is_core) if fpath == r.path else None
@@ -815,22 +828,13 @@ def check_replacement_reads(facts: PluginFacts, world: TreeIndex, ev) -> list[Fi
     sub_memo: dict = {}
     core_memo: dict = {}
     for r in facts.replacements:
-        if r.in_class or r.attr in ("__init__", "__new__"):
+        installed = _installed_on_core(r, world, ev) if r.attr not in ("__init__", "__new__") else None
+        if installed is None:
             continue
-        owner = world.resolve_dotted(r.owner)
-        if owner is None or owner[0] != "class":
-            continue
-        cmod, ccls = owner[1]  # type: ignore[misc]
+        cmod, ccls, fpath, fn, me = installed
         sig = ccls.methods.get(r.attr)
-        if not ev.is_core(cmod.name) or sig is None or sig.is_static or sig.is_classmethod:
+        if sig is None or sig.is_static or sig.is_classmethod:
             continue  # only a core instance method's replacement runs with `self` the object
-        found = checks._patch_function(r, world)
-        if found is None or not isinstance(found[1], (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        fpath, fn = found
-        me = _self_name(fn)
-        if me is None:
-            continue
         chain = _chain(world, cmod, ccls)
         if any(DYNAMIC & set(c.methods) for _, c in chain):
             continue
